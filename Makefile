@@ -1,0 +1,31 @@
+# replayctl: `make test` is what CI runs (.ci/run) and what the README names.
+GO      ?= go
+FUZZTIME ?= 5s
+
+.PHONY: test fmt vet unit fuzz-smoke bench build
+
+test: fmt vet unit fuzz-smoke
+
+build:
+	$(GO) build -o replayctl ./cmd/replayctl
+
+# gofmt must print nothing.
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+# A short run of every fuzz target, so the decoders and the rules loader are
+# fuzzed on every change (longer: make fuzz-smoke FUZZTIME=5m).
+fuzz-smoke:
+	@set -e; for pkg in ./internal/source ./internal/triage; do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null; \
+	  done; \
+	done

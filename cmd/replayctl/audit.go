@@ -1,0 +1,361 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/policy"
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// auditKeyFlag reads the HMAC key that signs the audit chain head.
+type auditKeyFlag struct{ file string }
+
+func (f *auditKeyFlag) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.file, "audit-key-file", "", "file holding the HMAC key that signs the audit chain head (or set REPLAYCTL_AUDIT_KEY)")
+}
+
+func (f *auditKeyFlag) key() ([]byte, error) {
+	if f.file != "" {
+		b, err := os.ReadFile(f.file)
+		if err != nil {
+			return nil, usageError("read --audit-key-file: %v", err)
+		}
+		return []byte(strings.TrimSpace(string(b))), nil
+	}
+	return []byte(os.Getenv("REPLAYCTL_AUDIT_KEY")), nil
+}
+
+func newAuditCmd(s *streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Read and verify the audit trail of every decision",
+		Long: `Every decision, automatic or human, is an append-only audit record: who, what,
+why, with which policy snapshot, and the ledger state before and after. Records
+are hash-chained; audit verify walks the chain and reports the first broken link.`,
+	}
+	cmd.AddCommand(newAuditListCmd(s), newAuditShowCmd(s), newAuditVerifyCmd(s), newAuditExportCmd(s),
+		newAuditExplainCmd(s), newAuditReplayDecisionCmd(s))
+	return cmd
+}
+
+func newAuditListCmd(s *streams) *cobra.Command {
+	var (
+		db          dbFlags
+		q           audit.Query
+		since, outF string
+	)
+	cmd := &cobra.Command{
+		Use:   "list [--entry ID] [--actor A] [--action X] [--since T] [-o json]",
+		Short: "List audit records, oldest first",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
+			if since != "" {
+				t, err := parseSince(since)
+				if err != nil {
+					return err
+				}
+				q.Since = t
+			}
+			st, err := db.openExisting()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			out := bufio.NewWriter(s.out)
+			defer out.Flush()
+			arr := newJSONArray(out)
+			n := 0
+			err = audit.Each(cmd.Context(), st, q, func(r audit.Record) error {
+				n++
+				if format == "json" {
+					return arr.add(r)
+				}
+				fmt.Fprintln(out, audit.Sentence(&r), "["+r.EntryRef+"]")
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return arr.end()
+			}
+			fmt.Fprintf(out, "%d record(s)\n", n)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	db.register(f)
+	f.StringVar(&q.Entry, "entry", "", "only records about this entry (ref or id)")
+	f.StringVar(&q.Actor, "actor", "", "only records by this actor")
+	f.StringVar(&q.Action, "action", "", "only records with this action, outcome or kind")
+	f.StringVar(&since, "since", "", "only records at or after this time (RFC 3339, or a duration ago such as 24h)")
+	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+func parseSince(v string) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		return time.Now().Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, usageError("--since %q: want RFC 3339 (2026-11-01T00:00:00Z) or a duration (24h)", v)
+	}
+	return t, nil
+}
+
+func newAuditShowCmd(s *streams) *cobra.Command {
+	var db dbFlags
+	cmd := &cobra.Command{
+		Use:   "show DECISION_ID",
+		Short: "Show one audit record in full (JSON)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			seq, err := strconv.ParseUint(args[0], 10, 64)
+			if err != nil {
+				return usageError("decision id %q: want a number, as audit list prints it", args[0])
+			}
+			st, err := db.openExisting()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			rec, err := audit.Get(cmd.Context(), st, seq)
+			if errors.Is(err, audit.ErrNotFound) {
+				return &exitErr{code: exitUsage, err: err}
+			}
+			if err != nil {
+				return err
+			}
+			return writeJSON(s.out, rec)
+		},
+	}
+	db.register(cmd.Flags())
+	return cmd
+}
+
+func newAuditVerifyCmd(s *streams) *cobra.Command {
+	var db dbFlags
+	var key auditKeyFlag
+	var outF string
+	cmd := &cobra.Command{
+		Use:   "verify [--audit-key-file F]",
+		Short: "Walk the hash chain and report the first broken link (exit 1 if broken)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
+			k, err := key.key()
+			if err != nil {
+				return err
+			}
+			st, err := db.openExisting()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			res, err := audit.Verify(cmd.Context(), st, k)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				if err := writeJSON(s.out, res); err != nil {
+					return err
+				}
+			} else if res.OK() {
+				signed := "head not signed (no key given)"
+				if res.Signed {
+					signed = "head signature valid"
+				}
+				fmt.Fprintf(s.out, "ok: %d record(s), head %s, %s\n", res.Records, res.Head, signed)
+			} else {
+				fmt.Fprintf(s.out, "BROKEN: %v (%d record(s) verified before it)\n", res.Break, res.Records)
+			}
+			if !res.OK() {
+				return silent(exitError)
+			}
+			return nil
+		},
+	}
+	db.register(cmd.Flags())
+	key.register(cmd.Flags())
+	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+func newAuditExportCmd(s *streams) *cobra.Command {
+	var db dbFlags
+	var format string
+	cmd := &cobra.Command{
+		Use:   "export --format jsonl",
+		Short: "Export every record with its chain hashes, one JSON object per line (for a SIEM)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "jsonl" {
+				return usageError("unknown --format %q (want jsonl)", format)
+			}
+			st, err := db.openExisting()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			out := bufio.NewWriter(s.out)
+			defer out.Flush()
+			return st.AuditRange(cmd.Context(), 1, func(_ uint64, sealed audit.Sealed, derr error) error {
+				if derr != nil {
+					return fmt.Errorf("audit record unreadable (run audit verify): %w", derr)
+				}
+				fmt.Fprintf(out, `{"seq":%d,"prev":%q,"hash":%q,"record":%s}`+"\n", sealed.Seq, sealed.Prev, sealed.Hash, sealed.Body)
+				return nil
+			})
+		},
+	}
+	db.register(cmd.Flags())
+	cmd.Flags().StringVar(&format, "format", "jsonl", "export format (jsonl)")
+	return cmd
+}
+
+func newAuditExplainCmd(s *streams) *cobra.Command {
+	var db dbFlags
+	cmd := &cobra.Command{
+		Use:   "explain ENTRY_ID",
+		Short: "Tell the story of one entry: every decision, dispatch, approval and outcome, and why",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := db.openExisting()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			d, err := replay.Show(cmd.Context(), st, args[0])
+			if err != nil {
+				return entryErr(err)
+			}
+			e := &d.Entry.Entry
+			fmt.Fprintf(s.out, "%s (%s) from %s\n", e.Ref(), orDash(e.Topic), orDash(e.Origin))
+			fmt.Fprintf(s.out, "failed with %s: %s, after %d attempt(s); idempotency key %s\n\n", orDash(e.ReasonCode), orDash(e.Message), e.Attempts, e.IdempotencyKey)
+			for _, r := range d.Decisions {
+				fmt.Fprintln(s.out, audit.Sentence(&r))
+			}
+			fmt.Fprintf(s.out, "\nnow: %s", d.Entry.Status)
+			if d.Ledger != nil {
+				fmt.Fprintf(s.out, ", ledger %s after %d replay(s)", d.Ledger.State, d.Ledger.Replays)
+			}
+			fmt.Fprintln(s.out)
+			return nil
+		},
+	}
+	db.register(cmd.Flags())
+	return cmd
+}
+
+func newAuditReplayDecisionCmd(s *streams) *cobra.Command {
+	var db dbFlags
+	var eng engineFlags
+	var outF string
+	cmd := &cobra.Command{
+		Use:   "replay-decision DECISION_ID",
+		Short: "Re-run a recorded decision with its recorded inputs and policy snapshot, and compare with today's",
+		Long: `replay-decision re-runs triage for a recorded decision with the inputs it
+recorded (entry, ledger view) and the exact rules and policy text of its
+snapshot, checks that it gives the same decision (deterministic re-evaluation),
+and shows what today's rules and policy (--rules, --policies) would decide.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
+			seq, err := strconv.ParseUint(args[0], 10, 64)
+			if err != nil {
+				return usageError("decision id %q: want a number", args[0])
+			}
+			st, err := db.openExisting()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			rec, err := audit.Get(cmd.Context(), st, seq)
+			if err != nil {
+				return &exitErr{code: exitUsage, err: err}
+			}
+			if rec.Kind != audit.KindDecision || rec.Decision == nil || rec.Input == nil {
+				return usageError("record %d is a %s record, not a decision with recorded inputs", seq, rec.Kind)
+			}
+			var snap triage.Snapshot
+			if err := st.Snapshot(cmd.Context(), rec.PolicySnapshot, &snap); err != nil {
+				return fmt.Errorf("policy snapshot %s of record %d: %w", rec.PolicySnapshot, seq, err)
+			}
+			then, err := policy.EngineFromSnapshot(cmd.Context(), snap, eng.policyTimeout)
+			if err != nil {
+				return fmt.Errorf("rebuild snapshot %s: %w", snap.ID, err)
+			}
+			e := *rec.Input
+			view := rec.Decision.Ledger
+			again := then.DecideWithPayloadHash(cmd.Context(), &e, view, rec.Decision.PayloadHash)
+			out := map[string]any{"decision_id": seq, "recorded": rec.Decision, "replayed": again,
+				"same": sameDecision(rec.Decision, &again)}
+			now, _, err := eng.load(cmd.Context())
+			if err == nil {
+				today := now.DecideWithPayloadHash(cmd.Context(), &e, view, rec.Decision.PayloadHash)
+				out["today"] = today
+				out["today_same"] = sameDecision(rec.Decision, &today)
+			}
+			if format == "json" {
+				return writeJSON(s.out, out)
+			}
+			fmt.Fprintf(s.out, "decision %d for %s, snapshot %s\n", seq, rec.EntryRef, short(snap.ID))
+			fmt.Fprintf(s.out, "recorded:            %s (class %s, rule %s)\n", rec.Decision.Action, rec.Decision.Class, rec.Decision.Rule)
+			fmt.Fprintf(s.out, "re-run on snapshot:  %s (class %s, rule %s) -> %s\n", again.Action, again.Class, again.Rule, verdict(out["same"].(bool)))
+			if t, ok := out["today"].(triage.Decision); ok {
+				fmt.Fprintf(s.out, "today's rules:       %s (class %s, rule %s) -> %s\n", t.Action, t.Class, t.Rule, verdict(out["today_same"].(bool)))
+			} else {
+				fmt.Fprintf(s.out, "today's rules:       not loaded (%v)\n", err)
+			}
+			if !out["same"].(bool) {
+				return silent(exitError)
+			}
+			return nil
+		},
+	}
+	db.register(cmd.Flags())
+	eng.register(cmd.Flags())
+	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+func sameDecision(a, b *triage.Decision) bool {
+	return a.Action == b.Action && a.Class == b.Class && a.Rule == b.Rule && a.ProposedAction == b.ProposedAction &&
+		a.EvidenceHash == b.EvidenceHash && strings.Join(a.Reasons, "\n") == strings.Join(b.Reasons, "\n")
+}
+
+func verdict(same bool) string {
+	if same {
+		return "same decision"
+	}
+	return "DIFFERENT"
+}
+
+func short(s string) string {
+	if len(s) > 19 {
+		return s[:19]
+	}
+	return s
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/replayctl/replayctl/internal/policy"
+	"github.com/replayctl/replayctl/internal/source"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// engineFlags are the flags every deciding command shares.
+type engineFlags struct {
+	rules         string
+	policies      string
+	policyTimeout time.Duration
+}
+
+func (f *engineFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.rules, "rules", "rules.yaml", "rules file")
+	fs.StringVar(&f.policies, "policies", "policies", "directory of Rego policies (*.rego; *_test.rego are tests)")
+	fs.DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultTimeout, "time limit of one policy evaluation; past it the decision fails closed")
+}
+
+func (f *engineFlags) load(ctx context.Context) (*triage.Engine, triage.Snapshot, error) {
+	return policy.LoadEngine(ctx, f.rules, f.policies, f.policyTimeout)
+}
+
+// sourceFlags is the repeatable --source KIND:PATH flag.
+type sourceFlags struct{ specs []string }
+
+func (f *sourceFlags) register(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&f.specs, "source", nil, "a DLQ to read, as KIND:PATH (repeatable); KIND is cordum, prodigy, nexora or jsonl")
+}
+
+func (f *sourceFlags) open() ([]source.Source, error) {
+	if len(f.specs) == 0 {
+		return nil, usageError("no --source given\nExample: --source cordum:testdata/cordum/dlq.jsonl")
+	}
+	out := make([]source.Source, 0, len(f.specs))
+	for _, spec := range f.specs {
+		s, err := source.Parse(spec)
+		if err != nil {
+			return nil, &exitErr{code: exitUsage, err: err}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

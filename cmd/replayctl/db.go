@@ -1,0 +1,23 @@
+package main
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/store"
+)
+
+// openLedgerReadOnly opens the ledger for reading if the file exists; with
+// no file every key is new. It never creates or changes the file.
+func openLedgerReadOnly(path string) (replay.LedgerReader, func(), error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, func() {}, nil
+	}
+	s, err := store.OpenBolt(path, store.Options{ReadOnly: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, func() { s.Close() }, nil
+}

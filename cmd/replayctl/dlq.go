@@ -1,0 +1,338 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/store"
+)
+
+// openStatuses are what `dlq list` shows by default: entries that still
+// need something (Nexora lists PENDING by default).
+var openStatuses = []string{store.StatusPending, store.StatusAwaitingApproval, store.StatusManualReview,
+	store.StatusQuarantined, store.StatusReplaying, store.StatusFailed, store.StatusUnknown}
+
+func newDLQCmd(s *streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dlq",
+		Short: "Inspect and handle the entries replayctl has seen (list, show, resolve, release, replay)",
+		Long: `dlq works on the entries stored by reconcile, with Nexora's conventions:
+list shows open entries by default (--state ALL for every one), resolve marks an
+entry handled without replay, release takes it out of quarantine, and replay
+reconciles one entry now, still through the policy and the ledger.
+
+IDs are entry refs (KIND:ID, as dlq list prints them) or bare source ids when unique.`,
+	}
+	cmd.AddCommand(newDLQListCmd(s), newDLQShowCmd(s), newDLQResolveCmd(s), newDLQReleaseCmd(s), newDLQReplayCmd(s))
+	return cmd
+}
+
+// entryErr maps entry operation errors to exit codes.
+func entryErr(err error) error {
+	switch {
+	case errors.Is(err, replay.ErrNotFound), errors.Is(err, replay.ErrAmbiguous):
+		return &exitErr{code: exitUsage, err: err}
+	case errors.Is(err, replay.ErrState):
+		return &exitErr{code: exitError, err: err}
+	}
+	return err
+}
+
+func newDLQListCmd(s *streams) *cobra.Command {
+	var (
+		db                             dbFlags
+		states, classes, actions, srcs []string
+		page, size                     int
+		outF                           string
+	)
+	cmd := &cobra.Command{
+		Use:   "list [--state S] [--class C] [--action A] [--source KIND] [--page N --size N] [-o json]",
+		Short: "List stored entries (open ones by default)",
+		Long: `list shows stored entries, 0-based pages of --size (default 20).
+--state takes a status (pending, awaiting_approval, manual_review, quarantined,
+replaying, replayed, resolved, failed, outcome_unknown), "open" (the default:
+everything not finished) or ALL; it and the other filters may be repeated.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
+			f := replay.Filter{Classes: classes, Actions: actions, Sources: srcs}
+			for _, st := range states {
+				switch strings.ToLower(st) {
+				case "all":
+					f.States = nil
+				case "open":
+					f.States = append(f.States, openStatuses...)
+				default:
+					if !contains(store.Statuses, strings.ToLower(st)) {
+						return usageError("unknown --state %q (want open, ALL or one of %s)", st, strings.Join(store.Statuses, ", "))
+					}
+					f.States = append(f.States, strings.ToLower(st))
+				}
+				if strings.EqualFold(st, "all") {
+					break
+				}
+			}
+			if len(states) == 0 {
+				f.States = openStatuses
+			}
+			st, err := db.openExisting()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			p, err := replay.List(cmd.Context(), st, f, page, size)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return writeJSON(s.out, p)
+			}
+			printEntryTable(s.out, p)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	db.register(fl)
+	fl.StringArrayVar(&states, "state", nil, "status filter: open (default), ALL, or a status (repeatable)")
+	fl.StringArrayVar(&classes, "class", nil, "class filter (repeatable)")
+	fl.StringArrayVar(&actions, "action", nil, "action filter (repeatable)")
+	fl.StringArrayVar(&srcs, "source", nil, "source kind filter (repeatable)")
+	fl.IntVar(&page, "page", 0, "page number, from 0")
+	fl.IntVar(&size, "size", 20, "entries per page")
+	fl.StringVarP(&outF, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+func contains(list []string, v string) bool {
+	for _, s := range list {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+func printEntryTable(w io.Writer, p *replay.Page) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENTRY\tCLASS\tACTION\tSTATUS\tOWNER/GROUP\tLAST SEEN\tREASON")
+	for _, r := range p.Items {
+		who := r.Owner
+		if r.Status == store.StatusAwaitingApproval {
+			who = r.ApproverGroup
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Entry.Ref(), r.Class, r.Action, r.Status, orDash(who),
+			r.LastSeen.Format(time.RFC3339), clip(r.Reason, 70))
+	}
+	tw.Flush()
+	last := p.Page*p.Size + len(p.Items)
+	first := p.Page*p.Size + 1
+	if len(p.Items) == 0 {
+		first = 0
+	}
+	fmt.Fprintf(w, "%d-%d of %d (page %d, size %d)\n", first, last, p.Total, p.Page, p.Size)
+}
+
+func newDLQShowCmd(s *streams) *cobra.Command {
+	var db dbFlags
+	var outF string
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one entry: its data, failure history, every decision so far and its ledger state",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
+			st, err := db.openExisting()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			d, err := replay.Show(cmd.Context(), st, args[0])
+			if err != nil {
+				return entryErr(err)
+			}
+			if format == "json" {
+				return writeJSON(s.out, d)
+			}
+			printDetail(s.out, d)
+			return nil
+		},
+	}
+	db.register(cmd.Flags())
+	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+func printDetail(w io.Writer, d *replay.Detail) {
+	e := &d.Entry.Entry
+	fmt.Fprintf(w, "entry      %s\norigin     %s\ntopic      %s\nreason     %s  %s\nattempts   %d\nkey        %s\n",
+		e.Ref(), e.Origin, orDash(e.Topic), orDash(e.ReasonCode), e.Message, e.Attempts, e.IdempotencyKey)
+	fmt.Fprintf(w, "status     %s (class %s, action %s)\n", d.Entry.Status, d.Entry.Class, d.Entry.Action)
+	if d.Entry.Owner != "" {
+		fmt.Fprintf(w, "owner      %s\n", d.Entry.Owner)
+	}
+	if d.Entry.ApprovalID != "" {
+		fmt.Fprintf(w, "approval   %s (group %s)\n", d.Entry.ApprovalID, d.Entry.ApproverGroup)
+	}
+	if d.Ledger != nil {
+		fmt.Fprintf(w, "ledger     %s, %d replay(s), updated %s", d.Ledger.State, d.Ledger.Replays, d.Ledger.Updated.Format(time.RFC3339))
+		if d.Ledger.LastError != "" {
+			fmt.Fprintf(w, ", last: %s", d.Ledger.LastError)
+		}
+		fmt.Fprintln(w)
+	} else {
+		fmt.Fprintln(w, "ledger     (no record)")
+	}
+	if len(e.History) > 0 {
+		fmt.Fprintln(w, "\nfailure history:")
+		for _, h := range e.History {
+			fmt.Fprintf(w, "  #%d %s %s %s\n", h.Attempt, h.Time.Format(time.RFC3339), orDash(h.ErrorType), h.Message)
+		}
+	}
+	fmt.Fprintln(w, "\ndecisions:")
+	for _, r := range d.Decisions {
+		what := r.Kind
+		if r.Action != "" {
+			what += " " + string(r.Action)
+		}
+		if r.Outcome != "" {
+			what += " -> " + r.Outcome
+		}
+		fmt.Fprintf(w, "  %-6s %s %-12s %s", r.ID(), r.Time.Format(time.RFC3339), r.Actor, what)
+		if r.Reason != "" {
+			fmt.Fprintf(w, ": %s", r.Reason)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func newDLQResolveCmd(s *streams) *cobra.Command {
+	var db dbFlags
+	var actor actorFlag
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "resolve ID --reason TEXT",
+		Short: "Mark an entry handled, no replay needed (recorded in the audit trail)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return usageError("--reason is required: say why no replay is needed")
+			}
+			st, err := db.open()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			er, err := replay.Resolve(cmd.Context(), st, args[0], actor.as, reason)
+			if err != nil {
+				return entryErr(err)
+			}
+			fmt.Fprintf(s.out, "%s resolved by %s (decision %d)\n", er.Entry.Ref(), actor.as, er.LastDecision)
+			return nil
+		},
+	}
+	db.register(cmd.Flags())
+	actor.register(cmd.Flags())
+	cmd.Flags().StringVar(&reason, "reason", "", "why no replay is needed (required)")
+	return cmd
+}
+
+func newDLQReleaseCmd(s *streams) *cobra.Command {
+	var db dbFlags
+	var actor actorFlag
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "release ID [--reason TEXT]",
+		Short: "Take an entry out of quarantine; the next reconcile decides it afresh",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := db.open()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			er, err := replay.Release(cmd.Context(), st, args[0], actor.as, reason)
+			if err != nil {
+				return entryErr(err)
+			}
+			fmt.Fprintf(s.out, "%s released by %s (decision %d); the next reconcile decides it again\n", er.Entry.Ref(), actor.as, er.LastDecision)
+			return nil
+		},
+	}
+	db.register(cmd.Flags())
+	actor.register(cmd.Flags())
+	cmd.Flags().StringVar(&reason, "reason", "released by operator", "why it is released")
+	return cmd
+}
+
+func newDLQReplayCmd(s *streams) *cobra.Command {
+	var (
+		db    dbFlags
+		actor actorFlag
+		eng   engineFlags
+		tgt   targetFlags
+		outF  string
+	)
+	cmd := &cobra.Command{
+		Use:   "replay ID [--target URL]",
+		Short: "Reconcile one entry now, still through the policy and the ledger",
+		Long: `replay decides one stored entry against the current rules and policy and acts
+on the decision, exactly as reconcile would: it replays only if the decision is
+auto_replay and the ledger allows it. Quarantined, resolved and replayed entries
+are refused (exit 1): release them first.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
+			engine, snap, err := eng.load(cmd.Context())
+			if err != nil {
+				return err
+			}
+			st, err := db.open()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if err := st.PutSnapshot(cmd.Context(), snap.ID, snap); err != nil {
+				return err
+			}
+			er, err := replay.Find(cmd.Context(), st, args[0])
+			if err != nil {
+				return entryErr(err)
+			}
+			r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as}
+			res, err := r.One(cmd.Context(), er)
+			if err != nil {
+				return entryErr(err)
+			}
+			if format == "json" {
+				return writeJSON(s.out, res)
+			}
+			fmt.Fprintf(s.out, resultRow, "ENTRY", "CLASS", "ACTION", "STATUS", "WHY")
+			printResultRow(s.out, &res)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	db.register(f)
+	actor.register(f)
+	eng.register(f)
+	f.StringVar(&tgt.url, "target", "", "send the replay to this URL, overriding rules.yaml targets")
+	f.StringVar(&tgt.probe, "probe", "", "with --target: URL for compensating reads")
+	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
+	return cmd
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bufio"
+
+	"github.com/spf13/cobra"
+
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+func newPlanCmd(s *streams) *cobra.Command {
+	var (
+		eng  engineFlags
+		src  sourceFlags
+		db   string
+		outF string
+	)
+	cmd := &cobra.Command{
+		Use:   "plan --source KIND:PATH... [--rules rules.yaml] [--policies policies] [--db replayctl.db] [-o table|json]",
+		Short: "Show what reconcile would do with every entry, changing nothing",
+		Long: `plan reads the sources, classifies every entry, applies rules.yaml and the
+Rego policy, and prints the decision for each entry. It is a dry run: it writes
+nothing, and reads the ledger (--db) only if the file already exists.
+
+The table ends with a summary by class and action; -o json prints a JSON array
+with one object per entry.`,
+		Example: `  replayctl plan --source cordum:testdata/cordum/dlq.jsonl
+  replayctl plan --source prodigy:~/.prodigy/dlq/myrepo --source nexora:export.json -o json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
+			return runPlan(cmd, s, &eng, &src, db, format)
+		},
+	}
+	f := cmd.Flags()
+	src.register(f)
+	eng.register(f)
+	f.StringVar(&db, "db", "replayctl.db", "ledger file, read if it exists (plan never creates or changes it)")
+	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+// runPlan decides every entry and prints the decisions (plan, and
+// reconcile --dry-run).
+func runPlan(cmd *cobra.Command, s *streams, eng *engineFlags, src *sourceFlags, db, format string) error {
+	srcs, err := src.open()
+	if err != nil {
+		return err
+	}
+	engine, _, err := eng.load(cmd.Context())
+	if err != nil {
+		return err
+	}
+	ledger, closeLedger, err := openLedgerReadOnly(db)
+	if err != nil {
+		return err
+	}
+	defer closeLedger()
+
+	out := bufio.NewWriterSize(s.out, 64<<10)
+	defer out.Flush()
+	sum := replay.NewSummary()
+	prog := startProgress(s.err, "planned")
+	defer prog.done()
+	arr := newJSONArray(out)
+	if format == "table" {
+		printDecisionHeader(out)
+	}
+	planner := &replay.Planner{Engine: engine, Ledger: ledger}
+	err = planner.Plan(cmd.Context(), srcs, func(_ *entry.Entry, d *triage.Decision) error {
+		sum.Add(d)
+		prog.add(1)
+		if format == "json" {
+			return arr.add(d)
+		}
+		printDecisionRow(out, d)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if format == "json" {
+		return arr.end()
+	}
+	printSummary(out, sum)
+	return nil
+}

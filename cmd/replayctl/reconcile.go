@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// targetFlags route replays when rules.yaml has no targets.
+type targetFlags struct {
+	url, probe string
+}
+
+func (f *targetFlags) router(rules *triage.Rules) replay.Router {
+	var def *replay.Route
+	if f.url != "" {
+		h := replay.NewHTTPTarget(f.url, f.probe, 0, nil)
+		def = &replay.Route{Name: f.url, Dispatcher: h}
+		if f.probe != "" {
+			def.Prober = h
+		}
+	}
+	return replay.NewRulesRouter(rules, def)
+}
+
+func newReconcileCmd(s *streams) *cobra.Command {
+	var (
+		eng     engineFlags
+		src     sourceFlags
+		db      dbFlags
+		actor   actorFlag
+		tgt     targetFlags
+		outF    string
+		par     int
+		rate    float64
+		limit   int
+		dry     bool
+		verbose bool
+	)
+	cmd := &cobra.Command{
+		Use:   "reconcile --source KIND:PATH... [--db replayctl.db] [--target URL] [flags]",
+		Short: "Ingest, decide and act: replay, quarantine or ask for approval",
+		Long: `reconcile is the scheduled run: it reads the sources, decides every entry as
+plan does, and acts through the idempotency ledger:
+
+  auto_replay       dispatch to the entry's target (rules.yaml targets, or
+                    --target URL) with its idempotency key, retrying with
+                    capped exponential backoff up to max_replays
+  quarantine        hold the entry with its owner until a person releases it
+  require_approval  open an approval request for the rule's approver group
+  manual_review     leave it for a person
+  skip              already committed, or handled at the source
+
+Before each dispatch the intent is fsynced to the ledger; a key that succeeded
+is never dispatched again, and one whose outcome is unknown is never retried
+without a probe or a person. Running reconcile twice is safe.
+
+Exit status: 0 all handled, 3 entries wait for people, 4 some replays failed
+or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
+		Example: `  replayctl reconcile --source cordum:testdata/cordum/dlq.jsonl --target http://localhost:9000/replay
+  replayctl reconcile --source prodigy:$HOME/.prodigy/dlq/myrepo --rate 20 --max-parallel 10 -o json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
+			if par < 1 {
+				return usageError("--max-parallel must be at least 1")
+			}
+			if rate < 0 || limit < 0 {
+				return usageError("--rate and --limit must not be negative")
+			}
+			if dry {
+				return runPlan(cmd, s, &eng, &src, db.path, format)
+			}
+			srcs, err := src.open()
+			if err != nil {
+				return err
+			}
+			engine, snap, err := eng.load(cmd.Context())
+			if err != nil {
+				return err
+			}
+			st, err := db.open()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if err := st.PutSnapshot(cmd.Context(), snap.ID, snap); err != nil {
+				return err
+			}
+			prog := startProgress(s.err, "reconciled")
+			out := bufio.NewWriter(s.out)
+			defer out.Flush()
+			r := &replay.Reconciler{
+				Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as,
+				MaxParallel: par, Rate: rate, Limit: limit,
+				OnEntry: func(res replay.EntryResult) {
+					prog.add(1)
+					if verbose && format == "table" {
+						printResultRow(out, &res)
+					}
+				},
+			}
+			if verbose && format == "table" {
+				fmt.Fprintf(out, resultRow, "ENTRY", "CLASS", "ACTION", "STATUS", "WHY")
+			}
+			rep, err := r.Run(cmd.Context(), srcs)
+			prog.done()
+			if err != nil {
+				if rep != nil && format == "json" {
+					_ = writeJSON(out, rep)
+				}
+				return err
+			}
+			if format == "json" {
+				if err := writeJSON(out, rep); err != nil {
+					return err
+				}
+			} else {
+				printReport(out, rep)
+			}
+			return reconcileExit(rep)
+		},
+	}
+	f := cmd.Flags()
+	src.register(f)
+	eng.register(f)
+	db.register(f)
+	actor.register(f)
+	f.StringVar(&tgt.url, "target", "", "send every replay to this URL (HTTP POST), overriding rules.yaml targets")
+	f.StringVar(&tgt.probe, "probe", "", "with --target: URL for compensating reads (GET ?key=K: 200 committed, 404 not)")
+	f.IntVar(&par, "max-parallel", 5, "entries handled at once")
+	f.Float64Var(&rate, "rate", 0, "at most this many dispatches per second (0: no limit)")
+	f.IntVar(&limit, "limit", 0, "handle at most this many entries this run (0: all)")
+	f.BoolVar(&dry, "dry-run", false, "decide and print, change nothing (same as plan)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "list every entry's result")
+	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+func reconcileExit(rep *replay.Report) error {
+	switch {
+	case rep.Interrupted:
+		return &exitErr{code: exitError, err: errors.New("interrupted: the next run continues where this one stopped")}
+	case rep.Replays.Failed+rep.Replays.Unknown > 0:
+		return silent(exitFailed)
+	case rep.AwaitingPeople > 0:
+		return silent(exitAwaiting)
+	}
+	return nil
+}
+
+const resultRow = "%-30s %-14s %-16s %-17s %s\n"
+
+func printResultRow(w io.Writer, r *replay.EntryResult) {
+	fmt.Fprintf(w, resultRow, clip(r.Decision.EntryID, 30), r.Decision.Class, r.Final, r.Status, clip(firstNonEmpty(r.Reason, lastOf(r.Decision.Reasons)), 80))
+}
+
+func printReport(w io.Writer, rep *replay.Report) {
+	printSummary(w, rep.Summary)
+	fmt.Fprintf(w, "\nreplays: %d dispatched, %d succeeded, %d failed, %d outcome unknown, %d retried\n",
+		rep.Replays.Dispatched, rep.Replays.Succeeded, rep.Replays.Failed, rep.Replays.Unknown, rep.Replays.Retried)
+	if rep.Recovered > 0 {
+		fmt.Fprintf(w, "recovered: %d interrupted dispatch(es) marked outcome_unknown\n", rep.Recovered)
+	}
+	if rep.ProbedCommitted > 0 {
+		fmt.Fprintf(w, "probes: %d key(s) found already committed\n", rep.ProbedCommitted)
+	}
+	if rep.NoTarget > 0 {
+		fmt.Fprintf(w, "no target: %d entr(ies) to replay had no target (add targets to rules.yaml or use --target)\n", rep.NoTarget)
+	}
+	fmt.Fprintf(w, "awaiting people: %d (approval requests opened this run: %d)\n", rep.AwaitingPeople, rep.ApprovalsOpened)
+	fmt.Fprintf(w, "decisions recorded: %d; took %s\n", rep.DecisionsWritten, rep.Duration)
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func lastOf(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[len(s)-1]
+}

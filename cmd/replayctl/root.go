@@ -1,0 +1,51 @@
+package main
+
+import (
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+type streams struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+func newRootCmd(s *streams) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "replayctl",
+		Short: "Policy-driven replay controller for dead-letter queues",
+		Long: `replayctl drains dead-letter queues safely: it classifies every dead-lettered
+entry (transient, poison, governance, unknown_commit), decides with rules.yaml
+and a Rego policy whether to replay it, quarantine it or ask a person, and
+replays through an idempotency ledger so that nothing is delivered twice.
+
+Sources are given as KIND:PATH, with KIND one of cordum, prodigy, nexora, jsonl.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(s.in)
+	root.SetOut(s.out)
+	root.SetErr(s.err)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError("%v\nRun '%s --help' for usage.", err, c.CommandPath())
+	})
+	root.AddCommand(
+		newPlanCmd(s),
+		newRulesCmd(s),
+		newPolicyCmd(s),
+		newReconcileCmd(s),
+		newDLQCmd(s),
+		newApprovalsCmd(s),
+		newAuditCmd(s),
+	)
+	return root
+}
+
+// noArgs rejects positional arguments with a usage error.
+func noArgs(c *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError("%s takes no arguments, got %q\nRun '%s --help' for usage.", c.CommandPath(), args, c.CommandPath())
+	}
+	return nil
+}

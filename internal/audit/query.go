@@ -1,0 +1,210 @@
+package audit
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Reader reads a stored chain in order.
+type Reader interface {
+	// AuditRange calls fn for every stored record from seq `from`, in key
+	// order, as stored; decodeErr is set when the stored value is not a
+	// sealed record.
+	AuditRange(ctx context.Context, from uint64, fn func(keySeq uint64, rec Sealed, decodeErr error) error) error
+	// AuditHead is the head the store recorded, with its MAC when signed.
+	AuditHead(ctx context.Context) (seq uint64, hash string, err error)
+	AuditHeadMAC(ctx context.Context) (string, error)
+}
+
+// ErrNotFound: no record with that id.
+var ErrNotFound = errors.New("no such audit record")
+
+// VerifyResult is what walking the chain found.
+type VerifyResult struct {
+	Records int    `json:"records"`
+	Head    string `json:"head"`
+	Break   *Break `json:"break,omitempty"`
+	// Signed is true when a key was given and the head's MAC matched.
+	Signed bool `json:"signed"`
+}
+
+// OK reports an intact chain.
+func (v *VerifyResult) OK() bool { return v.Break == nil }
+
+// HeadMAC signs a chain head with key.
+func HeadMAC(key []byte, seq uint64, hash string) string {
+	m := hmac.New(sha256.New, key)
+	fmt.Fprintf(m, "%d\n%s", seq, hash)
+	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Verify walks the whole chain and reports the first broken link. With a
+// key it also checks the signed head, so a person who can write the
+// database but lacks the key cannot rewrite history consistently.
+func Verify(ctx context.Context, r Reader, key []byte) (*VerifyResult, error) {
+	v := NewVerifier()
+	res := &VerifyResult{}
+	err := r.AuditRange(ctx, 1, func(k uint64, s Sealed, derr error) error {
+		if derr != nil {
+			res.Break = &Break{Seq: k, Reason: "undecodable record: " + derr.Error()}
+			return errStop
+		}
+		if b := v.Next(k, s); b != nil {
+			res.Break = b
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, err
+	}
+	res.Records, res.Head = v.Count(), v.Head()
+	if res.Break != nil {
+		return res, nil
+	}
+	seq, head, err := r.AuditHead(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if seq != uint64(v.Count()) || head != v.Head() {
+		res.Break = &Break{Seq: seq, Reason: fmt.Sprintf("recorded head (record %d) does not match the chain's last record (%d): records were removed from the end", seq, v.Count())}
+		return res, nil
+	}
+	if len(key) > 0 {
+		mac, err := r.AuditHeadMAC(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !hmac.Equal([]byte(mac), []byte(HeadMAC(key, seq, head))) {
+			res.Break = &Break{Seq: seq, Reason: "head signature does not match: the chain was rewritten without the key (or the key is wrong)"}
+			return res, nil
+		}
+		res.Signed = true
+	}
+	return res, nil
+}
+
+var errStop = errors.New("stop")
+
+// Query filters records.
+type Query struct {
+	Entry  string // entry ref or id
+	Actor  string
+	Action string // matches Action, Outcome or Kind
+	Kind   string
+	Since  time.Time
+}
+
+// Match reports whether rec passes q.
+func (q *Query) Match(rec *Record) bool {
+	if q.Entry != "" && rec.EntryRef != q.Entry && rec.EntryID != q.Entry {
+		return false
+	}
+	if q.Actor != "" && rec.Actor != q.Actor {
+		return false
+	}
+	if q.Kind != "" && rec.Kind != q.Kind {
+		return false
+	}
+	if q.Action != "" && string(rec.Action) != q.Action && rec.Outcome != q.Action && rec.Kind != q.Action {
+		return false
+	}
+	return q.Since.IsZero() || !rec.Time.Before(q.Since)
+}
+
+// Each calls fn with every readable record matching q, oldest first.
+func Each(ctx context.Context, r Reader, q Query, fn func(Record) error) error {
+	return r.AuditRange(ctx, 1, func(_ uint64, s Sealed, derr error) error {
+		if derr != nil {
+			return nil
+		}
+		rec, err := s.Open()
+		if err != nil || !q.Match(&rec) {
+			return nil
+		}
+		return fn(rec)
+	})
+}
+
+// Get returns one record by its id (seq).
+func Get(ctx context.Context, r Reader, seq uint64) (Record, error) {
+	var out *Record
+	err := r.AuditRange(ctx, seq, func(k uint64, s Sealed, derr error) error {
+		if k == seq && derr == nil {
+			rec, err := s.Open()
+			if err != nil {
+				return err
+			}
+			out = &rec
+		}
+		return errStop
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return Record{}, err
+	}
+	if out == nil {
+		return Record{}, fmt.Errorf("%w: %d", ErrNotFound, seq)
+	}
+	return *out, nil
+}
+
+// Sentence tells one record as a line of an entry's story.
+func Sentence(rec *Record) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  #%d  %s ", rec.Time.Format(time.RFC3339), rec.Seq, rec.Actor)
+	switch rec.Kind {
+	case KindDecision:
+		d := rec.Decision
+		if d != nil {
+			fmt.Fprintf(&b, "decided %s: class %s", rec.Action, d.Class)
+			if d.Unrecognised {
+				b.WriteString(" (unrecognised)")
+			}
+			fmt.Fprintf(&b, ", rule %s proposed %s", d.Rule, d.ProposedAction)
+			if d.PolicyAction != "" {
+				fmt.Fprintf(&b, ", policy said %s", d.PolicyAction)
+			}
+			if d.PolicyError != "" {
+				fmt.Fprintf(&b, ", policy failed (%s)", d.PolicyError)
+			}
+			fmt.Fprintf(&b, "; snapshot %s", short(rec.PolicySnapshot))
+			if len(d.Reasons) > 0 {
+				fmt.Fprintf(&b, "\n      because: %s", strings.Join(d.Reasons, "; "))
+			}
+		} else {
+			fmt.Fprintf(&b, "decided %s", rec.Action)
+		}
+	case KindDispatch:
+		fmt.Fprintf(&b, "dispatched (ledger %s -> %s): %s", rec.LedgerBefore, rec.LedgerAfter, rec.Reason)
+	case KindOutcome:
+		fmt.Fprintf(&b, "replay %s (ledger -> %s): %s", rec.Outcome, rec.LedgerAfter, rec.Reason)
+	case KindRecovery:
+		fmt.Fprintf(&b, "found the dispatch interrupted: outcome unknown")
+	case KindProbe:
+		fmt.Fprintf(&b, "compensating read: %s (%s)", rec.Outcome, rec.Reason)
+	case KindApproval:
+		fmt.Fprintf(&b, "approval %s: %s", rec.Outcome, rec.Reason)
+	case KindResolve:
+		fmt.Fprintf(&b, "resolved without replay: %s", rec.Reason)
+	case KindRelease:
+		fmt.Fprintf(&b, "released from quarantine: %s", rec.Reason)
+	case KindWriteBack:
+		fmt.Fprintf(&b, "source write-back %s: %s", rec.Outcome, rec.Reason)
+	default:
+		fmt.Fprintf(&b, "%s %s %s", rec.Kind, rec.Outcome, rec.Reason)
+	}
+	return b.String()
+}
+
+func short(s string) string {
+	if len(s) > 19 {
+		return s[:19]
+	}
+	return s
+}

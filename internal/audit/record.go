@@ -1,0 +1,138 @@
+package audit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// Kinds of audit records.
+const (
+	KindDecision   = "decision"    // triage decided an entry (with the decision)
+	KindDispatch   = "dispatch"    // intent to replay written (ledger -> dispatching)
+	KindOutcome    = "outcome"     // a replay's outcome (succeeded, failed, outcome_unknown, retry)
+	KindRecovery   = "recovery"    // dispatching found on start, turned outcome_unknown
+	KindProbe      = "probe"       // compensating read of an unknown-commit key
+	KindResolve    = "resolve"     // a person resolved an entry
+	KindRelease    = "release"     // a person released an entry from quarantine
+	KindApproval   = "approval"    // an approval was requested or decided
+	KindWriteBack  = "write_back"  // the source was told the entry was replayed
+	KindBulk       = "bulk"        // a bulk operation (filter, counts)
+	KindIngestSkip = "ingest_skip" // reserved
+)
+
+// Record is one audit record. Seq is its place in the chain and also the
+// decision id users refer to.
+type Record struct {
+	Seq      uint64    `json:"seq"`
+	Time     time.Time `json:"time"`
+	Actor    string    `json:"actor"`
+	Kind     string    `json:"kind"`
+	EntryRef string    `json:"entry_ref,omitempty"`
+	EntryID  string    `json:"entry_id,omitempty"`
+	Source   string    `json:"source,omitempty"`
+	Key      string    `json:"idempotency_key,omitempty"`
+
+	Decision *triage.Decision `json:"decision,omitempty"`
+	// Input is the entry a decision was made on, without its payload (the
+	// decision keeps the payload's hash), so it can be re-run later.
+	Input          *entry.Entry    `json:"input,omitempty"`
+	Action         triage.Action   `json:"action,omitempty"`
+	Reason         string          `json:"reason,omitempty"`
+	PolicySnapshot string          `json:"policy_snapshot,omitempty"`
+	LedgerBefore   string          `json:"ledger_before,omitempty"`
+	LedgerAfter    string          `json:"ledger_after,omitempty"`
+	Outcome        string          `json:"outcome,omitempty"`
+	Detail         json.RawMessage `json:"detail,omitempty"`
+}
+
+// ID is the user-facing decision id.
+func (r *Record) ID() string { return strconv.FormatUint(r.Seq, 10) }
+
+// Sealed is a record as stored: its exact bytes and the chain hashes.
+type Sealed struct {
+	Seq  uint64          `json:"seq"`
+	Prev string          `json:"prev"`
+	Hash string          `json:"hash"`
+	Body json.RawMessage `json:"body"`
+}
+
+// Genesis is the Prev of the first record.
+const Genesis = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+
+// Seal encodes r (with its Seq already set) and chains it to prev.
+func Seal(r *Record, prev string) (Sealed, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return Sealed{}, fmt.Errorf("encode audit record: %w", err)
+	}
+	return Sealed{Seq: r.Seq, Prev: prev, Hash: chainHash(r.Seq, prev, body), Body: body}, nil
+}
+
+func chainHash(seq uint64, prev string, body []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\n%s\n", seq, prev)
+	h.Write(body)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// Open decodes a sealed record's body.
+func (s *Sealed) Open() (Record, error) {
+	var r Record
+	if err := json.Unmarshal(s.Body, &r); err != nil {
+		return Record{}, fmt.Errorf("audit record %d: %w", s.Seq, err)
+	}
+	return r, nil
+}
+
+// Break describes the first place the chain does not hold.
+type Break struct {
+	Seq    uint64 `json:"seq"`
+	Reason string `json:"reason"`
+}
+
+func (b *Break) Error() string {
+	return fmt.Sprintf("audit chain broken at record %d: %s", b.Seq, b.Reason)
+}
+
+// Verifier checks records one at a time, in stored order.
+type Verifier struct {
+	prev    string
+	nextSeq uint64
+	n       int
+}
+
+// NewVerifier starts at the genesis.
+func NewVerifier() *Verifier { return &Verifier{prev: Genesis, nextSeq: 1} }
+
+// Next checks one stored record (its key seq and value).
+func (v *Verifier) Next(keySeq uint64, s Sealed) *Break {
+	switch {
+	case keySeq != v.nextSeq:
+		return &Break{Seq: keySeq, Reason: fmt.Sprintf("expected record %d here (deleted or reordered)", v.nextSeq)}
+	case s.Seq != keySeq:
+		return &Break{Seq: keySeq, Reason: fmt.Sprintf("record claims seq %d (moved)", s.Seq)}
+	case s.Prev != v.prev:
+		return &Break{Seq: keySeq, Reason: "previous-hash link does not match (a record before it changed or was removed)"}
+	case chainHash(s.Seq, s.Prev, s.Body) != s.Hash:
+		return &Break{Seq: keySeq, Reason: "content does not match its hash (changed)"}
+	}
+	if _, err := s.Open(); err != nil {
+		return &Break{Seq: keySeq, Reason: err.Error()}
+	}
+	v.prev, v.nextSeq = s.Hash, v.nextSeq+1
+	v.n++
+	return nil
+}
+
+// Head is the hash of the last verified record.
+func (v *Verifier) Head() string { return v.prev }
+
+// Count is how many records verified.
+func (v *Verifier) Count() int { return v.n }

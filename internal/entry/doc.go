@@ -1,0 +1,7 @@
+// Package entry holds the one model every dead-lettered record is normalised
+// to, whatever DLQ it came from (Cordum, Prodigy, Nexora, replayctl JSONL).
+//
+// It owns the shape of an entry and the derivation of stable identities
+// (idempotency keys, payload hashes). It must never do I/O or make decisions:
+// sources fill entries in, triage reads them.
+package entry

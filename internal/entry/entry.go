@@ -1,0 +1,131 @@
+package entry
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// Source kinds understood by replayctl.
+const (
+	KindCordum      = "cordum"
+	KindCordumRedis = "cordum-redis"
+	KindProdigy     = "prodigy"
+	KindNexora      = "nexora"
+	KindJSONL       = "jsonl"
+)
+
+// Entry is one dead-lettered record, normalised.
+type Entry struct {
+	// ID is the source-scoped identifier (Cordum job_id, Prodigy item_id,
+	// Nexora id, JSONL id). For an undecodable record it names where the
+	// record was (file:line, or the file).
+	ID string `json:"id"`
+	// Source is the source kind (one of the Kind constants).
+	Source string `json:"source"`
+	// Origin says where the record was read: file:line, a file, a Redis key.
+	Origin string `json:"origin,omitempty"`
+	// Scope narrows the id space within a source kind where ids are only
+	// unique per scope (Prodigy: the job id; item ids repeat across jobs).
+	Scope string `json:"scope,omitempty"`
+
+	Topic      string `json:"topic,omitempty"`
+	ReasonCode string `json:"reason_code,omitempty"`
+	Message    string `json:"message,omitempty"`
+	Attempts   int    `json:"attempts"`
+
+	// IdempotencyKey is preserved exactly as the source gave it; when the
+	// source has none it is derived (see DeriveKey) and KeyDerived is set.
+	IdempotencyKey string `json:"idempotency_key"`
+	KeyDerived     bool   `json:"key_derived,omitempty"`
+
+	FirstFailure time.Time         `json:"first_failure,omitzero"`
+	LastFailure  time.Time         `json:"last_failure,omitzero"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	State        SourceState       `json:"source_state,omitzero"`
+
+	// Payload is what a replay sends, kept byte for byte as the source had it.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// History is the failure history, oldest first, where the source has one.
+	History []Failure `json:"failure_history,omitempty"`
+
+	// DecodeError is set when the record could not be decoded. Such an entry
+	// is still yielded (never dropped) and triage quarantines it.
+	DecodeError string `json:"decode_error,omitempty"`
+}
+
+// SourceState is what the source itself says about the entry's handling.
+type SourceState struct {
+	// Status is the source's own word for the state, verbatim
+	// (Cordum replay_status, Nexora reviewState).
+	Status string `json:"status,omitempty"`
+	// Handled is true when the source says the entry was already dealt with
+	// (Nexora RESOLVED/REPLAYED, Cordum replay_status replayed/resolved).
+	Handled bool `json:"handled,omitempty"`
+	// ManualReviewRequired is Prodigy's manual_review_required.
+	ManualReviewRequired bool `json:"manual_review_required,omitempty"`
+	// ReprocessIneligible is Prodigy's reprocess_eligible == false.
+	ReprocessIneligible bool `json:"reprocess_ineligible,omitempty"`
+	// PolicySnapshot is Cordum's policy_snapshot at failure time.
+	PolicySnapshot string `json:"policy_snapshot,omitempty"`
+	// ErrorSignature is Prodigy's error_signature (used to group failures).
+	ErrorSignature string `json:"error_signature,omitempty"`
+}
+
+// Failure is one attempt in a failure history.
+type Failure struct {
+	Attempt    int       `json:"attempt,omitempty"`
+	Time       time.Time `json:"time,omitzero"`
+	ReasonCode string    `json:"reason_code,omitempty"`
+	ErrorType  string    `json:"error_type,omitempty"`
+	Message    string    `json:"message,omitempty"`
+	Step       string    `json:"step,omitempty"`
+}
+
+// Ref is the entry's identity across sources: "kind:id", or
+// "kind:scope/id" when the source scopes its ids. Two sources of the same
+// kind share an id space, as they would in the system that wrote them.
+func (e *Entry) Ref() string {
+	if e.Scope != "" {
+		return e.Source + ":" + e.Scope + "/" + e.ID
+	}
+	return e.Source + ":" + e.ID
+}
+
+// Undecodable reports whether the record could not be decoded.
+func (e *Entry) Undecodable() bool { return e.DecodeError != "" }
+
+// DeriveKey returns the idempotency key for an entry whose source has none:
+// a hash of the source kind and the source-scoped id, so the same entry gets
+// the same key on every run and every machine.
+func DeriveKey(kind, id string) string {
+	h := sha256.New()
+	h.Write([]byte(kind))
+	h.Write([]byte{0})
+	h.Write([]byte(id))
+	return "replayctl:" + hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// EnsureKey fills in a derived idempotency key when the entry has none.
+func (e *Entry) EnsureKey() {
+	if e.IdempotencyKey == "" {
+		e.IdempotencyKey = DeriveKey(e.Source, e.ID)
+		e.KeyDerived = true
+	}
+}
+
+// PayloadHash identifies the payload independent of its JSON formatting (a
+// pretty-printed and a compact copy of one payload hash alike), so that the
+// same key arriving with a different payload can be told apart from a
+// re-read. Payloads that are not valid JSON are hashed as they are.
+func PayloadHash(p json.RawMessage) string {
+	var buf bytes.Buffer
+	body := []byte(p)
+	if len(body) > 0 && json.Compact(&buf, body) == nil {
+		body = buf.Bytes()
+	}
+	sum := sha256.Sum256(body)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

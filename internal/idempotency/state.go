@@ -1,0 +1,128 @@
+package idempotency
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// State of a key in the ledger. The zero value is "no record".
+type State string
+
+// The ledger states.
+const (
+	None           State = ""
+	Decided        State = triage.StateDecided
+	Dispatching    State = triage.StateDispatching
+	Succeeded      State = triage.StateSucceeded
+	Failed         State = triage.StateFailed
+	OutcomeUnknown State = triage.StateOutcomeUnknown
+)
+
+// Sentinel errors of the ledger.
+var (
+	// ErrConflict: the key was not in the expected state (another worker
+	// moved it, or the caller's view is stale). Nothing was written.
+	ErrConflict = errors.New("ledger: state changed concurrently")
+	// ErrIllegal: the transition is not part of the state machine.
+	ErrIllegal = errors.New("ledger: transition not allowed")
+	// ErrPayloadMismatch: the key is known with a different payload.
+	ErrPayloadMismatch = errors.New("ledger: idempotency key already used with a different payload")
+)
+
+var allowed = map[State][]State{
+	None:           {Decided},
+	Decided:        {Decided, Dispatching, Succeeded},
+	Dispatching:    {Succeeded, Failed, OutcomeUnknown, Decided},
+	Failed:         {Decided},            // a person released it
+	OutcomeUnknown: {Succeeded, Decided}, // a probe found it committed, or a person decided
+	Succeeded:      {},                   // terminal: never dispatched again
+}
+
+// CanTransition reports whether from -> to is part of the state machine.
+func CanTransition(from, to State) bool {
+	for _, s := range allowed[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Record is what the ledger holds for one idempotency key.
+type Record struct {
+	Key         string    `json:"key"`
+	State       State     `json:"state"`
+	EntryRef    string    `json:"entry_ref"`
+	PayloadHash string    `json:"payload_hash"`
+	Replays     int       `json:"replays"`
+	LastError   string    `json:"last_error,omitempty"`
+	Created     time.Time `json:"created"`
+	Updated     time.Time `json:"updated"`
+	// Dispatched is when the current or last dispatch started.
+	Dispatched time.Time `json:"dispatched,omitzero"`
+}
+
+// View is what triage needs of a record.
+func (r *Record) View() triage.LedgerView {
+	if r == nil {
+		return triage.LedgerView{}
+	}
+	return triage.LedgerView{State: string(r.State), Replays: r.Replays, PayloadHash: r.PayloadHash}
+}
+
+// Transition asks the ledger to move Key from From to To, atomically.
+type Transition struct {
+	Key         string
+	From        State
+	To          State
+	EntryRef    string
+	PayloadHash string
+	// Error is kept as the record's last error (outcomes).
+	Error string
+}
+
+// Apply computes the next record from the current one (nil when the key
+// has no record), enforcing the compare-and-set and the state machine.
+// Backends call it inside their transaction, so the rules live in one place.
+func Apply(cur *Record, t Transition, now time.Time) (Record, error) {
+	curState := None
+	if cur != nil {
+		curState = cur.State
+	}
+	if curState != t.From {
+		return Record{}, fmt.Errorf("%w: key %s is %s, expected %s", ErrConflict, t.Key, show(curState), show(t.From))
+	}
+	if !CanTransition(t.From, t.To) {
+		return Record{}, fmt.Errorf("%w: %s -> %s", ErrIllegal, show(t.From), show(t.To))
+	}
+	next := Record{Key: t.Key, Created: now}
+	if cur != nil {
+		next = *cur
+		if t.PayloadHash != "" && cur.PayloadHash != "" && cur.PayloadHash != t.PayloadHash {
+			return Record{}, fmt.Errorf("%w (key %s)", ErrPayloadMismatch, t.Key)
+		}
+	}
+	next.State, next.Updated = t.To, now
+	if next.EntryRef == "" {
+		next.EntryRef = t.EntryRef
+	}
+	if next.PayloadHash == "" {
+		next.PayloadHash = t.PayloadHash
+	}
+	if t.To == Dispatching {
+		next.Replays++
+		next.Dispatched = now
+	}
+	next.LastError = t.Error
+	return next, nil
+}
+
+func show(s State) string {
+	if s == None {
+		return "(none)"
+	}
+	return string(s)
+}

@@ -1,0 +1,160 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// Query is the document every policy must define: an object
+// {"action": <action>, "reasons": [<string>...]}.
+const Query = "data.replayctl.decision"
+
+// DefaultTimeout bounds one evaluation; past it the decision fails closed.
+const DefaultTimeout = time.Second
+
+// deniedBuiltins reach outside the process or read its environment; a
+// replay decision must depend on its inputs only.
+var deniedBuiltins = []string{"http.send", "net.lookup_ip_addr", "opa.runtime"}
+
+// Capabilities returns this OPA version's capabilities without the denied
+// builtins.
+func Capabilities() *ast.Capabilities {
+	caps := ast.CapabilitiesForThisVersion()
+	caps.Builtins = slices.DeleteFunc(caps.Builtins, func(b *ast.Builtin) bool {
+		return slices.Contains(deniedBuiltins, b.Name)
+	})
+	return caps
+}
+
+// ReadDir returns the policy files (*.rego) and test files (*_test.rego) of
+// dir, each sorted by name.
+func ReadDir(dir string) (policies, tests []triage.SourceFile, err error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.rego"))
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read policy: %w", err)
+		}
+		f := triage.SourceFile{Name: n, Text: string(b)}
+		if strings.HasSuffix(n, "_test.rego") {
+			tests = append(tests, f)
+		} else {
+			policies = append(policies, f)
+		}
+	}
+	if len(policies) == 0 {
+		return nil, nil, &triage.ConfigError{Problems: []triage.Problem{{File: dir,
+			Msg: "no policy files (*.rego) found; point --policies at the bundled policies/ directory"}}}
+	}
+	return policies, tests, nil
+}
+
+// Engine holds the prepared query. It is safe for concurrent use.
+type Engine struct {
+	query   rego.PreparedEvalQuery
+	timeout time.Duration
+}
+
+// New compiles the policy files once. Compile errors come back as a
+// *triage.ConfigError with file:line for each.
+func New(ctx context.Context, files []triage.SourceFile, timeout time.Duration) (*Engine, error) {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	opts := []func(*rego.Rego){
+		rego.Query(Query),
+		rego.Capabilities(Capabilities()),
+		rego.StrictBuiltinErrors(true),
+		rego.SetRegoVersion(ast.RegoV1),
+	}
+	for _, f := range files {
+		opts = append(opts, rego.Module(f.Name, f.Text))
+	}
+	pq, err := rego.New(opts...).PrepareForEval(ctx)
+	if err != nil {
+		return nil, configError(err)
+	}
+	return &Engine{query: pq, timeout: timeout}, nil
+}
+
+// configError turns OPA's errors into problems with file:line.
+func configError(err error) error {
+	var errs ast.Errors
+	if !errors.As(err, &errs) {
+		return &triage.ConfigError{Problems: []triage.Problem{{File: "policies", Msg: err.Error()}}}
+	}
+	ce := &triage.ConfigError{}
+	for _, e := range errs {
+		p := triage.Problem{File: "policies", Msg: e.Message}
+		if e.Location != nil {
+			p.File, p.Line = e.Location.File, e.Location.Row
+		}
+		ce.Problems = append(ce.Problems, p)
+	}
+	return ce
+}
+
+// ErrUndefined is returned when the policy does not define a decision for
+// the input: the caller fails closed.
+var ErrUndefined = errors.New("policy result undefined: " + Query + " must be defined for every input")
+
+// Evaluate runs the prepared query on one proposal.
+func (e *Engine) Evaluate(ctx context.Context, in *triage.PolicyInput) (triage.PolicyResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(inputValue(in)))
+	if err != nil {
+		return triage.PolicyResult{}, fmt.Errorf("evaluate policy: %w", err)
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return triage.PolicyResult{}, ErrUndefined
+	}
+	return parseResult(rs[0].Expressions[0].Value)
+}
+
+func parseResult(v any) (triage.PolicyResult, error) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return triage.PolicyResult{}, fmt.Errorf("policy returned %T, want an object {action, reasons}", v)
+	}
+	s, ok := obj["action"].(string)
+	if !ok {
+		return triage.PolicyResult{}, fmt.Errorf("policy decision has no string action")
+	}
+	a, err := triage.ParseAction(s)
+	if err != nil {
+		return triage.PolicyResult{}, fmt.Errorf("policy decision: %w", err)
+	}
+	res := triage.PolicyResult{Action: a}
+	switch rs := obj["reasons"].(type) {
+	case nil:
+	case []any:
+		for _, r := range rs {
+			str, ok := r.(string)
+			if !ok {
+				return triage.PolicyResult{}, fmt.Errorf("policy reasons must be strings, got %T", r)
+			}
+			res.Reasons = append(res.Reasons, str)
+		}
+		sort.Strings(res.Reasons) // sets come back unordered; decisions must be stable
+	default:
+		return triage.PolicyResult{}, fmt.Errorf("policy reasons must be a list, got %T", rs)
+	}
+	return res, nil
+}

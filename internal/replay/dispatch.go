@@ -1,0 +1,271 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// Outcome of one dispatch.
+type Outcome int
+
+// Outcomes. Only Retry may be dispatched again automatically.
+const (
+	Succeeded Outcome = iota // the target has it (2xx, or 409: it already had it)
+	Failed                   // definite failure: the target refused it; never retried
+	Retry                    // certainly not committed (5xx, connection refused): retry with backoff
+	Unknown                  // may or may not have happened (timeout after sending): never retried blindly
+)
+
+func (o Outcome) String() string {
+	return [...]string{"succeeded", "failed", "retry", "outcome_unknown"}[o]
+}
+
+// Request is one replay to send.
+type Request struct {
+	Entry   *entry.Entry
+	Key     string // the entry's idempotency key, preserved exactly
+	Attempt int    // 1 for the first dispatch of the key, counted across runs
+}
+
+// Result is what a dispatch learned.
+type Result struct {
+	Outcome Outcome
+	Status  int    // HTTP status or exit code, when there is one
+	Detail  string // response excerpt or error
+}
+
+// Dispatcher sends one replay.
+type Dispatcher interface {
+	Dispatch(ctx context.Context, r Request) Result
+}
+
+// ProbeResult is what a compensating read found.
+type ProbeResult int
+
+// Probe results.
+const (
+	ProbeCommitted    ProbeResult = iota // 200: the target has the key
+	ProbeNotCommitted                    // 404: it does not
+	ProbeInconclusive                    // anything else
+)
+
+// Prober asks the target whether a key was committed.
+type Prober interface {
+	Probe(ctx context.Context, key string) (ProbeResult, string)
+}
+
+// HTTPTarget posts payloads to a URL.
+type HTTPTarget struct {
+	URL      string
+	ProbeURL string
+	Headers  map[string]string
+	Client   *http.Client
+}
+
+// NewHTTPTarget returns a target with its own keep-alive client.
+func NewHTTPTarget(u, probe string, timeout time.Duration, headers map[string]string) *HTTPTarget {
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+	}
+	return &HTTPTarget{URL: u, ProbeURL: probe, Headers: headers, Client: &http.Client{Timeout: timeout, Transport: tr}}
+}
+
+const maxDetail = 512
+
+// Dispatch POSTs the payload with the idempotency headers.
+func (t *HTTPTarget) Dispatch(ctx context.Context, r Request) Result {
+	body := []byte(r.Entry.Payload)
+	if len(body) == 0 {
+		body = []byte("null")
+	}
+	req, err := http.NewRequest(http.MethodPost, t.URL, bytes.NewReader(body))
+	if err != nil {
+		return Result{Outcome: Failed, Detail: "bad target URL: " + err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range t.Headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Idempotency-Key", r.Key)
+	req.Header.Set("X-Replay-Entry-Id", r.Entry.ID)
+	req.Header.Set("X-Replay-Attempt", strconv.Itoa(r.Attempt))
+	// Whether the request left us decides between "certainly not
+	// committed" (retry) and "may have happened" (unknown).
+	var wrote atomic.Bool
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) }}
+	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
+	resp, err := t.Client.Do(req)
+	if err != nil {
+		if wrote.Load() {
+			return Result{Outcome: Unknown, Detail: "no response after the request was sent: " + err.Error()}
+		}
+		return Result{Outcome: Retry, Detail: "not sent: " + err.Error()}
+	}
+	defer resp.Body.Close()
+	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, maxDetail))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // reuse the connection
+	res := Result{Status: resp.StatusCode, Detail: fmt.Sprintf("HTTP %d %s", resp.StatusCode, bytes.TrimSpace(excerpt))}
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300, resp.StatusCode == http.StatusConflict:
+		res.Outcome = Succeeded
+	case resp.StatusCode >= 500:
+		res.Outcome = Retry
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout:
+		res.Outcome = Retry // the target says it did not take it, try later
+	default:
+		res.Outcome = Failed
+	}
+	return res
+}
+
+// Probe GETs the probe URL with the key (query parameter and header).
+func (t *HTTPTarget) Probe(ctx context.Context, key string) (ProbeResult, string) {
+	u, err := url.Parse(t.ProbeURL)
+	if err != nil {
+		return ProbeInconclusive, "bad probe URL: " + err.Error()
+	}
+	q := u.Query()
+	q.Set("key", key)
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return ProbeInconclusive, err.Error()
+	}
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := t.Client.Do(req)
+	if err != nil {
+		return ProbeInconclusive, "probe failed: " + err.Error()
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return ProbeCommitted, "probe HTTP 200: committed"
+	case http.StatusNotFound:
+		return ProbeNotCommitted, "probe HTTP 404: not committed"
+	}
+	return ProbeInconclusive, fmt.Sprintf("probe HTTP %d: inconclusive", resp.StatusCode)
+}
+
+// ExecTarget runs a command with the payload on stdin and the key in
+// REPLAY_IDEMPOTENCY_KEY. Exit 0 = succeeded; exit 75 (EX_TEMPFAIL) =
+// certainly not done, retry; other exits = failed; killed by the timeout =
+// outcome unknown.
+type ExecTarget struct {
+	Command []string
+	Timeout time.Duration
+}
+
+// ExitTempFail asks for a retry.
+const ExitTempFail = 75
+
+// Dispatch runs the command once.
+func (t *ExecTarget) Dispatch(ctx context.Context, r Request) Result {
+	timeout := t.Timeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, t.Command[0], t.Command[1:]...)
+	cmd.Stdin = bytes.NewReader(r.Entry.Payload)
+	cmd.Env = append(os.Environ(),
+		"REPLAY_IDEMPOTENCY_KEY="+r.Key,
+		"REPLAY_ENTRY_ID="+r.Entry.ID,
+		"REPLAY_ATTEMPT="+strconv.Itoa(r.Attempt))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	detail := string(bytes.TrimSpace(out.Bytes()))
+	if len(detail) > maxDetail {
+		detail = detail[:maxDetail]
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return Result{Outcome: Succeeded, Detail: detail}
+	case ctx.Err() != nil:
+		return Result{Outcome: Unknown, Detail: "command killed before it finished: " + ctx.Err().Error()}
+	case errors.As(err, &ee):
+		res := Result{Status: ee.ExitCode(), Detail: fmt.Sprintf("exit %d: %s", ee.ExitCode(), detail)}
+		res.Outcome = Failed
+		if ee.ExitCode() == ExitTempFail {
+			res.Outcome = Retry
+		}
+		return res
+	}
+	return Result{Outcome: Retry, Detail: "command did not start: " + err.Error()}
+}
+
+// Route is where one entry's replays go.
+type Route struct {
+	Name       string
+	Dispatcher Dispatcher
+	Prober     Prober // nil: no compensating read
+}
+
+// Router finds an entry's route; ok is false when no target is configured.
+type Router interface {
+	Route(e *entry.Entry) (Route, bool)
+}
+
+// RulesRouter routes by rules.yaml targets, or sends everything to Default
+// when set (--target URL).
+type RulesRouter struct {
+	Rules   *triage.Rules
+	Default *Route
+	built   map[*triage.Target]Route
+}
+
+// NewRulesRouter builds every target's dispatcher once.
+func NewRulesRouter(rules *triage.Rules, def *Route) *RulesRouter {
+	r := &RulesRouter{Rules: rules, Default: def, built: map[*triage.Target]Route{}}
+	for i := range rules.Targets {
+		t := &rules.Targets[i]
+		rt := Route{Name: t.TargetName()}
+		if t.HTTP != nil {
+			h := NewHTTPTarget(t.HTTP.URL, t.HTTP.Probe, t.HTTP.Timeout, t.HTTP.Headers)
+			rt.Dispatcher = h
+			if t.HTTP.Probe != "" {
+				rt.Prober = h
+			}
+		} else {
+			rt.Dispatcher = &ExecTarget{Command: t.Exec.Command, Timeout: t.Exec.Timeout}
+		}
+		r.built[t] = rt
+	}
+	return r
+}
+
+// Route implements Router.
+func (r *RulesRouter) Route(e *entry.Entry) (Route, bool) {
+	if r.Default != nil {
+		return *r.Default, true
+	}
+	t := r.Rules.TargetFor(e)
+	if t == nil {
+		return Route{}, false
+	}
+	return r.built[t], true
+}

@@ -1,0 +1,240 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
+)
+
+// Sentinel errors of the entry operations; the CLI and the API map them
+// to exit codes and HTTP statuses.
+var (
+	ErrNotFound  = store.ErrNotFound
+	ErrAmbiguous = errors.New("ambiguous entry id")
+	// ErrState: the entry is not in a state that allows the operation
+	// (Nexora answers 409 Conflict).
+	ErrState = errors.New("entry not in a state that allows this")
+)
+
+// Inventory is what entry operations need of the store.
+type Inventory interface {
+	store.Store
+	Entries(ctx context.Context, fn func(*store.EntryRecord) error) error
+	AuditRange(ctx context.Context, from uint64, fn func(uint64, audit.Sealed, error) error) error
+}
+
+// Filter selects entries for listings (and bulk operations later).
+type Filter struct {
+	States  []string // statuses; empty = every status
+	Classes []string
+	Actions []string
+	Sources []string
+}
+
+// Match reports whether the record passes the filter.
+func (f *Filter) Match(r *store.EntryRecord) bool {
+	in := func(list []string, v string) bool {
+		return len(list) == 0 || slices.ContainsFunc(list, func(s string) bool { return strings.EqualFold(s, v) })
+	}
+	return in(f.States, r.Status) && in(f.Classes, string(r.Class)) && in(f.Actions, string(r.Action)) && in(f.Sources, r.Entry.Source)
+}
+
+// Page is one page of a listing (Nexora's shape: items, page, size, plus total).
+type Page struct {
+	Items []*store.EntryRecord `json:"items"`
+	Page  int                  `json:"page"`
+	Size  int                  `json:"size"`
+	Total int                  `json:"total"`
+}
+
+// List returns one page (0-based) of the entries matching f, in ref order.
+func List(ctx context.Context, s Inventory, f Filter, page, size int) (*Page, error) {
+	if size <= 0 {
+		size = 20
+	}
+	if page < 0 {
+		page = 0
+	}
+	p := &Page{Page: page, Size: size, Items: []*store.EntryRecord{}}
+	skip := page * size
+	err := s.Entries(ctx, func(r *store.EntryRecord) error {
+		if !f.Match(r) {
+			return nil
+		}
+		p.Total++
+		if p.Total > skip && len(p.Items) < size {
+			p.Items = append(p.Items, r)
+		}
+		return nil
+	})
+	return p, err
+}
+
+// Find resolves what a user typed: an entry ref ("kind:id") or a bare id
+// when it is unique.
+func Find(ctx context.Context, s Inventory, id string) (*store.EntryRecord, error) {
+	var exact *store.EntryRecord
+	if err := s.View(ctx, func(tx store.Tx) error {
+		r, err := tx.Entry(id)
+		exact = r
+		return err
+	}); err != nil || exact != nil {
+		return exact, err
+	}
+	var found []*store.EntryRecord
+	err := s.Entries(ctx, func(r *store.EntryRecord) error {
+		if r.Entry.ID == id {
+			found = append(found, r)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case len(found) == 0:
+		return nil, fmt.Errorf("entry %q: %w (run reconcile to ingest the sources, or list with `dlq list --state ALL`)", id, ErrNotFound)
+	case len(found) > 1:
+		refs := make([]string, len(found))
+		for i, r := range found {
+			refs[i] = r.Entry.Ref()
+		}
+		return nil, fmt.Errorf("%w %q: use one of %s", ErrAmbiguous, id, strings.Join(refs, ", "))
+	}
+	return found[0], nil
+}
+
+// Detail is everything known about one entry.
+type Detail struct {
+	Entry     *store.EntryRecord  `json:"entry"`
+	Ledger    *idempotency.Record `json:"ledger"`
+	Decisions []audit.Record      `json:"history"`
+}
+
+// Show gathers an entry with its ledger record and every audit record
+// about it, oldest first.
+func Show(ctx context.Context, s Inventory, id string) (*Detail, error) {
+	er, err := Find(ctx, s, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &Detail{Entry: er, Decisions: []audit.Record{}}
+	if err := s.View(ctx, func(tx store.Tx) error {
+		d.Ledger, err = tx.Ledger(er.Entry.IdempotencyKey)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	ref := er.Entry.Ref()
+	err = s.AuditRange(ctx, 1, func(_ uint64, sealed audit.Sealed, derr error) error {
+		if derr != nil {
+			return nil
+		}
+		rec, err := sealed.Open()
+		if err == nil && (rec.EntryRef == ref || (rec.EntryRef == "" && rec.Key == er.Entry.IdempotencyKey && rec.Key != "")) {
+			d.Decisions = append(d.Decisions, rec)
+		}
+		return nil
+	})
+	return d, err
+}
+
+// Resolve marks an entry handled without replay (Nexora RESOLVED). Later
+// reconciles leave it resolved.
+func Resolve(ctx context.Context, s Inventory, id, actor, reason string) (*store.EntryRecord, error) {
+	if strings.TrimSpace(reason) == "" {
+		return nil, errors.New("a reason is required (--reason TEXT)")
+	}
+	return changeEntry(ctx, s, id, func(tx store.Tx, er *store.EntryRecord) (*audit.Record, error) {
+		switch er.Status {
+		case store.StatusReplayed, store.StatusResolved:
+			return nil, fmt.Errorf("%w: %s is already %s", ErrState, er.Entry.Ref(), er.Status)
+		case store.StatusReplaying:
+			return nil, fmt.Errorf("%w: %s is being replayed", ErrState, er.Entry.Ref())
+		}
+		before := er.Status
+		er.Status, er.Hold, er.Reason = store.StatusResolved, store.HoldResolved, reason
+		return &audit.Record{Kind: audit.KindResolve, Outcome: store.StatusResolved,
+			Reason: reason, Detail: statusDetail(before, er.Status)}, nil
+	}, actor)
+}
+
+// Release takes an entry out of quarantine (or a definite failure): the
+// next reconcile decides it afresh. The ledger's failed state becomes
+// decided again, so a replay may follow if the rules allow it.
+func Release(ctx context.Context, s Inventory, id, actor, reason string) (*store.EntryRecord, error) {
+	return changeEntry(ctx, s, id, func(tx store.Tx, er *store.EntryRecord) (*audit.Record, error) {
+		if er.Hold != store.HoldQuarantine && er.Hold != store.HoldFailed {
+			return nil, fmt.Errorf("%w: %s is %s, not quarantined", ErrState, er.Entry.Ref(), er.Status)
+		}
+		rec := &audit.Record{Kind: audit.KindRelease, Outcome: store.StatusPending, Reason: reason,
+			Detail: statusDetail(er.Status, store.StatusPending)}
+		if cur, err := tx.Ledger(er.Entry.IdempotencyKey); err != nil {
+			return nil, err
+		} else if cur != nil && cur.State == idempotency.Failed {
+			if _, err := tx.Transition(idempotency.Transition{Key: cur.Key, From: idempotency.Failed, To: idempotency.Decided}); err != nil {
+				return nil, err
+			}
+			rec.LedgerBefore, rec.LedgerAfter = string(idempotency.Failed), string(idempotency.Decided)
+		}
+		er.Status, er.Hold, er.Reason, er.Evidence = store.StatusPending, "", "released: "+reason, ""
+		return rec, nil
+	}, actor)
+}
+
+func statusDetail(before, after string) []byte {
+	return []byte(fmt.Sprintf(`{"status_before":%q,"status_after":%q}`, before, after))
+}
+
+// changeEntry applies a person's change to one entry with its audit
+// record, in one transaction.
+func changeEntry(ctx context.Context, s Inventory, id string, fn func(store.Tx, *store.EntryRecord) (*audit.Record, error), actor string) (*store.EntryRecord, error) {
+	found, err := Find(ctx, s, id)
+	if err != nil {
+		return nil, err
+	}
+	var out *store.EntryRecord
+	err = s.Update(ctx, func(tx store.Tx) error {
+		er, err := tx.Entry(found.Entry.Ref())
+		if err != nil {
+			return err
+		}
+		if er == nil {
+			return fmt.Errorf("entry %s: %w", found.Entry.Ref(), ErrNotFound)
+		}
+		rec, err := fn(tx, er)
+		if err != nil {
+			return err
+		}
+		rec.Actor, rec.EntryRef, rec.EntryID, rec.Source, rec.Key = actor, er.Entry.Ref(), er.Entry.ID, er.Entry.Source, er.Entry.IdempotencyKey
+		sealed, err := tx.Append(rec)
+		if err != nil {
+			return err
+		}
+		er.LastDecision = sealed.Seq
+		out = er
+		return tx.PutEntry(er)
+	})
+	return out, err
+}
+
+// CountByStatus counts stored entries per status (reports).
+func CountByStatus(ctx context.Context, s Inventory) (map[string]int, []string, error) {
+	counts := map[string]int{}
+	err := s.Entries(ctx, func(r *store.EntryRecord) error {
+		counts[r.Status]++
+		return nil
+	})
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return counts, keys, err
+}

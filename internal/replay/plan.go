@@ -1,0 +1,55 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/source"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// LedgerReader tells triage what the ledger knows of a key. A nil
+// LedgerReader means there is no ledger yet: every key is new.
+type LedgerReader interface {
+	LedgerView(ctx context.Context, key string) (triage.LedgerView, error)
+}
+
+// Planner decides entries without acting on them.
+type Planner struct {
+	Engine *triage.Engine
+	Ledger LedgerReader
+}
+
+// Plan reads every source in order and calls fn with each entry and its
+// decision. It stops at the first error from a source or from fn.
+func (p *Planner) Plan(ctx context.Context, srcs []source.Source, fn func(*entry.Entry, *triage.Decision) error) error {
+	for _, src := range srcs {
+		for e, err := range src.Entries(ctx) {
+			if err != nil {
+				return fmt.Errorf("source %s: %w", src, err)
+			}
+			d, err := p.Decide(ctx, &e)
+			if err != nil {
+				return err
+			}
+			if err := fn(&e, &d); err != nil {
+				return err
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// Decide decides one entry against the ledger's current view of its key.
+func (p *Planner) Decide(ctx context.Context, e *entry.Entry) (triage.Decision, error) {
+	var view triage.LedgerView
+	if p.Ledger != nil {
+		v, err := p.Ledger.LedgerView(ctx, e.IdempotencyKey)
+		if err != nil {
+			return triage.Decision{}, fmt.Errorf("ledger view of %s: %w", e.Ref(), err)
+		}
+		view = v
+	}
+	return p.Engine.Decide(ctx, e, view), nil
+}

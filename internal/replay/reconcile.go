@@ -1,0 +1,694 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/source"
+	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// Store is what the runner needs of the state store.
+type Store interface {
+	store.Store
+	LedgerReader
+	LedgerRecords(ctx context.Context, fn func(*idempotency.Record) error) error
+}
+
+// DefaultApprovalTTL is how long an approval request stays open.
+const DefaultApprovalTTL = 24 * time.Hour
+
+// Reconciler ingests, decides and acts. Build one per run.
+type Reconciler struct {
+	Engine      *triage.Engine
+	Store       Store
+	Router      Router
+	Clock       Clock
+	Actor       string
+	MaxParallel int           // concurrent entries (default 5)
+	Rate        float64       // dispatches per second across workers (0: unlimited)
+	Limit       int           // entries to handle this run (0: all)
+	ApprovalTTL time.Duration // default 24h
+	// OnEntry, when set, is called after each entry (progress, listings).
+	OnEntry func(EntryResult)
+
+	locks keyLocks
+	pace  *pacer
+}
+
+// EntryResult is what happened to one entry in a run.
+type EntryResult struct {
+	Ref      string          `json:"entry_ref"`
+	Decision triage.Decision `json:"decision"`
+	// Final is the action taken, after probes and routing (it can differ
+	// from Decision.Action: a probe may resolve, a missing target escalate).
+	Final    triage.Action `json:"final_action"`
+	Status   string        `json:"status"`
+	Replays  []string      `json:"replays,omitempty"` // outcome of each dispatch in this run
+	Outcome  string        `json:"outcome,omitempty"`
+	Reason   string        `json:"reason,omitempty"`
+	Recorded bool          `json:"recorded"` // a new decision record was written
+}
+
+// Report is a run's summary.
+type Report struct {
+	Started   time.Time `json:"started"`
+	Duration  string    `json:"duration"`
+	Summary   *Summary  `json:"summary"`
+	Recovered int       `json:"recovered_outcome_unknown"`
+	Replays   struct {
+		Dispatched int `json:"dispatched"`
+		Succeeded  int `json:"succeeded"`
+		Failed     int `json:"failed"`
+		Unknown    int `json:"outcome_unknown"`
+		Retried    int `json:"retried"`
+	} `json:"replays"`
+	ProbedCommitted  int            `json:"probed_committed"`
+	NoTarget         int            `json:"no_target"`
+	ApprovalsOpened  int            `json:"approvals_requested"`
+	WriteBackErrors  int            `json:"write_back_errors"`
+	AwaitingPeople   int            `json:"awaiting_people"`
+	StatusCounts     map[string]int `json:"by_status"`
+	Interrupted      bool           `json:"interrupted,omitempty"`
+	DecisionsWritten int            `json:"decisions_recorded"`
+}
+
+type job struct {
+	e   entry.Entry
+	src source.Source
+}
+
+// Run reconciles every entry of the sources once.
+func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, error) {
+	if r.Clock == nil {
+		r.Clock = SystemClock{}
+	}
+	if r.MaxParallel <= 0 {
+		r.MaxParallel = 5
+	}
+	if r.ApprovalTTL <= 0 {
+		r.ApprovalTTL = DefaultApprovalTTL
+	}
+	if r.Actor == "" {
+		r.Actor = "replayctl"
+	}
+	r.pace = newPacer(r.Rate, r.Clock)
+	rep := &Report{Started: r.Clock.Now().UTC(), Summary: NewSummary(), StatusCounts: map[string]int{}}
+
+	n, err := Recover(ctx, r.Store, r.Actor)
+	rep.Recovered = n
+	if err != nil {
+		return rep, err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan job)
+	results := make(chan EntryResult)
+	var (
+		firstErr error
+		errOnce  sync.Once
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err; cancel() })
+	}
+
+	go func() {
+		defer close(jobs)
+		count := 0
+		for _, src := range srcs {
+			for e, err := range src.Entries(ctx) {
+				if err != nil {
+					fail(fmt.Errorf("source %s: %w", src, err))
+					return
+				}
+				if r.Limit > 0 && count >= r.Limit {
+					return
+				}
+				count++
+				select {
+				case jobs <- job{e: e, src: src}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+
+	var wg sync.WaitGroup
+	for range r.MaxParallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				res, err := r.handle(ctx, &j.e, j.src)
+				if err != nil {
+					fail(fmt.Errorf("entry %s: %w", j.e.Ref(), err))
+					return
+				}
+				results <- res
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(results) }()
+
+	for res := range results {
+		rep.add(&res)
+		if r.OnEntry != nil {
+			r.OnEntry(res)
+		}
+	}
+	rep.Duration = r.Clock.Now().Sub(rep.Started).Round(time.Millisecond).String()
+	rep.AwaitingPeople = rep.Summary.AwaitingPeople()
+	if firstErr != nil {
+		return rep, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		rep.Interrupted = true
+	}
+	return rep, nil
+}
+
+func (rep *Report) add(res *EntryResult) {
+	d := res.Decision
+	d.Action = res.Final
+	rep.Summary.Add(&d)
+	rep.StatusCounts[res.Status]++
+	if res.Recorded {
+		rep.DecisionsWritten++
+	}
+	for _, o := range res.Replays {
+		rep.Replays.Dispatched++
+		switch o {
+		case Succeeded.String():
+			rep.Replays.Succeeded++
+		case Failed.String():
+			rep.Replays.Failed++
+		case Unknown.String():
+			rep.Replays.Unknown++
+		case Retry.String():
+			rep.Replays.Retried++
+		}
+	}
+	switch res.Outcome {
+	case "probe_committed":
+		rep.ProbedCommitted++
+	case "no_target":
+		rep.NoTarget++
+	case "approval_requested":
+		rep.ApprovalsOpened++
+	case "write_back_failed":
+		rep.WriteBackErrors++
+	}
+}
+
+// Recover turns every dispatching record (a dispatch whose process died
+// before its outcome was written) into outcome_unknown: it may or may not
+// have happened, so it is never retried blindly.
+func Recover(ctx context.Context, s Store, actor string) (int, error) {
+	var keys []idempotency.Record
+	if err := s.LedgerRecords(ctx, func(r *idempotency.Record) error {
+		if r.State == idempotency.Dispatching {
+			keys = append(keys, *r)
+		}
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("recover: %w", err)
+	}
+	for _, rec := range keys {
+		err := s.Update(ctx, func(tx store.Tx) error {
+			next, err := tx.Transition(idempotency.Transition{Key: rec.Key, From: idempotency.Dispatching,
+				To: idempotency.OutcomeUnknown, Error: "process stopped during dispatch: outcome unknown"})
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Append(&audit.Record{Actor: actor, Kind: audit.KindRecovery, EntryRef: rec.EntryRef, Key: rec.Key,
+				LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(next.State), Outcome: string(next.State),
+				Reason: "dispatch found without an outcome on start"}); err != nil {
+				return err
+			}
+			return setStatus(tx, rec.EntryRef, store.StatusUnknown, "a replay may or may not have happened: probe or person")
+		})
+		if err != nil && !errors.Is(err, idempotency.ErrConflict) {
+			return 0, fmt.Errorf("recover %s: %w", rec.Key, err)
+		}
+	}
+	return len(keys), nil
+}
+
+func setStatus(tx store.Tx, ref, status, reason string) error {
+	if ref == "" {
+		return nil
+	}
+	er, err := tx.Entry(ref)
+	if err != nil || er == nil {
+		return err
+	}
+	er.Status, er.Reason = status, reason
+	if status == store.StatusFailed {
+		er.Hold = store.HoldFailed
+	}
+	return tx.PutEntry(er)
+}
+
+// handle decides one entry and acts on the decision.
+func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Source) (EntryResult, error) {
+	unlock := r.locks.lock(e.IdempotencyKey)
+	defer unlock()
+	view, err := r.Store.LedgerView(ctx, e.IdempotencyKey)
+	if err != nil {
+		return EntryResult{}, err
+	}
+	d := r.Engine.Decide(ctx, e, view)
+	res := EntryResult{Ref: e.Ref(), Decision: d, Final: d.Action}
+
+	// An entry a person resolved, or one held in quarantine, stays as it
+	// is until a person changes it; the fresh decision is still shown.
+	var held *store.EntryRecord
+	if err := r.Store.View(ctx, func(tx store.Tx) error {
+		er, err := tx.Entry(e.Ref())
+		if er != nil && er.Hold != "" {
+			held = er
+		}
+		return err
+	}); err != nil {
+		return res, err
+	}
+	if held != nil {
+		res.Final, res.Status, res.Reason = triage.Quarantine, held.Status, "held ("+held.Hold+") until a person releases it: "+held.Reason
+		if held.Hold == store.HoldResolved {
+			res.Final, res.Reason = triage.Skip, "resolved by a person: "+held.Reason
+		}
+		err := r.record(ctx, e, &res, nil)
+		return res, err
+	}
+
+	if d.NeedsProbe() {
+		if route, ok := r.Router.Route(e); ok && route.Prober != nil {
+			view.Probe = r.probe(ctx, e, route)
+			d = r.Engine.Decide(ctx, e, view)
+			res = EntryResult{Ref: e.Ref(), Decision: d, Final: d.Action}
+			if view.Probe == triage.ProbeCommitted {
+				res.Outcome = "probe_committed"
+				err := r.record(ctx, e, &res, commitFromProbe(e, &d, r.Actor))
+				return res, err
+			}
+		}
+	}
+	if d.Action == triage.RequireApproval {
+		approved, err := r.approved(ctx, e, &d)
+		if err != nil {
+			return res, err
+		}
+		if approved {
+			view.Approved = true
+			d = r.Engine.Decide(ctx, e, view)
+			res = EntryResult{Ref: e.Ref(), Decision: d, Final: d.Action}
+		}
+	}
+	if d.Action == triage.AutoReplay {
+		err := r.replay(ctx, e, src, &res)
+		return res, err
+	}
+	err = r.record(ctx, e, &res, nil)
+	return res, err
+}
+
+// approved reports whether a person approved this entry's replay on the
+// same evidence, and the approval was not used yet.
+func (r *Reconciler) approved(ctx context.Context, e *entry.Entry, d *triage.Decision) (bool, error) {
+	ok := false
+	err := r.Store.View(ctx, func(tx store.Tx) error {
+		a, err := tx.Approval(store.ApprovalID(e.Ref(), d.EvidenceHash))
+		ok = a != nil && a.State == store.ApprovalApproved && !a.Used
+		return err
+	})
+	return ok, err
+}
+
+// probe makes the compensating read and records it in the audit chain.
+func (r *Reconciler) probe(ctx context.Context, e *entry.Entry, route Route) string {
+	pr, detail := route.Prober.Probe(ctx, e.IdempotencyKey)
+	result := [...]string{triage.ProbeCommitted, triage.ProbeNotCommitted, triage.ProbeInconclusive}[pr]
+	_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		_, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindProbe, EntryRef: e.Ref(), EntryID: e.ID,
+			Source: e.Source, Key: e.IdempotencyKey, Outcome: result, Reason: detail})
+		return err
+	})
+	return result
+}
+
+// commitFromProbe moves the key to succeeded after a probe found it
+// committed, in the transaction that records the decision.
+func commitFromProbe(e *entry.Entry, d *triage.Decision, actor string) func(store.Tx, *store.EntryRecord) error {
+	return func(tx store.Tx, er *store.EntryRecord) error {
+		cur, err := tx.Ledger(e.IdempotencyKey)
+		if err != nil {
+			return err
+		}
+		from := idempotency.None
+		if cur != nil {
+			from = cur.State
+		}
+		if from == idempotency.None {
+			if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, To: idempotency.Decided,
+				EntryRef: e.Ref(), PayloadHash: d.PayloadHash}); err != nil {
+				return err
+			}
+			from = idempotency.Decided
+		}
+		if from == idempotency.Succeeded {
+			return nil
+		}
+		_, err = tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: from, To: idempotency.Succeeded})
+		return err
+	}
+}
+
+// replay dispatches with backoff until the target takes it, refuses it,
+// the outcome becomes unknown, or max_replays is reached. Every dispatch
+// is preceded by a durable intent and followed by a durable outcome.
+func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult) error {
+	d := &res.Decision
+	route, ok := r.Router.Route(e)
+	if !ok {
+		res.Final, res.Outcome = triage.ManualReview, "no_target"
+		res.Reason = fmt.Sprintf("no replay target for topic %q from %s: add a targets entry to rules.yaml or use --target", e.Topic, e.Source)
+		return r.record(ctx, e, res, nil)
+	}
+	bo := newBackOff(d.Backoff, r.Clock)
+	for {
+		if err := r.pace.wait(ctx); err != nil {
+			res.Status, res.Reason = store.StatusPending, "run interrupted before dispatch"
+			return r.record(ctx, e, res, nil)
+		}
+		attempt := 0
+		res.Status = store.StatusReplaying
+		err := r.record(ctx, e, res, func(tx store.Tx, er *store.EntryRecord) error {
+			cur, err := tx.Ledger(e.IdempotencyKey)
+			if err != nil {
+				return err
+			}
+			from := idempotency.Decided
+			switch {
+			case cur == nil:
+				if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, To: idempotency.Decided,
+					EntryRef: e.Ref(), PayloadHash: d.PayloadHash}); err != nil {
+					return err
+				}
+			case cur.State == idempotency.OutcomeUnknown && d.Ledger.Approved:
+				// A person approved replaying a key whose outcome was unknown
+				// (after a probe found it not committed).
+				if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.OutcomeUnknown,
+					To: idempotency.Decided}); err != nil {
+					return err
+				}
+			}
+			if d.Ledger.Approved {
+				if err := useApproval(tx, store.ApprovalID(e.Ref(), d.EvidenceHash)); err != nil {
+					return err
+				}
+			}
+			next, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: from,
+				To: idempotency.Dispatching, PayloadHash: d.PayloadHash})
+			if err != nil {
+				return err
+			}
+			attempt = next.Replays
+			_, err = tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindDispatch, EntryRef: e.Ref(), EntryID: e.ID,
+				Source: e.Source, Key: e.IdempotencyKey, Action: triage.AutoReplay, PolicySnapshot: d.PolicySnapshot,
+				LedgerBefore: string(from), LedgerAfter: string(idempotency.Dispatching),
+				Reason: fmt.Sprintf("replay %d of %d to %s", next.Replays, d.MaxReplays, route.Name)})
+			return err
+		})
+		if err != nil {
+			if errors.Is(err, idempotency.ErrConflict) || errors.Is(err, idempotency.ErrIllegal) {
+				// The ledger moved since we decided: decide again next run.
+				res.Final, res.Status, res.Reason = triage.ManualReview, store.StatusPending, "ledger changed while deciding: "+err.Error()
+				return nil
+			}
+			return err
+		}
+
+		out := route.Dispatcher.Dispatch(ctx, Request{Entry: e, Key: e.IdempotencyKey, Attempt: attempt})
+		res.Replays = append(res.Replays, out.Outcome.String())
+		to, status := outcomeState(out.Outcome)
+		if err := r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+			if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching,
+				To: to, Error: out.Detail}); err != nil {
+				return err
+			}
+			detail, _ := json.Marshal(map[string]any{"target": route.Name, "attempt": attempt, "status": out.Status})
+			if _, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindOutcome, EntryRef: e.Ref(), EntryID: e.ID,
+				Source: e.Source, Key: e.IdempotencyKey, Outcome: out.Outcome.String(), Reason: out.Detail,
+				LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(to), Detail: detail}); err != nil {
+				return err
+			}
+			return setStatus(tx, e.Ref(), status, out.Detail)
+		}); err != nil {
+			return fmt.Errorf("record outcome of %s (left dispatching: recovery makes it outcome_unknown): %w", e.IdempotencyKey, err)
+		}
+		res.Status, res.Outcome, res.Reason = status, out.Outcome.String(), out.Detail
+
+		switch out.Outcome {
+		case Succeeded:
+			r.writeBack(ctx, e, src, res)
+			return nil
+		case Failed:
+			res.Final = triage.Quarantine
+			return nil
+		case Unknown:
+			res.Final = triage.ManualReview
+			return nil
+		}
+		if attempt >= d.MaxReplays {
+			res.Final, res.Status = triage.ManualReview, store.StatusManualReview
+			res.Reason = fmt.Sprintf("max_replays reached (%d of %d): %s", attempt, d.MaxReplays, out.Detail)
+			return r.record(ctx, e, res, nil)
+		}
+		if err := r.Clock.Sleep(ctx, bo.NextBackOff()); err != nil {
+			res.Status, res.Reason = store.StatusPending, "run interrupted during backoff: "+out.Detail
+			return r.record(ctx, e, res, nil)
+		}
+	}
+}
+
+func outcomeState(o Outcome) (idempotency.State, string) {
+	switch o {
+	case Succeeded:
+		return idempotency.Succeeded, store.StatusReplayed
+	case Failed:
+		return idempotency.Failed, store.StatusFailed
+	case Unknown:
+		return idempotency.OutcomeUnknown, store.StatusUnknown
+	}
+	return idempotency.Decided, store.StatusReplaying
+}
+
+// writeBack tells the source the entry was replayed, after the ledger
+// says succeeded (Prodigy: remove the item file, as `prodigy dlq retry`).
+func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult) {
+	wb, ok := src.(source.WriteBack)
+	if !ok {
+		return
+	}
+	err := wb.MarkReplayed(ctx, *e)
+	outcome, reason := "done", "source updated: entry marked replayed"
+	if err != nil {
+		outcome, reason = "failed", err.Error()
+		res.Outcome = "write_back_failed"
+	}
+	_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		_, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindWriteBack, EntryRef: e.Ref(), EntryID: e.ID,
+			Source: e.Source, Key: e.IdempotencyKey, Outcome: outcome, Reason: reason})
+		return err
+	})
+}
+
+// statusFor maps a final action to the entry's status.
+func statusFor(a triage.Action, reasons []string) string {
+	switch a {
+	case triage.Quarantine:
+		return store.StatusQuarantined
+	case triage.RequireApproval:
+		return store.StatusAwaitingApproval
+	case triage.ManualReview:
+		return store.StatusManualReview
+	case triage.Skip:
+		for _, r := range reasons {
+			if r == "already committed" {
+				return store.StatusReplayed
+			}
+		}
+		return store.StatusResolved
+	}
+	return store.StatusPending
+}
+
+// record writes the entry, its decision (when it changed) and, for
+// require_approval, the approval request, in one transaction. extra runs
+// inside the same transaction.
+func (r *Reconciler) record(ctx context.Context, e *entry.Entry, res *EntryResult, extra func(store.Tx, *store.EntryRecord) error) error {
+	d := &res.Decision
+	if res.Status == "" {
+		res.Status = statusFor(res.Final, d.Reasons)
+	}
+	now := r.Clock.Now().UTC()
+	return r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		res.Recorded = false
+		er, err := tx.Entry(e.Ref())
+		if err != nil {
+			return err
+		}
+		if er == nil {
+			er = &store.EntryRecord{FirstSeen: now}
+		}
+		er.Entry, er.LastSeen = *e, now
+		er.Status, er.Class, er.Action = res.Status, d.Class, res.Final
+		er.Owner, er.ApproverGroup = d.Owner, d.ApproverGroup
+		if res.Final == triage.Quarantine && er.Hold == "" {
+			er.Hold = store.HoldQuarantine
+		}
+		er.Reason = lastReason(d.Reasons, res.Reason)
+		if er.Evidence != d.EvidenceHash || er.Action != res.Final || er.LastDecision == 0 {
+			input := *e
+			input.Payload = nil
+			rec := &audit.Record{Actor: r.Actor, Kind: audit.KindDecision, EntryRef: e.Ref(), EntryID: e.ID,
+				Source: e.Source, Key: e.IdempotencyKey, Decision: d, Input: &input, Action: res.Final, Reason: er.Reason,
+				PolicySnapshot: d.PolicySnapshot, LedgerBefore: d.Ledger.State, LedgerAfter: d.Ledger.State}
+			sealed, err := tx.Append(rec)
+			if err != nil {
+				return err
+			}
+			er.LastDecision, er.Evidence, res.Recorded = sealed.Seq, d.EvidenceHash, true
+		}
+		// The ledger learns the key (and its payload) as soon as replayctl
+		// has decided on it, so a later copy with another payload is caught.
+		if d.Ledger.State == "" && res.Final != triage.Skip && d.IdempotencyKey != "" {
+			cur, err := tx.Ledger(d.IdempotencyKey)
+			if err != nil {
+				return err
+			}
+			if cur == nil {
+				if _, err := tx.Transition(idempotency.Transition{Key: d.IdempotencyKey, From: idempotency.None,
+					To: idempotency.Decided, EntryRef: e.Ref(), PayloadHash: d.PayloadHash}); err != nil {
+					return err
+				}
+			}
+		}
+		if res.Final == triage.RequireApproval {
+			if err := r.requestApproval(tx, e, d, er, now, res); err != nil {
+				return err
+			}
+		}
+		if extra != nil {
+			if err := extra(tx, er); err != nil {
+				return err
+			}
+		}
+		return tx.PutEntry(er)
+	})
+}
+
+// useApproval marks an approval spent: one approval, one replay.
+func useApproval(tx store.Tx, id string) error {
+	a, err := tx.Approval(id)
+	if err != nil || a == nil {
+		return err
+	}
+	if a.Used {
+		return fmt.Errorf("%w: approval %s already used", idempotency.ErrConflict, id)
+	}
+	a.Used = true
+	return tx.PutApproval(a)
+}
+
+func (r *Reconciler) requestApproval(tx store.Tx, e *entry.Entry, d *triage.Decision, er *store.EntryRecord, now time.Time, res *EntryResult) error {
+	id := store.ApprovalID(e.Ref(), d.EvidenceHash)
+	if er.ApprovalID != "" && er.ApprovalID != id {
+		if err := r.staleApproval(tx, er.ApprovalID, now); err != nil {
+			return err
+		}
+	}
+	er.ApprovalID = id
+	a, err := tx.Approval(id)
+	if err != nil || a != nil {
+		return err
+	}
+	a = &store.Approval{ID: id, EntryRef: e.Ref(), EntryID: e.ID, Source: e.Source, Key: e.IdempotencyKey,
+		ApproverGroup: d.ApproverGroup, State: store.ApprovalPending, Evidence: d.EvidenceHash, Decision: *d,
+		RequestedBy: r.Actor, RequestedAt: now, ExpiresAt: now.Add(r.ApprovalTTL)}
+	if err := tx.PutApproval(a); err != nil {
+		return err
+	}
+	detail, _ := json.Marshal(map[string]string{"approval_id": id, "approver_group": a.ApproverGroup})
+	_, err = tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindApproval, EntryRef: e.Ref(), EntryID: e.ID,
+		Source: e.Source, Key: e.IdempotencyKey, Action: triage.RequireApproval, Outcome: "requested",
+		Reason: "approval requested from " + orNone(a.ApproverGroup), PolicySnapshot: d.PolicySnapshot, Detail: detail})
+	res.Outcome = "approval_requested"
+	return err
+}
+
+// staleApproval closes a still-pending request whose evidence changed.
+func (r *Reconciler) staleApproval(tx store.Tx, id string, now time.Time) error {
+	a, err := tx.Approval(id)
+	if err != nil || a == nil || a.State != store.ApprovalPending {
+		return err
+	}
+	a.State, a.DecidedAt, a.Reason = store.ApprovalStale, now, "evidence changed: a new request replaces it"
+	if err := tx.PutApproval(a); err != nil {
+		return err
+	}
+	_, err = tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindApproval, EntryRef: a.EntryRef, EntryID: a.EntryID,
+		Source: a.Source, Key: a.Key, Outcome: store.ApprovalStale, Reason: a.Reason})
+	return err
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(no approver group configured)"
+	}
+	return s
+}
+
+func lastReason(reasons []string, override string) string {
+	if override != "" {
+		return override
+	}
+	if len(reasons) == 0 {
+		return ""
+	}
+	return reasons[len(reasons)-1]
+}
+
+// One reconciles a single stored entry now (`dlq replay ID`), through the
+// same policy, ledger and backoff path as a run. Held or finished entries
+// are refused with ErrState.
+func (r *Reconciler) One(ctx context.Context, er *store.EntryRecord) (EntryResult, error) {
+	switch {
+	case er.Hold != "":
+		return EntryResult{}, fmt.Errorf("%w: %s is %s (held: %s); release it first", ErrState, er.Entry.Ref(), er.Status, er.Hold)
+	case er.Status == store.StatusReplayed:
+		return EntryResult{}, fmt.Errorf("%w: %s was already replayed", ErrState, er.Entry.Ref())
+	}
+	if r.Clock == nil {
+		r.Clock = SystemClock{}
+	}
+	if r.ApprovalTTL <= 0 {
+		r.ApprovalTTL = DefaultApprovalTTL
+	}
+	if r.Actor == "" {
+		r.Actor = "replayctl"
+	}
+	r.pace = newPacer(r.Rate, r.Clock)
+	e := er.Entry
+	return r.handle(ctx, &e, nil)
+}

@@ -1,0 +1,74 @@
+package source
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+func cordumFormat() format {
+	return format{kind: entry.KindCordum, layout: layoutSniffed, decode: decodeCordum}
+}
+
+// cordumRecord is a Cordum DLQ entry (dlq:entry:<jobID>).
+type cordumRecord struct {
+	JobID          string            `json:"job_id"`
+	Topic          string            `json:"topic"`
+	Status         string            `json:"status"`
+	ReasonCode     string            `json:"reason_code"`
+	Reason         string            `json:"reason"`
+	Attempts       int               `json:"attempts"`
+	IdempotencyKey string            `json:"idempotency_key"`
+	PolicySnapshot string            `json:"policy_snapshot"`
+	ReplayStatus   string            `json:"replay_status"`
+	Labels         map[string]string `json:"labels"`
+	Payload        json.RawMessage   `json:"payload"`
+	Request        json.RawMessage   `json:"request"`
+	CreatedAt      timestamp         `json:"created_at"`
+	FailedAt       timestamp         `json:"failed_at"`
+	UpdatedAt      timestamp         `json:"updated_at"`
+}
+
+func decodeCordum(raw []byte, e *entry.Entry) error {
+	var r cordumRecord
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return err
+	}
+	if r.JobID == "" {
+		return errors.New("missing job_id")
+	}
+	*e = entry.Entry{
+		ID:             r.JobID,
+		Topic:          r.Topic,
+		ReasonCode:     r.ReasonCode,
+		Message:        r.Reason,
+		Attempts:       r.Attempts,
+		IdempotencyKey: r.IdempotencyKey,
+		State: entry.SourceState{
+			Status:         r.ReplayStatus,
+			Handled:        handledStatus(r.ReplayStatus),
+			PolicySnapshot: r.PolicySnapshot,
+		},
+	}
+	if len(r.Labels) > 0 {
+		e.Labels = r.Labels
+	}
+	switch {
+	case present(r.Payload):
+		e.Payload = r.Payload
+	case present(r.Request):
+		e.Payload = r.Request
+	default:
+		// Nothing says which part is the request: replay the record itself.
+		e.Payload = bytes.Clone(raw)
+	}
+	// created_at and failed_at both mark the failure; updated_at may only
+	// be a later replay_status change, so it counts only when alone.
+	e.FirstFailure, e.LastFailure = span(r.CreatedAt.Time, r.FailedAt.Time)
+	if e.LastFailure.IsZero() {
+		e.FirstFailure, e.LastFailure = r.UpdatedAt.Time, r.UpdatedAt.Time
+	}
+	return nil
+}

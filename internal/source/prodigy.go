@@ -1,0 +1,418 @@
+package source
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+// prodigySource is a directory at or above Prodigy DLQ items/ folders
+// (~/.prodigy/dlq/REPO/JOB/mapreduce/dlq/JOB/items/ITEM.json).
+type prodigySource struct {
+	spec string
+	root string
+	// mu serialises MarkReplayed: removing an item rewrites the job's index.
+	mu sync.Mutex
+}
+
+var _ WriteBack = (*prodigySource)(nil)
+
+func (s *prodigySource) String() string { return s.spec }
+
+// Entries yields one entry per items/*.json file, in lexical path order.
+func (s *prodigySource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+	return func(yield func(entry.Entry, error) bool) {
+		err := filepath.WalkDir(s.root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if d.IsDir() || !isItemFile(path) {
+				return nil
+			}
+			if !yield(readProdigyItem(path), nil) {
+				return fs.SkipAll
+			}
+			return nil
+		})
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+				yield(entry.Entry{}, err)
+				return
+			}
+			yield(entry.Entry{}, fmt.Errorf("walk prodigy dlq %s: %w", s.root, err))
+		}
+	}
+}
+
+func isItemFile(path string) bool {
+	return strings.HasSuffix(path, ".json") && filepath.Base(filepath.Dir(path)) == "items"
+}
+
+// readProdigyItem reads one item file. Failing to read it is not fatal: the
+// item exists, so it is yielded undecodable, named by its path.
+func readProdigyItem(path string) entry.Entry {
+	data, err := readCapped(path)
+	if err != nil {
+		return undecodable(entry.KindProdigy, path, err)
+	}
+	return prodigyEntry(data, path, prodigyJob(path))
+}
+
+func readCapped(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxRecord {
+		return nil, fmt.Errorf("item file larger than %d bytes", maxRecord)
+	}
+	return data, nil
+}
+
+// prodigyJob is the job id: the name of the directory holding items/.
+func prodigyJob(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return filepath.Base(filepath.Dir(filepath.Dir(path)))
+}
+
+// prodigyEntry turns one item file's bytes into an entry.
+func prodigyEntry(data []byte, path, job string) entry.Entry {
+	var e entry.Entry
+	if err := decodeObject(data, &e, decodeProdigy); err != nil {
+		return undecodable(entry.KindProdigy, path, errors.New(describe(err)))
+	}
+	e.Source = entry.KindProdigy
+	e.Origin = path
+	e.Scope = job
+	if e.Labels == nil {
+		e.Labels = map[string]string{}
+	}
+	e.Labels["job_id"] = job
+	// Item ids repeat across jobs (item-0, item-1, ...): the job is part of
+	// the identity, so it is part of the key.
+	e.IdempotencyKey = entry.DeriveKey(entry.KindProdigy, job+"/"+e.ID)
+	e.KeyDerived = true
+	return e
+}
+
+// prodigyItem is Prodigy's DeadLetteredItem.
+type prodigyItem struct {
+	ItemID               string           `json:"item_id"`
+	ItemData             json.RawMessage  `json:"item_data"`
+	FirstAttempt         timestamp        `json:"first_attempt"`
+	LastAttempt          timestamp        `json:"last_attempt"`
+	FailureCount         int              `json:"failure_count"`
+	FailureHistory       []prodigyFailure `json:"failure_history"`
+	ErrorSignature       string           `json:"error_signature"`
+	ReprocessEligible    *bool            `json:"reprocess_eligible"`
+	ManualReviewRequired bool             `json:"manual_review_required"`
+}
+
+// prodigyFailure is Prodigy's FailureDetail, the fields replayctl reads.
+type prodigyFailure struct {
+	AttemptNumber int             `json:"attempt_number"`
+	Timestamp     timestamp       `json:"timestamp"`
+	ErrorType     json.RawMessage `json:"error_type"`
+	ErrorMessage  string          `json:"error_message"`
+	StepFailed    string          `json:"step_failed"`
+}
+
+func decodeProdigy(raw []byte, e *entry.Entry) error {
+	var it prodigyItem
+	if err := json.Unmarshal(raw, &it); err != nil {
+		return err
+	}
+	if it.ItemID == "" {
+		return errors.New("missing item_id")
+	}
+	*e = entry.Entry{
+		ID:           it.ItemID,
+		Attempts:     it.FailureCount,
+		FirstFailure: it.FirstAttempt.Time,
+		LastFailure:  it.LastAttempt.Time,
+		State: entry.SourceState{
+			ManualReviewRequired: it.ManualReviewRequired,
+			ReprocessIneligible:  it.ReprocessEligible != nil && !*it.ReprocessEligible,
+			ErrorSignature:       it.ErrorSignature,
+		},
+	}
+	if present(it.ItemData) {
+		e.Payload = it.ItemData
+	}
+	if len(it.FailureHistory) > 0 {
+		e.History = make([]entry.Failure, len(it.FailureHistory))
+	}
+	for i, f := range it.FailureHistory {
+		variant, code, err := prodigyErrorType(f.ErrorType)
+		if err != nil {
+			return fmt.Errorf("failure_history[%d].error_type: %w", i, err)
+		}
+		e.History[i] = entry.Failure{
+			Attempt:    f.AttemptNumber,
+			Time:       f.Timestamp.Time,
+			ReasonCode: code,
+			ErrorType:  variant,
+			Message:    f.ErrorMessage,
+			Step:       f.StepFailed,
+		}
+	}
+	if n := len(e.History); n > 0 {
+		last := e.History[n-1]
+		e.ReasonCode, e.Message = last.ReasonCode, last.Message
+		if e.Attempts == 0 {
+			e.Attempts = n
+		}
+		first, lastT := span(e.History[0].Time, last.Time)
+		if e.FirstFailure.IsZero() {
+			e.FirstFailure = first
+		}
+		if e.LastFailure.IsZero() {
+			e.LastFailure = lastT
+		}
+	}
+	e.FirstFailure, e.LastFailure = orBoth(e.FirstFailure, e.LastFailure)
+	return nil
+}
+
+// prodigyErrorType reads a serde externally tagged ErrorType: a unit variant
+// is a string ("Timeout"), a struct variant a one-key object
+// ({"CommandFailed": {"exit_code": 101}}). It returns the variant as shown
+// to people and the reason code it maps to ("" when it says nothing).
+func prodigyErrorType(raw json.RawMessage) (variant, code string, err error) {
+	if !present(raw) {
+		return "", "", nil
+	}
+	var name string
+	var body json.RawMessage
+	switch raw[0] {
+	case '"':
+		if err := json.Unmarshal(raw, &name); err != nil {
+			return "", "", err
+		}
+	case '{':
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return "", "", err
+		}
+		if len(m) != 1 {
+			return "", "", fmt.Errorf("want one variant, got an object with %d keys", len(m))
+		}
+		for k, v := range m {
+			name, body = k, v
+		}
+	default:
+		return "", "", fmt.Errorf("want a string or a one-key object, got %s", describeValue(raw))
+	}
+	if name != "CommandFailed" {
+		return name, prodigyCode(name), nil
+	}
+	var cf struct {
+		ExitCode *int `json:"exit_code"`
+	}
+	if present(body) {
+		if err := json.Unmarshal(body, &cf); err != nil {
+			return "", "", fmt.Errorf("CommandFailed: %s", describe(err))
+		}
+	}
+	if cf.ExitCode == nil {
+		return name, "command_failed", nil
+	}
+	variant = fmt.Sprintf("CommandFailed(exit %d)", *cf.ExitCode)
+	switch *cf.ExitCode {
+	case 124: // timeout(1)
+		return variant, "timeout", nil
+	case 137: // SIGKILL, usually the OOM killer
+		return variant, "resource_exhausted", nil
+	}
+	return variant, "command_failed", nil
+}
+
+func prodigyCode(variant string) string {
+	switch variant {
+	case "Timeout":
+		return "timeout"
+	case "ResourceExhausted":
+		return "resource_exhausted"
+	case "ValidationFailed":
+		return "validation_failed"
+	case "CommitValidationFailed":
+		return "commit_validation_failed"
+	case "PermissionError":
+		return "permission_denied"
+	case "WorktreeError":
+		return "worktree_error"
+	case "MergeConflict":
+		return "merge_conflict"
+	}
+	return "" // Unknown, or a variant newer than replayctl: the message decides
+}
+
+// MarkReplayed removes the item's file, as `prodigy dlq retry` does for an
+// item that succeeded, and drops its id from the job's index.json. It
+// refuses (ErrOutsideRoot) a file outside the source directory or not in
+// an items/ directory, and a file whose item_id is not the entry's. A file
+// already gone is not an error: the item is no longer dead-lettered.
+func (s *prodigySource) MarkReplayed(ctx context.Context, e entry.Entry) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if e.Source != entry.KindProdigy || e.Undecodable() {
+		return fmt.Errorf("mark %s replayed: not a decoded prodigy entry", e.Ref())
+	}
+	path := e.Origin
+	items, err := s.itemsDir(path)
+	if err != nil {
+		return fmt.Errorf("mark %s replayed: %s: %w", e.Ref(), path, err)
+	}
+	if job := filepath.Base(filepath.Dir(items)); e.Scope != "" && job != e.Scope {
+		return fmt.Errorf("mark %s replayed: %s belongs to job %s: %w", e.Ref(), path, job, ErrOutsideRoot)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, err := readCapped(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mark %s replayed: %w", e.Ref(), err)
+	}
+	var it struct {
+		ItemID string `json:"item_id"`
+	}
+	if json.Unmarshal(data, &it) != nil || it.ItemID != e.ID {
+		return fmt.Errorf("mark %s replayed: %s no longer holds item %s; left in place", e.Ref(), path, e.ID)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("mark %s replayed: %w", e.Ref(), err)
+	}
+	if err := dropFromIndex(filepath.Join(filepath.Dir(items), "index.json"), e.ID); err != nil {
+		return fmt.Errorf("mark %s replayed: item file removed, index not updated: %w", e.Ref(), err)
+	}
+	return nil
+}
+
+// itemsDir checks that path is a *.json file directly in an items/
+// directory inside the root, following symbolic links, and returns that
+// items/ directory resolved.
+func (s *prodigySource) itemsDir(path string) (string, error) {
+	if !isItemFile(path) {
+		return "", ErrOutsideRoot
+	}
+	root, err := resolve(s.root)
+	if err != nil {
+		return "", err
+	}
+	dir, err := resolve(filepath.Dir(path))
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(root, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) ||
+		filepath.Base(dir) != "items" {
+		return "", ErrOutsideRoot
+	}
+	return dir, nil
+}
+
+func resolve(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
+}
+
+// dropFromIndex rewrites a Prodigy index.json without id when it lists item
+// ids under "items" or "item_ids" (Prodigy writes job_id, item_count,
+// item_ids, updated_at), keeping item_count in step. Any other index is left
+// alone. The rewrite is atomic: a temporary file renamed over the index.
+func dropFromIndex(path, id string) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var idx map[string]json.RawMessage
+	if json.Unmarshal(data, &idx) != nil {
+		return nil
+	}
+	for _, key := range []string{"items", "item_ids"} {
+		var ids []string
+		if json.Unmarshal(idx[key], &ids) != nil || ids == nil {
+			continue
+		}
+		kept := make([]string, 0, len(ids))
+		for _, x := range ids {
+			if x != id {
+				kept = append(kept, x)
+			}
+		}
+		if len(kept) == len(ids) {
+			return nil
+		}
+		idx[key], _ = json.Marshal(kept)
+		var n int
+		if json.Unmarshal(idx["item_count"], &n) == nil {
+			idx["item_count"], _ = json.Marshal(len(kept))
+		}
+		// Prodigy writes the index with serde_json's to_string_pretty, keys
+		// sorted: the same as MarshalIndent of a map.
+		out, err := json.MarshalIndent(idx, "", "  ")
+		if err != nil {
+			return err
+		}
+		return writeAtomic(path, out)
+	}
+	return nil
+}
+
+func writeAtomic(path string, data []byte) error {
+	mode := fs.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

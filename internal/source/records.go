@@ -1,0 +1,404 @@
+package source
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+// maxRecord caps one record (a line, an array element, an item file). A
+// longer one is yielded undecodable rather than buffered.
+const maxRecord = 64 << 20
+
+// layout says how records are laid out in a file of a given format.
+type layout int
+
+const (
+	// layoutSniffed: one object, a stream of objects, an array of objects or
+	// JSON Lines, told apart by the first bytes (cordum).
+	layoutSniffed layout = iota
+	// layoutList: {"items": [...], ...} or a bare array (nexora).
+	layoutList
+	// layoutLines: JSON Lines only (jsonl).
+	layoutLines
+)
+
+// format is one file-based source kind: how its records are laid out and how
+// one record, already known to be a JSON object, becomes an entry. decode
+// fills in everything but Source, Origin and the derived key, and returns
+// an error when the record is not an entry of that kind.
+type format struct {
+	kind   string
+	layout layout
+	decode func(raw []byte, e *entry.Entry) error
+}
+
+// mode is what sniffing found in a file.
+type mode int
+
+const (
+	modeEmpty   mode = iota // nothing but white space
+	modeLines               // JSON Lines
+	modeArray               // [ record, ... ]
+	modeObjects             // one or more (multi-line) objects
+	modeList                // {"items": [ record, ... ]}
+	modeNotList             // a layoutList file that is neither object nor array
+)
+
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+// recordReader yields the records of one file, whatever the layout: the
+// machinery every file-based kind shares.
+type recordReader struct {
+	format
+	name    string // the file as the user named it; records are named after it
+	r       io.ReadSeeker
+	maxLine int
+}
+
+func (rr *recordReader) each(ctx context.Context, yield func(entry.Entry, error) bool) {
+	start, m, err := rr.sniff()
+	if err == nil {
+		_, err = rr.r.Seek(start, io.SeekStart)
+	}
+	if err != nil {
+		yield(entry.Entry{}, fmt.Errorf("read %s: %w", rr.name, err))
+		return
+	}
+	br := bufio.NewReaderSize(rr.r, 64<<10)
+	switch m {
+	case modeEmpty:
+	case modeLines:
+		rr.lines(ctx, br, yield)
+	case modeNotList:
+		yield(rr.undecodable(rr.name, errors.New(`not a dead-letter list: want {"items": [...]} or a JSON array`)), nil)
+	default:
+		lc := &lineCounter{r: br}
+		dec := json.NewDecoder(lc)
+		switch m {
+		case modeArray:
+			rr.array(ctx, dec, lc, yield)
+		case modeObjects:
+			rr.objects(ctx, dec, lc, yield)
+		case modeList:
+			rr.list(ctx, dec, lc, yield)
+		}
+	}
+}
+
+// sniff decides the mode from the first bytes and returns where records
+// start (past a byte order mark).
+func (rr *recordReader) sniff() (start int64, m mode, err error) {
+	br := bufio.NewReaderSize(rr.r, 64<<10)
+	if b, _ := br.Peek(len(utf8BOM)); bytes.Equal(b, utf8BOM) {
+		start = int64(len(utf8BOM))
+		br.Discard(len(utf8BOM))
+	}
+	if rr.layout == layoutLines {
+		return start, modeLines, nil
+	}
+	c, err := firstNonSpace(br)
+	if err == io.EOF {
+		return start, modeEmpty, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case c == '[':
+		return start, modeArray, nil
+	case rr.layout == layoutList && c == '{':
+		return start, modeList, nil
+	case rr.layout == layoutList:
+		return start, modeNotList, nil
+	case c != '{':
+		// Not JSON we know: read it as lines, so each is reported.
+		return start, modeLines, nil
+	}
+	br.UnreadByte()
+	m, err = sniffObjects(newLineReader(br, rr.maxLine))
+	return start, m, err
+}
+
+// sniffObjects tells JSON Lines from pretty-printed objects. A first line
+// that is a complete value means JSON Lines. So does a broken first line
+// followed by a complete object: a JSON Lines file whose first record is
+// damaged must not be read as one broken object, losing every line after it.
+func sniffObjects(lr *lineReader) (mode, error) {
+	for i := 0; ; {
+		line, tooLong, err := lr.next()
+		if err == io.EOF {
+			return modeObjects, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if tooLong {
+			return modeLines, nil
+		}
+		line = trimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if line[0] == '{' && json.Valid(line) {
+			return modeLines, nil
+		}
+		if i++; i == 2 {
+			return modeObjects, nil
+		}
+	}
+}
+
+func firstNonSpace(br *bufio.Reader) (byte, error) {
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			return 0, err
+		}
+		if !isSpace(c) {
+			return c, nil
+		}
+	}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+
+// lines yields one record per non-blank line, each decoded on its own.
+func (rr *recordReader) lines(ctx context.Context, br *bufio.Reader, yield func(entry.Entry, error) bool) {
+	lr := newLineReader(br, rr.maxLine)
+	for {
+		if err := ctx.Err(); err != nil {
+			yield(entry.Entry{}, err)
+			return
+		}
+		line, tooLong, err := lr.next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			yield(entry.Entry{}, fmt.Errorf("read %s: %w", rr.name, err))
+			return
+		}
+		where := fmt.Sprintf("%s:%d", rr.name, lr.line)
+		var e entry.Entry
+		if tooLong {
+			e = rr.undecodable(where, fmt.Errorf("line longer than %d bytes", rr.maxLine))
+		} else if line = trimSpace(line); len(line) == 0 {
+			continue
+		} else {
+			e = rr.record(line, where, "")
+		}
+		if !yield(e, nil) {
+			return
+		}
+	}
+}
+
+// array yields the elements of a JSON array, named name#INDEX (from 0).
+func (rr *recordReader) array(ctx context.Context, dec *json.Decoder, lc *lineCounter, yield func(entry.Entry, error) bool) {
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		rr.unreadable(dec, lc, err, "", yield)
+		return
+	}
+	rr.elements(ctx, dec, lc, yield)
+}
+
+// elements yields array elements after the opening bracket up to and
+// including the closing one.
+func (rr *recordReader) elements(ctx context.Context, dec *json.Decoder, lc *lineCounter, yield func(entry.Entry, error) bool) bool {
+	for i := 0; dec.More(); i++ {
+		if err := ctx.Err(); err != nil {
+			yield(entry.Entry{}, err)
+			return false
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return rr.unreadable(dec, lc, err, fmt.Sprintf("element #%d", i), yield)
+		}
+		line := lc.line(dec.InputOffset() - int64(len(raw)))
+		e := rr.record(raw, fmt.Sprintf("%s#%d", rr.name, i), fmt.Sprintf("line %d: ", line))
+		if !yield(e, nil) {
+			return false
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return rr.unreadable(dec, lc, err, "end of array", yield)
+	}
+	return true
+}
+
+// objects yields a file of one or more concatenated (usually pretty-printed)
+// objects. A file holding exactly one is named by its path alone; otherwise
+// each is named path:LINE.
+func (rr *recordReader) objects(ctx context.Context, dec *json.Decoder, lc *lineCounter, yield func(entry.Entry, error) bool) {
+	for i := 0; ; i++ {
+		if err := ctx.Err(); err != nil {
+			yield(entry.Entry{}, err)
+			return
+		}
+		var raw json.RawMessage
+		err := dec.Decode(&raw)
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			rr.unreadable(dec, lc, err, "", yield)
+			return
+		}
+		line := lc.line(dec.InputOffset() - int64(len(raw)))
+		where := fmt.Sprintf("%s:%d", rr.name, line)
+		if i == 0 && !dec.More() {
+			where = rr.name
+		}
+		if !yield(rr.record(raw, where, ""), nil) {
+			return
+		}
+	}
+}
+
+// list yields the "items" array of a list response, ignoring other keys.
+func (rr *recordReader) list(ctx context.Context, dec *json.Decoder, lc *lineCounter, yield func(entry.Entry, error) bool) {
+	if _, err := dec.Token(); err != nil { // the '{' sniff saw
+		rr.unreadable(dec, lc, err, "", yield)
+		return
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			rr.unreadable(dec, lc, err, "", yield)
+			return
+		}
+		if key != "items" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				rr.unreadable(dec, lc, err, "", yield)
+				return
+			}
+			continue
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			rr.unreadable(dec, lc, err, `"items"`, yield)
+			return
+		}
+		if tok != json.Delim('[') {
+			yield(rr.undecodable(rr.name, fmt.Errorf(`"items" is %s, not an array`, describeToken(tok))), nil)
+			return
+		}
+		rr.elements(ctx, dec, lc, yield)
+		return
+	}
+	if _, err := dec.Token(); err != nil {
+		rr.unreadable(dec, lc, err, "", yield)
+		return
+	}
+	yield(rr.undecodable(rr.name, errors.New(`no "items" array: not a dead-letter list`)), nil)
+}
+
+// unreadable reports a syntax error the decoder cannot get past: one
+// undecodable entry naming the line and byte where reading stopped. It is
+// not fatal: the records before it were yielded and the caller moves on. A
+// read error, though, is fatal. It returns false: reading this file is over.
+func (rr *recordReader) unreadable(dec *json.Decoder, lc *lineCounter, err error, what string, yield func(entry.Entry, error) bool) bool {
+	if lc.err != nil {
+		yield(entry.Entry{}, fmt.Errorf("read %s: %w", rr.name, lc.err))
+		return false
+	}
+	if err == nil || err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = errors.New("the file ends in the middle of a value")
+	}
+	// The decoder stops before the separator; name where the bad value
+	// begins, past white space and a comma it has buffered.
+	off := dec.InputOffset()
+	for b := dec.Buffered(); ; off++ {
+		var c [1]byte
+		if n, _ := b.Read(c[:]); n == 0 || !(isSpace(c[0]) || c[0] == ',' || c[0] == ':') {
+			break
+		}
+	}
+	line := lc.line(off)
+	if what != "" {
+		what += " "
+	}
+	e := rr.undecodable(fmt.Sprintf("%s:%d", rr.name, line),
+		fmt.Errorf("rest of file unreadable: %sat line %d (byte %d): %s", what, line, off, describe(err)))
+	yield(e, nil)
+	return false
+}
+
+// record turns one record's bytes into an entry, undecodable when need be.
+// prefix is put before a decode error (an array element's line).
+func (rr *recordReader) record(raw []byte, where, prefix string) entry.Entry {
+	var e entry.Entry
+	if err := decodeObject(raw, &e, rr.decode); err != nil {
+		return rr.undecodable(where, fmt.Errorf("%s%s", prefix, describe(err)))
+	}
+	e.Source = rr.kind
+	e.Origin = where
+	e.EnsureKey()
+	return e
+}
+
+func (rr *recordReader) undecodable(where string, err error) entry.Entry {
+	return undecodable(rr.kind, where, err)
+}
+
+// decodeObject checks that raw is a JSON object before handing it to decode:
+// null, a number or an array would otherwise decode into an empty struct.
+func decodeObject(raw []byte, e *entry.Entry, decode func([]byte, *entry.Entry) error) error {
+	raw = trimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		if json.Valid(raw) {
+			return fmt.Errorf("record is %s, not a JSON object", describeValue(raw))
+		}
+		return decode(raw, e) // let the decoder name the syntax error
+	}
+	return decode(raw, e)
+}
+
+// undecodable is the entry for a record that could not be decoded: it is
+// named by where it was and quarantined by triage, never dropped.
+func undecodable(kind, where string, err error) entry.Entry {
+	e := entry.Entry{ID: where, Source: kind, Origin: where, DecodeError: err.Error()}
+	e.EnsureKey()
+	return e
+}
+
+func describeToken(tok json.Token) string {
+	switch tok := tok.(type) {
+	case json.Delim:
+		if tok == '{' {
+			return "an object"
+		}
+		return string(tok)
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}
+
+func describeValue(raw []byte) string {
+	switch raw[0] {
+	case 'n':
+		return "null"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}

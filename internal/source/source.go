@@ -1,0 +1,122 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"strings"
+
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+// Source yields the entries of one DLQ, one at a time, in a deterministic order.
+type Source interface {
+	String() string // "kind:path" as given by the user
+	// Entries yields every record. A record that cannot be decoded is still
+	// yielded, as an entry with DecodeError set, ID naming where it was
+	// ("file:line", "file#index" or the file path), Origin the same, Source the kind.
+	// A fatal error (cannot open/walk) is yielded once as (zero Entry, err) and iteration stops.
+	Entries(ctx context.Context) iter.Seq2[entry.Entry, error]
+}
+
+// WriteBack is implemented by sources that can record at the source that an
+// entry was replayed successfully (Prodigy: remove the item file, as `prodigy dlq retry` does).
+type WriteBack interface {
+	MarkReplayed(ctx context.Context, e entry.Entry) error
+}
+
+// Sentinel errors.
+var (
+	// ErrNotSupported is wrapped by Parse's error for a source kind that is
+	// reserved but not implemented yet (cordum-redis).
+	ErrNotSupported = errors.New("not supported yet")
+	// ErrOutsideRoot is wrapped by MarkReplayed's error when the entry's file
+	// is not a Prodigy item inside the walked root: nothing is removed.
+	ErrOutsideRoot = errors.New("not a Prodigy item file inside the source directory")
+)
+
+const kindsHint = "use --source KIND:PATH with KIND one of cordum, prodigy, nexora, jsonl " +
+	"(for example cordum:testdata/cordum/dlq.jsonl or prodigy:~/.prodigy/dlq/REPO)"
+
+// UsageError is a --source value that cannot be used. Hint says what would.
+type UsageError struct {
+	Spec string // the value as given
+	Err  error  // what is wrong with it
+	Hint string // what to do instead
+}
+
+func (e *UsageError) Error() string {
+	return fmt.Sprintf("--source %q: %v; %s", e.Spec, e.Err, e.Hint)
+}
+
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Parse turns a --source flag value "KIND:PATH" into a Source. Errors are usage
+// errors with a hint listing the kinds (cordum, prodigy, nexora, jsonl). It checks
+// the path exists. Kind "cordum-redis" is reserved for later: return a clear "not supported yet" error.
+func Parse(spec string) (Source, error) {
+	usage := func(err error, hint string) (Source, error) {
+		return nil, &UsageError{Spec: spec, Err: err, Hint: hint}
+	}
+	kind, path, ok := strings.Cut(spec, ":")
+	if !ok || kind == "" {
+		return usage(errors.New("want KIND:PATH"), kindsHint)
+	}
+	var f format
+	switch kind {
+	case entry.KindCordum:
+		f = cordumFormat()
+	case entry.KindNexora:
+		f = nexoraFormat()
+	case entry.KindJSONL:
+		f = jsonlFormat()
+	case entry.KindProdigy:
+	case entry.KindCordumRedis:
+		return usage(fmt.Errorf("source kind %q is %w", kind, ErrNotSupported),
+			"export the DLQ to a file and use cordum:FILE")
+	default:
+		return usage(fmt.Errorf("unknown source kind %q", kind), kindsHint)
+	}
+	if path == "" {
+		return usage(errors.New("missing path after "+kind+":"), kindsHint)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return usage(err, "check the path")
+	}
+	if kind == entry.KindProdigy {
+		if !fi.IsDir() {
+			return usage(fmt.Errorf("%s is not a directory", path),
+				"give a directory at or above Prodigy items/ folders, such as ~/.prodigy/dlq/REPO")
+		}
+		return &prodigySource{spec: spec, root: path}, nil
+	}
+	if fi.IsDir() {
+		return usage(fmt.Errorf("%s is a directory", path), "a "+kind+" source is one file")
+	}
+	return &fileSource{spec: spec, path: path, format: f}, nil
+}
+
+// fileSource is a DLQ held in one JSON file (cordum, nexora, jsonl).
+type fileSource struct {
+	spec   string
+	path   string
+	format format
+}
+
+func (s *fileSource) String() string { return s.spec }
+
+func (s *fileSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+	return func(yield func(entry.Entry, error) bool) {
+		f, err := os.Open(s.path)
+		if err != nil {
+			yield(entry.Entry{}, fmt.Errorf("read %s source: %w", s.format.kind, err))
+			return
+		}
+		defer f.Close()
+		rr := recordReader{format: s.format, name: s.path, r: f, maxLine: maxRecord}
+		rr.each(ctx, yield)
+	}
+}

@@ -1,0 +1,444 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/idempotency"
+)
+
+var (
+	bucketLedger    = []byte("ledger")
+	bucketEntries   = []byte("entries")
+	bucketAudit     = []byte("audit")
+	bucketApprovals = []byte("approvals")
+	bucketSnapshots = []byte("snapshots")
+	bucketMeta      = []byte("meta")
+	allBuckets      = [][]byte{bucketLedger, bucketEntries, bucketAudit, bucketApprovals, bucketSnapshots, bucketMeta}
+
+	keyAuditHead = []byte("audit_head")
+	keyAuditMAC  = []byte("audit_head_mac")
+)
+
+// Options configure OpenBolt.
+type Options struct {
+	// ReadOnly opens without creating or changing the file (plan).
+	ReadOnly bool
+	// LockTimeout bounds the wait for another process's lock (default 1s).
+	LockTimeout time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// AuditKey, when set, signs the audit chain head with HMAC-SHA256 on
+	// every append (REPLAYCTL_AUDIT_KEY or --audit-key-file).
+	AuditKey []byte
+	// MaxBatchSize and MaxBatchDelay tune group commit of concurrent
+	// Updates (defaults 64 and 2ms): one fsync serves many workers.
+	MaxBatchSize  int
+	MaxBatchDelay time.Duration
+}
+
+// InUseError says another process holds the database.
+type InUseError struct {
+	Path string
+	PID  int // 0 when unknown
+}
+
+func (e *InUseError) Error() string {
+	if e.PID > 0 {
+		return fmt.Sprintf("%s is in use by pid %d (one process per file: stop it, or use that process's server)", e.Path, e.PID)
+	}
+	return fmt.Sprintf("%s is in use by another process (one process per file)", e.Path)
+}
+
+// Bolt is the bbolt-backed store.
+type Bolt struct {
+	db   *bolt.DB
+	path string
+	now  func() time.Time
+	ro   bool
+	key  []byte
+}
+
+var _ Store = (*Bolt)(nil)
+
+// OpenBolt opens (creating unless read-only) the database file. Another
+// process holding it gives an *InUseError naming its pid, not a hang.
+func OpenBolt(path string, o Options) (*Bolt, error) {
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.LockTimeout, ReadOnly: o.ReadOnly, FreelistType: bolt.FreelistMapType})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, &InUseError{Path: path, PID: readPID(path)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	db.MaxBatchSize = 64
+	if o.MaxBatchSize > 0 {
+		db.MaxBatchSize = o.MaxBatchSize
+	}
+	db.MaxBatchDelay = 2 * time.Millisecond
+	if o.MaxBatchDelay > 0 {
+		db.MaxBatchDelay = o.MaxBatchDelay
+	}
+	s := &Bolt{db: db, path: path, now: o.Now, ro: o.ReadOnly, key: o.AuditKey}
+	if !o.ReadOnly {
+		if err := db.Update(func(tx *bolt.Tx) error {
+			for _, b := range allBuckets {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("init %s: %w", path, err)
+		}
+		// Best effort: lets a second process name who holds the lock.
+		_ = os.WriteFile(pidPath(path), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
+	}
+	return s, nil
+}
+
+func pidPath(db string) string { return db + ".pid" }
+
+func readPID(db string) int {
+	b, err := os.ReadFile(pidPath(db))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// Path is the database file.
+func (s *Bolt) Path() string { return s.path }
+
+// Close releases the file.
+func (s *Bolt) Close() error {
+	if !s.ro {
+		_ = os.Remove(pidPath(s.path))
+	}
+	return s.db.Close()
+}
+
+// Update runs fn in a batched read-write transaction (group commit).
+func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
+	if s.ro {
+		return ErrReadOnly
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.Batch(func(btx *bolt.Tx) error { return fn(&boltTx{tx: btx, now: s.now, key: s.key}) })
+}
+
+// View runs fn in a read-only transaction.
+func (s *Bolt) View(ctx context.Context, fn func(Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&boltTx{tx: btx, now: s.now}) })
+}
+
+type boltTx struct {
+	tx  *bolt.Tx
+	now func() time.Time
+	key []byte
+}
+
+// bucket returns a bucket, or nil when a read-only file predates it.
+func (t *boltTx) bucket(name []byte) *bolt.Bucket { return t.tx.Bucket(name) }
+
+func getJSON[T any](b *bolt.Bucket, key []byte) (*T, error) {
+	if b == nil {
+		return nil, nil
+	}
+	v := b.Get(key)
+	if v == nil {
+		return nil, nil
+	}
+	var out T
+	if err := json.Unmarshal(v, &out); err != nil {
+		return nil, fmt.Errorf("decode record %q: %w", key, err)
+	}
+	return &out, nil
+}
+
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	if b == nil {
+		return ErrReadOnly
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, data)
+}
+
+func (t *boltTx) Ledger(key string) (*idempotency.Record, error) {
+	return getJSON[idempotency.Record](t.bucket(bucketLedger), []byte(key))
+}
+
+func (t *boltTx) Transition(tr idempotency.Transition) (idempotency.Record, error) {
+	cur, err := t.Ledger(tr.Key)
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	next, err := idempotency.Apply(cur, tr, t.now().UTC())
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	return next, putJSON(t.bucket(bucketLedger), []byte(tr.Key), &next)
+}
+
+// storedEntry keeps the payload's bytes as they were read: encoding/json
+// compacts a json.RawMessage when marshalling it, and a replay must send
+// the payload verbatim (a signature over it must still hold).
+type storedEntry struct {
+	EntryRecord
+	PayloadBytes []byte `json:"payload_bytes,omitempty"`
+}
+
+func encodeEntry(r *EntryRecord) any {
+	se := storedEntry{EntryRecord: *r, PayloadBytes: r.Entry.Payload}
+	se.Entry.Payload = nil
+	return &se
+}
+
+func decodeEntry(se *storedEntry) *EntryRecord {
+	if se == nil {
+		return nil
+	}
+	r := se.EntryRecord
+	if se.PayloadBytes != nil {
+		r.Entry.Payload = se.PayloadBytes
+	}
+	return &r
+}
+
+func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
+	se, err := getJSON[storedEntry](t.bucket(bucketEntries), []byte(ref))
+	return decodeEntry(se), err
+}
+
+func (t *boltTx) PutEntry(r *EntryRecord) error {
+	return putJSON(t.bucket(bucketEntries), []byte(r.Entry.Ref()), encodeEntry(r))
+}
+
+func (t *boltTx) Approval(id string) (*Approval, error) {
+	return getJSON[Approval](t.bucket(bucketApprovals), []byte(id))
+}
+
+func (t *boltTx) PutApproval(a *Approval) error {
+	return putJSON(t.bucket(bucketApprovals), []byte(a.ID), a)
+}
+
+type auditHead struct {
+	Seq  uint64 `json:"seq"`
+	Hash string `json:"hash"`
+}
+
+func seqKey(seq uint64) []byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], seq)
+	return k[:]
+}
+
+func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
+	meta, b := t.bucket(bucketMeta), t.bucket(bucketAudit)
+	if meta == nil || b == nil {
+		return audit.Sealed{}, ErrReadOnly
+	}
+	head := auditHead{Hash: audit.Genesis}
+	if v := meta.Get(keyAuditHead); v != nil {
+		if err := json.Unmarshal(v, &head); err != nil {
+			return audit.Sealed{}, fmt.Errorf("decode audit head: %w", err)
+		}
+	}
+	r.Seq = head.Seq + 1
+	if r.Time.IsZero() {
+		r.Time = t.now().UTC()
+	}
+	sealed, err := audit.Seal(r, head.Hash)
+	if err != nil {
+		return audit.Sealed{}, err
+	}
+	if err := putJSON(b, seqKey(r.Seq), &sealed); err != nil {
+		return audit.Sealed{}, err
+	}
+	if len(t.key) > 0 {
+		if err := meta.Put(keyAuditMAC, []byte(audit.HeadMAC(t.key, r.Seq, sealed.Hash))); err != nil {
+			return audit.Sealed{}, err
+		}
+	}
+	return sealed, putJSON(meta, keyAuditHead, auditHead{Seq: r.Seq, Hash: sealed.Hash})
+}
+
+// AuditHeadMAC returns the signature of the head ("" when never signed).
+func (s *Bolt) AuditHeadMAC(ctx context.Context) (string, error) {
+	var mac string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			mac = string(meta.Get(keyAuditMAC))
+		}
+		return nil
+	})
+	return mac, err
+}
+
+// AuditRange calls fn with every stored audit record from seq `from`
+// (1 = the first), in order, as stored (fn sees tampering as it is).
+func (s *Bolt) AuditRange(ctx context.Context, from uint64, fn func(keySeq uint64, rec audit.Sealed, decodeErr error) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketAudit)
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, v := c.Seek(seqKey(from)); k != nil; k, v = c.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			var sealed audit.Sealed
+			var derr error
+			if len(k) != 8 {
+				derr = fmt.Errorf("bad audit key %x", k)
+			} else if err := json.Unmarshal(v, &sealed); err != nil {
+				derr = err
+			}
+			seq := uint64(0)
+			if len(k) == 8 {
+				seq = binary.BigEndian.Uint64(k)
+			}
+			if err := fn(seq, sealed, derr); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// AuditHead returns the chain head as the store recorded it.
+func (s *Bolt) AuditHead(ctx context.Context) (seq uint64, hash string, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil {
+			hash = audit.Genesis
+			return nil
+		}
+		head := auditHead{Hash: audit.Genesis}
+		if v := meta.Get(keyAuditHead); v != nil {
+			if err := json.Unmarshal(v, &head); err != nil {
+				return err
+			}
+		}
+		seq, hash = head.Seq, head.Hash
+		return nil
+	})
+	return seq, hash, err
+}
+
+// Entries calls fn for every stored entry in ref order.
+func (s *Bolt) Entries(ctx context.Context, fn func(*EntryRecord) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEntries)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			var se storedEntry
+			if err := json.Unmarshal(v, &se); err != nil {
+				return fmt.Errorf("decode entry %q: %w", k, err)
+			}
+			return fn(decodeEntry(&se))
+		})
+	})
+}
+
+// Approvals calls fn for every approval request.
+func (s *Bolt) Approvals(ctx context.Context, fn func(*Approval) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketApprovals)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			var a Approval
+			if err := json.Unmarshal(v, &a); err != nil {
+				return fmt.Errorf("decode approval %q: %w", k, err)
+			}
+			return fn(&a)
+		})
+	})
+}
+
+// LedgerRecords calls fn for every ledger record (recovery, reports).
+func (s *Bolt) LedgerRecords(ctx context.Context, fn func(*idempotency.Record) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLedger)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			var r idempotency.Record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("decode ledger %q: %w", k, err)
+			}
+			return fn(&r)
+		})
+	})
+}
+
+// PutSnapshot keeps the rules and policy text of a snapshot (once).
+func (s *Bolt) PutSnapshot(ctx context.Context, id string, snapshot any) error {
+	if s.ro {
+		return ErrReadOnly
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSnapshots)
+		if b.Get([]byte(id)) != nil {
+			return nil
+		}
+		return putJSON(b, []byte(id), snapshot)
+	})
+}
+
+// Snapshot loads a stored snapshot into out.
+func (s *Bolt) Snapshot(ctx context.Context, id string, out any) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSnapshots)
+		if b == nil {
+			return ErrNotFound
+		}
+		v := b.Get([]byte(id))
+		if v == nil {
+			return ErrNotFound
+		}
+		return json.NewDecoder(bytes.NewReader(v)).Decode(out)
+	})
+}

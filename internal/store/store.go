@@ -1,0 +1,114 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// Sentinel errors.
+var (
+	// ErrNotFound: no such entry, record or approval.
+	ErrNotFound = errors.New("not found")
+	// ErrReadOnly: a write was attempted on a store opened read-only.
+	ErrReadOnly = errors.New("store opened read-only")
+)
+
+// Entry statuses, as `dlq list --state` shows them.
+const (
+	StatusPending          = "pending"           // seen, waiting for the next reconcile to act
+	StatusAwaitingApproval = "awaiting_approval" // an approval request is open
+	StatusManualReview     = "manual_review"     // a person must look
+	StatusQuarantined      = "quarantined"       // held with an owner until released
+	StatusReplaying        = "replaying"         // a dispatch is under way or will be retried
+	StatusReplayed         = "replayed"          // a replay succeeded (or the key was already committed)
+	StatusResolved         = "resolved"          // handled without replay (by a person or at the source)
+	StatusFailed           = "failed"            // the replay failed definitively
+	StatusUnknown          = "outcome_unknown"   // a replay may or may not have happened
+)
+
+// Holds.
+const (
+	HoldQuarantine = "quarantine"
+	HoldFailed     = "failed"
+	HoldResolved   = "resolved"
+)
+
+// Statuses lists every status in display order.
+var Statuses = []string{StatusPending, StatusAwaitingApproval, StatusManualReview, StatusQuarantined,
+	StatusReplaying, StatusReplayed, StatusResolved, StatusFailed, StatusUnknown}
+
+// EntryRecord is an entry as the store keeps it, with where it stands.
+type EntryRecord struct {
+	Entry         entry.Entry   `json:"entry"`
+	Status        string        `json:"status"`
+	Class         triage.Class  `json:"class,omitempty"`
+	Action        triage.Action `json:"action,omitempty"`
+	Owner         string        `json:"owner,omitempty"`
+	ApproverGroup string        `json:"approver_group,omitempty"`
+	Reason        string        `json:"reason,omitempty"`
+	LastDecision  uint64        `json:"last_decision,omitempty"`
+	// Evidence is the evidence hash of the last recorded decision: a run
+	// that decides the same again records nothing new.
+	Evidence   string `json:"evidence,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty"`
+	// Hold, when set, keeps the entry where it is across reconciles until a
+	// person changes it: HoldQuarantine, HoldFailed or HoldResolved.
+	Hold      string    `json:"hold,omitempty"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+}
+
+// Tx is one atomic unit of work on the store. Backends implement it over
+// their own transaction; everything done through one Tx commits together.
+type Tx interface {
+	// Ledger returns the record of key, or nil.
+	Ledger(key string) (*idempotency.Record, error)
+	// Transition applies a ledger compare-and-set (see idempotency.Apply).
+	Transition(t idempotency.Transition) (idempotency.Record, error)
+	// Append adds a record to the audit chain, setting its Seq (and Time
+	// when zero). It returns the sealed record.
+	Append(r *audit.Record) (audit.Sealed, error)
+	// Entry returns the stored entry, or nil.
+	Entry(ref string) (*EntryRecord, error)
+	// PutEntry stores an entry record under its ref.
+	PutEntry(r *EntryRecord) error
+	// Approval returns an approval request, or nil.
+	Approval(id string) (*Approval, error)
+	// PutApproval stores an approval request.
+	PutApproval(a *Approval) error
+}
+
+// Store is the state a replayctl process works on.
+type Store interface {
+	// Update runs fn in a read-write transaction, committed durably when
+	// fn returns nil. Concurrent callers may be grouped into one commit;
+	// fn may then run more than once and must only act through tx.
+	Update(ctx context.Context, fn func(Tx) error) error
+	// View runs fn in a read-only transaction.
+	View(ctx context.Context, fn func(Tx) error) error
+	Close() error
+}
+
+// LedgerView reads the ledger for triage (replay.LedgerReader).
+func (s *Bolt) LedgerView(ctx context.Context, key string) (triage.LedgerView, error) {
+	return ledgerView(ctx, s, key)
+}
+
+func ledgerView(ctx context.Context, s Store, key string) (triage.LedgerView, error) {
+	var v triage.LedgerView
+	err := s.View(ctx, func(tx Tx) error {
+		r, err := tx.Ledger(key)
+		if err != nil {
+			return err
+		}
+		v = r.View()
+		return nil
+	})
+	return v, err
+}

@@ -1,0 +1,102 @@
+package triage
+
+import (
+	"regexp"
+	"strings"
+)
+
+// builtinTaxonomy is the reason-code taxonomy from the Cordum triage model,
+// extended with Prodigy's error types. rules.yaml may override or extend it.
+func builtinTaxonomy() map[string]Class {
+	t := map[string]Class{}
+	add := func(c Class, codes ...string) {
+		for _, code := range codes {
+			t[code] = c
+		}
+	}
+	add(Transient, "timeout", "dependency_unavailable", "no_workers", "max_scheduling_retries",
+		"resource_exhausted", "rate_limited", "worktree_error")
+	add(Poison, "schema_invalid", "parse_error", "tool_contract_mismatch", "validation_failed",
+		"commit_validation_failed")
+	add(Governance, "denied", "approval_required", "policy_snapshot_mismatch", "permission_denied")
+	add(UnknownCommit, "partial_external_write", "unknown_commit_state", "merge_conflict", "command_failed")
+	return t
+}
+
+// Pattern classifies by message when the reason code says nothing.
+type Pattern struct {
+	// Contains is a case-insensitive substring; Regex a case-insensitive
+	// regular expression. Exactly one is set.
+	Contains string `yaml:"contains,omitempty"`
+	Regex    string `yaml:"regex,omitempty"`
+	Class    string `yaml:"class"`
+
+	line     int
+	problems []string
+	re       *regexp.Regexp
+	lower    string
+	class    Class
+}
+
+func (p *Pattern) matches(lowerMsg string) bool {
+	if p.re != nil {
+		return p.re.MatchString(lowerMsg)
+	}
+	return p.lower != "" && strings.Contains(lowerMsg, p.lower)
+}
+
+func (p *Pattern) String() string {
+	if p.Regex != "" {
+		return "regex " + p.Regex
+	}
+	return "contains " + p.Contains
+}
+
+// builtinPatterns are the fallback message patterns; rules.yaml patterns are
+// tried before them.
+func builtinPatterns() []Pattern {
+	var ps []Pattern
+	add := func(c Class, subs ...string) {
+		for _, s := range subs {
+			ps = append(ps, Pattern{Contains: s, Class: string(c), lower: s, class: c})
+		}
+	}
+	add(Transient, "timeout", "timed out", "deadline exceeded", "connection refused", "unavailable")
+	add(Governance, "permission", "access denied", "forbidden")
+	add(Poison, "invalid json", "parse error", "schema")
+	return ps
+}
+
+// Classification is the outcome of classifying one entry.
+type Classification struct {
+	Class Class
+	// Unrecognised is set when neither the reason code nor any message
+	// pattern said anything: the class is then unknown_commit and the entry
+	// is never replayed automatically.
+	Unrecognised bool
+	// Why says what decided the class, for the decision's reasons.
+	Why string
+}
+
+// classify applies taxonomy, then patterns, then the unrecognised fallback.
+func (r *Rules) classify(reasonCode, message string) Classification {
+	code := strings.ToLower(strings.TrimSpace(reasonCode))
+	if code != "" {
+		if c, ok := r.taxonomy[code]; ok {
+			return Classification{Class: c, Why: "reason code " + code + " is " + string(c)}
+		}
+	}
+	if message != "" {
+		lower := strings.ToLower(message)
+		for i := range r.patterns {
+			if p := &r.patterns[i]; p.matches(lower) {
+				return Classification{Class: p.class, Why: "message matches " + p.String() + " (" + string(p.class) + ")"}
+			}
+		}
+	}
+	why := "no reason code and no message pattern recognised"
+	if code != "" {
+		why = "reason code " + code + " is not in the taxonomy and no message pattern matched"
+	}
+	return Classification{Class: UnknownCommit, Unrecognised: true, Why: why + ": unrecognised, never auto-replayed"}
+}

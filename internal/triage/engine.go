@@ -144,12 +144,14 @@ func (g *Engine) DecideWithPayloadHash(ctx context.Context, e *entry.Entry, view
 		return d
 	}
 	switch {
+	case view.PayloadHash != "" && view.PayloadHash != d.PayloadHash:
+		// Checked first: a different payload under a committed key is not
+		// "already done", it is a second job claiming the same key.
+		d.escalate(Quarantine, "idempotency key conflict: the key was seen before with a different payload")
 	case view.State == StateSucceeded:
 		d.Action = Skip
 		d.because(AlreadyCommitted)
 		return d
-	case view.PayloadHash != "" && view.PayloadHash != d.PayloadHash:
-		d.escalate(Quarantine, "idempotency key conflict: the key was seen before with a different payload")
 	case view.Probe == ProbeCommitted:
 		d.Action = Skip
 		d.because(AlreadyCommitted + " (compensating read found the key at the target)")

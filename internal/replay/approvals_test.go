@@ -1,0 +1,111 @@
+package replay
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/policy"
+	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+func highRisk(id, key string) map[string]any {
+	e := transient(id, key)
+	e["labels"] = map[string]string{"risk": "high"}
+	return e
+}
+
+func (b *testBundle) approve(t *testing.T, ref, as string) error {
+	t.Helper()
+	er := b.entry(ref)
+	svc := &approval.Service{Store: b.store, Now: b.clock.Now,
+		Config: &approval.Config{Groups: map[string][]string{"platform-oncall": {"alice", "ops-bot"}}}}
+	_, err := svc.Decide(context.Background(), approval.Decision{ID: er.ApprovalID, Actor: as, Approve: true})
+	return err
+}
+
+func TestApprovedReplayRunsOnceAtTheNextReconcile(t *testing.T) {
+	b := newBundle(t, baseRules)
+	src := b.jsonl("dlq.jsonl", highRisk("h1", "k1"))
+	rep := b.run(b.reconciler(1), src)
+	if rep.ApprovalsOpened != 1 || len(b.sink.deliveries()) != 0 {
+		t.Fatalf("approvals %d deliveries %d", rep.ApprovalsOpened, len(b.sink.deliveries()))
+	}
+	// Reconciling again asks nothing new.
+	if rep := b.run(b.reconciler(1), src); rep.ApprovalsOpened != 0 {
+		t.Fatalf("asked twice: %d", rep.ApprovalsOpened)
+	}
+	if err := b.approve(t, "jsonl:h1", "ops-bot"); err == nil {
+		t.Fatal("the requester approved their own request")
+	}
+	if err := b.approve(t, "jsonl:h1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	b.run(b.reconciler(1), src)
+	if n := b.sink.perKey()["k1"]; n != 1 {
+		t.Fatalf("approved replay delivered %d times", n)
+	}
+	b.run(b.reconciler(1), src)
+	if n := b.sink.perKey()["k1"]; n != 1 {
+		t.Fatalf("approved replay delivered again: %d", n)
+	}
+	var a *store.Approval
+	_ = b.store.View(context.Background(), func(tx store.Tx) error {
+		var err error
+		a, err = tx.Approval(b.entry("jsonl:h1").ApprovalID)
+		return err
+	})
+	if a == nil || !a.Used || a.State != store.ApprovalApproved {
+		t.Fatalf("approval %+v", a)
+	}
+}
+
+func TestChangedPolicyMakesAnApprovalNotApply(t *testing.T) {
+	b := newBundle(t, baseRules)
+	src := b.jsonl("dlq.jsonl", highRisk("h1", "k1"))
+	b.run(b.reconciler(1), src)
+	if err := b.approve(t, "jsonl:h1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	// The policy now quarantines high-risk entries outright.
+	dir := t.TempDir()
+	bundled, err := os.ReadFile("../../policies/replayctl.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stricter := string(bundled) + "\nwanted contains \"quarantine\" if high_risk\n"
+	if err := os.WriteFile(filepath.Join(dir, "replayctl.rego"), []byte(stricter), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eng, _, err := policy.LoadEngine(context.Background(), filepath.Join(b.dir, "rules.yaml"), dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.engine = eng
+	b.run(b.reconciler(1), src)
+	if n := len(b.sink.deliveries()); n != 0 {
+		t.Fatalf("approval bypassed a policy that now denies: %d deliveries", n)
+	}
+	if er := b.entry("jsonl:h1"); er.Action != triage.Quarantine {
+		t.Fatalf("action %s", er.Action)
+	}
+}
+
+func TestApprovalNeverBypassesACommittedKey(t *testing.T) {
+	b := newBundle(t, baseRules)
+	// The same job twice: once low risk (replayed at once), once high risk.
+	low := transient("l1", "k1")
+	high := highRisk("h1", "k1")
+	high["payload"] = low["payload"]
+	src := b.jsonl("dlq.jsonl", low, high)
+	b.run(b.reconciler(1), src)
+	if n := b.sink.perKey()["k1"]; n != 1 {
+		t.Fatalf("delivered %d", n)
+	}
+	if er := b.entry("jsonl:h1"); er.Action != triage.Skip {
+		t.Fatalf("committed key not skipped: %s", er.Action)
+	}
+}

@@ -151,7 +151,6 @@ func newAuditShowCmd(s *streams) *cobra.Command {
 
 func newAuditVerifyCmd(s *streams) *cobra.Command {
 	var db dbFlags
-	var key auditKeyFlag
 	var outF string
 	cmd := &cobra.Command{
 		Use:   "verify [--audit-key-file F]",
@@ -162,7 +161,7 @@ func newAuditVerifyCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			k, err := key.key()
+			k, err := db.key.key()
 			if err != nil {
 				return err
 			}
@@ -195,7 +194,6 @@ func newAuditVerifyCmd(s *streams) *cobra.Command {
 		},
 	}
 	db.register(cmd.Flags())
-	key.register(cmd.Flags())
 	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	return cmd
 }

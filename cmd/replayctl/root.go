@@ -38,6 +38,7 @@ Sources are given as KIND:PATH, with KIND one of cordum, prodigy, nexora, jsonl.
 		newDLQCmd(s),
 		newApprovalsCmd(s),
 		newAuditCmd(s),
+		newStatsCmd(s),
 	)
 	return root
 }

@@ -9,14 +9,26 @@ import (
 	"github.com/replayctl/replayctl/internal/store"
 )
 
-// dbFlags is --db for commands that change state.
-type dbFlags struct{ path string }
+// dbFlags is --db (and the audit key) for commands that use the state file.
+type dbFlags struct {
+	path string
+	key  auditKeyFlag
+}
 
 func (f *dbFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.path, "db", "replayctl.db", "state file (bbolt): ledger, entries, approvals, audit trail")
+	f.key.register(fs)
 }
 
-func (f *dbFlags) open() (*store.Bolt, error) { return store.OpenBolt(f.path, store.Options{}) }
+// open opens the state file for writing; with an audit key every append
+// re-signs the audit chain head.
+func (f *dbFlags) open() (*store.Bolt, error) {
+	key, err := f.key.key()
+	if err != nil {
+		return nil, err
+	}
+	return store.OpenBolt(f.path, store.Options{AuditKey: key})
+}
 
 // openExisting opens for reading and fails clearly when there is no state yet.
 func (f *dbFlags) openExisting() (*store.Bolt, error) {

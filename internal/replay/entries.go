@@ -27,7 +27,7 @@ var (
 type Inventory interface {
 	store.Store
 	Entries(ctx context.Context, fn func(*store.EntryRecord) error) error
-	AuditRange(ctx context.Context, from uint64, fn func(uint64, audit.Sealed, error) error) error
+	audit.Reader
 }
 
 // Filter selects entries for listings (and bulk operations later).

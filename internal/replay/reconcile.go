@@ -551,6 +551,9 @@ func (r *Reconciler) record(ctx context.Context, e *entry.Entry, res *EntryResul
 		if er == nil {
 			er = &store.EntryRecord{FirstSeen: now}
 		}
+		// A decision is recorded when it differs from the last one recorded
+		// for the entry; re-deciding the same on every run records nothing.
+		changed := er.Evidence != d.EvidenceHash || er.Action != res.Final || er.LastDecision == 0
 		er.Entry, er.LastSeen = *e, now
 		er.Status, er.Class, er.Action = res.Status, d.Class, res.Final
 		er.Owner, er.ApproverGroup = d.Owner, d.ApproverGroup
@@ -558,7 +561,7 @@ func (r *Reconciler) record(ctx context.Context, e *entry.Entry, res *EntryResul
 			er.Hold = store.HoldQuarantine
 		}
 		er.Reason = lastReason(d.Reasons, res.Reason)
-		if er.Evidence != d.EvidenceHash || er.Action != res.Final || er.LastDecision == 0 {
+		if changed {
 			input := *e
 			input.Payload = nil
 			rec := &audit.Record{Actor: r.Actor, Kind: audit.KindDecision, EntryRef: e.Ref(), EntryID: e.ID,

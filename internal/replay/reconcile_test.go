@@ -63,6 +63,14 @@ func TestReconcileDeliversEveryAutoReplayExactlyOnce(t *testing.T) {
 	if er.Status != store.StatusReplayed || !strings.Contains(er.Reason, triage.AlreadyCommitted) {
 		t.Fatalf("entry after second run: %s %q", er.Status, er.Reason)
 	}
+	// The changed decision (replay -> skip) is recorded once; a third run
+	// that decides the same again records nothing.
+	if rep2.DecisionsWritten != 3 {
+		t.Fatalf("second run recorded %d decisions, want the 3 that changed to skip", rep2.DecisionsWritten)
+	}
+	if rep3 := b.run(b.reconciler(4), src); rep3.DecisionsWritten != 0 {
+		t.Fatalf("third run recorded %d unchanged decisions", rep3.DecisionsWritten)
+	}
 	// Ingest is idempotent: no duplicate entries.
 	n := 0
 	_ = b.store.Entries(context.Background(), func(*store.EntryRecord) error { n++; return nil })

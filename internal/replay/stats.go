@@ -1,0 +1,173 @@
+package replay
+
+import (
+	"context"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// Stats is the DLQ report: where entries stand, what keeps failing, how
+// fast the DLQ grows, how often replays are denied, how long approvals
+// take. The last two are the alerts the Cordum write-up asks for.
+type Stats struct {
+	Entries  int            `json:"entries"`
+	ByClass  map[string]int `json:"by_class"`
+	ByAction map[string]int `json:"by_action"`
+	ByStatus map[string]int `json:"by_status"`
+	// Patterns groups entries by error signature, most common first.
+	Patterns []Pattern `json:"failure_patterns"`
+	// Growth counts entries first seen per day, oldest first.
+	Growth []DayCount `json:"growth"`
+	// GrowthPerDay is the mean of new entries per day over the last 7 days.
+	GrowthPerDay float64 `json:"growth_per_day_7d"`
+	// Decisions counts recorded decisions where a replay was proposed;
+	// Denied counts those that did not end in a replay (policy, approval,
+	// ledger or source said no). DenialRate = Denied / Decisions.
+	Decisions  int     `json:"replay_decisions"`
+	Denied     int     `json:"replays_denied"`
+	DenialRate float64 `json:"replay_denial_rate"`
+	Approvals  struct {
+		Pending    int    `json:"pending"`
+		Decided    int    `json:"decided"`
+		LatencyP50 string `json:"latency_p50,omitempty"`
+		LatencyP90 string `json:"latency_p90,omitempty"`
+		LatencyMax string `json:"latency_max,omitempty"`
+	} `json:"approvals"`
+}
+
+// Pattern is a group of entries failing the same way.
+type Pattern struct {
+	Signature string `json:"signature"`
+	Count     int    `json:"count"`
+	Class     string `json:"class"`
+	Example   string `json:"example"`
+}
+
+// DayCount is a day's count.
+type DayCount struct {
+	Day   string `json:"day"`
+	Count int    `json:"count"`
+}
+
+// Reporter is what stats needs of the store.
+type Reporter interface {
+	Inventory
+	Approvals(ctx context.Context, fn func(*store.Approval) error) error
+}
+
+var (
+	digitsRe = regexp.MustCompile(`[0-9]+`)
+	hexIDRe  = regexp.MustCompile(`\b[0-9a-f]{8,}\b`)
+)
+
+// Signature groups similar failures: the source's own signature when it
+// has one (Prodigy), else the reason code and the message with ids and
+// numbers blanked out.
+func Signature(er *store.EntryRecord) string {
+	e := &er.Entry
+	if e.State.ErrorSignature != "" {
+		return e.State.ErrorSignature
+	}
+	msg := strings.ToLower(e.Message)
+	msg = hexIDRe.ReplaceAllString(msg, "*")
+	msg = digitsRe.ReplaceAllString(msg, "#")
+	if len(msg) > 60 {
+		msg = msg[:60]
+	}
+	code := strings.ToLower(e.ReasonCode)
+	if code == "" {
+		code = "-"
+	}
+	return code + ": " + msg
+}
+
+// ComputeStats computes the stats at now.
+func ComputeStats(ctx context.Context, s Reporter, now time.Time) (*Stats, error) {
+	st := &Stats{ByClass: map[string]int{}, ByAction: map[string]int{}, ByStatus: map[string]int{}, Patterns: []Pattern{}, Growth: []DayCount{}}
+	patterns := map[string]*Pattern{}
+	days := map[string]int{}
+	err := s.Entries(ctx, func(er *store.EntryRecord) error {
+		st.Entries++
+		st.ByClass[string(er.Class)]++
+		st.ByAction[string(er.Action)]++
+		st.ByStatus[er.Status]++
+		sig := Signature(er)
+		p := patterns[sig]
+		if p == nil {
+			p = &Pattern{Signature: sig, Class: string(er.Class), Example: er.Entry.Ref()}
+			patterns[sig] = p
+		}
+		p.Count++
+		days[er.FirstSeen.UTC().Format("2006-01-02")]++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range patterns {
+		st.Patterns = append(st.Patterns, *p)
+	}
+	sort.Slice(st.Patterns, func(i, j int) bool {
+		if st.Patterns[i].Count != st.Patterns[j].Count {
+			return st.Patterns[i].Count > st.Patterns[j].Count
+		}
+		return st.Patterns[i].Signature < st.Patterns[j].Signature
+	})
+	if len(st.Patterns) > 10 {
+		st.Patterns = st.Patterns[:10]
+	}
+	for d, n := range days {
+		st.Growth = append(st.Growth, DayCount{Day: d, Count: n})
+	}
+	sort.Slice(st.Growth, func(i, j int) bool { return st.Growth[i].Day < st.Growth[j].Day })
+	week := 0
+	for d, n := range days {
+		if t, err := time.Parse("2006-01-02", d); err == nil && now.Sub(t) < 7*24*time.Hour {
+			week += n
+		}
+	}
+	st.GrowthPerDay = float64(week) / 7
+
+	err = audit.Each(ctx, s, audit.Query{Kind: audit.KindDecision}, func(r audit.Record) error {
+		if r.Decision != nil && r.Decision.ProposedAction == triage.AutoReplay {
+			st.Decisions++
+			if r.Action != triage.AutoReplay {
+				st.Denied++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if st.Decisions > 0 {
+		st.DenialRate = float64(st.Denied) / float64(st.Decisions)
+	}
+
+	var lat []time.Duration
+	err = s.Approvals(ctx, func(a *store.Approval) error {
+		switch {
+		case a.State == store.ApprovalPending:
+			st.Approvals.Pending++
+		case a.State == store.ApprovalApproved || a.State == store.ApprovalRejected:
+			st.Approvals.Decided++
+			lat = append(lat, a.DecidedAt.Sub(a.RequestedAt))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(lat) > 0 {
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		q := func(f float64) string { return lat[int(f*float64(len(lat)-1))].Round(time.Second).String() }
+		st.Approvals.LatencyP50, st.Approvals.LatencyP90, st.Approvals.LatencyMax = q(0.5), q(0.9), q(1)
+	}
+	return st, nil
+}

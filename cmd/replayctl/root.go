@@ -39,6 +39,8 @@ Sources are given as KIND:PATH, with KIND one of cordum, prodigy, nexora, jsonl.
 		newApprovalsCmd(s),
 		newAuditCmd(s),
 		newStatsCmd(s),
+		newServeCmd(s),
+		newTokensCmd(s),
 	)
 	return root
 }

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/server"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+func newServeCmd(s *streams) *cobra.Command {
+	var (
+		addr, tokensPath string
+		every            time.Duration
+		eng              engineFlags
+		src              sourceFlags
+		db               dbFlags
+		tgt              targetFlags
+		approvers        approversFlag
+		par              int
+		rate             float64
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --addr 127.0.0.1:8080 --source KIND:PATH... [--every 5m] [--db F] [--tokens F]",
+		Short: "Run as a service: scheduled reconcile, REST API, approval web UI, metrics",
+		Long: `serve owns the state file and runs reconcile on a schedule (--every; a run that
+would overlap the previous one is skipped and counted, never stacked). It serves:
+
+  /api/...   the REST API (Nexora-compatible /api/dead-letters, plan, reconcile
+             runs, approvals, audit), JSON, bearer tokens (replayctl tokens create)
+  /          the approval web UI (log in with a token; forms are CSRF-protected)
+  /metrics   Prometheus metrics;  /healthz and /readyz
+
+Rules and policies are re-read for every run, so edits apply without a restart.
+SIGTERM stops the schedule, lets a run in progress finish its in-flight
+dispatches (or record them outcome_unknown), and exits.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if every < 0 {
+				return usageError("--every must not be negative")
+			}
+			srcs, err := src.open()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if _, _, err := eng.load(ctx); err != nil {
+				return err
+			}
+			cfg, err := approval.LoadConfig(approvers.path)
+			if err != nil {
+				return err
+			}
+			tokens, err := server.LoadTokens(tokensPath)
+			if err != nil {
+				return err
+			}
+			st, err := db.open()
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			logger := slog.New(slog.NewTextHandler(s.err, nil))
+			srv, err := server.New(server.Config{
+				Store: st, Tokens: tokens, Sources: srcs, Approvers: cfg, Every: every,
+				MaxParallel: par, Rate: rate, Logger: logger,
+				Engine: func(ctx context.Context) (*triage.Engine, triage.Snapshot, error) { return eng.load(ctx) },
+				Router: func(rules *triage.Rules) replay.Router { return tgt.router(rules) },
+			})
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return &exitErr{code: exitError, err: fmt.Errorf("listen on %s: %w", addr, err)}
+			}
+			srv.SetBase(ctx)
+			wg := srv.Start(ctx)
+			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+			errc := make(chan error, 1)
+			go func() { errc <- hs.Serve(ln) }()
+			logger.Info("replayctl serving", "addr", ln.Addr().String(), "every", every.String(), "db", db.path)
+			fmt.Fprintf(s.out, "listening on http://%s\n", ln.Addr())
+			select {
+			case err := <-errc:
+				return err
+			case <-ctx.Done():
+			}
+			logger.Info("shutting down: finishing the run in progress")
+			shut, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err = hs.Shutdown(shut)
+			wg.Wait()
+			srv.Wait()
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", "127.0.0.1:8080", "listen address")
+	f.DurationVar(&every, "every", 5*time.Minute, "reconcile every this long (0: only when asked through the API)")
+	f.StringVar(&tokensPath, "tokens", "tokens.json", "token file (replayctl tokens create writes it)")
+	src.register(f)
+	eng.register(f)
+	db.register(f)
+	approvers.register(f)
+	f.StringVar(&tgt.url, "target", "", "send every replay to this URL, overriding rules.yaml targets")
+	f.StringVar(&tgt.probe, "probe", "", "with --target: URL for compensating reads")
+	f.IntVar(&par, "max-parallel", 5, "entries handled at once per run")
+	f.Float64Var(&rate, "rate", 0, "at most this many dispatches per second (0: no limit)")
+	return cmd
+}
+
+func newTokensCmd(s *streams) *cobra.Command {
+	cmd := &cobra.Command{Use: "tokens", Short: "Manage API tokens (stored hashed)"}
+	var path, usr, role string
+	create := &cobra.Command{
+		Use:   "create --user U --role viewer|operator|approver|admin [--tokens tokens.json]",
+		Short: "Create a token; it is printed once, only its hash is stored",
+		Long: `Roles: viewer reads; operator also reconciles, replays, resolves and releases;
+approver reads and decides approvals for the groups it belongs to (approvers.yaml,
+by user name); admin does everything. The four-eyes rule holds for every role.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tokens, err := server.LoadTokens(path)
+			if err != nil {
+				return err
+			}
+			secret, err := tokens.Create(usr, role, time.Now())
+			if err != nil {
+				return usageError("%v", err)
+			}
+			fmt.Fprintln(s.out, secret)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&path, "tokens", "tokens.json", "token file")
+	create.Flags().StringVar(&usr, "user", "", "user the token acts as (required)")
+	create.Flags().StringVar(&role, "role", "viewer", "viewer, operator, approver or admin")
+	cmd.AddCommand(create)
+	return cmd
+}

@@ -1,0 +1,337 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// openStates are the states a listing shows by default.
+var openStates = []string{store.StatusPending, store.StatusAwaitingApproval, store.StatusManualReview,
+	store.StatusQuarantined, store.StatusReplaying, store.StatusFailed, store.StatusUnknown}
+
+// ParseStates turns ?state= (or --state) values into a status filter:
+// "open" (the default), "ALL", or statuses, comma-separated or repeated.
+func ParseStates(values []string) ([]string, error) {
+	var out []string
+	if len(values) == 0 {
+		return openStates, nil
+	}
+	for _, v := range values {
+		for _, s := range strings.Split(v, ",") {
+			s = strings.ToLower(strings.TrimSpace(s))
+			switch {
+			case s == "all":
+				return nil, nil
+			case s == "open":
+				out = append(out, openStates...)
+			case s == "":
+			default:
+				valid := false
+				for _, k := range store.Statuses {
+					valid = valid || k == s
+				}
+				if !valid {
+					return nil, fmt.Errorf("%w: unknown state %q (want open, ALL or one of %s)", errBadRequest, s, strings.Join(store.Statuses, ", "))
+				}
+				out = append(out, s)
+			}
+		}
+	}
+	return out, nil
+}
+
+func intParam(r *http.Request, name string, def int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: %s must be a non-negative integer", errBadRequest, name)
+	}
+	return n, nil
+}
+
+func (s *Server) handleListEntries(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	states, err := ParseStates(q["state"])
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	page, err := intParam(r, "page", 0)
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	size, err := intParam(r, "size", 20)
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	f := replay.Filter{States: states, Classes: q["class"], Actions: q["action"], Sources: q["source"]}
+	p, err := replay.List(r.Context(), s.cfg.Store, f, page, size)
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (s *Server) handleShowEntry(w http.ResponseWriter, r *http.Request) {
+	d, err := replay.Show(r.Context(), s.cfg.Store, r.PathValue("id"))
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+type reasonBody struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) handleResolveEntry(w http.ResponseWriter, r *http.Request) {
+	var body reasonBody
+	if !readJSON(w, r, &body) {
+		return
+	}
+	if strings.TrimSpace(body.Reason) == "" {
+		writeError(w, http.StatusBadRequest, "bad_request", `a reason is required: {"reason": "..."}`)
+		return
+	}
+	er, err := replay.Resolve(r.Context(), s.cfg.Store, r.PathValue("id"), user(r).User, body.Reason)
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, er)
+}
+
+func (s *Server) handleReleaseEntry(w http.ResponseWriter, r *http.Request) {
+	body := reasonBody{Reason: "released by operator"}
+	if !readJSON(w, r, &body) {
+		return
+	}
+	er, err := replay.Release(r.Context(), s.cfg.Store, r.PathValue("id"), user(r).User, body.Reason)
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, er)
+}
+
+// handleReplayEntry reconciles one entry now (409 unless it is open and
+// not held). It shares the one-run-at-a-time rule with reconciles.
+func (s *Server) handleReplayEntry(w http.ResponseWriter, r *http.Request) {
+	var body struct{}
+	if !readJSON(w, r, &body) {
+		return
+	}
+	res, err := s.ReplayOne(r, r.PathValue("id"), user(r).User)
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// ReplayOne runs one entry through policy and ledger now.
+func (s *Server) ReplayOne(r *http.Request, id, actor string) (replay.EntryResult, error) {
+	er, err := replay.Find(r.Context(), s.cfg.Store, id)
+	if err != nil {
+		return replay.EntryResult{}, err
+	}
+	switch er.Status {
+	case store.StatusPending, store.StatusAwaitingApproval, store.StatusManualReview, store.StatusUnknown:
+	default:
+		return replay.EntryResult{}, fmt.Errorf("%w: %s is %s, not pending", replay.ErrState, er.Entry.Ref(), er.Status)
+	}
+	engine, snap, err := s.cfg.Engine(r.Context())
+	if err != nil {
+		return replay.EntryResult{}, err
+	}
+	if err := s.cfg.Store.PutSnapshot(r.Context(), snap.ID, snap); err != nil {
+		return replay.EntryResult{}, err
+	}
+	rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules), Actor: actor,
+		ApprovalTTL: s.cfg.Approvers.Expiry}
+	res, err := rc.One(r.Context(), er)
+	if err == nil {
+		s.metrics.observeEntry(res)
+	}
+	return res, err
+}
+
+func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
+	engine, _, err := s.cfg.Engine(r.Context())
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	planner := &replay.Planner{Engine: engine, Ledger: s.cfg.Store}
+	out := []triage.Decision{}
+	sum := replay.NewSummary()
+	err = planner.Plan(r.Context(), s.cfg.Sources, func(_ *entry.Entry, d *triage.Decision) error {
+		out = append(out, *d)
+		sum.Add(d)
+		return nil
+	})
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"decisions": out, "summary": sum})
+}
+
+func (s *Server) handleStartRun(w http.ResponseWriter, r *http.Request) {
+	var body struct{}
+	if !readJSON(w, r, &body) {
+		return
+	}
+	run, err := s.runs.start("api", user(r).User)
+	if err != nil {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": Error{Code: "conflict", Message: err.Error()}, "run": run.ID})
+		return
+	}
+	w.Header().Set("Location", "/api/runs/"+run.ID)
+	writeJSON(w, http.StatusAccepted, map[string]string{"id": run.ID, "state": "running"})
+}
+
+func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
+	run, ok := s.runs.get(r.PathValue("id"))
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", "no such run (the last 100 are kept)")
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+func (s *Server) approvals() *approval.Service {
+	return &approval.Service{Store: s.cfg.Store, Config: s.cfg.Approvers, Now: s.cfg.Now}
+}
+
+func (s *Server) handleListApprovals(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	list, err := s.approvals().List(r.Context(), approval.Filter{Group: q.Get("group"), State: q.Get("state")})
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) handleDecideApproval(approve bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var body reasonBody
+		if !readJSON(w, r, &body) {
+			return
+		}
+		a, err := s.DecideApproval(r, r.PathValue("id"), user(r).User, approve, body.Reason)
+		if err != nil {
+			serviceError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, a)
+	}
+}
+
+// DecideApproval checks the request's evidence against a decision made
+// now, then records the person's decision (four-eyes, group, once).
+func (s *Server) DecideApproval(r *http.Request, id, actor string, approve bool, reason string) (*store.Approval, error) {
+	if !approve && strings.TrimSpace(reason) == "" {
+		return nil, fmt.Errorf("%w: a reason is required to reject", errBadRequest)
+	}
+	var current string
+	var a *store.Approval
+	if err := s.cfg.Store.View(r.Context(), func(tx store.Tx) error {
+		var err error
+		a, err = tx.Approval(id)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if a != nil {
+		if er, err := replay.Find(r.Context(), s.cfg.Store, a.EntryRef); err == nil {
+			engine, _, err := s.cfg.Engine(r.Context())
+			if err != nil {
+				return nil, err
+			}
+			d, err := (&replay.Planner{Engine: engine, Ledger: s.cfg.Store}).Decide(r.Context(), &er.Entry)
+			if err != nil {
+				return nil, err
+			}
+			current = d.EvidenceHash
+		}
+	}
+	return s.approvals().Decide(r.Context(), approval.Decision{ID: id, Actor: actor, Approve: approve, Reason: reason, CurrentEvidence: current})
+}
+
+func (s *Server) handleListAudit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	aq := audit.Query{Entry: q.Get("entry"), Actor: q.Get("actor"), Action: q.Get("action"), Kind: q.Get("kind")}
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", "since must be RFC 3339")
+			return
+		}
+		aq.Since = t
+	}
+	out := []audit.Record{}
+	if err := audit.Each(r.Context(), s.cfg.Store, aq, func(rec audit.Record) error {
+		out = append(out, rec)
+		return nil
+	}); err != nil {
+		serviceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleShowAudit(w http.ResponseWriter, r *http.Request) {
+	seq, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", "decision id must be a number")
+		return
+	}
+	rec, err := audit.Get(r.Context(), s.cfg.Store, seq)
+	if errors.Is(err, audit.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		return
+	}
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+func (s *Server) handleVerifyAudit(w http.ResponseWriter, r *http.Request) {
+	res, err := audit.Verify(r.Context(), s.cfg.Store, nil)
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
+	st, err := replay.ComputeStats(r.Context(), s.cfg.Store, s.cfg.Now())
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}

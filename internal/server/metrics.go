@@ -1,0 +1,149 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// Metrics are replayctl's Prometheus metrics, on a registry of their own.
+type Metrics struct {
+	reg         *prometheus.Registry
+	decisions   *prometheus.CounterVec
+	outcomes    *prometheus.CounterVec
+	ingested    prometheus.Counter
+	proposed    prometheus.Counter
+	denied      prometheus.Counter
+	policyEval  prometheus.Histogram
+	runDuration prometheus.Histogram
+	runs        *prometheus.CounterVec
+	lastSuccess prometheus.Gauge
+}
+
+func newMetrics(st Store, now func() time.Time) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "replayctl_decisions_total",
+			Help: "Decisions taken by reconcile, by final action."}, []string{"action"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "replayctl_replay_outcomes_total",
+			Help: "Replay dispatch outcomes (succeeded, failed, outcome_unknown, retry)."}, []string{"outcome"}),
+		ingested: prometheus.NewCounter(prometheus.CounterOpts{Name: "replayctl_entries_ingested_total",
+			Help: "Entries seen for the first time; its rate is the DLQ growth rate."}),
+		proposed: prometheus.NewCounter(prometheus.CounterOpts{Name: "replayctl_replays_proposed_total",
+			Help: "Decisions where rules proposed a replay."}),
+		denied: prometheus.NewCounter(prometheus.CounterOpts{Name: "replayctl_replays_denied_total",
+			Help: "Proposed replays that did not end in a replay (policy, approval, ledger or source)."}),
+		policyEval: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "replayctl_policy_eval_seconds",
+			Help: "Latency of one Rego policy evaluation.", Buckets: prometheus.ExponentialBuckets(10e-6, 2.5, 12)}),
+		runDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "replayctl_reconcile_duration_seconds",
+			Help: "Duration of reconcile runs.", Buckets: prometheus.ExponentialBuckets(0.01, 3, 12)}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "replayctl_reconcile_runs_total",
+			Help: "Reconcile runs by result (succeeded, failed, skipped_overrun)."}, []string{"result"}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "replayctl_reconcile_last_success_timestamp_seconds",
+			Help: "Unix time the last successful reconcile finished."}),
+	}
+	m.reg.MustRegister(m.decisions, m.outcomes, m.ingested, m.proposed, m.denied, m.policyEval, m.runDuration, m.runs,
+		m.lastSuccess, &stateCollector{st: st, now: now}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *Metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// observeEntry counts one reconciled entry.
+func (m *Metrics) observeEntry(res replay.EntryResult) {
+	m.decisions.WithLabelValues(string(res.Final)).Inc()
+	for _, o := range res.Replays {
+		m.outcomes.WithLabelValues(o).Inc()
+	}
+	if res.New {
+		m.ingested.Inc()
+	}
+	if res.Decision.ProposedAction == triage.AutoReplay {
+		m.proposed.Inc()
+		if res.Final != triage.AutoReplay {
+			m.denied.Inc()
+		}
+	}
+}
+
+// timedPolicy observes evaluation latency.
+type timedPolicy struct {
+	p triage.Policy
+	h prometheus.Histogram
+}
+
+func (m *Metrics) timePolicy(p triage.Policy) triage.Policy {
+	if p == nil {
+		return nil
+	}
+	return timedPolicy{p: p, h: m.policyEval}
+}
+
+func (t timedPolicy) Evaluate(ctx context.Context, in *triage.PolicyInput) (triage.PolicyResult, error) {
+	start := time.Now()
+	res, err := t.p.Evaluate(ctx, in)
+	t.h.Observe(time.Since(start).Seconds())
+	return res, err
+}
+
+// stateCollector reads the store at scrape time: entries by class, action
+// and state; approvals pending and the age of the oldest.
+type stateCollector struct {
+	st  Store
+	now func() time.Time
+}
+
+var (
+	entriesDesc = prometheus.NewDesc("replayctl_entries", "Stored entries by class, action and state.",
+		[]string{"class", "action", "state"}, nil)
+	pendingDesc = prometheus.NewDesc("replayctl_approvals_pending", "Open approval requests by approver group.",
+		[]string{"group"}, nil)
+	oldestDesc = prometheus.NewDesc("replayctl_approvals_oldest_pending_age_seconds",
+		"Age of the oldest open approval request.", nil, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- entriesDesc
+	ch <- pendingDesc
+	ch <- oldestDesc
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type cell struct{ class, action, state string }
+	counts := map[cell]int{}
+	_ = c.st.Entries(ctx, func(er *store.EntryRecord) error {
+		counts[cell{string(er.Class), string(er.Action), er.Status}]++
+		return nil
+	})
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(entriesDesc, prometheus.GaugeValue, float64(n), k.class, k.action, k.state)
+	}
+	pending := map[string]int{}
+	var oldest time.Duration
+	now := c.now()
+	_ = c.st.Approvals(ctx, func(a *store.Approval) error {
+		if a.State == store.ApprovalPending && (a.ExpiresAt.IsZero() || now.Before(a.ExpiresAt)) {
+			pending[a.ApproverGroup]++
+			if age := now.Sub(a.RequestedAt); age > oldest {
+				oldest = age
+			}
+		}
+		return nil
+	})
+	for g, n := range pending {
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(n), g)
+	}
+	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest.Seconds())
+}

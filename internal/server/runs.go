@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+var errRunning = errors.New("a reconcile is already running")
+
+// Run is one reconcile run, as GET /api/runs/{id} shows it.
+type Run struct {
+	ID       string         `json:"id"`
+	Trigger  string         `json:"trigger"` // schedule or api
+	Actor    string         `json:"actor"`
+	State    string         `json:"state"` // running, succeeded, failed
+	Started  time.Time      `json:"started"`
+	Finished time.Time      `json:"finished,omitzero"`
+	Report   *replay.Report `json:"report,omitempty"`
+	Error    string         `json:"error,omitempty"`
+}
+
+// runner allows one reconcile at a time; a scheduled run that finds one
+// in progress is skipped and counted, never stacked.
+type runner struct {
+	srv    *Server
+	mu     sync.Mutex
+	base   context.Context
+	seq    int
+	runs   map[string]*Run
+	order  []string
+	active *Run
+	wg     sync.WaitGroup
+}
+
+const keepRuns = 100
+
+func (r *runner) start(trigger, actor string) (*Run, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.active != nil {
+		return r.active, fmt.Errorf("%w (run %s since %s)", errRunning, r.active.ID, r.active.Started.Format(time.RFC3339))
+	}
+	base := r.base
+	if base == nil {
+		base = context.Background()
+	}
+	r.seq++
+	run := &Run{ID: fmt.Sprintf("run-%d-%d", r.srv.cfg.Now().Unix(), r.seq), Trigger: trigger, Actor: actor,
+		State: "running", Started: r.srv.cfg.Now().UTC()}
+	r.runs[run.ID] = run
+	r.order = append(r.order, run.ID)
+	if len(r.order) > keepRuns {
+		delete(r.runs, r.order[0])
+		r.order = r.order[1:]
+	}
+	r.active = run
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.execute(base, run)
+	}()
+	return run, nil
+}
+
+func (r *runner) get(id string) (Run, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	run, ok := r.runs[id]
+	if !ok {
+		return Run{}, false
+	}
+	return *run, true
+}
+
+func (r *runner) wait() { r.wg.Wait() }
+
+func (r *runner) execute(ctx context.Context, run *Run) {
+	s := r.srv
+	m := s.metrics
+	rep, err := func() (*replay.Report, error) {
+		engine, snap, err := s.cfg.Engine(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.cfg.Store.PutSnapshot(ctx, snap.ID, snap); err != nil {
+			return nil, err
+		}
+		engine.Policy = m.timePolicy(engine.Policy)
+		rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules),
+			Actor: run.Actor, MaxParallel: s.cfg.MaxParallel, Rate: s.cfg.Rate, ApprovalTTL: s.cfg.Approvers.Expiry,
+			OnEntry: m.observeEntry}
+		return rc.Run(ctx, s.cfg.Sources)
+	}()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	run.Finished, run.Report = s.cfg.Now().UTC(), rep
+	m.runDuration.Observe(run.Finished.Sub(run.Started).Seconds())
+	if err != nil {
+		run.State, run.Error = "failed", err.Error()
+		m.runs.WithLabelValues("failed").Inc()
+		s.cfg.Logger.Error("reconcile failed", "run", run.ID, "err", err)
+	} else {
+		run.State = "succeeded"
+		m.runs.WithLabelValues("succeeded").Inc()
+		m.lastSuccess.Set(float64(run.Finished.Unix()))
+		s.cfg.Logger.Info("reconcile done", "run", run.ID, "entries", rep.Summary.Total,
+			"replayed", rep.Replays.Succeeded, "awaiting", rep.AwaitingPeople, "took", rep.Duration)
+	}
+	r.active = nil
+}
+
+// schedule starts a run every interval until ctx is done.
+func (r *runner) schedule(ctx context.Context, every time.Duration) {
+	r.mu.Lock()
+	r.base = ctx
+	r.mu.Unlock()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if _, err := r.start("schedule", "replayctl-scheduler"); errors.Is(err, errRunning) {
+			r.srv.metrics.runs.WithLabelValues("skipped_overrun").Inc()
+			r.srv.cfg.Logger.Warn("scheduled reconcile skipped: the previous run is still going")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// SetBase sets the context runs started through the API use (cancelled on
+// shutdown).
+func (s *Server) SetBase(ctx context.Context) {
+	s.runs.mu.Lock()
+	s.runs.base = ctx
+	s.runs.mu.Unlock()
+}
+
+var _ triage.Policy = timedPolicy{}

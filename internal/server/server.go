@@ -1,0 +1,243 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/source"
+	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// MaxBody bounds request bodies (413 past it).
+const MaxBody = 1 << 20
+
+// Store is everything the server reads and changes.
+type Store interface {
+	replay.Store
+	replay.Reporter
+	PutSnapshot(ctx context.Context, id string, snapshot any) error
+}
+
+// Config wires a server.
+type Config struct {
+	Store  Store
+	Tokens *Tokens
+	// Engine loads the current rules and policy; called for every run and
+	// dry run, so edits apply without a restart (and a broken edit fails
+	// that run, not the server).
+	Engine    func(ctx context.Context) (*triage.Engine, triage.Snapshot, error)
+	Router    func(rules *triage.Rules) replay.Router
+	Sources   []source.Source
+	Approvers *approval.Config
+	// Every schedules reconciles (0: only on request).
+	Every       time.Duration
+	MaxParallel int
+	Rate        float64
+	Logger      *slog.Logger
+	Now         func() time.Time
+	// CSRFKey signs the web UI's forms (random at start when empty).
+	CSRFKey []byte
+}
+
+// Server is the HTTP service.
+type Server struct {
+	cfg     Config
+	mux     *http.ServeMux
+	metrics *Metrics
+	runs    *runner
+	ui      *ui
+}
+
+// New builds the server and its routes.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Approvers == nil {
+		cfg.Approvers = &approval.Config{Expiry: approval.DefaultExpiry}
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s.metrics = newMetrics(cfg.Store, cfg.Now)
+	s.runs = &runner{srv: s, runs: map[string]*Run{}}
+	u, err := newUI(s)
+	if err != nil {
+		return nil, err
+	}
+	s.ui = u
+	s.routes()
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	m.HandleFunc("GET /readyz", s.handleReady)
+	m.Handle("GET /metrics", s.metrics.handler())
+
+	m.HandleFunc("GET /api/dead-letters", s.auth(permRead, s.handleListEntries))
+	m.HandleFunc("GET /api/dead-letters/{id}", s.auth(permRead, s.handleShowEntry))
+	m.HandleFunc("POST /api/dead-letters/{id}/replay", s.auth(permOperate, s.handleReplayEntry))
+	m.HandleFunc("POST /api/dead-letters/{id}/resolve", s.auth(permOperate, s.handleResolveEntry))
+	m.HandleFunc("POST /api/dead-letters/{id}/release", s.auth(permOperate, s.handleReleaseEntry))
+	m.HandleFunc("GET /api/plan", s.auth(permRead, s.handlePlan))
+	m.HandleFunc("POST /api/reconcile", s.auth(permOperate, s.handleStartRun))
+	m.HandleFunc("GET /api/runs/{id}", s.auth(permRead, s.handleGetRun))
+	m.HandleFunc("GET /api/approvals", s.auth(permRead, s.handleListApprovals))
+	m.HandleFunc("POST /api/approvals/{id}/approve", s.auth(permApprove, s.handleDecideApproval(true)))
+	m.HandleFunc("POST /api/approvals/{id}/reject", s.auth(permApprove, s.handleDecideApproval(false)))
+	m.HandleFunc("GET /api/audit", s.auth(permRead, s.handleListAudit))
+	m.HandleFunc("GET /api/audit/verify", s.auth(permRead, s.handleVerifyAudit))
+	m.HandleFunc("GET /api/audit/{id}", s.auth(permRead, s.handleShowAudit))
+	m.HandleFunc("GET /api/stats", s.auth(permRead, s.handleStats))
+	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such API route: "+r.Method+" "+r.URL.Path)
+	})
+	s.ui.routes(m)
+}
+
+// Error is the JSON body of every error response.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]Error{"error": {Code: code, Message: msg}})
+}
+
+// readJSON decodes a size-limited body strictly (unknown fields are 400).
+// An empty body leaves v as it is.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+		return true
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", MaxBody))
+	default:
+		writeError(w, http.StatusBadRequest, "bad_request", "invalid JSON body: "+err.Error())
+	}
+	return false
+}
+
+type ctxKey struct{}
+
+// user returns the authenticated token of a request.
+func user(r *http.Request) Token {
+	t, _ := r.Context().Value(ctxKey{}).(Token)
+	return t
+}
+
+// auth requires a bearer token (or the UI's session cookie) with perm.
+func (s *Server) auth(p perm, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := s.authenticate(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="replayctl"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required (replayctl tokens create)")
+			return
+		}
+		if !tok.can(p) {
+			writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("role %s may not do this", tok.Role))
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, tok)))
+	}
+}
+
+func (s *Server) authenticate(r *http.Request) (Token, bool) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		secret, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			return Token{}, false
+		}
+		return s.cfg.Tokens.Lookup(strings.TrimSpace(secret))
+	}
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		return s.cfg.Tokens.Lookup(c.Value)
+	}
+	return Token{}, false
+}
+
+// serviceError maps service errors to statuses.
+func serviceError(w http.ResponseWriter, err error) {
+	var ce *triage.ConfigError
+	switch {
+	case errors.Is(err, replay.ErrNotFound), errors.Is(err, approval.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, replay.ErrAmbiguous):
+		writeError(w, http.StatusBadRequest, "ambiguous", err.Error())
+	case errors.Is(err, replay.ErrState), errors.Is(err, approval.ErrDecided),
+		errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrExpired), errors.Is(err, errRunning):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, approval.ErrForbidden), errors.Is(err, approval.ErrSelfApproval):
+		writeError(w, http.StatusForbidden, "forbidden", err.Error())
+	case errors.As(err, &ce):
+		writeError(w, http.StatusUnprocessableEntity, "invalid_configuration", err.Error())
+	case errors.Is(err, errBadRequest):
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}
+
+var errBadRequest = errors.New("bad request")
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	if _, _, err := s.cfg.Engine(r.Context()); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", "rules or policy do not load: "+err.Error())
+		return
+	}
+	if err := s.cfg.Store.View(r.Context(), func(store.Tx) error { return nil }); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", "state store: "+err.Error())
+		return
+	}
+	writeJSON(w, 200, map[string]string{"status": "ready"})
+}
+
+// Start runs the scheduler until ctx is done, then waits for a run in
+// progress to finish (its in-flight dispatches finish or are recorded
+// outcome_unknown; nothing is lost).
+func (s *Server) Start(ctx context.Context) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	if s.cfg.Every > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.runs.schedule(ctx, s.cfg.Every)
+		}()
+	}
+	return &wg
+}
+
+// Wait blocks until no reconcile is running.
+func (s *Server) Wait() { s.runs.wait() }

@@ -1,0 +1,263 @@
+package server
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+const sessionCookie = "replayctl_session"
+
+type ui struct {
+	s    *Server
+	tmpl map[string]*template.Template
+	key  []byte
+}
+
+func newUI(s *Server) (*ui, error) {
+	key := s.cfg.CSRFKey
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+	}
+	funcs := template.FuncMap{
+		"since": func(t time.Time) string { return s.cfg.Now().Sub(t).Round(time.Second).String() },
+		"time":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+		"story": func(r audit.Record) string { return audit.Sentence(&r) },
+		"path":  url.PathEscape,
+		"join":  strings.Join,
+		"mulf":  func(f float64) float64 { return 100 * f },
+	}
+	u := &ui{s: s, tmpl: map[string]*template.Template{}, key: key}
+	for _, page := range []string{"login", "overview", "approvals", "entry", "audit"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
+		if err != nil {
+			return nil, err
+		}
+		u.tmpl[page] = t
+	}
+	return u, nil
+}
+
+func (u *ui) routes(m *http.ServeMux) {
+	m.HandleFunc("GET /login", u.loginPage)
+	m.HandleFunc("POST /login", u.login)
+	m.HandleFunc("POST /logout", u.page(permRead, u.logout))
+	m.HandleFunc("GET /{$}", u.page(permRead, u.overview))
+	m.HandleFunc("GET /approvals", u.page(permRead, u.approvalsPage))
+	m.HandleFunc("POST /approvals/{id}/{decision}", u.page(permApprove, u.decide))
+	m.HandleFunc("GET /entries/{id}", u.page(permRead, u.entry))
+	m.HandleFunc("GET /audit", u.page(permRead, u.auditPage))
+}
+
+// page requires a session with perm; without one it sends the browser to
+// the login page.
+func (u *ui) page(p perm, h func(http.ResponseWriter, *http.Request, Token)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := u.s.authenticate(r)
+		if !ok {
+			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.Path), http.StatusSeeOther)
+			return
+		}
+		if !tok.can(p) {
+			u.render(w, r, http.StatusForbidden, "overview", tok, map[string]any{"Error": "your role (" + tok.Role + ") may not do this"})
+			return
+		}
+		if r.Method == http.MethodPost && !u.validCSRF(r) {
+			http.Error(w, "invalid or missing CSRF token: reload the page and try again", http.StatusForbidden)
+			return
+		}
+		h(w, r, tok)
+	}
+}
+
+// csrf binds a form token to the session: HMAC(key, session secret hash).
+func (u *ui) csrf(r *http.Request) string {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return ""
+	}
+	m := hmac.New(sha256.New, u.key)
+	m.Write([]byte(hashToken(c.Value)))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func (u *ui) validCSRF(r *http.Request) bool {
+	r.Body = http.MaxBytesReader(nil, r.Body, MaxBody)
+	want := u.csrf(r)
+	return want != "" && hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(want))
+}
+
+func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, page string, tok Token, data map[string]any) {
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["User"], data["Role"], data["CSRF"], data["Page"] = tok.User, tok.Role, u.csrf(r), page
+	var buf bytes.Buffer
+	if err := u.tmpl[page].Execute(&buf, data); err != nil {
+		http.Error(w, "render "+page+": "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (u *ui) loginPage(w http.ResponseWriter, r *http.Request) {
+	u.render(w, r, http.StatusOK, "login", Token{}, map[string]any{"Next": r.URL.Query().Get("next")})
+}
+
+func (u *ui) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	secret := strings.TrimSpace(r.PostFormValue("token"))
+	if _, ok := u.s.cfg.Tokens.Lookup(secret); !ok {
+		u.render(w, r, http.StatusUnauthorized, "login", Token{}, map[string]any{"Error": "unknown token"})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 12 * 3600})
+	next := r.PostFormValue("next")
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+		next = "/"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (u *ui) logout(w http.ResponseWriter, r *http.Request, _ Token) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+func (u *ui) overview(w http.ResponseWriter, r *http.Request, tok Token) {
+	st, err := replay.ComputeStats(r.Context(), u.s.cfg.Store, u.s.cfg.Now())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	p, err := replay.List(r.Context(), u.s.cfg.Store, replay.Filter{States: openStates}, 0, 50)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	u.render(w, r, http.StatusOK, "overview", tok, map[string]any{"Stats": st, "Open": p,
+		"Classes": sortedCounts(st.ByClass), "Actions": sortedCounts(st.ByAction), "States": sortedCounts(st.ByStatus)})
+}
+
+type count struct {
+	Name string
+	N    int
+}
+
+func sortedCounts(m map[string]int) []count {
+	out := make([]count, 0, len(m))
+	for k, v := range m {
+		out = append(out, count{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (u *ui) approvalsPage(w http.ResponseWriter, r *http.Request, tok Token) {
+	state := r.URL.Query().Get("state")
+	if state == "" {
+		state = store.ApprovalPending
+	}
+	if state == "all" {
+		state = ""
+	}
+	list, err := u.s.approvals().List(r.Context(), approval.Filter{State: state})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	u.render(w, r, http.StatusOK, "approvals", tok, map[string]any{"Approvals": list, "State": state,
+		"CanDecide": tok.can(permApprove), "Flash": r.URL.Query().Get("flash")})
+}
+
+func (u *ui) decide(w http.ResponseWriter, r *http.Request, tok Token) {
+	id, decision := r.PathValue("id"), r.PathValue("decision")
+	if decision != "approve" && decision != "reject" {
+		http.NotFound(w, r)
+		return
+	}
+	a, err := u.s.DecideApproval(r, id, tok.User, decision == "approve", r.PostFormValue("reason"))
+	flash := ""
+	switch {
+	case err == nil:
+		flash = a.ID + " " + a.State + " by " + tok.User
+	case errors.Is(err, errBadRequest), errors.Is(err, approval.ErrForbidden), errors.Is(err, approval.ErrSelfApproval),
+		errors.Is(err, approval.ErrDecided), errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrNotFound):
+		flash = "not done: " + err.Error()
+	default:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	http.Redirect(w, r, "/approvals?flash="+url.QueryEscape(flash), http.StatusSeeOther)
+}
+
+func (u *ui) entry(w http.ResponseWriter, r *http.Request, tok Token) {
+	d, err := replay.Show(r.Context(), u.s.cfg.Store, r.PathValue("id"))
+	if err != nil {
+		status := http.StatusInternalServerError
+		if errors.Is(err, replay.ErrNotFound) || errors.Is(err, replay.ErrAmbiguous) {
+			status = http.StatusNotFound
+		}
+		u.render(w, r, status, "overview", tok, map[string]any{"Error": err.Error()})
+		return
+	}
+	var apr *store.Approval
+	if d.Entry.ApprovalID != "" {
+		_ = u.s.cfg.Store.View(r.Context(), func(tx store.Tx) error {
+			apr, err = tx.Approval(d.Entry.ApprovalID)
+			return err
+		})
+	}
+	u.render(w, r, http.StatusOK, "entry", tok, map[string]any{"D": d, "Approval": apr})
+}
+
+func (u *ui) auditPage(w http.ResponseWriter, r *http.Request, tok Token) {
+	q := audit.Query{Entry: r.URL.Query().Get("entry"), Actor: r.URL.Query().Get("actor")}
+	var recs []audit.Record
+	if err := audit.Each(r.Context(), u.s.cfg.Store, q, func(rec audit.Record) error {
+		recs = append(recs, rec)
+		return nil
+	}); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	// Newest first, the last 500.
+	for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
+		recs[i], recs[j] = recs[j], recs[i]
+	}
+	if len(recs) > 500 {
+		recs = recs[:500]
+	}
+	v, err := audit.Verify(r.Context(), u.s.cfg.Store, nil)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	u.render(w, r, http.StatusOK, "audit", tok, map[string]any{"Records": recs, "Verify": v, "Q": q})
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -56,15 +57,28 @@ func newApprovalsListCmd(s *streams) *cobra.Command {
 			default:
 				return usageError("unknown --state %q (want pending, approved, rejected, expired or stale)", state)
 			}
-			st, err := db.openExisting()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			svc := &approval.Service{Store: st, Config: &approval.Config{}}
-			list, err := svc.List(cmd.Context(), approval.Filter{Group: group, State: state})
-			if err != nil {
-				return err
+			var list []approval.View
+			if db.remote.enabled() {
+				q := url.Values{}
+				if group != "" {
+					q.Set("group", group)
+				}
+				if state != "" {
+					q.Set("state", state)
+				}
+				if err := db.remote.call(cmd.Context(), "GET", "/api/approvals", q, nil, &list); err != nil {
+					return err
+				}
+			} else {
+				st, err := db.openExisting()
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				svc := &approval.Service{Store: st, Config: &approval.Config{}}
+				if list, err = svc.List(cmd.Context(), approval.Filter{Group: group, State: state}); err != nil {
+					return err
+				}
 			}
 			if format == "json" {
 				return writeJSON(s.out, list)
@@ -112,6 +126,23 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !approve && reason == "" {
 				return usageError("--reason is required to reject")
+			}
+			if db.remote.enabled() {
+				verb := map[bool]string{true: "approve", false: "reject"}[approve]
+				var res store.Approval
+				if err := db.remote.call(cmd.Context(), "POST", "/api/approvals/"+url.PathEscape(args[0])+"/"+verb, nil,
+					map[string]string{"reason": reason}, &res); err != nil {
+					return err
+				}
+				fmt.Fprintf(s.out, "%s %s by %s\n", res.ID, res.State, res.DecidedBy)
+				if replayNow {
+					var one replay.EntryResult
+					if err := db.remote.call(cmd.Context(), "POST", "/api/dead-letters/"+url.PathEscape(res.EntryRef)+"/replay", nil, nil, &one); err != nil {
+						return err
+					}
+					return printOne(s, "table", &one)
+				}
+				return nil
 			}
 			cfg, err := approval.LoadConfig(approvers.path)
 			if err != nil {
@@ -162,8 +193,7 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 				if err != nil {
 					return entryErr(err)
 				}
-				fmt.Fprintf(s.out, resultRow, "ENTRY", "CLASS", "ACTION", "STATUS", "WHY")
-				printResultRow(s.out, &out)
+				return printOne(s, "table", &out)
 			}
 			return nil
 		},

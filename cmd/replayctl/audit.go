@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -71,16 +72,40 @@ func newAuditListCmd(s *streams) *cobra.Command {
 				}
 				q.Since = t
 			}
-			st, err := db.openExisting()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
 			out := bufio.NewWriter(s.out)
 			defer out.Flush()
 			arr := newJSONArray(out)
 			n := 0
-			err = audit.Each(cmd.Context(), st, q, func(r audit.Record) error {
+			each := func(fn func(audit.Record) error) error {
+				if db.remote.enabled() {
+					v := url.Values{}
+					for k, val := range map[string]string{"entry": q.Entry, "actor": q.Actor, "action": q.Action} {
+						if val != "" {
+							v.Set(k, val)
+						}
+					}
+					if !q.Since.IsZero() {
+						v.Set("since", q.Since.UTC().Format(time.RFC3339))
+					}
+					var recs []audit.Record
+					if err := db.remote.call(cmd.Context(), "GET", "/api/audit", v, nil, &recs); err != nil {
+						return err
+					}
+					for _, r := range recs {
+						if err := fn(r); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+				st, err := db.openExisting()
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				return audit.Each(cmd.Context(), st, q, fn)
+			}
+			err = each(func(r audit.Record) error {
 				n++
 				if format == "json" {
 					return arr.add(r)
@@ -165,14 +190,20 @@ func newAuditVerifyCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := db.openExisting()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			res, err := audit.Verify(cmd.Context(), st, k)
-			if err != nil {
-				return err
+			res := &audit.VerifyResult{}
+			if db.remote.enabled() {
+				if err := db.remote.call(cmd.Context(), "GET", "/api/audit/verify", nil, nil, res); err != nil {
+					return err
+				}
+			} else {
+				st, err := db.openExisting()
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				if res, err = audit.Verify(cmd.Context(), st, k); err != nil {
+					return err
+				}
 			}
 			if format == "json" {
 				if err := writeJSON(s.out, res); err != nil {

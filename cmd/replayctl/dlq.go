@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -85,14 +87,22 @@ everything not finished) or ALL; it and the other filters may be repeated.`,
 			if len(states) == 0 {
 				f.States = openStatuses
 			}
-			st, err := db.openExisting()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			p, err := replay.List(cmd.Context(), st, f, page, size)
-			if err != nil {
-				return err
+			p := &replay.Page{}
+			if db.remote.enabled() {
+				q := url.Values{"state": states, "class": classes, "action": actions, "source": srcs,
+					"page": {strconv.Itoa(page)}, "size": {strconv.Itoa(size)}}
+				if err := db.remote.call(cmd.Context(), "GET", "/api/dead-letters", q, nil, p); err != nil {
+					return err
+				}
+			} else {
+				st, err := db.openExisting()
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				if p, err = replay.List(cmd.Context(), st, f, page, size); err != nil {
+					return err
+				}
 			}
 			if format == "json" {
 				return writeJSON(s.out, p)
@@ -154,14 +164,20 @@ func newDLQShowCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := db.openExisting()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			d, err := replay.Show(cmd.Context(), st, args[0])
-			if err != nil {
-				return entryErr(err)
+			d := &replay.Detail{}
+			if db.remote.enabled() {
+				if err := db.remote.call(cmd.Context(), "GET", "/api/dead-letters/"+url.PathEscape(args[0]), nil, nil, d); err != nil {
+					return err
+				}
+			} else {
+				st, err := db.openExisting()
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				if d, err = replay.Show(cmd.Context(), st, args[0]); err != nil {
+					return entryErr(err)
+				}
 			}
 			if format == "json" {
 				return writeJSON(s.out, d)
@@ -230,16 +246,24 @@ func newDLQResolveCmd(s *streams) *cobra.Command {
 			if strings.TrimSpace(reason) == "" {
 				return usageError("--reason is required: say why no replay is needed")
 			}
-			st, err := db.open()
-			if err != nil {
-				return err
+			er := &store.EntryRecord{}
+			who := actor.as
+			if db.remote.enabled() {
+				who = "the token's user"
+				if err := db.remote.call(cmd.Context(), "POST", "/api/dead-letters/"+url.PathEscape(args[0])+"/resolve", nil, map[string]string{"reason": reason}, er); err != nil {
+					return err
+				}
+			} else {
+				st, err := db.open()
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				if er, err = replay.Resolve(cmd.Context(), st, args[0], actor.as, reason); err != nil {
+					return entryErr(err)
+				}
 			}
-			defer st.Close()
-			er, err := replay.Resolve(cmd.Context(), st, args[0], actor.as, reason)
-			if err != nil {
-				return entryErr(err)
-			}
-			fmt.Fprintf(s.out, "%s resolved by %s (decision %d)\n", er.Entry.Ref(), actor.as, er.LastDecision)
+			fmt.Fprintf(s.out, "%s resolved by %s (decision %d)\n", er.Entry.Ref(), who, er.LastDecision)
 			return nil
 		},
 	}
@@ -258,16 +282,24 @@ func newDLQReleaseCmd(s *streams) *cobra.Command {
 		Short: "Take an entry out of quarantine; the next reconcile decides it afresh",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := db.open()
-			if err != nil {
-				return err
+			er := &store.EntryRecord{}
+			who := actor.as
+			if db.remote.enabled() {
+				who = "the token's user"
+				if err := db.remote.call(cmd.Context(), "POST", "/api/dead-letters/"+url.PathEscape(args[0])+"/release", nil, map[string]string{"reason": reason}, er); err != nil {
+					return err
+				}
+			} else {
+				st, err := db.open()
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				if er, err = replay.Release(cmd.Context(), st, args[0], actor.as, reason); err != nil {
+					return entryErr(err)
+				}
 			}
-			defer st.Close()
-			er, err := replay.Release(cmd.Context(), st, args[0], actor.as, reason)
-			if err != nil {
-				return entryErr(err)
-			}
-			fmt.Fprintf(s.out, "%s released by %s (decision %d); the next reconcile decides it again\n", er.Entry.Ref(), actor.as, er.LastDecision)
+			fmt.Fprintf(s.out, "%s released by %s (decision %d); the next reconcile decides it again\n", er.Entry.Ref(), who, er.LastDecision)
 			return nil
 		},
 	}
@@ -275,6 +307,15 @@ func newDLQReleaseCmd(s *streams) *cobra.Command {
 	actor.register(cmd.Flags())
 	cmd.Flags().StringVar(&reason, "reason", "released by operator", "why it is released")
 	return cmd
+}
+
+func printOne(s *streams, format string, res *replay.EntryResult) error {
+	if format == "json" {
+		return writeJSON(s.out, res)
+	}
+	fmt.Fprintf(s.out, resultRow, "ENTRY", "CLASS", "ACTION", "STATUS", "WHY")
+	printResultRow(s.out, res)
+	return nil
 }
 
 func newDLQReplayCmd(s *streams) *cobra.Command {
@@ -298,6 +339,13 @@ are refused (exit 1): release them first.`,
 			if err != nil {
 				return err
 			}
+			if db.remote.enabled() {
+				var res replay.EntryResult
+				if err := db.remote.call(cmd.Context(), "POST", "/api/dead-letters/"+url.PathEscape(args[0])+"/replay", nil, nil, &res); err != nil {
+					return err
+				}
+				return printOne(s, format, &res)
+			}
 			engine, snap, err := eng.load(cmd.Context())
 			if err != nil {
 				return err
@@ -319,12 +367,7 @@ are refused (exit 1): release them first.`,
 			if err != nil {
 				return entryErr(err)
 			}
-			if format == "json" {
-				return writeJSON(s.out, res)
-			}
-			fmt.Fprintf(s.out, resultRow, "ENTRY", "CLASS", "ACTION", "STATUS", "WHY")
-			printResultRow(s.out, &res)
-			return nil
+			return printOne(s, format, &res)
 		},
 	}
 	f := cmd.Flags()

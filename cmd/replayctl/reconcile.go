@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -79,6 +80,9 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			}
 			if dry {
 				return runPlan(cmd, s, &eng, &src, db.path, format)
+			}
+			if db.remote.enabled() {
+				return remoteReconcile(cmd, s, &db.remote, format)
 			}
 			srcs, err := src.open()
 			if err != nil {
@@ -193,4 +197,47 @@ func lastOf(s []string) string {
 		return ""
 	}
 	return s[len(s)-1]
+}
+
+// remoteReconcile starts a run on a server (its sources and targets) and
+// waits for it.
+func remoteReconcile(cmd *cobra.Command, s *streams, rf *remoteFlags, format string) error {
+	var started struct {
+		ID string `json:"id"`
+	}
+	if err := rf.call(cmd.Context(), "POST", "/api/reconcile", nil, nil, &started); err != nil {
+		return err
+	}
+	var run struct {
+		State  string         `json:"state"`
+		Error  string         `json:"error"`
+		Report *replay.Report `json:"report"`
+	}
+	for {
+		if err := rf.call(cmd.Context(), "GET", "/api/runs/"+started.ID, nil, nil, &run); err != nil {
+			return err
+		}
+		if run.State != "running" {
+			break
+		}
+		select {
+		case <-cmd.Context().Done():
+			return &exitErr{code: exitError, err: fmt.Errorf("stopped waiting; run %s goes on on the server", started.ID)}
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if run.Report == nil {
+		return fmt.Errorf("run %s %s: %s", started.ID, run.State, run.Error)
+	}
+	if format == "json" {
+		if err := writeJSON(s.out, run.Report); err != nil {
+			return err
+		}
+	} else {
+		printReport(s.out, run.Report)
+	}
+	if run.Error != "" {
+		return fmt.Errorf("run %s failed: %s", started.ID, run.Error)
+	}
+	return reconcileExit(run.Report)
 }

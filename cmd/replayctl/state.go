@@ -11,13 +11,15 @@ import (
 
 // dbFlags is --db (and the audit key) for commands that use the state file.
 type dbFlags struct {
-	path string
-	key  auditKeyFlag
+	path   string
+	key    auditKeyFlag
+	remote remoteFlags
 }
 
 func (f *dbFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.path, "db", "replayctl.db", "state file (bbolt): ledger, entries, approvals, audit trail")
 	f.key.register(fs)
+	f.remote.register(fs)
 }
 
 // open opens the state file for writing; with an audit key every append

@@ -56,6 +56,7 @@ type EntryResult struct {
 	Outcome  string        `json:"outcome,omitempty"`
 	Reason   string        `json:"reason,omitempty"`
 	Recorded bool          `json:"recorded"` // a new decision record was written
+	New      bool          `json:"new"`      // the entry was seen for the first time
 }
 
 // Report is a run's summary.
@@ -438,7 +439,11 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			return err
 		}
 
-		out := route.Dispatcher.Dispatch(ctx, Request{Entry: e, Key: e.IdempotencyKey, Attempt: attempt})
+		// A dispatch that started is let finish (bounded by the target's own
+		// timeout) even when the run is being stopped: an answer is worth
+		// more than an outcome_unknown a person must chase. No new one
+		// starts once ctx is done.
+		out := route.Dispatcher.Dispatch(context.WithoutCancel(ctx), Request{Entry: e, Key: e.IdempotencyKey, Attempt: attempt})
 		res.Replays = append(res.Replays, out.Outcome.String())
 		to, status := outcomeState(out.Outcome)
 		if err := r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
@@ -548,6 +553,7 @@ func (r *Reconciler) record(ctx context.Context, e *entry.Entry, res *EntryResul
 		if err != nil {
 			return err
 		}
+		res.New = er == nil
 		if er == nil {
 			er = &store.EntryRecord{FirstSeen: now}
 		}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// remoteFlags point a command at a running `replayctl serve` instead of
+// the state file (bbolt allows one process per file).
+type remoteFlags struct {
+	url, token string
+}
+
+func (f *remoteFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.url, "server", os.Getenv("REPLAYCTL_SERVER"), "use a running `replayctl serve` at this URL instead of --db (or REPLAYCTL_SERVER)")
+	fs.StringVar(&f.token, "token", os.Getenv("REPLAYCTL_TOKEN"), "API token for --server (or REPLAYCTL_TOKEN)")
+}
+
+func (f *remoteFlags) enabled() bool { return f.url != "" }
+
+// apiError is the server's JSON error.
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// call sends one API request and decodes the JSON answer into out. Errors
+// keep the exit codes of local mode: not found and bad requests are usage
+// errors (2), refusals and conflicts are errors (1).
+func (f *remoteFlags) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
+	u := strings.TrimRight(f.url, "/") + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return usageError("--server %q: %v", f.url, err)
+	}
+	if f.token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
+	if err != nil {
+		return fmt.Errorf("server %s: %w", f.url, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 400 {
+		var ae apiError
+		msg := strings.TrimSpace(string(data))
+		if json.Unmarshal(data, &ae) == nil && ae.Error.Message != "" {
+			msg = ae.Error.Message
+		}
+		code := exitError
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest {
+			code = exitUsage
+		}
+		return &exitErr{code: code, err: fmt.Errorf("server: %s (HTTP %d)", msg, resp.StatusCode)}
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(data, out)
+}

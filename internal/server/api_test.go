@@ -298,7 +298,7 @@ func TestShutdownDuringARunLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond) // let dispatches be in flight
-	cancel()                            // SIGTERM
+	cancel()                           // SIGTERM
 	b.srv.Wait()
 
 	// Every key the sink received is known to the ledger as succeeded or

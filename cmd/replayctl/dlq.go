@@ -237,14 +237,34 @@ func printDetail(w io.Writer, d *replay.Detail) {
 func newDLQResolveCmd(s *streams) *cobra.Command {
 	var db dbFlags
 	var actor actorFlag
-	var reason string
+	var reason, outF string
+	var bulk bulkFlags
 	cmd := &cobra.Command{
-		Use:   "resolve ID --reason TEXT",
-		Short: "Mark an entry handled, no replay needed (recorded in the audit trail)",
-		Args:  cobra.ExactArgs(1),
+		Use:   "resolve (ID | --filter [filter flags]) --reason TEXT",
+		Short: "Mark an entry (or every entry matching a filter) handled, no replay needed",
+		Long: `resolve marks an entry handled without replay; later reconciles leave it
+resolved. With --filter it resolves every open stored entry matching the filter
+flags, after recording the bulk operation in the audit trail; when more than
+--confirm-over entries match it only previews unless --yes is given.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := bulk.checkArgs(cmd, args); err != nil {
+				return err
+			}
 			if strings.TrimSpace(reason) == "" {
 				return usageError("--reason is required: say why no replay is needed")
+			}
+			if bulk.filter {
+				format, err := outputFormat(outF)
+				if err != nil {
+					return err
+				}
+				st, err := db.open()
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				b := &replay.Bulk{Reconciler: &replay.Reconciler{Store: st, Actor: actor.as}, Inventory: st, Max: bulk.max}
+				return runBulk(cmd, s, &bulk, format, b, reason)
 			}
 			er := &store.EntryRecord{}
 			who := actor.as
@@ -269,7 +289,9 @@ func newDLQResolveCmd(s *streams) *cobra.Command {
 	}
 	db.register(cmd.Flags())
 	actor.register(cmd.Flags())
+	bulk.register(cmd.Flags(), false)
 	cmd.Flags().StringVar(&reason, "reason", "", "why no replay is needed (required)")
+	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	return cmd
 }
 
@@ -326,18 +348,51 @@ func newDLQReplayCmd(s *streams) *cobra.Command {
 		tgt   targetFlags
 		outF  string
 	)
+	var bulk bulkFlags
+	var rate float64
 	cmd := &cobra.Command{
-		Use:   "replay ID [--target URL]",
-		Short: "Reconcile one entry now, still through the policy and the ledger",
+		Use:   "replay (ID | --filter [filter flags]) [--target URL]",
+		Short: "Reconcile one entry (or every entry matching a filter) now, through the policy and the ledger",
 		Long: `replay decides one stored entry against the current rules and policy and acts
 on the decision, exactly as reconcile would: it replays only if the decision is
 auto_replay and the ledger allows it. Quarantined, resolved and replayed entries
-are refused (exit 1): release them first.`,
-		Args: cobra.ExactArgs(1),
+are refused (exit 1): release them first.
+
+With --filter it acts on every stored entry matching the filter flags (--class,
+--reason, --topic, --source, --state, --older-than, --newer-than, --label), not
+only one page. It first previews: how many match, how many would be replayed,
+and why the others would not (already committed, quarantined, policy denies,
+awaits approval, max_replays reached, outcome unknown). When more than
+--confirm-over entries match (or with --preview) it stops there unless --yes.
+Executing records the bulk operation in the audit trail before any dispatch;
+--max caps the replays, --spread spreads them evenly over a duration on top of
+--rate. An interrupted operation run again resumes without sending a key twice.`,
+		Example: `  replayctl dlq replay --filter --class transient --topic 'tool.github.**' --older-than 1h --preview
+  replayctl dlq replay --filter --reason dependency_unavailable --yes --max 500 --spread 10m --rate 5`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := bulk.checkArgs(cmd, args); err != nil {
+				return err
+			}
 			format, err := outputFormat(outF)
 			if err != nil {
 				return err
+			}
+			if bulk.filter {
+				engine, snap, err := eng.load(cmd.Context())
+				if err != nil {
+					return err
+				}
+				st, err := db.open()
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				if err := st.PutSnapshot(cmd.Context(), snap.ID, snap); err != nil {
+					return err
+				}
+				r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as, Rate: rate}
+				b := &replay.Bulk{Reconciler: r, Inventory: st, Max: bulk.max, Spread: bulk.spread}
+				return runBulk(cmd, s, &bulk, format, b, "")
 			}
 			if db.remote.enabled() {
 				var res replay.EntryResult
@@ -377,5 +432,7 @@ are refused (exit 1): release them first.`,
 	f.StringVar(&tgt.url, "target", "", "send the replay to this URL, overriding rules.yaml targets")
 	f.StringVar(&tgt.probe, "probe", "", "with --target: URL for compensating reads")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
+	f.Float64Var(&rate, "rate", 0, "with --filter: at most this many dispatches per second")
+	bulk.register(f, true)
 	return cmd
 }

@@ -89,19 +89,7 @@ type job struct {
 
 // Run reconciles every entry of the sources once.
 func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, error) {
-	if r.Clock == nil {
-		r.Clock = SystemClock{}
-	}
-	if r.MaxParallel <= 0 {
-		r.MaxParallel = 5
-	}
-	if r.ApprovalTTL <= 0 {
-		r.ApprovalTTL = DefaultApprovalTTL
-	}
-	if r.Actor == "" {
-		r.Actor = "replayctl"
-	}
-	r.pace = newPacer(r.Rate, r.Clock)
+	r.defaults()
 	rep := &Report{Started: r.Clock.Now().UTC(), Summary: NewSummary(), StatusCounts: map[string]int{}}
 
 	n, err := Recover(ctx, r.Store, r.Actor)
@@ -678,6 +666,25 @@ func lastReason(reasons []string, override string) string {
 	return reasons[len(reasons)-1]
 }
 
+// defaults fills in unset options (once: the pacer keeps its state).
+func (r *Reconciler) defaults() {
+	if r.Clock == nil {
+		r.Clock = SystemClock{}
+	}
+	if r.MaxParallel <= 0 {
+		r.MaxParallel = 5
+	}
+	if r.ApprovalTTL <= 0 {
+		r.ApprovalTTL = DefaultApprovalTTL
+	}
+	if r.Actor == "" {
+		r.Actor = "replayctl"
+	}
+	if r.pace == nil {
+		r.pace = newPacer(r.Rate, r.Clock)
+	}
+}
+
 // One reconciles a single stored entry now (`dlq replay ID`), through the
 // same policy, ledger and backoff path as a run. Held or finished entries
 // are refused with ErrState.
@@ -688,16 +695,7 @@ func (r *Reconciler) One(ctx context.Context, er *store.EntryRecord) (EntryResul
 	case er.Status == store.StatusReplayed:
 		return EntryResult{}, fmt.Errorf("%w: %s was already replayed", ErrState, er.Entry.Ref())
 	}
-	if r.Clock == nil {
-		r.Clock = SystemClock{}
-	}
-	if r.ApprovalTTL <= 0 {
-		r.ApprovalTTL = DefaultApprovalTTL
-	}
-	if r.Actor == "" {
-		r.Actor = "replayctl"
-	}
-	r.pace = newPacer(r.Rate, r.Clock)
+	r.defaults()
 	e := er.Entry
 	return r.handle(ctx, &e, nil)
 }

@@ -168,6 +168,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/api/audit/1", "", permRead},
 		{"GET", "/api/audit/verify", "", permRead},
 		{"GET", "/api/stats", "", permRead},
+		{"POST", "/api/dead-letters/replay?preview=true", `{"filter":{"class":["poison"]}}`, permOperate},
+		{"POST", "/api/dead-letters/resolve?preview=true", `{"filter":{"class":["poison"]},"reason":"x"}`, permOperate},
 	}
 	for _, rt := range routes {
 		for _, who := range []string{"", "bad", "viewer", "operator", "approver", "admin"} {
@@ -357,5 +359,53 @@ func TestMetricsExposeTheDLQ(t *testing.T) {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+}
+
+func TestBulkThroughTheAPI(t *testing.T) {
+	var entries []string
+	for i := range 30 {
+		entries = append(entries, line(fmt.Sprintf("p%02d", i), "schema_invalid", ""))
+	}
+	entries = append(entries, line("e1", "timeout", ""))
+	b := newAPIBundle(t, entries)
+	b.reconcile("operator")
+
+	code, body := b.do("POST", "/api/dead-letters/replay?preview=true", "operator", `{"filter":{"class":["transient","poison"]}}`)
+	var preview struct {
+		Matched, Would int
+		Why            map[string]int `json:"would_not_by_reason"`
+	}
+	if err := json.Unmarshal([]byte(body), &preview); err != nil || code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	if preview.Matched != 31 || preview.Would != 0 || preview.Why["quarantined"] != 30 || preview.Why["already committed"] != 1 {
+		t.Fatalf("preview %+v", preview)
+	}
+	code, body = b.do("POST", "/api/dead-letters/resolve", "operator", `{"filter":{"class":["poison"]}}`)
+	if code != http.StatusBadRequest {
+		t.Fatalf("resolve without reason: %d %s", code, body)
+	}
+	code, body = b.do("POST", "/api/dead-letters/replay", "operator", `{"filter":{"topic":["[bad"]}}`)
+	if code != http.StatusBadRequest {
+		t.Fatalf("bad glob: %d %s", code, body)
+	}
+	code, body = b.do("POST", "/api/dead-letters/resolve", "operator", `{"filter":{"class":["poison"]},"reason":"adapter fixed"}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("bulk resolve: %d %s", code, body)
+	}
+	b.srv.Wait()
+	var started struct{ ID string }
+	_ = json.Unmarshal([]byte(body), &started)
+	_, body = b.do("GET", "/api/runs/"+started.ID, "viewer", "")
+	var run Run
+	if err := json.Unmarshal([]byte(body), &run); err != nil || run.Bulk == nil || run.Bulk.Would != 30 || run.State != "succeeded" {
+		t.Fatalf("run %s", body)
+	}
+	_, body = b.do("GET", "/api/dead-letters?state=resolved&size=100", "viewer", "")
+	var page replay.Page
+	_ = json.Unmarshal([]byte(body), &page)
+	if page.Total != 30 {
+		t.Fatalf("resolved %d", page.Total)
 	}
 }

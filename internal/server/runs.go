@@ -15,14 +15,16 @@ var errRunning = errors.New("a reconcile is already running")
 
 // Run is one reconcile run, as GET /api/runs/{id} shows it.
 type Run struct {
-	ID       string         `json:"id"`
-	Trigger  string         `json:"trigger"` // schedule or api
-	Actor    string         `json:"actor"`
-	State    string         `json:"state"` // running, succeeded, failed
-	Started  time.Time      `json:"started"`
-	Finished time.Time      `json:"finished,omitzero"`
-	Report   *replay.Report `json:"report,omitempty"`
-	Error    string         `json:"error,omitempty"`
+	ID       string             `json:"id"`
+	Op       string             `json:"operation"` // reconcile, bulk-replay, bulk-resolve
+	Trigger  string             `json:"trigger"`   // schedule, api or ui
+	Actor    string             `json:"actor"`
+	State    string             `json:"state"` // running, succeeded, failed
+	Started  time.Time          `json:"started"`
+	Finished time.Time          `json:"finished,omitzero"`
+	Report   *replay.Report     `json:"report,omitempty"`
+	Bulk     *replay.BulkReport `json:"bulk,omitempty"`
+	Error    string             `json:"error,omitempty"`
 }
 
 // runner allows one reconcile at a time; a scheduled run that finds one
@@ -41,6 +43,12 @@ type runner struct {
 const keepRuns = 100
 
 func (r *runner) start(trigger, actor string) (*Run, error) {
+	return r.startWork(trigger, actor, "reconcile", r.reconcile)
+}
+
+// startWork runs work as the one operation in progress (reconciles and
+// bulk operations share the slot: they would compete for the same keys).
+func (r *runner) startWork(trigger, actor, op string, work func(context.Context, *Run) error) (*Run, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.active != nil {
@@ -51,7 +59,7 @@ func (r *runner) start(trigger, actor string) (*Run, error) {
 		base = context.Background()
 	}
 	r.seq++
-	run := &Run{ID: fmt.Sprintf("run-%d-%d", r.srv.cfg.Now().Unix(), r.seq), Trigger: trigger, Actor: actor,
+	run := &Run{ID: fmt.Sprintf("run-%d-%d", r.srv.cfg.Now().Unix(), r.seq), Op: op, Trigger: trigger, Actor: actor,
 		State: "running", Started: r.srv.cfg.Now().UTC()}
 	r.runs[run.ID] = run
 	r.order = append(r.order, run.ID)
@@ -63,7 +71,7 @@ func (r *runner) start(trigger, actor string) (*Run, error) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		r.execute(base, run)
+		r.execute(base, run, work)
 	}()
 	return run, nil
 }
@@ -80,37 +88,49 @@ func (r *runner) get(id string) (Run, bool) {
 
 func (r *runner) wait() { r.wg.Wait() }
 
-func (r *runner) execute(ctx context.Context, run *Run) {
+// reconcile is a run's work: one reconcile over the server's sources.
+func (r *runner) reconcile(ctx context.Context, run *Run) error {
+	s := r.srv
+	engine, snap, err := s.cfg.Engine(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.cfg.Store.PutSnapshot(ctx, snap.ID, snap); err != nil {
+		return err
+	}
+	engine.Policy = s.metrics.timePolicy(engine.Policy)
+	rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules),
+		Actor: run.Actor, MaxParallel: s.cfg.MaxParallel, Rate: s.cfg.Rate, ApprovalTTL: s.cfg.Approvers.Expiry,
+		OnEntry: s.metrics.observeEntry}
+	rep, err := rc.Run(ctx, s.cfg.Sources)
+	r.mu.Lock()
+	run.Report = rep
+	r.mu.Unlock()
+	if err == nil {
+		s.cfg.Logger.Info("reconcile done", "run", run.ID, "entries", rep.Summary.Total,
+			"replayed", rep.Replays.Succeeded, "awaiting", rep.AwaitingPeople, "took", rep.Duration)
+	}
+	return err
+}
+
+func (r *runner) execute(ctx context.Context, run *Run, work func(context.Context, *Run) error) {
 	s := r.srv
 	m := s.metrics
-	rep, err := func() (*replay.Report, error) {
-		engine, snap, err := s.cfg.Engine(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.cfg.Store.PutSnapshot(ctx, snap.ID, snap); err != nil {
-			return nil, err
-		}
-		engine.Policy = m.timePolicy(engine.Policy)
-		rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules),
-			Actor: run.Actor, MaxParallel: s.cfg.MaxParallel, Rate: s.cfg.Rate, ApprovalTTL: s.cfg.Approvers.Expiry,
-			OnEntry: m.observeEntry}
-		return rc.Run(ctx, s.cfg.Sources)
-	}()
+	err := work(ctx, run)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	run.Finished, run.Report = s.cfg.Now().UTC(), rep
+	run.Finished = s.cfg.Now().UTC()
 	m.runDuration.Observe(run.Finished.Sub(run.Started).Seconds())
 	if err != nil {
 		run.State, run.Error = "failed", err.Error()
 		m.runs.WithLabelValues("failed").Inc()
-		s.cfg.Logger.Error("reconcile failed", "run", run.ID, "err", err)
+		s.cfg.Logger.Error("run failed", "run", run.ID, "operation", run.Op, "err", err)
 	} else {
 		run.State = "succeeded"
 		m.runs.WithLabelValues("succeeded").Inc()
-		m.lastSuccess.Set(float64(run.Finished.Unix()))
-		s.cfg.Logger.Info("reconcile done", "run", run.ID, "entries", rep.Summary.Total,
-			"replayed", rep.Replays.Succeeded, "awaiting", rep.AwaitingPeople, "took", rep.Duration)
+		if run.Op == "reconcile" {
+			m.lastSuccess.Set(float64(run.Finished.Unix()))
+		}
 	}
 	r.active = nil
 }

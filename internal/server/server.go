@@ -92,6 +92,8 @@ func (s *Server) routes() {
 	m.Handle("GET /metrics", s.metrics.handler())
 
 	m.HandleFunc("GET /api/dead-letters", s.auth(permRead, s.handleListEntries))
+	m.HandleFunc("POST /api/dead-letters/replay", s.auth(permOperate, s.handleBulk(false)))
+	m.HandleFunc("POST /api/dead-letters/resolve", s.auth(permOperate, s.handleBulk(true)))
 	m.HandleFunc("GET /api/dead-letters/{id}", s.auth(permRead, s.handleShowEntry))
 	m.HandleFunc("POST /api/dead-letters/{id}/replay", s.auth(permOperate, s.handleReplayEntry))
 	m.HandleFunc("POST /api/dead-letters/{id}/resolve", s.auth(permOperate, s.handleResolveEntry))

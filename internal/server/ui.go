@@ -8,10 +8,12 @@ import (
 	"embed"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,7 +51,7 @@ func newUI(s *Server) (*ui, error) {
 		"mulf":  func(f float64) float64 { return 100 * f },
 	}
 	u := &ui{s: s, tmpl: map[string]*template.Template{}, key: key}
-	for _, page := range []string{"login", "overview", "approvals", "entry", "audit"} {
+	for _, page := range []string{"login", "overview", "approvals", "entry", "audit", "bulk"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -68,6 +70,79 @@ func (u *ui) routes(m *http.ServeMux) {
 	m.HandleFunc("POST /approvals/{id}/{decision}", u.page(permApprove, u.decide))
 	m.HandleFunc("GET /entries/{id}", u.page(permRead, u.entry))
 	m.HandleFunc("GET /audit", u.page(permRead, u.auditPage))
+	m.HandleFunc("GET /bulk", u.page(permRead, u.bulkPage))
+	m.HandleFunc("POST /bulk", u.page(permOperate, u.bulkExecute))
+}
+
+var bulkFields = []string{"class", "reason", "topic", "source", "state", "older_than", "max", "spread"}
+
+// bulkRequest reads the bulk form (query or posted form).
+func bulkRequest(get func(string) string) (*BulkRequest, map[string]string, error) {
+	q := map[string]string{}
+	for _, k := range bulkFields {
+		if v := strings.TrimSpace(get(k)); v != "" {
+			q[k] = v
+		}
+	}
+	req := &BulkRequest{}
+	f := &req.Filter
+	list := func(k string) []string {
+		if q[k] == "" {
+			return nil
+		}
+		return strings.Split(q[k], ",")
+	}
+	f.Classes, f.Reasons, f.Topics, f.Sources, f.States = list("class"), list("reason"), list("topic"), list("source"), list("state")
+	var err error
+	if v := q["older_than"]; v != "" {
+		if f.OlderThan.Duration, err = time.ParseDuration(v); err != nil {
+			return nil, q, fmt.Errorf("older than: %v", err)
+		}
+	}
+	if v := q["spread"]; v != "" {
+		if req.Spread.Duration, err = time.ParseDuration(v); err != nil {
+			return nil, q, fmt.Errorf("spread: %v", err)
+		}
+	}
+	if v := q["max"]; v != "" {
+		if req.Max, err = strconv.Atoi(v); err != nil || req.Max < 1 {
+			return nil, q, fmt.Errorf("max must be a positive number")
+		}
+	}
+	return req, q, f.Compile()
+}
+
+func (u *ui) bulkPage(w http.ResponseWriter, r *http.Request, tok Token) {
+	data := map[string]any{"CanOperate": tok.can(permOperate), "Flash": r.URL.Query().Get("flash")}
+	req, q, err := bulkRequest(r.URL.Query().Get)
+	data["Q"] = q
+	if err != nil {
+		data["Error"] = err.Error()
+	} else if len(q) > 0 {
+		rep, _, err := u.s.StartBulk(r.Context(), req, tok.User, false, true, "ui")
+		if err != nil {
+			data["Error"] = err.Error()
+		} else {
+			data["Preview"] = rep
+		}
+	}
+	u.render(w, r, http.StatusOK, "bulk", tok, data)
+}
+
+func (u *ui) bulkExecute(w http.ResponseWriter, r *http.Request, tok Token) {
+	req, _, err := bulkRequest(r.PostFormValue)
+	flash := ""
+	if err == nil {
+		var run *Run
+		_, run, err = u.s.StartBulk(r.Context(), req, tok.User, false, false, "ui")
+		if err == nil {
+			flash = "bulk replay started as " + run.ID + " by " + tok.User
+		}
+	}
+	if err != nil {
+		flash = "not started: " + err.Error()
+	}
+	http.Redirect(w, r, "/bulk?flash="+url.QueryEscape(flash), http.StatusSeeOther)
 }
 
 // page requires a session with perm; without one it sends the browser to

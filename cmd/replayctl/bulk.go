@@ -1,0 +1,166 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/replayctl/replayctl/internal/replay"
+)
+
+// bulkFlags select entries by filter instead of one ID.
+type bulkFlags struct {
+	filter                       bool
+	classes, reasons, topics     []string
+	reasonAlias                  []string
+	sources, states, labels      []string
+	olderThan, newerThan, spread time.Duration
+	preview, yes                 bool
+	confirmOver, max             int
+}
+
+// register adds the flags; replay also takes --reason for the reason code
+// (resolve's --reason is the resolution's text, so there it is only
+// --reason-code).
+func (f *bulkFlags) register(fs *pflag.FlagSet, replayCmd bool) {
+	fs.BoolVar(&f.filter, "filter", false, "act on every stored entry matching the filter flags instead of one ID")
+	fs.StringArrayVar(&f.classes, "class", nil, "filter: class (repeatable)")
+	fs.StringArrayVar(&f.reasons, "reason-code", nil, "filter: reason code (repeatable)")
+	if replayCmd {
+		fs.StringArrayVar(&f.reasonAlias, "reason", nil, "filter: reason code (repeatable; same as --reason-code)")
+	}
+	fs.StringArrayVar(&f.topics, "topic", nil, "filter: topic glob, e.g. 'tool.github.**' (repeatable)")
+	fs.StringArrayVar(&f.sources, "source", nil, "filter: source kind (repeatable)")
+	fs.StringArrayVar(&f.states, "state", nil, "filter: entry state (repeatable)")
+	fs.StringArrayVar(&f.labels, "label", nil, "filter: label k=v (repeatable, all must hold)")
+	fs.DurationVar(&f.olderThan, "older-than", 0, "filter: last failure at least this long ago")
+	fs.DurationVar(&f.newerThan, "newer-than", 0, "filter: last failure at most this long ago")
+	fs.BoolVar(&f.preview, "preview", false, "show what would happen, change nothing")
+	fs.BoolVar(&f.yes, "yes", false, "execute even when more than --confirm-over entries match")
+	fs.IntVar(&f.confirmOver, "confirm-over", replay.DefaultConfirmOver, "above this many matches, only preview unless --yes")
+	fs.IntVar(&f.max, "max", replay.DefaultBulkMax, "cap on the replays (or resolves) of one operation")
+	if replayCmd {
+		fs.DurationVar(&f.spread, "spread", 0, "spread the replays evenly over this long (on top of --rate)")
+	}
+}
+
+func (f *bulkFlags) build() (replay.BulkFilter, error) {
+	bf := replay.BulkFilter{Classes: f.classes, Reasons: append(f.reasons, f.reasonAlias...), Topics: f.topics, Sources: f.sources,
+		States: f.states, OlderThan: replay.Duration{Duration: f.olderThan}, NewerThan: replay.Duration{Duration: f.newerThan}}
+	for _, l := range f.labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return bf, usageError("--label %q: want KEY=VALUE", l)
+		}
+		if bf.Labels == nil {
+			bf.Labels = map[string]string{}
+		}
+		bf.Labels[k] = v
+	}
+	if f.max < 1 {
+		return bf, usageError("--max must be at least 1")
+	}
+	if err := bf.Compile(); err != nil {
+		return bf, &exitErr{code: exitUsage, err: err}
+	}
+	return bf, nil
+}
+
+// checkArgs: --filter takes no ID, otherwise exactly one.
+func (f *bulkFlags) checkArgs(cmd *cobra.Command, args []string) error {
+	if f.filter && len(args) > 0 {
+		return usageError("give an ID or --filter, not both")
+	}
+	if !f.filter && len(args) != 1 {
+		return usageError("%s needs an entry ID, or --filter with filter flags\nRun '%s --help' for usage.", cmd.CommandPath(), cmd.CommandPath())
+	}
+	return nil
+}
+
+// previewOnly decides whether to stop at the preview.
+func (f *bulkFlags) previewOnly(p *replay.BulkReport) bool {
+	return f.preview || (p.Matched > f.confirmOver && !f.yes)
+}
+
+func printBulk(w io.Writer, rep *replay.BulkReport, f *bulkFlags) {
+	verb := rep.Op
+	if rep.Preview {
+		fmt.Fprintf(w, "preview of bulk %s: %d entries match; %d would %s (cap %d), %d would not\n", verb, rep.Matched, rep.Would, verb, rep.Max, rep.WouldNot)
+	} else {
+		fmt.Fprintf(w, "bulk %s (audit record %d): %d entries matched; %d handled; %d would %s, %d would not\n", verb, rep.AuditSeq, rep.Matched, rep.Done, rep.Would, verb, rep.WouldNot)
+	}
+	keys := make([]string, 0, len(rep.Why))
+	for k := range rep.Why {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return rep.Why[keys[i]] > rep.Why[keys[j]] || rep.Why[keys[i]] == rep.Why[keys[j]] && keys[i] < keys[j]
+	})
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %6d  %s\n", rep.Why[k], k)
+	}
+	if len(rep.Replays) > 0 {
+		fmt.Fprint(w, "replays:")
+		for _, k := range []string{"succeeded", "failed", "outcome_unknown", "retry"} {
+			if n := rep.Replays[k]; n > 0 {
+				fmt.Fprintf(w, " %d %s", n, k)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if rep.Stopped != "" {
+		fmt.Fprintln(w, rep.Stopped)
+	}
+	if rep.Preview && !f.preview {
+		fmt.Fprintf(w, "more than --confirm-over %d entries match: nothing done; re-run with --yes to execute\n", f.confirmOver)
+	}
+}
+
+// runBulk previews, then executes unless the preview must stand alone.
+func runBulk(cmd *cobra.Command, s *streams, f *bulkFlags, format string, b *replay.Bulk, resolveReason string) error {
+	bf, err := f.build()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	preview := b.PreviewReplay
+	if resolveReason != "" {
+		preview = b.PreviewResolve
+	}
+	rep, err := preview(ctx, bf)
+	if err != nil {
+		return bulkErr(err)
+	}
+	if !f.previewOnly(rep) {
+		if resolveReason != "" {
+			rep, err = b.ExecuteResolve(ctx, bf, resolveReason)
+		} else {
+			rep, err = b.ExecuteReplay(ctx, bf)
+		}
+		if err != nil {
+			return bulkErr(err)
+		}
+	}
+	if format == "json" {
+		return writeJSON(s.out, rep)
+	}
+	rep.Items = nil
+	printBulk(s.out, rep, f)
+	if rep.Stopped != "" {
+		return silent(exitError)
+	}
+	return nil
+}
+
+func bulkErr(err error) error {
+	if errors.Is(err, replay.ErrBadFilter) {
+		return &exitErr{code: exitUsage, err: err}
+	}
+	return err
+}

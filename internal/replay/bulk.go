@@ -1,0 +1,460 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gobwas/glob"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// Bulk defaults.
+const (
+	DefaultBulkMax     = 5000
+	DefaultConfirmOver = 100
+)
+
+// BulkFilter selects stored entries for a bulk operation; every field set
+// must hold. Lists match any of their values.
+type BulkFilter struct {
+	Classes   []string          `json:"class,omitempty"`
+	Reasons   []string          `json:"reason,omitempty"`
+	Topics    []string          `json:"topic,omitempty"` // globs, '.' separates segments
+	Sources   []string          `json:"source,omitempty"`
+	States    []string          `json:"state,omitempty"`
+	OlderThan Duration          `json:"older_than,omitzero"` // last failure (or first seen) at least this long ago
+	NewerThan Duration          `json:"newer_than,omitzero"`
+	Labels    map[string]string `json:"labels,omitempty"`
+
+	topics []*glob.Pattern
+}
+
+// Duration is a time.Duration written as "10m" in JSON.
+type Duration struct{ time.Duration }
+
+// MarshalJSON writes "1h30m0s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads "90m" or a number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		d.Duration = v
+		return err
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return errors.New(`want a duration such as "10m"`)
+	}
+	d.Duration = time.Duration(secs * float64(time.Second))
+	return nil
+}
+
+// IsZero lets omitzero drop unset durations.
+func (d Duration) IsZero() bool { return d.Duration == 0 }
+
+// Compile validates the filter.
+func (f *BulkFilter) Compile() error {
+	f.topics = nil
+	for _, t := range f.Topics {
+		g, err := glob.Compile(t, '.')
+		if err != nil {
+			return fmt.Errorf("%w: bad topic glob %q: %v", ErrBadFilter, t, err)
+		}
+		f.topics = append(f.topics, g)
+	}
+	for _, c := range f.Classes {
+		if _, err := triage.ParseClass(c); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadFilter, err)
+		}
+	}
+	for _, s := range f.States {
+		if !contains(store.Statuses, strings.ToLower(s)) {
+			return fmt.Errorf("%w: unknown state %q", ErrBadFilter, s)
+		}
+	}
+	if f.OlderThan.Duration < 0 || f.NewerThan.Duration < 0 {
+		return fmt.Errorf("%w: durations must be positive", ErrBadFilter)
+	}
+	return nil
+}
+
+// ErrBadFilter: the filter does not make sense (400 / exit 2).
+var ErrBadFilter = errors.New("bad filter")
+
+func contains(list []string, v string) bool {
+	for _, s := range list {
+		if strings.EqualFold(s, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// Match reports whether a stored entry passes the filter at now.
+func (f *BulkFilter) Match(er *store.EntryRecord, now time.Time) bool {
+	e := &er.Entry
+	if len(f.Classes) > 0 && !contains(f.Classes, string(er.Class)) ||
+		len(f.Reasons) > 0 && !contains(f.Reasons, e.ReasonCode) ||
+		len(f.Sources) > 0 && !contains(f.Sources, e.Source) ||
+		len(f.States) > 0 && !contains(f.States, er.Status) {
+		return false
+	}
+	if len(f.topics) > 0 {
+		ok := false
+		for _, g := range f.topics {
+			ok = ok || g.Match(e.Topic)
+		}
+		if !ok {
+			return false
+		}
+	}
+	for k, v := range f.Labels {
+		if e.Labels[k] != v {
+			return false
+		}
+	}
+	when := e.LastFailure
+	if when.IsZero() {
+		when = er.FirstSeen
+	}
+	age := now.Sub(when)
+	if f.OlderThan.Duration > 0 && age < f.OlderThan.Duration {
+		return false
+	}
+	if f.NewerThan.Duration > 0 && age > f.NewerThan.Duration {
+		return false
+	}
+	return true
+}
+
+// Why-not categories of a bulk preview, as the issue names them.
+const (
+	WhyReplay          = "replay"
+	WhyCommitted       = "already committed"
+	WhyQuarantined     = "quarantined"
+	WhyResolved        = "already resolved"
+	WhyPolicy          = "policy denies"
+	WhyApproval        = "awaits approval"
+	WhyMaxReplays      = "max_replays reached"
+	WhyUnknown         = "outcome unknown"
+	WhyManual          = "needs manual review"
+	WhyHandledAtSource = "handled at the source"
+	WhyOverCap         = "over the --max cap"
+	WhyResolve         = "resolve"
+	WhyNotOpen         = "not open (replayed, resolved or replaying)"
+	bulkVerbReplay     = "replay"
+	bulkVerbResolve    = "resolve"
+	maxPreviewItems    = 10000
+)
+
+// category says what a bulk replay does with an entry given its stored
+// record and a fresh decision: one of the Why constants.
+func category(er *store.EntryRecord, d *triage.Decision) string {
+	switch {
+	case er.Hold == store.HoldResolved:
+		return WhyResolved
+	case er.Hold != "":
+		return WhyQuarantined
+	case d.Action == triage.AutoReplay:
+		return WhyReplay
+	case d.Action == triage.Skip && (d.Ledger.State == triage.StateSucceeded || d.Ledger.Probe == triage.ProbeCommitted):
+		return WhyCommitted
+	case d.Action == triage.Skip:
+		return WhyHandledAtSource
+	case d.Ledger.State == triage.StateOutcomeUnknown || d.Ledger.State == triage.StateDispatching:
+		return WhyUnknown
+	case d.Ledger.Replays >= d.MaxReplays && d.ProposedAction == triage.AutoReplay && d.Action == triage.ManualReview:
+		return WhyMaxReplays
+	case d.Action == triage.RequireApproval:
+		return WhyApproval
+	case d.PolicyError != "" || (d.PolicyAction != "" && triage.Stricter(d.ProposedAction, d.PolicyAction) != d.ProposedAction):
+		return WhyPolicy
+	case d.Action == triage.Quarantine:
+		return WhyQuarantined
+	}
+	return WhyManual
+}
+
+// BulkItem is one entry's fate in a preview or an execution.
+type BulkItem struct {
+	Ref      string `json:"entry_ref"`
+	Category string `json:"category"`
+	Outcome  string `json:"outcome,omitempty"` // execution: what the dispatch did
+}
+
+// BulkReport is a preview, or the outcome of an execution.
+type BulkReport struct {
+	Op       string         `json:"operation"` // replay or resolve
+	Filter   BulkFilter     `json:"filter"`
+	Preview  bool           `json:"preview"`
+	Matched  int            `json:"matched"`
+	Selected int            `json:"selected"` // matched, up to --max
+	Would    int            `json:"would"`    // would replay / resolve
+	WouldNot int            `json:"would_not"`
+	Why      map[string]int `json:"would_not_by_reason"`
+	Max      int            `json:"max"`
+	Spread   string         `json:"spread,omitempty"`
+	Items    []BulkItem     `json:"items,omitempty"`
+	AuditSeq uint64         `json:"audit_record,omitempty"`
+	Replays  map[string]int `json:"replays,omitempty"` // execution: outcomes
+	Done     int            `json:"done"`              // execution: entries handled
+	Stopped  string         `json:"stopped,omitempty"`
+}
+
+func (b *BulkReport) count(item BulkItem, will string) {
+	if len(b.Items) < maxPreviewItems {
+		b.Items = append(b.Items, item)
+	}
+	if item.Category == will {
+		b.Would++
+		return
+	}
+	b.WouldNot++
+	b.Why[item.Category]++
+}
+
+// Bulk runs bulk operations over the stored entries.
+type Bulk struct {
+	Reconciler *Reconciler // engine, store, router, clock, actor, rate
+	Inventory  Inventory
+	Max        int           // cap on the replays (or resolves) of one operation (default 5000)
+	Spread     time.Duration // spread the replays evenly over this long
+}
+
+// capped turns an action past the cap into WhyOverCap; n counts actions.
+func (b *Bulk) capped(cat, will string, n *int) string {
+	if cat != will {
+		return cat
+	}
+	if *n >= b.max() {
+		return WhyOverCap
+	}
+	*n++
+	return cat
+}
+
+// selection returns the stored entries matching f, in ref order.
+func (b *Bulk) selection(ctx context.Context, f *BulkFilter, now time.Time) ([]*store.EntryRecord, error) {
+	if err := f.Compile(); err != nil {
+		return nil, err
+	}
+	var out []*store.EntryRecord
+	err := b.Inventory.Entries(ctx, func(er *store.EntryRecord) error {
+		if f.Match(er, now) {
+			out = append(out, er)
+		}
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Entry.Ref() < out[j].Entry.Ref() })
+	return out, err
+}
+
+func (b *Bulk) max() int {
+	if b.Max <= 0 {
+		return DefaultBulkMax
+	}
+	return b.Max
+}
+
+// PreviewReplay tells, without acting, what a bulk replay would do with
+// each matching entry.
+func (b *Bulk) PreviewReplay(ctx context.Context, f BulkFilter) (*BulkReport, error) {
+	r := b.Reconciler
+	r.defaults()
+	sel, err := b.selection(ctx, &f, r.Clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	rep := b.newReport(bulkVerbReplay, f, true, len(sel))
+	n := 0
+	for _, er := range sel {
+		d, err := r.decideForBulk(ctx, er)
+		if err != nil {
+			return nil, err
+		}
+		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: b.capped(category(er, &d), WhyReplay, &n)}, WhyReplay)
+	}
+	return rep, nil
+}
+
+func (b *Bulk) newReport(op string, f BulkFilter, preview bool, matched int) *BulkReport {
+	rep := &BulkReport{Op: op, Filter: f, Preview: preview, Matched: matched, Max: b.max(), Why: map[string]int{}}
+	if b.Spread > 0 {
+		rep.Spread = b.Spread.String()
+	}
+	return rep
+}
+
+// decideForBulk decides as the runner would, approvals included.
+func (r *Reconciler) decideForBulk(ctx context.Context, er *store.EntryRecord) (triage.Decision, error) {
+	e := er.Entry
+	view, err := r.Store.LedgerView(ctx, e.IdempotencyKey)
+	if err != nil {
+		return triage.Decision{}, err
+	}
+	d := r.Engine.Decide(ctx, &e, view)
+	if d.Action == triage.RequireApproval {
+		ok, err := r.approved(ctx, &e, &d)
+		if err != nil {
+			return d, err
+		}
+		if ok {
+			view.Approved = true
+			d = r.Engine.Decide(ctx, &e, view)
+		}
+	}
+	return d, nil
+}
+
+// ExecuteReplay records the bulk operation in the audit trail, then sends
+// every selected entry through the same decision, ledger, approval and
+// backoff path as reconcile, spreading the replays over b.Spread. An
+// interrupted operation run again resumes: committed keys are skipped.
+func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, error) {
+	preview, err := b.PreviewReplay(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	r := b.Reconciler
+	rep := b.newReport(bulkVerbReplay, f, false, preview.Matched)
+	rep.Replays = map[string]int{}
+	if rep.AuditSeq, err = b.recordBulk(ctx, bulkVerbReplay, preview); err != nil {
+		return nil, err
+	}
+	sel, err := b.selection(ctx, &f, r.Clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	var gap time.Duration
+	if b.Spread > 0 && preview.Would > 1 {
+		gap = b.Spread / time.Duration(preview.Would)
+	}
+	sent, n := 0, 0
+	for _, er := range sel {
+		if ctx.Err() != nil {
+			rep.Stopped = "interrupted: run the same operation again to resume (committed keys are skipped)"
+			break
+		}
+		d, err := r.decideForBulk(ctx, er)
+		if err != nil {
+			return rep, err
+		}
+		cat := b.capped(category(er, &d), WhyReplay, &n)
+		if cat == WhyReplay && sent > 0 && gap > 0 {
+			if err := r.Clock.Sleep(ctx, gap); err != nil {
+				rep.Stopped = "interrupted: run the same operation again to resume (committed keys are skipped)"
+				break
+			}
+		}
+		item := BulkItem{Ref: er.Entry.Ref(), Category: cat}
+		if cat == WhyReplay {
+			sent++
+			e := er.Entry
+			res, err := r.handle(ctx, &e, nil)
+			if err != nil {
+				return rep, err
+			}
+			if len(res.Replays) > 0 {
+				item.Outcome = res.Replays[len(res.Replays)-1]
+			} else {
+				item.Outcome = string(res.Final)
+			}
+			rep.Replays[item.Outcome]++
+		}
+		rep.count(item, WhyReplay)
+		rep.Done++
+	}
+	return rep, nil
+}
+
+func (b *Bulk) recordBulk(ctx context.Context, op string, preview *BulkReport) (uint64, error) {
+	r := b.Reconciler
+	summary := *preview
+	summary.Items = nil
+	detail, err := json.Marshal(summary)
+	if err != nil {
+		return 0, err
+	}
+	var seq uint64
+	err = r.Store.Update(ctx, func(tx store.Tx) error {
+		sealed, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindBulk, Outcome: op,
+			Reason: fmt.Sprintf("bulk %s of %d matching entries (%d would %s, cap %d)", op, preview.Matched, preview.Would, op, preview.Max),
+			Detail: detail})
+		seq = sealed.Seq
+		return err
+	})
+	return seq, err
+}
+
+// PreviewResolve tells what a bulk resolve would do.
+func (b *Bulk) PreviewResolve(ctx context.Context, f BulkFilter) (*BulkReport, error) {
+	r := b.Reconciler
+	r.defaults()
+	sel, err := b.selection(ctx, &f, r.Clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	rep := b.newReport(bulkVerbResolve, f, true, len(sel))
+	n := 0
+	for _, er := range sel {
+		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: b.capped(resolveCategory(er), WhyResolve, &n)}, WhyResolve)
+	}
+	return rep, nil
+}
+
+func resolveCategory(er *store.EntryRecord) string {
+	switch er.Status {
+	case store.StatusReplayed, store.StatusResolved, store.StatusReplaying:
+		return WhyNotOpen
+	}
+	return WhyResolve
+}
+
+// ExecuteResolve records the bulk operation, then resolves every selected
+// open entry with the reason, each with its own audit record.
+func (b *Bulk) ExecuteResolve(ctx context.Context, f BulkFilter, reason string) (*BulkReport, error) {
+	if strings.TrimSpace(reason) == "" {
+		return nil, fmt.Errorf("%w: a reason is required", ErrBadFilter)
+	}
+	preview, err := b.PreviewResolve(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	rep := b.newReport(bulkVerbResolve, f, false, preview.Matched)
+	if rep.AuditSeq, err = b.recordBulk(ctx, bulkVerbResolve, preview); err != nil {
+		return nil, err
+	}
+	sel, err := b.selection(ctx, &f, b.Reconciler.Clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, er := range sel {
+		if ctx.Err() != nil {
+			rep.Stopped = "interrupted: run it again to resolve the rest"
+			break
+		}
+		cat := b.capped(resolveCategory(er), WhyResolve, &n)
+		if cat == WhyResolve {
+			if _, err := Resolve(ctx, b.Inventory, er.Entry.Ref(), b.Reconciler.Actor, reason); err != nil {
+				if !errors.Is(err, ErrState) {
+					return rep, err
+				}
+				cat = WhyNotOpen
+			}
+		}
+		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: cat}, WhyResolve)
+		rep.Done++
+	}
+	return rep, nil
+}

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/replayctl/replayctl/internal/replay"
+)
+
+// BulkRequest is the body of POST /api/dead-letters/replay and /resolve.
+type BulkRequest struct {
+	Filter replay.BulkFilter `json:"filter"`
+	Max    int               `json:"max,omitempty"`
+	Spread replay.Duration   `json:"spread,omitzero"`
+	Reason string            `json:"reason,omitempty"` // resolve: required
+}
+
+// bulk builds the service for one bulk request.
+func (s *Server) bulk(ctx context.Context, req *BulkRequest, actor string) (*replay.Bulk, error) {
+	engine, snap, err := s.cfg.Engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Store.PutSnapshot(ctx, snap.ID, snap); err != nil {
+		return nil, err
+	}
+	rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules), Actor: actor,
+		Rate: s.cfg.Rate, ApprovalTTL: s.cfg.Approvers.Expiry, OnEntry: s.metrics.observeEntry}
+	return &replay.Bulk{Reconciler: rc, Inventory: s.cfg.Store, Max: req.Max, Spread: req.Spread.Duration}, nil
+}
+
+// handleBulk previews (?preview=true) or starts a bulk replay or resolve
+// as a run (202; 409 while another run goes on).
+func (s *Server) handleBulk(resolve bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req BulkRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		if err := req.Filter.Compile(); err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+			return
+		}
+		if resolve && req.Reason == "" {
+			writeError(w, http.StatusBadRequest, "bad_request", `a reason is required: {"filter": {...}, "reason": "..."}`)
+			return
+		}
+		preview, _ := strconv.ParseBool(r.URL.Query().Get("preview"))
+		rep, run, err := s.StartBulk(r.Context(), &req, user(r).User, resolve, preview, "api")
+		switch {
+		case err != nil:
+			serviceError(w, err)
+		case preview:
+			writeJSON(w, http.StatusOK, rep)
+		default:
+			w.Header().Set("Location", "/api/runs/"+run.ID)
+			writeJSON(w, http.StatusAccepted, map[string]string{"id": run.ID, "state": "running"})
+		}
+	}
+}
+
+// StartBulk returns a preview, or starts the operation as a run.
+func (s *Server) StartBulk(ctx context.Context, req *BulkRequest, actor string, resolve, preview bool, trigger string) (*replay.BulkReport, *Run, error) {
+	b, err := s.bulk(ctx, req, actor)
+	if err != nil {
+		return nil, nil, err
+	}
+	if preview {
+		var rep *replay.BulkReport
+		if resolve {
+			rep, err = b.PreviewResolve(ctx, req.Filter)
+		} else {
+			rep, err = b.PreviewReplay(ctx, req.Filter)
+		}
+		return rep, nil, err
+	}
+	op := "bulk-replay"
+	if resolve {
+		op = "bulk-resolve"
+	}
+	run, err := s.runs.startWork(trigger, actor, op, func(ctx context.Context, run *Run) error {
+		var rep *replay.BulkReport
+		var err error
+		if resolve {
+			rep, err = b.ExecuteResolve(ctx, req.Filter, req.Reason)
+		} else {
+			rep, err = b.ExecuteReplay(ctx, req.Filter)
+		}
+		s.runs.mu.Lock()
+		run.Bulk = rep
+		s.runs.mu.Unlock()
+		return err
+	})
+	if err != nil {
+		return nil, run, fmt.Errorf("%w", err)
+	}
+	return nil, run, nil
+}

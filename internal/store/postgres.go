@@ -1,0 +1,600 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// migrations are applied in order, each once, recorded in
+// schema_migrations; never edit one that has shipped, add the next.
+var migrations = []string{
+	// 1: the state of replayctl, as in the bbolt file. Records are kept as
+	// the exact JSON bytes replayctl wrote (bytea), payloads verbatim.
+	`CREATE TABLE ledger (key text PRIMARY KEY, rec bytea NOT NULL);
+	 CREATE TABLE entries (
+	   ref text PRIMARY KEY, rec bytea NOT NULL, payload bytea,
+	   lease_owner text, lease_until timestamptz, fence bigint NOT NULL DEFAULT 0, last_checked timestamptz);
+	 CREATE INDEX entries_work ON entries (last_checked NULLS FIRST, ref);
+	 CREATE TABLE approvals (id text PRIMARY KEY, rec bytea NOT NULL);
+	 CREATE TABLE snapshots (id text PRIMARY KEY, body bytea NOT NULL);
+	 CREATE TABLE audit (seq bigint PRIMARY KEY, prev text NOT NULL, hash text NOT NULL, body bytea NOT NULL);
+	 CREATE TABLE audit_head (id int PRIMARY KEY CHECK (id = 1), seq bigint NOT NULL, hash text NOT NULL, mac text NOT NULL DEFAULT '');
+	 INSERT INTO audit_head VALUES (1, 0, '` + audit.Genesis + `', '');
+	 CREATE SEQUENCE fence_seq;`,
+}
+
+// advisory lock ids (pg_advisory_lock's bigint space).
+const (
+	lockMigrate  = 0x7265706c61790001 // "replay" + 1
+	lockSchedule = 0x7265706c61790002
+)
+
+// Postgres is the shared store for many workers.
+type Postgres struct {
+	pool *pgxpool.Pool
+	key  []byte
+}
+
+// OpenPostgres connects and migrates the schema.
+func OpenPostgres(ctx context.Context, dsn string, o Options) (*Postgres, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: %w", err)
+	}
+	p := &Postgres{pool: pool, key: o.AuditKey}
+	if err := p.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Close releases the pool.
+func (p *Postgres) Close() error {
+	p.pool.Close()
+	return nil
+}
+
+func (p *Postgres) migrate(ctx context.Context) error {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres store: %w", err)
+	}
+	defer conn.Release()
+	// Many workers start at once: one migrates, the others wait.
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(lockMigrate)); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(lockMigrate))
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version int PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var have int
+	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if have > len(migrations) {
+		return fmt.Errorf("migrate: the database has schema version %d, this replayctl knows %d: upgrade replayctl", have, len(migrations))
+	}
+	for v := have + 1; v <= len(migrations); v++ {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate to version %d: %w", v, err)
+		}
+	}
+	return nil
+}
+
+// SchemaVersion reports the applied migration version.
+func (p *Postgres) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := p.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, err
+}
+
+// retryable: the database aborted the transaction to keep it consistent.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// Update runs fn in a transaction. Writers are serialized on the audit
+// chain's head row, taken first: the chain stays one chain with many
+// writers and lock order can never deadlock. fn may run more than once.
+func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
+	for attempt := 0; ; attempt++ {
+		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			var head auditHead
+			if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE`).Scan(&head.Seq, &head.Hash); err != nil {
+				return fmt.Errorf("lock audit head: %w", err)
+			}
+			return fn(&pgTx{ctx: ctx, tx: tx, head: &head, key: p.key})
+		})
+		if err == nil || !retryable(err) || attempt >= 5 {
+			return err
+		}
+	}
+}
+
+// View runs fn in a read-only transaction.
+func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {
+	return pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		return fn(&pgTx{ctx: ctx, tx: tx, ro: true})
+	})
+}
+
+type pgTx struct {
+	ctx  context.Context
+	tx   pgx.Tx
+	ro   bool
+	head *auditHead
+	key  []byte
+}
+
+func (t *pgTx) lockClause() string {
+	if t.ro {
+		return ""
+	}
+	return " FOR UPDATE"
+}
+
+func scanJSON[T any](row pgx.Row) (*T, error) {
+	var b []byte
+	if err := row.Scan(&b); errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var out T
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (t *pgTx) Ledger(key string) (*idempotency.Record, error) {
+	return scanJSON[idempotency.Record](t.tx.QueryRow(t.ctx, `SELECT rec FROM ledger WHERE key = $1`+t.lockClause(), key))
+}
+
+// checkFence rejects a transition made under a claim that is no longer
+// current: another worker took the entry over, or the lease ran out.
+func (t *pgTx) checkFence() error {
+	f, ok := FenceFrom(t.ctx)
+	if !ok {
+		return nil
+	}
+	var token int64
+	var live bool
+	err := t.tx.QueryRow(t.ctx, `SELECT fence, coalesce(lease_until > now(), false) FROM entries WHERE ref = $1 FOR UPDATE`, f.Ref).Scan(&token, &live)
+	if err != nil {
+		return fmt.Errorf("check fence of %s: %w", f.Ref, err)
+	}
+	if token != f.Token || !live {
+		return fmt.Errorf("%w (entry %s: token %d, current %d, lease live %v)", ErrStaleFence, f.Ref, f.Token, token, live)
+	}
+	return nil
+}
+
+func (t *pgTx) Transition(tr idempotency.Transition) (idempotency.Record, error) {
+	if t.ro {
+		return idempotency.Record{}, ErrReadOnly
+	}
+	if err := t.checkFence(); err != nil {
+		return idempotency.Record{}, err
+	}
+	cur, err := t.Ledger(tr.Key)
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	now, err := t.now()
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	next, err := idempotency.Apply(cur, tr, now)
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	data, err := json.Marshal(&next)
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	if cur == nil {
+		// No row to lock: two first transitions race on the insert.
+		tag, err := t.tx.Exec(t.ctx, `INSERT INTO ledger (key, rec) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, tr.Key, data)
+		if err != nil {
+			return idempotency.Record{}, err
+		}
+		if tag.RowsAffected() == 0 {
+			return idempotency.Record{}, fmt.Errorf("%w: key %s was created concurrently", idempotency.ErrConflict, tr.Key)
+		}
+		return next, nil
+	}
+	_, err = t.tx.Exec(t.ctx, `UPDATE ledger SET rec = $2 WHERE key = $1`, tr.Key, data)
+	return next, err
+}
+
+func (t *pgTx) now() (time.Time, error) {
+	var now time.Time
+	err := t.tx.QueryRow(t.ctx, `SELECT now()`).Scan(&now)
+	return now.UTC(), err
+}
+
+func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
+	if t.ro || t.head == nil {
+		return audit.Sealed{}, ErrReadOnly
+	}
+	r.Seq = t.head.Seq + 1
+	if r.Time.IsZero() {
+		now, err := t.now()
+		if err != nil {
+			return audit.Sealed{}, err
+		}
+		r.Time = now
+	}
+	sealed, err := audit.Seal(r, t.head.Hash)
+	if err != nil {
+		return audit.Sealed{}, err
+	}
+	if _, err := t.tx.Exec(t.ctx, `INSERT INTO audit (seq, prev, hash, body) VALUES ($1, $2, $3, $4)`,
+		int64(sealed.Seq), sealed.Prev, sealed.Hash, []byte(sealed.Body)); err != nil {
+		return audit.Sealed{}, err
+	}
+	mac := ""
+	if len(t.key) > 0 {
+		mac = audit.HeadMAC(t.key, sealed.Seq, sealed.Hash)
+	}
+	if _, err := t.tx.Exec(t.ctx, `UPDATE audit_head SET seq = $1, hash = $2, mac = $3 WHERE id = 1`, int64(sealed.Seq), sealed.Hash, mac); err != nil {
+		return audit.Sealed{}, err
+	}
+	t.head.Seq, t.head.Hash = sealed.Seq, sealed.Hash
+	return sealed, nil
+}
+
+func (t *pgTx) Entry(ref string) (*EntryRecord, error) {
+	return scanEntry(t.tx.QueryRow(t.ctx, `SELECT rec, payload FROM entries WHERE ref = $1`, ref))
+}
+
+func scanEntry(row pgx.Row) (*EntryRecord, error) {
+	var rec, payload []byte
+	if err := row.Scan(&rec, &payload); errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return decodeEntryBytes(rec, payload)
+}
+
+func decodeEntryBytes(rec, payload []byte) (*EntryRecord, error) {
+	var se storedEntry
+	if err := json.Unmarshal(rec, &se); err != nil {
+		return nil, err
+	}
+	if payload != nil {
+		se.PayloadBytes = payload
+	}
+	return decodeEntry(&se), nil
+}
+
+func (t *pgTx) PutEntry(r *EntryRecord) error {
+	if t.ro {
+		return ErrReadOnly
+	}
+	se := encodeEntry(r).(*storedEntry)
+	payload := se.PayloadBytes
+	se.PayloadBytes = nil
+	rec, err := json.Marshal(se)
+	if err != nil {
+		return err
+	}
+	_, err = t.tx.Exec(t.ctx, `INSERT INTO entries (ref, rec, payload) VALUES ($1, $2, $3)
+		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload`, r.Entry.Ref(), rec, payload)
+	return err
+}
+
+func (t *pgTx) Approval(id string) (*Approval, error) {
+	return scanJSON[Approval](t.tx.QueryRow(t.ctx, `SELECT rec FROM approvals WHERE id = $1`+t.lockClause(), id))
+}
+
+func (t *pgTx) PutApproval(a *Approval) error {
+	if t.ro {
+		return ErrReadOnly
+	}
+	data, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	_, err = t.tx.Exec(t.ctx, `INSERT INTO approvals (id, rec) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET rec = excluded.rec`, a.ID, data)
+	return err
+}
+
+// LedgerView implements replay.LedgerReader.
+func (p *Postgres) LedgerView(ctx context.Context, key string) (triage.LedgerView, error) {
+	return ledgerView(ctx, p, key)
+}
+
+// LedgerRecords calls fn for every ledger record.
+func (p *Postgres) LedgerRecords(ctx context.Context, fn func(*idempotency.Record) error) error {
+	return eachRow(ctx, p, `SELECT rec FROM ledger ORDER BY key`, func(b []byte) error {
+		var r idempotency.Record
+		if err := json.Unmarshal(b, &r); err != nil {
+			return err
+		}
+		return fn(&r)
+	})
+}
+
+// Approvals calls fn for every approval request.
+func (p *Postgres) Approvals(ctx context.Context, fn func(*Approval) error) error {
+	return eachRow(ctx, p, `SELECT rec FROM approvals ORDER BY id`, func(b []byte) error {
+		var a Approval
+		if err := json.Unmarshal(b, &a); err != nil {
+			return err
+		}
+		return fn(&a)
+	})
+}
+
+// eachRow streams a one-column query in pages (keyset on the row number
+// would need a key; these tables are read whole by reports).
+func eachRow(ctx context.Context, p *Postgres, q string, fn func([]byte) error) error {
+	rows, err := p.pool.Query(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return err
+		}
+		if err := fn(b); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Entries calls fn for every entry in ref order, paging by key so a large
+// table is never held at once.
+func (p *Postgres) Entries(ctx context.Context, fn func(*EntryRecord) error) error {
+	after := ""
+	for {
+		rows, err := p.pool.Query(ctx, `SELECT ref, rec, payload FROM entries WHERE ref > $1 ORDER BY ref LIMIT 1000`, after)
+		if err != nil {
+			return err
+		}
+		var page []*EntryRecord
+		for rows.Next() {
+			var ref string
+			var rec, payload []byte
+			if err := rows.Scan(&ref, &rec, &payload); err != nil {
+				rows.Close()
+				return err
+			}
+			er, err := decodeEntryBytes(rec, payload)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("decode entry %q: %w", ref, err)
+			}
+			page = append(page, er)
+			after = ref
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, er := range page {
+			if err := fn(er); err != nil {
+				return err
+			}
+		}
+		if len(page) < 1000 {
+			return nil
+		}
+	}
+}
+
+// AuditRange implements audit.Reader.
+func (p *Postgres) AuditRange(ctx context.Context, from uint64, fn func(uint64, audit.Sealed, error) error) error {
+	for {
+		rows, err := p.pool.Query(ctx, `SELECT seq, prev, hash, body FROM audit WHERE seq >= $1 ORDER BY seq LIMIT 1000`, int64(from))
+		if err != nil {
+			return err
+		}
+		var page []audit.Sealed
+		for rows.Next() {
+			var s audit.Sealed
+			var seq int64
+			var body []byte
+			if err := rows.Scan(&seq, &s.Prev, &s.Hash, &body); err != nil {
+				rows.Close()
+				return err
+			}
+			s.Seq, s.Body = uint64(seq), body
+			page = append(page, s)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, s := range page {
+			if err := fn(s.Seq, s, nil); err != nil {
+				return err
+			}
+			from = s.Seq + 1
+		}
+		if len(page) < 1000 {
+			return nil
+		}
+	}
+}
+
+// AuditHead implements audit.Reader.
+func (p *Postgres) AuditHead(ctx context.Context) (uint64, string, error) {
+	var seq int64
+	var hash string
+	err := p.pool.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&seq, &hash)
+	return uint64(seq), hash, err
+}
+
+// AuditHeadMAC implements audit.Reader.
+func (p *Postgres) AuditHeadMAC(ctx context.Context) (string, error) {
+	var mac string
+	err := p.pool.QueryRow(ctx, `SELECT mac FROM audit_head WHERE id = 1`).Scan(&mac)
+	return mac, err
+}
+
+// PutSnapshot keeps a snapshot's text (once).
+func (p *Postgres) PutSnapshot(ctx context.Context, id string, snapshot any) error {
+	data, err := json.Marshal(snapshot)
+	if err != nil {
+		return err
+	}
+	_, err = p.pool.Exec(ctx, `INSERT INTO snapshots (id, body) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, data)
+	return err
+}
+
+// Snapshot loads a stored snapshot.
+func (p *Postgres) Snapshot(ctx context.Context, id string, out any) error {
+	var b []byte
+	err := p.pool.QueryRow(ctx, `SELECT body FROM snapshots WHERE id = $1`, id).Scan(&b)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
+}
+
+// Ingest implements Shared.
+func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error) {
+	if len(recs) == 0 {
+		return 0, nil
+	}
+	batch := &pgx.Batch{}
+	for _, r := range recs {
+		se := encodeEntry(r).(*storedEntry)
+		payload := se.PayloadBytes
+		se.PayloadBytes = nil
+		rec, err := json.Marshal(se)
+		if err != nil {
+			return 0, err
+		}
+		batch.Queue(`INSERT INTO entries (ref, rec, payload) VALUES ($1, $2, $3) ON CONFLICT (ref) DO NOTHING`, r.Entry.Ref(), rec, payload)
+	}
+	br := p.pool.SendBatch(ctx, batch)
+	defer br.Close()
+	n := 0
+	for range recs {
+		tag, err := br.Exec()
+		if err != nil {
+			return n, err
+		}
+		n += int(tag.RowsAffected())
+	}
+	return n, nil
+}
+
+// Claim implements Shared.
+func (p *Postgres) Claim(ctx context.Context, owner string, since time.Time, n int, lease time.Duration) ([]Claim, error) {
+	rows, err := p.pool.Query(ctx, `
+		WITH c AS (
+		  SELECT ref FROM entries
+		  WHERE (last_checked IS NULL OR last_checked < $1) AND (lease_until IS NULL OR lease_until < now())
+		  ORDER BY last_checked NULLS FIRST, ref
+		  LIMIT $2
+		  FOR UPDATE SKIP LOCKED)
+		UPDATE entries e SET lease_owner = $3, lease_until = now() + $4 * interval '1 millisecond', fence = nextval('fence_seq')
+		FROM c WHERE e.ref = c.ref
+		RETURNING e.fence, e.rec, e.payload`, since, n, owner, lease.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	defer rows.Close()
+	var out []Claim
+	for rows.Next() {
+		var token int64
+		var rec, payload []byte
+		if err := rows.Scan(&token, &rec, &payload); err != nil {
+			return nil, err
+		}
+		er, err := decodeEntryBytes(rec, payload)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Claim{Entry: er, Token: token})
+	}
+	return out, rows.Err()
+}
+
+// Release implements Shared.
+func (p *Postgres) Release(ctx context.Context, ref string, token int64) error {
+	_, err := p.pool.Exec(ctx, `UPDATE entries SET last_checked = now(), lease_owner = NULL, lease_until = NULL
+		WHERE ref = $1 AND fence = $2`, ref, token)
+	return err
+}
+
+// Now implements Shared.
+func (p *Postgres) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := p.pool.QueryRow(ctx, `SELECT now()`).Scan(&now)
+	return now.UTC(), err
+}
+
+// TryRunLock implements Shared with a session advisory lock held on a
+// dedicated connection until released.
+func (p *Postgres) TryRunLock(ctx context.Context) (func(), bool, error) {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(lockSchedule)).Scan(&ok); err != nil {
+		conn.Release()
+		return nil, false, err
+	}
+	if !ok {
+		conn.Release()
+		return nil, false, nil
+	}
+	return func() {
+		_, _ = conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, int64(lockSchedule))
+		conn.Release()
+	}, true, nil
+}
+
+// LeaseHolder reports who holds an entry's lease (tests, reports).
+func (p *Postgres) LeaseHolder(ctx context.Context, ref string) (owner string, until time.Time, token int64, err error) {
+	var o *string
+	var u *time.Time
+	err = p.pool.QueryRow(ctx, `SELECT lease_owner, lease_until, fence FROM entries WHERE ref = $1`, ref).Scan(&o, &u, &token)
+	if o != nil {
+		owner = *o
+	}
+	if u != nil {
+		until = *u
+	}
+	return owner, until, token, err
+}

@@ -11,7 +11,15 @@ import (
 
 // openLedgerReadOnly opens the ledger for reading if the file exists; with
 // no file every key is new. It never creates or changes the file.
-func openLedgerReadOnly(path string) (replay.LedgerReader, func(), error) {
+func openLedgerReadOnly(path, dsn string) (replay.LedgerReader, func(), error) {
+	if dsn != "" {
+		f := dbFlags{dsn: dsn}
+		s, err := f.openExisting()
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() { s.Close() }, nil
+	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, func() {}, nil
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -15,6 +16,7 @@ func newPlanCmd(s *streams) *cobra.Command {
 		eng  engineFlags
 		src  sourceFlags
 		db   string
+		dsn  string
 		outF string
 	)
 	cmd := &cobra.Command{
@@ -34,20 +36,21 @@ with one object per entry.`,
 			if err != nil {
 				return err
 			}
-			return runPlan(cmd, s, &eng, &src, db, format)
+			return runPlan(cmd, s, &eng, &src, db, dsn, format)
 		},
 	}
 	f := cmd.Flags()
 	src.register(f)
 	eng.register(f)
 	f.StringVar(&db, "db", "replayctl.db", "ledger file, read if it exists (plan never creates or changes it)")
+	f.StringVar(&dsn, "store", os.Getenv("REPLAYCTL_STORE"), "read the ledger from PostgreSQL instead (postgres://...)")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	return cmd
 }
 
 // runPlan decides every entry and prints the decisions (plan, and
 // reconcile --dry-run).
-func runPlan(cmd *cobra.Command, s *streams, eng *engineFlags, src *sourceFlags, db, format string) error {
+func runPlan(cmd *cobra.Command, s *streams, eng *engineFlags, src *sourceFlags, db, dsn, format string) error {
 	srcs, err := src.open()
 	if err != nil {
 		return err
@@ -56,7 +59,7 @@ func runPlan(cmd *cobra.Command, s *streams, eng *engineFlags, src *sourceFlags,
 	if err != nil {
 		return err
 	}
-	ledger, closeLedger, err := openLedgerReadOnly(db)
+	ledger, closeLedger, err := openLedgerReadOnly(db, dsn)
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,7 @@ func newReconcileCmd(s *streams) *cobra.Command {
 		limit   int
 		dry     bool
 		verbose bool
+		lease   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "reconcile --source KIND:PATH... [--db replayctl.db] [--target URL] [flags]",
@@ -79,7 +80,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 				return usageError("--rate and --limit must not be negative")
 			}
 			if dry {
-				return runPlan(cmd, s, &eng, &src, db.path, format)
+				return runPlan(cmd, s, &eng, &src, db.path, db.dsn, format)
 			}
 			if db.remote.enabled() {
 				return remoteReconcile(cmd, s, &db.remote, format)
@@ -105,7 +106,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			defer out.Flush()
 			r := &replay.Reconciler{
 				Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as,
-				MaxParallel: par, Rate: rate, Limit: limit,
+				MaxParallel: par, Rate: rate, Limit: limit, Lease: lease,
 				OnEntry: func(res replay.EntryResult) {
 					prog.add(1)
 					if verbose && format == "table" {
@@ -145,6 +146,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 	f.Float64Var(&rate, "rate", 0, "at most this many dispatches per second (0: no limit)")
 	f.IntVar(&limit, "limit", 0, "handle at most this many entries this run (0: all)")
 	f.BoolVar(&dry, "dry-run", false, "decide and print, change nothing (same as plan)")
+	f.DurationVar(&lease, "lease", 2*time.Minute, "with --store: how long a worker's claim on an entry lasts (must exceed a dispatch's timeout)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "list every entry's result")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	return cmd
@@ -172,6 +174,12 @@ func printReport(w io.Writer, rep *replay.Report) {
 	printSummary(w, rep.Summary)
 	fmt.Fprintf(w, "\nreplays: %d dispatched, %d succeeded, %d failed, %d outcome unknown, %d retried\n",
 		rep.Replays.Dispatched, rep.Replays.Succeeded, rep.Replays.Failed, rep.Replays.Unknown, rep.Replays.Retried)
+	if rep.Ingested > 0 || rep.StaleClaims > 0 {
+		fmt.Fprintf(w, "shared store: %d new entries ingested, %d claims lost to an expired lease\n", rep.Ingested, rep.StaleClaims)
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
 	if rep.Recovered > 0 {
 		fmt.Fprintf(w, "recovered: %d interrupted dispatch(es) marked outcome_unknown\n", rep.Recovered)
 	}

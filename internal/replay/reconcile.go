@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -33,7 +34,12 @@ type Reconciler struct {
 	Router      Router
 	Clock       Clock
 	Actor       string
-	MaxParallel int           // concurrent entries (default 5)
+	MaxParallel int // concurrent entries (default 5)
+	// Owner names this worker in leases (shared stores; default host:pid).
+	Owner string
+	// Lease is how long a claim on an entry lasts (shared stores; default
+	// 2m). It must exceed a dispatch's timeout.
+	Lease       time.Duration
 	Rate        float64       // dispatches per second across workers (0: unlimited)
 	Limit       int           // entries to handle this run (0: all)
 	ApprovalTTL time.Duration // default 24h
@@ -72,14 +78,20 @@ type Report struct {
 		Unknown    int `json:"outcome_unknown"`
 		Retried    int `json:"retried"`
 	} `json:"replays"`
-	ProbedCommitted  int            `json:"probed_committed"`
-	NoTarget         int            `json:"no_target"`
-	ApprovalsOpened  int            `json:"approvals_requested"`
-	WriteBackErrors  int            `json:"write_back_errors"`
-	AwaitingPeople   int            `json:"awaiting_people"`
-	StatusCounts     map[string]int `json:"by_status"`
-	Interrupted      bool           `json:"interrupted,omitempty"`
-	DecisionsWritten int            `json:"decisions_recorded"`
+	ProbedCommitted int            `json:"probed_committed"`
+	NoTarget        int            `json:"no_target"`
+	ApprovalsOpened int            `json:"approvals_requested"`
+	WriteBackErrors int            `json:"write_back_errors"`
+	AwaitingPeople  int            `json:"awaiting_people"`
+	StatusCounts    map[string]int `json:"by_status"`
+	Interrupted     bool           `json:"interrupted,omitempty"`
+	// Shared stores: entries new to the store, and claims lost to another
+	// worker (lease expired) whose work was therefore not recorded.
+	Ingested    int `json:"ingested,omitempty"`
+	StaleClaims int `json:"stale_claims,omitempty"`
+	// Notes are what sources report skipping (Redis ids whose entry expired).
+	Notes            []string `json:"notes,omitempty"`
+	DecisionsWritten int      `json:"decisions_recorded"`
 }
 
 type job struct {
@@ -91,6 +103,19 @@ type job struct {
 func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, error) {
 	r.defaults()
 	rep := &Report{Started: r.Clock.Now().UTC(), Summary: NewSummary(), StatusCounts: map[string]int{}}
+	defer func() {
+		for _, src := range srcs {
+			if n, ok := src.(interface{ Notes() []string }); ok {
+				rep.Notes = append(rep.Notes, n.Notes()...)
+			}
+		}
+	}()
+	if sh, ok := r.Store.(store.Shared); ok {
+		err := r.runShared(ctx, srcs, sh, rep)
+		rep.Duration = r.Clock.Now().Sub(rep.Started).Round(time.Millisecond).String()
+		rep.AwaitingPeople = rep.Summary.AwaitingPeople()
+		return rep, err
+	}
 
 	n, err := Recover(ctx, r.Store, r.Actor)
 	rep.Recovered = n
@@ -682,6 +707,13 @@ func (r *Reconciler) defaults() {
 	}
 	if r.pace == nil {
 		r.pace = newPacer(r.Rate, r.Clock)
+	}
+	if r.Owner == "" {
+		host, _ := os.Hostname()
+		r.Owner = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if r.Lease <= 0 {
+		r.Lease = 2 * time.Minute
 	}
 }
 

@@ -8,10 +8,14 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
-var errRunning = errors.New("a reconcile is already running")
+var (
+	errRunning   = errors.New("a reconcile is already running")
+	errElsewhere = errors.New("another replayctl instance is reconciling this store: skipped")
+)
 
 // Run is one reconcile run, as GET /api/runs/{id} shows it.
 type Run struct {
@@ -91,6 +95,19 @@ func (r *runner) wait() { r.wg.Wait() }
 // reconcile is a run's work: one reconcile over the server's sources.
 func (r *runner) reconcile(ctx context.Context, run *Run) error {
 	s := r.srv
+	// With a shared store several serve processes run: one reconcile at a
+	// time across all of them (a database advisory lock).
+	if sh, ok := s.cfg.Store.(store.Shared); ok {
+		release, ok, err := sh.TryRunLock(ctx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			s.metrics.runs.WithLabelValues("skipped_elsewhere").Inc()
+			return errElsewhere
+		}
+		defer release()
+	}
 	engine, snap, err := s.cfg.Engine(ctx)
 	if err != nil {
 		return err
@@ -121,7 +138,9 @@ func (r *runner) execute(ctx context.Context, run *Run, work func(context.Contex
 	defer r.mu.Unlock()
 	run.Finished = s.cfg.Now().UTC()
 	m.runDuration.Observe(run.Finished.Sub(run.Started).Seconds())
-	if err != nil {
+	if errors.Is(err, errElsewhere) {
+		run.State, run.Error = "skipped", err.Error()
+	} else if err != nil {
 		run.State, run.Error = "failed", err.Error()
 		m.runs.WithLabelValues("failed").Inc()
 		s.cfg.Logger.Error("run failed", "run", run.ID, "operation", run.Op, "err", err)

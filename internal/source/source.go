@@ -37,7 +37,7 @@ var (
 	ErrOutsideRoot = errors.New("not a Prodigy item file inside the source directory")
 )
 
-const kindsHint = "use --source KIND:PATH with KIND one of cordum, prodigy, nexora, jsonl " +
+const kindsHint = "use --source KIND:PATH with KIND one of cordum, cordum-redis, prodigy, nexora, jsonl " +
 	"(for example cordum:testdata/cordum/dlq.jsonl or prodigy:~/.prodigy/dlq/REPO)"
 
 // UsageError is a --source value that cannot be used. Hint says what would.
@@ -54,8 +54,8 @@ func (e *UsageError) Error() string {
 func (e *UsageError) Unwrap() error { return e.Err }
 
 // Parse turns a --source flag value "KIND:PATH" into a Source. Errors are usage
-// errors with a hint listing the kinds (cordum, prodigy, nexora, jsonl). It checks
-// the path exists. Kind "cordum-redis" is reserved for later: return a clear "not supported yet" error.
+// errors with a hint listing the kinds (cordum, cordum-redis, prodigy, nexora,
+// jsonl). It checks a file path exists; cordum-redis takes a redis:// URL.
 func Parse(spec string) (Source, error) {
 	usage := func(err error, hint string) (Source, error) {
 		return nil, &UsageError{Spec: spec, Err: err, Hint: hint}
@@ -74,8 +74,10 @@ func Parse(spec string) (Source, error) {
 		f = jsonlFormat()
 	case entry.KindProdigy:
 	case entry.KindCordumRedis:
-		return usage(fmt.Errorf("source kind %q is %w", kind, ErrNotSupported),
-			"export the DLQ to a file and use cordum:FILE")
+		if !isRedisURL(path) {
+			return usage(fmt.Errorf("%q is not a redis:// URL", path), "use cordum-redis:redis://HOST:PORT/DB")
+		}
+		return newRedisSource(spec, path)
 	default:
 		return usage(fmt.Errorf("unknown source kind %q", kind), kindsHint)
 	}

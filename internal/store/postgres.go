@@ -129,7 +129,13 @@ func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 			if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE`).Scan(&head.Seq, &head.Hash); err != nil {
 				return fmt.Errorf("lock audit head: %w", err)
 			}
-			return fn(&pgTx{ctx: ctx, tx: tx, head: &head, key: p.key})
+			t := &pgTx{ctx: ctx, tx: tx, head: &head, key: p.key}
+			// A worker whose claim is no longer current writes nothing at
+			// all: not a ledger transition, not an entry, not a record.
+			if err := t.checkFence(); err != nil {
+				return err
+			}
+			return fn(t)
 		})
 		if err == nil || !retryable(err) || attempt >= 5 {
 			return err
@@ -199,9 +205,6 @@ func (t *pgTx) checkFence() error {
 func (t *pgTx) Transition(tr idempotency.Transition) (idempotency.Record, error) {
 	if t.ro {
 		return idempotency.Record{}, ErrReadOnly
-	}
-	if err := t.checkFence(); err != nil {
-		return idempotency.Record{}, err
 	}
 	cur, err := t.Ledger(tr.Key)
 	if err != nil {

@@ -1,0 +1,147 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/source"
+	"github.com/replayctl/replayctl/internal/store"
+)
+
+const ingestBatch = 500
+
+// runShared is a run on a store shared by many workers: every worker
+// ingests the sources (idempotently), then they share the work by claiming
+// leased entries; each entry is handled under its claim's fencing token,
+// so a worker that lost its lease can neither record nor dispatch.
+func (r *Reconciler) runShared(ctx context.Context, srcs []source.Source, sh store.Shared, rep *Report) error {
+	since, err := sh.Now(ctx)
+	if err != nil {
+		return err
+	}
+	bySource := map[string]source.Source{}
+	batch := make([]*store.EntryRecord, 0, ingestBatch)
+	flush := func() error {
+		n, err := sh.Ingest(ctx, batch)
+		rep.Ingested += n
+		batch = batch[:0]
+		return err
+	}
+	for _, src := range srcs {
+		for e, err := range src.Entries(ctx) {
+			if err != nil {
+				return fmt.Errorf("source %s: %w", src, err)
+			}
+			if _, ok := bySource[e.Source]; !ok {
+				bySource[e.Source] = src
+			}
+			batch = append(batch, &store.EntryRecord{Entry: e, Status: store.StatusPending, FirstSeen: since, LastSeen: since})
+			if len(batch) == ingestBatch {
+				if err := flush(); err != nil {
+					return fmt.Errorf("ingest: %w", err)
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+
+	var mu sync.Mutex
+	handled := 0
+	for ctx.Err() == nil {
+		want := r.MaxParallel * 2
+		if r.Limit > 0 {
+			if handled >= r.Limit {
+				break
+			}
+			want = min(want, r.Limit-handled)
+		}
+		claims, err := sh.Claim(ctx, r.Owner, since, want, r.Lease)
+		if err != nil {
+			return err
+		}
+		if len(claims) == 0 {
+			break
+		}
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, r.MaxParallel)
+		var firstErr error
+		for _, c := range claims {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				res, err := r.handleClaim(ctx, sh, c, bySource[c.Entry.Entry.Source])
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case errors.Is(err, store.ErrStaleFence):
+					rep.StaleClaims++
+				case err != nil:
+					if firstErr == nil {
+						firstErr = err
+					}
+				default:
+					handled++
+					rep.add(&res)
+					if r.OnEntry != nil {
+						r.OnEntry(res)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return firstErr
+		}
+	}
+	if ctx.Err() != nil {
+		rep.Interrupted = true
+	}
+	return nil
+}
+
+// handleClaim recovers an interrupted dispatch of this entry (its previous
+// owner's lease expired, or we could not have claimed it), handles the
+// entry, and releases the claim.
+func (r *Reconciler) handleClaim(ctx context.Context, sh store.Shared, c store.Claim, src source.Source) (EntryResult, error) {
+	e := c.Entry.Entry
+	fctx := store.WithFence(ctx, store.Fence{Ref: e.Ref(), Token: c.Token})
+	if err := r.recoverKey(fctx, &e); err != nil {
+		return EntryResult{}, err
+	}
+	res, err := r.handle(fctx, &e, src)
+	if err != nil {
+		return res, err
+	}
+	return res, sh.Release(context.WithoutCancel(ctx), e.Ref(), c.Token)
+}
+
+// recoverKey turns this entry's own dispatching record into
+// outcome_unknown: the worker that wrote it lost its lease (died or
+// stalled), so the dispatch may or may not have happened.
+func (r *Reconciler) recoverKey(ctx context.Context, e *entry.Entry) error {
+	return r.Store.Update(ctx, func(tx store.Tx) error {
+		rec, err := tx.Ledger(e.IdempotencyKey)
+		if err != nil || rec == nil || rec.State != idempotency.Dispatching || rec.EntryRef != e.Ref() {
+			return err
+		}
+		next, err := tx.Transition(idempotency.Transition{Key: rec.Key, From: idempotency.Dispatching,
+			To: idempotency.OutcomeUnknown, Error: "worker lost its lease during dispatch: outcome unknown"})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindRecovery, EntryRef: rec.EntryRef, Key: rec.Key,
+			LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(next.State), Outcome: string(next.State),
+			Reason: "dispatch found without an outcome after its worker's lease expired"}); err != nil {
+			return err
+		}
+		return setStatus(tx, rec.EntryRef, store.StatusUnknown, "a replay may or may not have happened: probe or person")
+	})
+}

@@ -1,0 +1,212 @@
+package source
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+// Cordum's Redis layout (docs/redis-operations.md): entries at
+// dlq:entry:<jobID>, ids in dlq:index, entries expire after 30 days.
+const (
+	redisIndexKey  = "dlq:index"
+	redisEntryKey  = "dlq:entry:"
+	redisPageSize  = 500
+	redisReplayed  = "replayed"
+	redisWatchTrys = 5
+)
+
+// redisSource reads Cordum's DLQ straight from Redis.
+type redisSource struct {
+	spec    string
+	url     string
+	opts    *redis.Options
+	expired atomic.Int64
+}
+
+func newRedisSource(spec, rawURL string) (Source, error) {
+	opts, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, &UsageError{Spec: spec, Err: err, Hint: "use cordum-redis:redis://HOST:PORT/DB"}
+	}
+	return &redisSource{spec: spec, url: rawURL, opts: opts}, nil
+}
+
+func (s *redisSource) String() string { return s.spec }
+
+// Notes reports what the last read skipped: index ids whose entry key had
+// expired (TTL), counted rather than silently dropped.
+func (s *redisSource) Notes() []string {
+	if n := s.expired.Load(); n > 0 {
+		return []string{fmt.Sprintf("%s: %d id(s) in %s had no %s<id> (expired by TTL): skipped", s.spec, n, redisIndexKey, redisEntryKey)}
+	}
+	return nil
+}
+
+// Entries pages through the index with a cursor (never the whole index in
+// memory), detecting its type: a sorted set, a list or a set.
+func (s *redisSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+	return func(yield func(entry.Entry, error) bool) {
+		s.expired.Store(0)
+		c := redis.NewClient(s.opts)
+		defer c.Close()
+		typ, err := c.Type(ctx, redisIndexKey).Result()
+		if err != nil {
+			yield(entry.Entry{}, fmt.Errorf("read cordum-redis source %s: %w", s.url, err))
+			return
+		}
+		pages := s.pages(ctx, c, typ)
+		for ids, err := range pages {
+			if err != nil {
+				yield(entry.Entry{}, fmt.Errorf("read %s (%s) from %s: %w", redisIndexKey, typ, s.url, err))
+				return
+			}
+			if !s.page(ctx, c, ids, yield) {
+				return
+			}
+		}
+	}
+}
+
+// pages yields the index's ids a page at a time.
+func (s *redisSource) pages(ctx context.Context, c *redis.Client, typ string) iter.Seq2[[]string, error] {
+	return func(yield func([]string, error) bool) {
+		switch typ {
+		case "none":
+			return
+		case "zset", "set":
+			var cursor uint64
+			for {
+				var keys []string
+				var err error
+				if typ == "zset" {
+					keys, cursor, err = c.ZScan(ctx, redisIndexKey, cursor, "", redisPageSize).Result()
+					keys = everyOther(keys) // member, score, member, score...
+				} else {
+					keys, cursor, err = c.SScan(ctx, redisIndexKey, cursor, "", redisPageSize).Result()
+				}
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				if len(keys) > 0 && !yield(keys, nil) {
+					return
+				}
+				if cursor == 0 {
+					return
+				}
+			}
+		case "list":
+			for start := int64(0); ; start += redisPageSize {
+				keys, err := c.LRange(ctx, redisIndexKey, start, start+redisPageSize-1).Result()
+				if err != nil {
+					yield(nil, err)
+					return
+				}
+				if len(keys) > 0 && !yield(keys, nil) {
+					return
+				}
+				if len(keys) < redisPageSize {
+					return
+				}
+			}
+		default:
+			yield(nil, fmt.Errorf("%s is a %s; want a sorted set, a list or a set", redisIndexKey, typ))
+		}
+	}
+}
+
+func everyOther(kv []string) []string {
+	out := kv[:0]
+	for i := 0; i < len(kv); i += 2 {
+		out = append(out, kv[i])
+	}
+	return out
+}
+
+// page fetches one page of entries with MGET and yields them.
+func (s *redisSource) page(ctx context.Context, c *redis.Client, ids []string, yield func(entry.Entry, error) bool) bool {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = redisEntryKey + id
+	}
+	vals, err := c.MGet(ctx, keys...).Result()
+	if err != nil {
+		return yield(entry.Entry{}, fmt.Errorf("read entries from %s: %w", s.url, err))
+	}
+	for i, v := range vals {
+		if ctx.Err() != nil {
+			return yield(entry.Entry{}, ctx.Err())
+		}
+		raw, ok := v.(string)
+		if !ok { // nil: the key expired (TTL) after its id went into the index
+			s.expired.Add(1)
+			continue
+		}
+		where := s.url + " " + keys[i]
+		var e entry.Entry
+		if err := decodeObject([]byte(raw), &e, decodeCordum); err != nil {
+			e = undecodable(entry.KindCordumRedis, where, fmt.Errorf("%s", describe(err)))
+		} else {
+			e.Source, e.Origin = entry.KindCordumRedis, where
+			e.EnsureKey()
+		}
+		if !yield(e, nil) {
+			return false
+		}
+	}
+	return true
+}
+
+// MarkReplayed sets replay_status to "replayed" in the entry's value, as
+// Cordum does, keeping every other field and the key's TTL; it never
+// deletes data. It is a WATCH/MULTI compare-and-set against concurrent
+// writers.
+func (s *redisSource) MarkReplayed(ctx context.Context, e entry.Entry) error {
+	c := redis.NewClient(s.opts)
+	defer c.Close()
+	key := redisEntryKey + e.ID
+	for range redisWatchTrys {
+		err := c.Watch(ctx, func(tx *redis.Tx) error {
+			raw, err := tx.Get(ctx, key).Bytes()
+			if errors.Is(err, redis.Nil) {
+				return fmt.Errorf("%s expired at the source before it could be marked replayed", key)
+			}
+			if err != nil {
+				return err
+			}
+			var fields map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &fields); err != nil {
+				return fmt.Errorf("%s is not a JSON object: %w", key, err)
+			}
+			fields["replay_status"] = json.RawMessage(`"` + redisReplayed + `"`)
+			out, err := json.Marshal(fields)
+			if err != nil {
+				return err
+			}
+			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.SetArgs(ctx, key, out, redis.SetArgs{KeepTTL: true})
+				return nil
+			})
+			return err
+		}, key)
+		if !errors.Is(err, redis.TxFailedErr) {
+			return err
+		}
+	}
+	return fmt.Errorf("%s kept changing: not marked replayed", key)
+}
+
+var _ WriteBack = (*redisSource)(nil)
+
+func isRedisURL(p string) bool {
+	return strings.HasPrefix(p, "redis://") || strings.HasPrefix(p, "rediss://")
+}

@@ -57,28 +57,19 @@ func newApprovalsListCmd(s *streams) *cobra.Command {
 			default:
 				return usageError("unknown --state %q (want pending, approved, rejected, expired or stale)", state)
 			}
-			var list []approval.View
-			if db.remote.enabled() {
-				q := url.Values{}
-				if group != "" {
-					q.Set("group", group)
-				}
-				if state != "" {
-					q.Set("state", state)
-				}
-				if err := db.remote.call(cmd.Context(), "GET", "/api/approvals", q, nil, &list); err != nil {
-					return err
-				}
-			} else {
-				st, err := db.openExisting()
-				if err != nil {
-					return err
-				}
-				defer st.Close()
+			q := url.Values{}
+			if group != "" {
+				q.Set("group", group)
+			}
+			if state != "" {
+				q.Set("state", state)
+			}
+			list, err := fetch(cmd.Context(), &db, "/api/approvals", q, func(st store.Backend) ([]approval.View, error) {
 				svc := &approval.Service{Store: st, Config: &approval.Config{}}
-				if list, err = svc.List(cmd.Context(), approval.Filter{Group: group, State: state}); err != nil {
-					return err
-				}
+				return svc.List(cmd.Context(), approval.Filter{Group: group, State: state})
+			})
+			if err != nil {
+				return err
 			}
 			if format == "json" {
 				return writeJSON(s.out, list)
@@ -148,18 +139,11 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			engine, snap, err := eng.load(cmd.Context())
-			if err != nil {
-				return err
-			}
-			st, err := db.open()
+			engine, st, err := openActing(cmd.Context(), &eng, &db)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if err := st.PutSnapshot(cmd.Context(), snap.ID, snap); err != nil {
-				return err
-			}
 			// The evidence now: the entry decided against today's rules and
 			// policy. An approval of other evidence would be stale.
 			var current string

@@ -16,6 +16,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/policy"
 	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -190,20 +191,10 @@ func newAuditVerifyCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res := &audit.VerifyResult{}
-			if db.remote.enabled() {
-				if err := db.remote.call(cmd.Context(), "GET", "/api/audit/verify", nil, nil, res); err != nil {
-					return err
-				}
-			} else {
-				st, err := db.openExisting()
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				if res, err = audit.Verify(cmd.Context(), st, k); err != nil {
-					return err
-				}
+			res, err := fetch(cmd.Context(), &db, "/api/audit/verify", nil,
+				func(st store.Backend) (*audit.VerifyResult, error) { return audit.Verify(cmd.Context(), st, k) })
+			if err != nil {
+				return err
 			}
 			if format == "json" {
 				if err := writeJSON(s.out, res); err != nil {

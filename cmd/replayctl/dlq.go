@@ -87,22 +87,12 @@ everything not finished) or ALL; it and the other filters may be repeated.`,
 			if len(states) == 0 {
 				f.States = openStatuses
 			}
-			p := &replay.Page{}
-			if db.remote.enabled() {
-				q := url.Values{"state": states, "class": classes, "action": actions, "source": srcs,
-					"page": {strconv.Itoa(page)}, "size": {strconv.Itoa(size)}}
-				if err := db.remote.call(cmd.Context(), "GET", "/api/dead-letters", q, nil, p); err != nil {
-					return err
-				}
-			} else {
-				st, err := db.openExisting()
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				if p, err = replay.List(cmd.Context(), st, f, page, size); err != nil {
-					return err
-				}
+			q := url.Values{"state": states, "class": classes, "action": actions, "source": srcs,
+				"page": {strconv.Itoa(page)}, "size": {strconv.Itoa(size)}}
+			p, err := fetch(cmd.Context(), &db, "/api/dead-letters", q,
+				func(st store.Backend) (*replay.Page, error) { return replay.List(cmd.Context(), st, f, page, size) })
+			if err != nil {
+				return err
 			}
 			if format == "json" {
 				return writeJSON(s.out, p)
@@ -164,20 +154,10 @@ func newDLQShowCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d := &replay.Detail{}
-			if db.remote.enabled() {
-				if err := db.remote.call(cmd.Context(), "GET", "/api/dead-letters/"+url.PathEscape(args[0]), nil, nil, d); err != nil {
-					return err
-				}
-			} else {
-				st, err := db.openExisting()
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				if d, err = replay.Show(cmd.Context(), st, args[0]); err != nil {
-					return entryErr(err)
-				}
+			d, err := fetch(cmd.Context(), &db, "/api/dead-letters/"+url.PathEscape(args[0]), nil,
+				func(st store.Backend) (*replay.Detail, error) { return replay.Show(cmd.Context(), st, args[0]) })
+			if err != nil {
+				return entryErr(err)
 			}
 			if format == "json" {
 				return writeJSON(s.out, d)
@@ -266,24 +246,14 @@ flags, after recording the bulk operation in the audit trail; when more than
 				b := &replay.Bulk{Reconciler: &replay.Reconciler{Store: st, Actor: actor.as}, Inventory: st, Max: bulk.max}
 				return runBulk(cmd, s, &bulk, format, b, reason)
 			}
-			er := &store.EntryRecord{}
-			who := actor.as
-			if db.remote.enabled() {
-				who = "the token's user"
-				if err := db.remote.call(cmd.Context(), "POST", "/api/dead-letters/"+url.PathEscape(args[0])+"/resolve", nil, map[string]string{"reason": reason}, er); err != nil {
-					return err
-				}
-			} else {
-				st, err := db.open()
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				if er, err = replay.Resolve(cmd.Context(), st, args[0], actor.as, reason); err != nil {
-					return entryErr(err)
-				}
+			er, err := change(cmd.Context(), &db, "/api/dead-letters/"+url.PathEscape(args[0])+"/resolve", map[string]string{"reason": reason},
+				func(st store.Backend) (*store.EntryRecord, error) {
+					return replay.Resolve(cmd.Context(), st, args[0], actor.as, reason)
+				})
+			if err != nil {
+				return entryErr(err)
 			}
-			fmt.Fprintf(s.out, "%s resolved by %s (decision %d)\n", er.Entry.Ref(), who, er.LastDecision)
+			fmt.Fprintf(s.out, "%s resolved (decision %d)\n", er.Entry.Ref(), er.LastDecision)
 			return nil
 		},
 	}
@@ -304,24 +274,14 @@ func newDLQReleaseCmd(s *streams) *cobra.Command {
 		Short: "Take an entry out of quarantine; the next reconcile decides it afresh",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			er := &store.EntryRecord{}
-			who := actor.as
-			if db.remote.enabled() {
-				who = "the token's user"
-				if err := db.remote.call(cmd.Context(), "POST", "/api/dead-letters/"+url.PathEscape(args[0])+"/release", nil, map[string]string{"reason": reason}, er); err != nil {
-					return err
-				}
-			} else {
-				st, err := db.open()
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				if er, err = replay.Release(cmd.Context(), st, args[0], actor.as, reason); err != nil {
-					return entryErr(err)
-				}
+			er, err := change(cmd.Context(), &db, "/api/dead-letters/"+url.PathEscape(args[0])+"/release", map[string]string{"reason": reason},
+				func(st store.Backend) (*store.EntryRecord, error) {
+					return replay.Release(cmd.Context(), st, args[0], actor.as, reason)
+				})
+			if err != nil {
+				return entryErr(err)
 			}
-			fmt.Fprintf(s.out, "%s released by %s (decision %d); the next reconcile decides it again\n", er.Entry.Ref(), who, er.LastDecision)
+			fmt.Fprintf(s.out, "%s released (decision %d); the next reconcile decides it again\n", er.Entry.Ref(), er.LastDecision)
 			return nil
 		},
 	}
@@ -378,18 +338,11 @@ Executing records the bulk operation in the audit trail before any dispatch;
 				return err
 			}
 			if bulk.filter {
-				engine, snap, err := eng.load(cmd.Context())
-				if err != nil {
-					return err
-				}
-				st, err := db.open()
+				engine, st, err := openActing(cmd.Context(), &eng, &db)
 				if err != nil {
 					return err
 				}
 				defer st.Close()
-				if err := st.PutSnapshot(cmd.Context(), snap.ID, snap); err != nil {
-					return err
-				}
 				r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as, Rate: rate}
 				b := &replay.Bulk{Reconciler: r, Inventory: st, Max: bulk.max, Spread: bulk.spread}
 				return runBulk(cmd, s, &bulk, format, b, "")
@@ -401,18 +354,11 @@ Executing records the bulk operation in the audit trail before any dispatch;
 				}
 				return printOne(s, format, &res)
 			}
-			engine, snap, err := eng.load(cmd.Context())
-			if err != nil {
-				return err
-			}
-			st, err := db.open()
+			engine, st, err := openActing(cmd.Context(), &eng, &db)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if err := st.PutSnapshot(cmd.Context(), snap.ID, snap); err != nil {
-				return err
-			}
 			er, err := replay.Find(cmd.Context(), st, args[0])
 			if err != nil {
 				return entryErr(err)

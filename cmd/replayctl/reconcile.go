@@ -89,18 +89,11 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			if err != nil {
 				return err
 			}
-			engine, snap, err := eng.load(cmd.Context())
-			if err != nil {
-				return err
-			}
-			st, err := db.open()
+			engine, st, err := openActing(cmd.Context(), &eng, &db)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if err := st.PutSnapshot(cmd.Context(), snap.ID, snap); err != nil {
-				return err
-			}
 			prog := startProgress(s.err, "reconciled")
 			out := bufio.NewWriter(s.out)
 			defer out.Flush()

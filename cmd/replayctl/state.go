@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"os/user"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // dbFlags is --db (and the audit key) for commands that use the state file.
@@ -75,4 +77,53 @@ func defaultActor() string {
 		return u
 	}
 	return "unknown"
+}
+
+// fetch reads through the server (--server) or from the state opened
+// read-only: one code path for both modes, so their output is the same.
+func fetch[T any](ctx context.Context, db *dbFlags, path string, q url.Values, local func(store.Backend) (T, error)) (T, error) {
+	var out T
+	if db.remote.enabled() {
+		return out, db.remote.call(ctx, "GET", path, q, nil, &out)
+	}
+	st, err := db.openExisting()
+	if err != nil {
+		return out, err
+	}
+	defer st.Close()
+	return local(st)
+}
+
+// change posts to the server (--server) or applies the change to the
+// state opened for writing.
+func change[T any](ctx context.Context, db *dbFlags, path string, body any, local func(store.Backend) (T, error)) (T, error) {
+	var out T
+	if db.remote.enabled() {
+		return out, db.remote.call(ctx, "POST", path, nil, body, &out)
+	}
+	st, err := db.open()
+	if err != nil {
+		return out, err
+	}
+	defer st.Close()
+	return local(st)
+}
+
+// openActing loads the rules and policy, opens the state for writing and
+// keeps the snapshot's text (so decisions can be re-run later): what every
+// command that decides and acts does first. The caller closes the store.
+func openActing(ctx context.Context, eng *engineFlags, db *dbFlags) (*triage.Engine, store.Backend, error) {
+	engine, snap, err := eng.load(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := db.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := st.PutSnapshot(ctx, snap.ID, snap); err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return engine, st, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 func newStatsCmd(s *streams) *cobra.Command {
@@ -27,20 +28,12 @@ common failure patterns (grouped by error signature) and approval latency.`,
 			if err != nil {
 				return err
 			}
-			rep := &replay.Stats{}
-			if db.remote.enabled() {
-				if err := db.remote.call(cmd.Context(), "GET", "/api/stats", nil, nil, rep); err != nil {
-					return err
-				}
-			} else {
-				st, err := db.openExisting()
-				if err != nil {
-					return err
-				}
-				defer st.Close()
-				if rep, err = replay.ComputeStats(cmd.Context(), st, time.Now()); err != nil {
-					return err
-				}
+			rep, err := fetch(cmd.Context(), &db, "/api/stats", nil,
+				func(st store.Backend) (*replay.Stats, error) {
+					return replay.ComputeStats(cmd.Context(), st, time.Now())
+				})
+			if err != nil {
+				return err
 			}
 			if format == "json" {
 				return writeJSON(s.out, rep)

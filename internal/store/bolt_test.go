@@ -87,4 +87,3 @@ func mustStat(t *testing.T, p string) os.FileInfo {
 	}
 	return st
 }
-

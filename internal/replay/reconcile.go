@@ -379,8 +379,8 @@ func commitFromProbe(e *entry.Entry, d *triage.Decision, actor string) func(stor
 			}
 			from = idempotency.Decided
 		}
-		if from == idempotency.Succeeded {
-			return nil
+		if !idempotency.CanTransition(from, idempotency.Succeeded) {
+			return nil // already succeeded, or in a state a probe must not overrule
 		}
 		_, err = tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: from, To: idempotency.Succeeded})
 		return err

@@ -202,35 +202,51 @@ func (rr *recordReader) lines(ctx context.Context, br *bufio.Reader, yield func(
 
 // array yields the elements of a JSON array, named name#INDEX (from 0).
 func (rr *recordReader) array(ctx context.Context, dec *json.Decoder, lc *lineCounter, yield func(entry.Entry, error) bool) {
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+	if _, err := dec.Token(); err != nil { // the '[' sniff saw
 		rr.unreadable(dec, lc, err, "", yield)
 		return
 	}
-	rr.elements(ctx, dec, lc, yield)
+	if _, ok := rr.elements(ctx, dec, lc, 0, yield); ok {
+		rr.trailing(dec, lc, "the array", yield)
+	}
 }
 
 // elements yields array elements after the opening bracket up to and
-// including the closing one.
-func (rr *recordReader) elements(ctx context.Context, dec *json.Decoder, lc *lineCounter, yield func(entry.Entry, error) bool) bool {
-	for i := 0; dec.More(); i++ {
+// including the closing one, numbering them from i. It returns the next
+// number and whether reading may go on.
+func (rr *recordReader) elements(ctx context.Context, dec *json.Decoder, lc *lineCounter, i int, yield func(entry.Entry, error) bool) (int, bool) {
+	for ; dec.More(); i++ {
 		if err := ctx.Err(); err != nil {
 			yield(entry.Entry{}, err)
-			return false
+			return i, false
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return rr.unreadable(dec, lc, err, fmt.Sprintf("element #%d", i), yield)
+			return i, rr.unreadable(dec, lc, err, fmt.Sprintf("element #%d", i), yield)
 		}
 		line := lc.line(dec.InputOffset() - int64(len(raw)))
 		e := rr.record(raw, fmt.Sprintf("%s#%d", rr.name, i), fmt.Sprintf("line %d: ", line))
 		if !yield(e, nil) {
-			return false
+			return i, false
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return rr.unreadable(dec, lc, err, "end of array", yield)
+		return i, rr.unreadable(dec, lc, err, "end of array", yield)
 	}
-	return true
+	return i, true
+}
+
+// trailing reports anything but white space after the top-level value:
+// never silently ignore bytes that may hold records.
+func (rr *recordReader) trailing(dec *json.Decoder, lc *lineCounter, what string, yield func(entry.Entry, error) bool) {
+	_, err := dec.Token()
+	if err == io.EOF {
+		return
+	}
+	if err == nil {
+		err = errors.New("unexpected data after " + what)
+	}
+	rr.unreadable(dec, lc, err, "", yield)
 }
 
 // objects yields a file of one or more concatenated (usually pretty-printed)
@@ -262,12 +278,14 @@ func (rr *recordReader) objects(ctx context.Context, dec *json.Decoder, lc *line
 	}
 }
 
-// list yields the "items" array of a list response, ignoring other keys.
+// list yields the "items" array of a list response; other keys are skipped.
+// Elements are numbered across "items" keys should one repeat.
 func (rr *recordReader) list(ctx context.Context, dec *json.Decoder, lc *lineCounter, yield func(entry.Entry, error) bool) {
 	if _, err := dec.Token(); err != nil { // the '{' sniff saw
 		rr.unreadable(dec, lc, err, "", yield)
 		return
 	}
+	found, n := false, 0
 	for dec.More() {
 		key, err := dec.Token()
 		if err != nil {
@@ -282,6 +300,7 @@ func (rr *recordReader) list(ctx context.Context, dec *json.Decoder, lc *lineCou
 			}
 			continue
 		}
+		found = true
 		tok, err := dec.Token()
 		if err != nil {
 			rr.unreadable(dec, lc, err, `"items"`, yield)
@@ -291,14 +310,20 @@ func (rr *recordReader) list(ctx context.Context, dec *json.Decoder, lc *lineCou
 			yield(rr.undecodable(rr.name, fmt.Errorf(`"items" is %s, not an array`, describeToken(tok))), nil)
 			return
 		}
-		rr.elements(ctx, dec, lc, yield)
-		return
+		var ok bool
+		if n, ok = rr.elements(ctx, dec, lc, n, yield); !ok {
+			return
+		}
 	}
 	if _, err := dec.Token(); err != nil {
 		rr.unreadable(dec, lc, err, "", yield)
 		return
 	}
-	yield(rr.undecodable(rr.name, errors.New(`no "items" array: not a dead-letter list`)), nil)
+	if !found {
+		yield(rr.undecodable(rr.name, errors.New(`no "items" array: not a dead-letter list`)), nil)
+		return
+	}
+	rr.trailing(dec, lc, "the list", yield)
 }
 
 // unreadable reports a syntax error the decoder cannot get past: one

@@ -89,6 +89,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			if err != nil {
 				return err
 			}
+			db.writers = par
 			engine, st, err := openActing(cmd.Context(), &eng, &db)
 			if err != nil {
 				return err

@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 )
@@ -23,6 +25,32 @@ replays through an idempotency ledger so that nothing is delivered twice.
 Sources are given as KIND:PATH, with KIND one of cordum, prodigy, nexora, jsonl.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+	}
+	// --cpuprofile writes a pprof CPU profile of the command (hidden: for
+	// performance work, `go tool pprof replayctl FILE`).
+	var cpuprofile string
+	var stopProfile func()
+	root.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile to this file")
+	_ = root.PersistentFlags().MarkHidden("cpuprofile")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if cpuprofile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+		return nil
+	}
+	root.PersistentPostRun = func(*cobra.Command, []string) {
+		if stopProfile != nil {
+			stopProfile()
+		}
 	}
 	root.SetIn(s.in)
 	root.SetOut(s.out)

@@ -17,6 +17,8 @@ import (
 // dbFlags is --db (and the audit key) for commands that use the state file.
 type dbFlags struct {
 	path   string
+	// writers sizes the bbolt group commit (reconcile: --max-parallel).
+	writers int
 	dsn    string
 	key    auditKeyFlag
 	remote remoteFlags
@@ -39,7 +41,7 @@ func (f *dbFlags) open() (store.Backend, error) {
 	if f.dsn != "" {
 		return f.openPostgres(store.Options{AuditKey: key})
 	}
-	return store.OpenBolt(f.path, store.Options{AuditKey: key})
+	return store.OpenBolt(f.path, store.Options{AuditKey: key, MaxBatchSize: f.writers})
 }
 
 func (f *dbFlags) openPostgres(o store.Options) (store.Backend, error) {

@@ -43,7 +43,7 @@ type Options struct {
 	// every append (REPLAYCTL_AUDIT_KEY or --audit-key-file).
 	AuditKey []byte
 	// MaxBatchSize and MaxBatchDelay tune group commit of concurrent
-	// Updates (defaults 64 and 2ms): one fsync serves many workers.
+	// Updates (defaults 8 and 1ms): one fsync serves many workers.
 	MaxBatchSize  int
 	MaxBatchDelay time.Duration
 }
@@ -88,11 +88,14 @@ func OpenBolt(path string, o Options) (*Bolt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	db.MaxBatchSize = 64
+	// A batch commits when MaxBatchSize writers wait or MaxBatchDelay has
+	// passed: sized to the writers (reconcile sets it to --max-parallel),
+	// a batch rarely waits out the delay.
+	db.MaxBatchSize = 8
 	if o.MaxBatchSize > 0 {
 		db.MaxBatchSize = o.MaxBatchSize
 	}
-	db.MaxBatchDelay = 2 * time.Millisecond
+	db.MaxBatchDelay = time.Millisecond
 	if o.MaxBatchDelay > 0 {
 		db.MaxBatchDelay = o.MaxBatchDelay
 	}

@@ -16,12 +16,12 @@ import (
 
 // dbFlags is --db (and the audit key) for commands that use the state file.
 type dbFlags struct {
-	path   string
+	path string
 	// writers sizes the bbolt group commit (reconcile: --max-parallel).
 	writers int
-	dsn    string
-	key    auditKeyFlag
-	remote remoteFlags
+	dsn     string
+	key     auditKeyFlag
+	remote  remoteFlags
 }
 
 func (f *dbFlags) register(fs *pflag.FlagSet) {

@@ -348,14 +348,26 @@ func (r *Reconciler) approved(ctx context.Context, e *entry.Entry, d *triage.Dec
 	return ok, err
 }
 
-// probe makes the compensating read and records it in the audit chain.
+// probe makes the compensating read. It is recorded in the audit chain
+// when its result differs from the entry's last one, so that a cron run
+// every few minutes does not repeat the same record.
 func (r *Reconciler) probe(ctx context.Context, e *entry.Entry, route Route) string {
 	pr, detail := route.Prober.Probe(ctx, e.IdempotencyKey)
 	result := [...]string{triage.ProbeCommitted, triage.ProbeNotCommitted, triage.ProbeInconclusive}[pr]
 	_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
-		_, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindProbe, EntryRef: e.Ref(), EntryID: e.ID,
-			Source: e.Source, Key: e.IdempotencyKey, Outcome: result, Reason: detail})
-		return err
+		er, err := tx.Entry(e.Ref())
+		if err != nil || (er != nil && er.Probe == result) {
+			return err
+		}
+		if _, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindProbe, EntryRef: e.Ref(), EntryID: e.ID,
+			Source: e.Source, Key: e.IdempotencyKey, Outcome: result, Reason: detail}); err != nil {
+			return err
+		}
+		if er == nil {
+			return nil
+		}
+		er.Probe = result
+		return tx.PutEntry(er)
 	})
 	return result
 }
@@ -576,6 +588,9 @@ func (r *Reconciler) record(ctx context.Context, e *entry.Entry, res *EntryResul
 		er.Entry, er.LastSeen = *e, now
 		er.Status, er.Class, er.Action = res.Status, d.Class, res.Final
 		er.Owner, er.ApproverGroup = d.Owner, d.ApproverGroup
+		if d.Ledger.Probe != "" {
+			er.Probe = d.Ledger.Probe
+		}
 		if res.Final == triage.Quarantine && er.Hold == "" {
 			er.Hold = store.HoldQuarantine
 		}

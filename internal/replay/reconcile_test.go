@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
@@ -277,6 +278,17 @@ func TestCompensatingReadDecidesUnknownCommits(t *testing.T) {
 			}
 			if n := len(b.sink.deliveries()); n != 0 {
 				t.Fatalf("an unknown commit was dispatched %d times", n)
+			}
+			// Probing again with the same result records nothing new.
+			probes := func() int {
+				n := 0
+				_ = audit.Each(context.Background(), b.store, audit.Query{Kind: audit.KindProbe}, func(audit.Record) error { n++; return nil })
+				return n
+			}
+			before := probes()
+			b.run(b.reconciler(1), src)
+			if after := probes(); after != before {
+				t.Fatalf("probe records %d -> %d for the same result", before, after)
 			}
 		})
 	}

@@ -59,7 +59,9 @@ type EntryRecord struct {
 	ApprovalID string `json:"approval_id,omitempty"`
 	// Hold, when set, keeps the entry where it is across reconciles until a
 	// person changes it: HoldQuarantine, HoldFailed or HoldResolved.
-	Hold      string    `json:"hold,omitempty"`
+	Hold string `json:"hold,omitempty"`
+	// Probe is the last compensating read's result for the entry's key.
+	Probe     string    `json:"probe,omitempty"`
 	FirstSeen time.Time `json:"first_seen"`
 	LastSeen  time.Time `json:"last_seen"`
 }

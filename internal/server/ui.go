@@ -214,7 +214,9 @@ func (u *ui) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 12 * 3600})
 	next := r.PostFormValue("next")
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+	// Only a path on this server: browsers read "/\\host" and "/<tab>/host"
+	// as "//host", another origin.
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\t\r\n") {
 		next = "/"
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)

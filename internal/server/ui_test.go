@@ -134,3 +134,18 @@ func TestWebUIRolesAndBulkPreview(t *testing.T) {
 	}
 	b.srv.Wait()
 }
+
+func TestLoginNeverRedirectsOffSite(t *testing.T) {
+	b := newAPIBundle(t, []string{line("e1", "timeout", "")})
+	for _, next := range []string{`/\evil.example`, "/\t/evil.example", "//evil.example", "https://evil.example", "/\n/evil.example"} {
+		ui := newBrowser(t, b.http.URL)
+		code, loc, _ := ui.post("/login", url.Values{"token": {b.tokens["viewer"]}, "next": {next}})
+		if code != http.StatusSeeOther || loc != "/" {
+			t.Errorf("next=%q: %d Location %q, want / (an open redirect)", next, code, loc)
+		}
+	}
+	ui := newBrowser(t, b.http.URL)
+	if _, loc, _ := ui.post("/login", url.Values{"token": {b.tokens["viewer"]}, "next": {"/audit"}}); loc != "/audit" {
+		t.Errorf("a local next was dropped: %q", loc)
+	}
+}

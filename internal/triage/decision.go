@@ -4,7 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"sort"
 	"time"
+
+	"github.com/replayctl/replayctl/internal/entry"
 )
 
 // Decision is the value triage produces for one entry. It holds everything
@@ -82,9 +85,23 @@ func (d *Decision) escalate(a Action, reason string) {
 	d.because(reason)
 }
 
-func evidenceHash(d *Decision) string {
+// evidenceHash covers what an approver looked at: the entry (its key,
+// payload, reason, topic and labels), its class, the matched rule, the
+// proposed action and the policy snapshot. Attempts are left out: the same
+// entry read again must not make its approval stale.
+func evidenceHash(d *Decision, e *entry.Entry) string {
 	h := sha256.New()
-	for _, s := range []string{d.EntryRef, d.IdempotencyKey, d.PayloadHash, string(d.Class), d.Rule, string(d.ProposedAction), d.PolicySnapshot} {
+	parts := []string{d.EntryRef, d.IdempotencyKey, d.PayloadHash, d.ReasonCode, e.Topic,
+		string(d.Class), d.Rule, string(d.ProposedAction), d.PolicySnapshot}
+	keys := make([]string, 0, len(e.Labels))
+	for k := range e.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts = append(parts, k+"="+e.Labels[k])
+	}
+	for _, s := range parts {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}

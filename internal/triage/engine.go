@@ -64,9 +64,9 @@ func (g *Engine) Decide(ctx context.Context, e *entry.Entry, view LedgerView) De
 // DecideWithPayloadHash decides with the payload's hash given rather than
 // computed: audit records keep an entry without its payload, and a recorded
 // decision is re-run from them (`audit replay-decision`).
-func (g *Engine) DecideWithPayloadHash(ctx context.Context, e *entry.Entry, view LedgerView, payloadHash string) Decision {
+func (g *Engine) DecideWithPayloadHash(ctx context.Context, e *entry.Entry, view LedgerView, payloadHash string) (d Decision) {
 	r := g.Rules
-	d := Decision{
+	d = Decision{
 		EntryID:        e.ID,
 		EntryRef:       e.Ref(),
 		Source:         e.Source,
@@ -88,7 +88,8 @@ func (g *Engine) DecideWithPayloadHash(ctx context.Context, e *entry.Entry, view
 	if r.Defaults.Backoff != nil {
 		d.Backoff = mergeBackoff(d.Backoff, *r.Defaults.Backoff)
 	}
-	defer func() { d.EvidenceHash = evidenceHash(&d) }()
+	// d is the named result, so the hash is taken of what is returned.
+	defer func() { d.EvidenceHash = evidenceHash(&d, e) }()
 
 	if e.Undecodable() {
 		d.Class, d.ReasonCode, d.Rule = Poison, "parse_error", "undecodable"

@@ -1,0 +1,289 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/policy"
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/server"
+	"github.com/replayctl/replayctl/internal/source"
+	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// findChromium returns the path of a Chromium (or Chrome) binary, or "".
+func findChromium() string {
+	if fi, err := os.Stat("/usr/bin/chromium"); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+		return "/usr/bin/chromium"
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// requireChromium finds the browser; without one it skips the test on a
+// developer's machine and fails it in CI (CI set), where it must run.
+func requireChromium(t *testing.T) string {
+	t.Helper()
+	p := findChromium()
+	switch {
+	case p != "":
+		return p
+	case os.Getenv("CI") != "":
+		t.Fatal("CI is set but no Chromium was found (looked for /usr/bin/chromium, chromium, chromium-browser, google-chrome on PATH): " +
+			"the CI script must `apt-get install -y chromium`")
+	default:
+		t.Skip("no Chromium found (looked for /usr/bin/chromium, chromium, chromium-browser, google-chrome on PATH); " +
+			"install it with `apt-get install -y chromium` to run this browser test (in CI, with CI set, it fails instead)")
+	}
+	return ""
+}
+
+// browserOutput is a bytes.Buffer safe for the browser's output goroutine.
+type browserOutput struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *browserOutput) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *browserOutput) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startBrowser starts headless Chromium with a fresh profile under
+// t.TempDir() and returns a tab's context, which ends after timeout.
+// Screenshots, if a test takes any, belong under t.TempDir() too, never
+// in the repository. The flags keep the browser off the network (this
+// machine's is closed): it only talks to the loopback test server. The
+// browser's output and chromedp's errors are logged if the test fails.
+func startBrowser(t *testing.T, execPath string, timeout time.Duration) context.Context {
+	t.Helper()
+	out := &browserOutput{}
+	// Everything the browser writes (profile, crash-report settings, its
+	// singleton socket and shared-memory files) stays under t.TempDir().
+	home := t.TempDir()
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.Env("HOME="+home, "TMPDIR="+home,
+			"XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "XDG_CACHE_HOME="+filepath.Join(home, ".cache")),
+		chromedp.ExecPath(execPath),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-domain-reliability", true),
+		chromedp.Flag("no-pings", true),
+		chromedp.UserDataDir(filepath.Join(home, "profile")),
+		chromedp.WindowSize(1280, 900),
+		chromedp.CombinedOutput(out),
+	)
+	ctx, cancelTimeout := context.WithTimeout(context.Background(), timeout)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	logf := func(format string, args ...any) {
+		_, _ = io.WriteString(out, "chromedp: "+strings.TrimSuffix(fmt.Sprintf(format, args...), "\n")+"\n")
+	}
+	tabCtx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithErrorf(logf))
+	t.Cleanup(func() {
+		cancelTab()
+		cancelAlloc() // closes the browser and waits for it to exit
+		cancelTimeout()
+		if t.Failed() {
+			t.Logf("browser output:\n%s", out.String())
+		}
+	})
+	return tabCtx
+}
+
+// browserFixture is a real server (bbolt store, OPA policy, jsonl source,
+// HTTP sink) for the browser test.
+type browserFixture struct {
+	srv    *server.Server
+	http   *httptest.Server
+	store  *store.Bolt
+	tokens map[string]string // user -> secret
+
+	mu  sync.Mutex
+	got map[string]int // deliveries per Idempotency-Key
+}
+
+// newBrowserFixture serves entries (JSONL lines) with the bundled rules
+// and policy. Tokens: alice (approver, in platform-oncall), ops-bot
+// (operator: raises the requests) and carol (viewer).
+func newBrowserFixture(t *testing.T, entries ...string) *browserFixture {
+	t.Helper()
+	dir := t.TempDir()
+	f := &browserFixture{tokens: map[string]string{}, got: map[string]int{}}
+
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		f.mu.Lock()
+		f.got[r.Header.Get("Idempotency-Key")]++
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(sink.Close)
+
+	srcPath := filepath.Join(dir, "dlq.jsonl")
+	if err := os.WriteFile(srcPath, []byte(strings.Join(entries, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := source.Parse("jsonl:" + srcPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	st, err := store.OpenBolt(filepath.Join(dir, "replayctl.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f.store = st
+
+	approversPath := filepath.Join(dir, "approvers.yaml")
+	if err := os.WriteFile(approversPath, []byte("expiry: 1h\ngroups:\n  platform-oncall: [alice]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	approvers, err := approval.LoadConfig(approversPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tokens, err := server.LoadTokens(filepath.Join(dir, "tokens.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []struct{ user, role string }{
+		{"alice", server.RoleApprover}, {"ops-bot", server.RoleOperator}, {"carol", server.RoleViewer},
+	} {
+		secret, err := tokens.Create(u.user, u.role, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.tokens[u.user] = secret
+	}
+
+	srv, err := server.New(server.Config{
+		Store:     st,
+		Tokens:    tokens,
+		Sources:   []source.Source{src},
+		Approvers: approvers,
+		Engine: func(ctx context.Context) (*triage.Engine, triage.Snapshot, error) {
+			return policy.LoadEngine(ctx, "../../rules.yaml", "../../policies", 0)
+		},
+		Router: func(rules *triage.Rules) replay.Router {
+			return replay.NewRulesRouter(rules, &replay.Route{Name: "sink",
+				Dispatcher: replay.NewHTTPTarget(sink.URL, "", 2*time.Second, nil)})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = srv
+	f.http = httptest.NewServer(srv)
+	t.Cleanup(f.http.Close)
+	t.Cleanup(srv.Wait) // runs first: no reconcile outlives the store
+	return f
+}
+
+// api calls the JSON API with a user's bearer token.
+func (f *browserFixture) api(t *testing.T, method, path, who string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, f.http.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+f.tokens[who])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
+}
+
+// reconcile starts a reconcile through the API as who and waits for it.
+func (f *browserFixture) reconcile(t *testing.T, who string) server.Run {
+	t.Helper()
+	code, body := f.api(t, http.MethodPost, "/api/reconcile", who)
+	if code != http.StatusAccepted {
+		t.Fatalf("POST /api/reconcile as %s: %d %s", who, code, body)
+	}
+	var run server.Run
+	if err := json.Unmarshal(body, &run); err != nil || run.ID == "" {
+		t.Fatalf("POST /api/reconcile: no run id in %s (%v)", body, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		code, body := f.api(t, http.MethodGet, "/api/runs/"+run.ID, who)
+		if code != http.StatusOK {
+			t.Fatalf("GET /api/runs/%s: %d %s", run.ID, code, body)
+		}
+		run = server.Run{}
+		if err := json.Unmarshal(body, &run); err != nil {
+			t.Fatalf("GET /api/runs: %v in %s", err, body)
+		}
+		if run.State != "running" {
+			if run.State != "succeeded" {
+				t.Fatalf("reconcile %s ended %s: %s", run.ID, run.State, run.Error)
+			}
+			return run
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("reconcile %s did not finish in 30s", run.ID)
+	return server.Run{}
+}
+
+// approvalRecord reads an approval request straight from the store.
+func (f *browserFixture) approvalRecord(t *testing.T, id string) *store.Approval {
+	t.Helper()
+	var a *store.Approval
+	if err := f.store.View(context.Background(), func(tx store.Tx) error {
+		var err error
+		a, err = tx.Approval(id)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if a == nil {
+		t.Fatalf("approval %s is not in the store", id)
+	}
+	return a
+}
+
+func (f *browserFixture) deliveries(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.got[key]
+}

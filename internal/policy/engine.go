@@ -23,13 +23,15 @@ func LoadEngine(ctx context.Context, rulesPath, policyDir string, timeout time.D
 		}
 		return err
 	}
+	var rules *triage.Rules
 	data, err := os.ReadFile(rulesPath)
 	if err != nil {
-		return nil, triage.Snapshot{}, &triage.ConfigError{Problems: []triage.Problem{{File: rulesPath, Msg: fmt.Sprintf("cannot read rules: %v", errors.Unwrap(err))}}}
-	}
-	rules, err := triage.ParseRules(rulesPath, data)
-	if err := collect(err); err != nil {
-		return nil, triage.Snapshot{}, err
+		ce.Problems = append(ce.Problems, triage.Problem{File: rulesPath, Msg: fmt.Sprintf("cannot read rules: %v", errors.Unwrap(err))})
+	} else {
+		rules, err = triage.ParseRules(rulesPath, data)
+		if err := collect(err); err != nil {
+			return nil, triage.Snapshot{}, err
+		}
 	}
 	policies, _, err := ReadDir(policyDir)
 	if err := collect(err); err != nil {

@@ -93,20 +93,37 @@ func New(ctx context.Context, files []triage.SourceFile, timeout time.Duration) 
 	return &Engine{query: pq, timeout: timeout}, nil
 }
 
-// configError turns OPA's errors into problems with file:line.
+// configError turns OPA's errors (rego.Errors of *ast.Error, or
+// ast.Errors) into problems with file:line.
 func configError(err error) error {
-	var errs ast.Errors
-	if !errors.As(err, &errs) {
-		return &triage.ConfigError{Problems: []triage.Problem{{File: "policies", Msg: err.Error()}}}
-	}
 	ce := &triage.ConfigError{}
-	for _, e := range errs {
-		p := triage.Problem{File: "policies", Msg: e.Message}
-		if e.Location != nil {
-			p.File, p.Line = e.Location.File, e.Location.Row
+	var add func(error)
+	add = func(e error) {
+		var (
+			re  rego.Errors
+			ae  ast.Errors
+			one *ast.Error
+		)
+		switch {
+		case errors.As(e, &re):
+			for _, x := range re {
+				add(x)
+			}
+		case errors.As(e, &ae):
+			for _, x := range ae {
+				add(x)
+			}
+		case errors.As(e, &one):
+			p := triage.Problem{File: "policies", Msg: one.Message}
+			if one.Location != nil {
+				p.File, p.Line = one.Location.File, one.Location.Row
+			}
+			ce.Problems = append(ce.Problems, p)
+		default:
+			ce.Problems = append(ce.Problems, triage.Problem{File: "policies", Msg: e.Error()})
 		}
-		ce.Problems = append(ce.Problems, p)
 	}
+	add(err)
 	return ce
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"time"
@@ -86,6 +87,9 @@ func describe(err error) string {
 			field = "record"
 		}
 		return fmt.Sprintf("%s: want %s, got a JSON %s", field, jsonKind(te.Type), te.Value)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return "invalid JSON: the record ends in the middle of a value"
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {

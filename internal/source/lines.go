@@ -85,7 +85,8 @@ func (r *lineReader) lineOrNil(tooLong bool) []byte {
 // bounded by what the decoder has buffered.
 type lineCounter struct {
 	r       io.Reader
-	off     int64   // offset of the next byte read
+	base    int64   // where in the file reading started (past a byte order mark)
+	off     int64   // offset of the next byte read, from base
 	nl      []int64 // offsets of newlines not yet passed
 	dropped int     // newlines passed
 	err     error   // first read error other than io.EOF

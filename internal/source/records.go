@@ -63,7 +63,17 @@ type recordReader struct {
 }
 
 func (rr *recordReader) each(ctx context.Context, yield func(entry.Entry, error) bool) {
-	start, m, err := rr.sniff()
+	// A small file gets a small buffer: many DLQ files hold a few records.
+	size, err := rr.r.Seek(0, io.SeekEnd)
+	bufSize := int(min(max(size, 512), 64<<10))
+	var start int64
+	var m mode
+	if err == nil {
+		_, err = rr.r.Seek(0, io.SeekStart)
+	}
+	if err == nil {
+		start, m, err = rr.sniff(min(bufSize, 4<<10))
+	}
 	if err == nil {
 		_, err = rr.r.Seek(start, io.SeekStart)
 	}
@@ -71,7 +81,7 @@ func (rr *recordReader) each(ctx context.Context, yield func(entry.Entry, error)
 		yield(entry.Entry{}, fmt.Errorf("read %s: %w", rr.name, err))
 		return
 	}
-	br := bufio.NewReaderSize(rr.r, 64<<10)
+	br := bufio.NewReaderSize(rr.r, bufSize)
 	switch m {
 	case modeEmpty:
 	case modeLines:
@@ -79,7 +89,7 @@ func (rr *recordReader) each(ctx context.Context, yield func(entry.Entry, error)
 	case modeNotList:
 		yield(rr.undecodable(rr.name, errors.New(`not a dead-letter list: want {"items": [...]} or a JSON array`)), nil)
 	default:
-		lc := &lineCounter{r: br}
+		lc := &lineCounter{r: br, base: start}
 		dec := json.NewDecoder(lc)
 		switch m {
 		case modeArray:
@@ -94,8 +104,8 @@ func (rr *recordReader) each(ctx context.Context, yield func(entry.Entry, error)
 
 // sniff decides the mode from the first bytes and returns where records
 // start (past a byte order mark).
-func (rr *recordReader) sniff() (start int64, m mode, err error) {
-	br := bufio.NewReaderSize(rr.r, 64<<10)
+func (rr *recordReader) sniff(bufSize int) (start int64, m mode, err error) {
+	br := bufio.NewReaderSize(rr.r, bufSize)
 	if b, _ := br.Peek(len(utf8BOM)); bytes.Equal(b, utf8BOM) {
 		start = int64(len(utf8BOM))
 		br.Discard(len(utf8BOM))
@@ -352,7 +362,7 @@ func (rr *recordReader) unreadable(dec *json.Decoder, lc *lineCounter, err error
 		what += " "
 	}
 	e := rr.undecodable(fmt.Sprintf("%s:%d", rr.name, line),
-		fmt.Errorf("rest of file unreadable: %sat line %d (byte %d): %s", what, line, off, describe(err)))
+		fmt.Errorf("rest of file unreadable: %sat line %d (byte %d): %s", what, line, lc.base+off, describe(err)))
 	yield(e, nil)
 	return false
 }

@@ -29,9 +29,6 @@ type WriteBack interface {
 
 // Sentinel errors.
 var (
-	// ErrNotSupported is wrapped by Parse's error for a source kind that is
-	// reserved but not implemented yet (cordum-redis).
-	ErrNotSupported = errors.New("not supported yet")
 	// ErrOutsideRoot is wrapped by MarkReplayed's error when the entry's file
 	// is not a Prodigy item inside the walked root: nothing is removed.
 	ErrOutsideRoot = errors.New("not a Prodigy item file inside the source directory")

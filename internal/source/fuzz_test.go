@@ -1,0 +1,132 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+// addSeeds adds every sample under testdata/DIR and testdata/malformed.
+func addSeeds(f *testing.F, dirs ...string) {
+	f.Helper()
+	for _, dir := range append(dirs, "malformed") {
+		err := filepath.WalkDir(td(dir), func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			f.Add(data)
+			return nil
+		})
+		if err != nil {
+			f.Fatal(err)
+		}
+	}
+}
+
+// fuzzRecords reads data as a file of format f and checks the properties
+// every file-based source must have: no panic, no fatal error from an
+// in-memory file, every entry named and keyed, and input that holds
+// anything yields at least one entry.
+func fuzzRecords(t *testing.T, f format, data []byte) {
+	rr := recordReader{format: f, name: "fuzz.json", r: bytes.NewReader(data), maxLine: 1 << 16}
+	n := 0
+	rr.each(context.Background(), func(e entry.Entry, err error) bool {
+		if err != nil {
+			t.Fatalf("fatal error from an in-memory file: %v", err)
+		}
+		checkEntry(t, e)
+		if e.Source != f.kind {
+			t.Fatalf("source %q, want %q", e.Source, f.kind)
+		}
+		if _, err := json.Marshal(e); err != nil {
+			t.Fatalf("entry does not marshal: %v", err)
+		}
+		n++
+		return true
+	})
+	if n == 0 && !emptyInput(data, f.layout) {
+		t.Fatalf("no entry from %q", data)
+	}
+}
+
+// emptyInput reports whether data legitimately holds no record: nothing
+// but white space, or (for the array and list layouts) an empty list.
+func emptyInput(data []byte, l layout) bool {
+	d := trimSpace(bytes.TrimPrefix(data, utf8BOM))
+	if len(d) == 0 {
+		return true
+	}
+	if l == layoutLines || !json.Valid(d) {
+		return false
+	}
+	switch d[0] {
+	case '[':
+		var v []json.RawMessage
+		return json.Unmarshal(d, &v) == nil && len(v) == 0
+	case '{':
+		if l != layoutList {
+			return false
+		}
+		// Every "items" key must be an empty array (the reader reads them all).
+		dec := json.NewDecoder(bytes.NewReader(d))
+		dec.Token()
+		found := false
+		for dec.More() {
+			key, _ := dec.Token()
+			var v json.RawMessage
+			dec.Decode(&v)
+			if key == "items" {
+				var items []json.RawMessage
+				if json.Unmarshal(v, &items) != nil || v[0] != '[' || len(items) > 0 {
+					return false
+				}
+				found = true
+			}
+		}
+		return found
+	}
+	return false
+}
+
+func FuzzCordum(f *testing.F) {
+	addSeeds(f, "cordum")
+	f.Add([]byte("{\n\"job_id\": \"a\"\n}\n{\"job_id\": \"b\"}"))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRecords(t, cordumFormat(), data) })
+}
+
+func FuzzNexora(f *testing.F) {
+	addSeeds(f, "nexora")
+	f.Add([]byte(`{"items":[],"items":[{"id":"a"}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRecords(t, nexoraFormat(), data) })
+}
+
+func FuzzJSONL(f *testing.F) {
+	addSeeds(f, "jsonl")
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRecords(t, jsonlFormat(), data) })
+}
+
+func FuzzProdigyItem(f *testing.F) {
+	addSeeds(f, "prodigy")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e := prodigyEntry(data, "items/item.json", "job")
+		checkEntry(t, e)
+		if e.Source != entry.KindProdigy {
+			t.Fatalf("source %q", e.Source)
+		}
+		if !e.Undecodable() && (e.Scope != "job" || e.IdempotencyKey != entry.DeriveKey(entry.KindProdigy, "job/"+e.ID)) {
+			t.Fatalf("scope %q key %q", e.Scope, e.IdempotencyKey)
+		}
+		if _, err := json.Marshal(e); err != nil {
+			t.Fatalf("entry does not marshal: %v", err)
+		}
+	})
+}

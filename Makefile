@@ -2,7 +2,7 @@
 GO      ?= go
 FUZZTIME ?= 5s
 
-.PHONY: test fmt vet unit fuzz-smoke bench build
+.PHONY: test fmt vet unit fuzz-smoke bench bench-quick build
 
 test: fmt vet unit fuzz-smoke
 
@@ -29,3 +29,13 @@ fuzz-smoke:
 	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null; \
 	  done; \
 	done
+
+# The benchmark table (README "Benchmarks"): every figure is a ratio to a
+# baseline measured in the same run. Takes a few minutes; needs PostgreSQL
+# for the workers rows (skipped with a note without it).
+bench:
+	$(GO) build -o bin/replayctl ./cmd/replayctl
+	./bin/replayctl bench
+
+bench-quick:
+	$(GO) run ./cmd/replayctl bench --quick

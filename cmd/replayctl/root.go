@@ -69,6 +69,8 @@ Sources are given as KIND:PATH, with KIND one of cordum, prodigy, nexora, jsonl.
 		newStatsCmd(s),
 		newServeCmd(s),
 		newTokensCmd(s),
+		newBenchCmd(s),
+		newGenCmd(s),
 	)
 	return root
 }

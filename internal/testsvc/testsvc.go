@@ -203,3 +203,26 @@ func Redis(t testing.TB) string {
 	}
 	return addr
 }
+
+// PostgresDB starts (once per process) the PostgreSQL server and returns
+// the DSN of a new database on it, for programs that are not tests (the
+// benchmark harness). Call Stop when done.
+func PostgresDB(name string) (string, error) {
+	initdb, postgres := pgBin("initdb"), pgBin("postgres")
+	if initdb == "" || postgres == "" {
+		return "", fmt.Errorf("PostgreSQL not installed (apt-get install -y postgresql)")
+	}
+	pg.once.Do(func() { pg.err = startPostgres(initdb, postgres) })
+	if pg.err != nil {
+		return "", pg.err
+	}
+	conn, err := pgx.Connect(context.Background(), pg.admin)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), "CREATE DATABASE "+name); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("postgres://replayctl@127.0.0.1:%d/%s?sslmode=disable", pg.port, name), nil
+}

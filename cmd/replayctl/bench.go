@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/replayctl/replayctl/internal/benchmark"
+	"github.com/replayctl/replayctl/internal/gen"
+)
+
+// newBenchCmd is `make bench`: hidden, it is for the project, not users.
+func newBenchCmd(s *streams) *cobra.Command {
+	var (
+		quick bool
+		dir   string
+		eng   engineFlags
+		outF  string
+	)
+	cmd := &cobra.Command{
+		Use:    "bench [--quick]",
+		Short:  "Measure replayctl against its physical limits (ratios to baselines measured in the same run)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
+			if dir == "" {
+				if dir, err = os.MkdirTemp("", "replayctl-bench-"); err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			rows, err := benchmark.Run(cmd.Context(), benchmark.Config{Quick: quick, Dir: dir, Self: self,
+				Rules: abs(eng.rules), Policies: abs(eng.policies),
+				Progress: func(msg string) { fmt.Fprintln(s.err, "bench:", msg) }})
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				return json.NewEncoder(s.out).Encode(map[string]any{"machine": benchmark.Machine(), "rows": rows})
+			}
+			fmt.Fprintf(s.out, "machine: %s\n\n", benchmark.Machine())
+			benchmark.Print(s.out, rows)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&quick, "quick", false, "tiny sizes: a smoke run")
+	cmd.Flags().StringVar(&dir, "dir", "", "scratch directory (default: a temporary one, removed after)")
+	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
+	eng.register(cmd.Flags())
+	return cmd
+}
+
+func abs(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// newGenCmd writes a realistic DLQ for trying replayctl out (hidden).
+func newGenCmd(s *streams) *cobra.Command {
+	var (
+		o      gen.Options
+		format string
+		out    string
+	)
+	cmd := &cobra.Command{
+		Use:    "gen --format jsonl|cordum|nexora|prodigy --n N --out PATH [--seed S]",
+		Short:  "Write a realistic DLQ of any size, deterministic from a seed",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" || o.N <= 0 {
+				return usageError("--out and a positive --n are required")
+			}
+			spec, err := gen.Write(format, out, o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(s.out, spec)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&format, "format", "jsonl", "jsonl, cordum, nexora or prodigy")
+	f.IntVar(&o.N, "n", 1000, "entries")
+	f.Uint64Var(&o.Seed, "seed", 1, "random seed (same seed, same bytes)")
+	f.Float64Var(&o.Malformed, "malformed", 0.005, "share of malformed records")
+	f.StringVar(&out, "out", "", "file (a directory for prodigy)")
+	return cmd
+}

@@ -1,0 +1,174 @@
+package benchmark
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/gen"
+	"github.com/replayctl/replayctl/internal/policy"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// Config sets a run up.
+type Config struct {
+	Quick    bool   // tiny sizes: a smoke run
+	Dir      string // scratch directory (corpora, databases)
+	Self     string // the replayctl binary, for child processes ("" skips the memory rows)
+	Rules    string
+	Policies string
+	Out      io.Writer
+	// Progress, when set, is told what is being measured.
+	Progress func(string)
+}
+
+// Row is one line of the table.
+type Row struct {
+	Measure  string  `json:"measure"`
+	Figure   float64 `json:"figure"`
+	Unit     string  `json:"unit"`
+	Baseline float64 `json:"baseline,omitempty"`
+	// Ratio compares the figure with its baseline, as Note says.
+	Ratio  float64 `json:"ratio,omitempty"`
+	Target string  `json:"target,omitempty"`
+	Note   string  `json:"note,omitempty"`
+}
+
+func (c *Config) size(full, quick int) int {
+	if c.Quick {
+		return quick
+	}
+	return full
+}
+
+func (c *Config) progress(s string) {
+	if c.Progress != nil {
+		c.Progress(s)
+	}
+}
+
+func (c *Config) engine(ctx context.Context) (*triage.Engine, error) {
+	eng, _, err := policy.LoadEngine(ctx, c.Rules, c.Policies, 0)
+	return eng, err
+}
+
+// corpus writes (once) a jsonl corpus of n entries.
+func (c *Config) corpus(name string, o gen.Options) (string, error) {
+	path := filepath.Join(c.Dir, name)
+	if _, err := os.Stat(path); err == nil {
+		return "jsonl:" + path, nil
+	}
+	return gen.Write("jsonl", path, o)
+}
+
+// Run measures everything and returns the rows.
+func Run(ctx context.Context, c Config) ([]Row, error) {
+	var rows []Row
+	steps := []func(context.Context, *Config) ([]Row, error){decisions, ledger, replays, memory, micro, workers}
+	for _, step := range steps {
+		r, err := step(ctx, &c)
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, r...)
+	}
+	return rows, nil
+}
+
+// best runs fn k times and keeps the fastest: noise only ever slows down.
+func best(k int, fn func() (time.Duration, error)) (time.Duration, error) {
+	var b time.Duration
+	for i := range k {
+		d, err := fn()
+		if err != nil {
+			return 0, err
+		}
+		if i == 0 || d < b {
+			b = d
+		}
+	}
+	return b, nil
+}
+
+func rate(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
+
+// Machine describes where the figures were measured.
+func Machine() string {
+	model := "unknown CPU"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	var deps []string
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if strings.Contains(d.Path, "open-policy-agent/opa") || strings.Contains(d.Path, "bbolt") || strings.Contains(d.Path, "pgx") {
+				deps = append(deps, d.Path+" "+d.Version)
+			}
+		}
+	}
+	sort.Strings(deps)
+	return fmt.Sprintf("%d CPUs (%s), %s/%s, %s; %s", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, runtime.Version(), strings.Join(deps, ", "))
+}
+
+// Print writes the table.
+func Print(w io.Writer, rows []Row) {
+	fmt.Fprintf(w, "| measure | figure | baseline | ratio | target |\n|---|---|---|---|---|\n")
+	for _, r := range rows {
+		base, ratio := "", ""
+		if r.Baseline > 0 {
+			base = human(r.Baseline) + " " + r.Unit
+		}
+		if r.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2fx", r.Ratio)
+			if r.Note != "" {
+				ratio += " " + r.Note
+			}
+		} else if r.Note != "" {
+			ratio = r.Note
+		}
+		fmt.Fprintf(w, "| %s | %s %s | %s | %s | %s |\n", r.Measure, human(r.Figure), r.Unit, base, ratio, r.Target)
+	}
+}
+
+func human(f float64) string {
+	switch {
+	case f >= 100:
+		return fmt.Sprintf("%.0f", f)
+	case f >= 10:
+		return fmt.Sprintf("%.1f", f)
+	}
+	return fmt.Sprintf("%.2f", f)
+}
+
+// maxRSS runs the replayctl binary and returns its peak RSS in MB.
+func (c *Config) maxRSS(ctx context.Context, args ...string) (float64, error) {
+	cmd := exec.CommandContext(ctx, c.Self, args...)
+	cmd.Stdout = io.Discard
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("%s %s: %v: %s", c.Self, strings.Join(args, " "), err, stderr.String())
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0, fmt.Errorf("no rusage on this system")
+	}
+	return float64(ru.Maxrss) / 1024, nil // Maxrss is in KB on Linux
+}

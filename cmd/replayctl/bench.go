@@ -16,6 +16,7 @@ import (
 func newBenchCmd(s *streams) *cobra.Command {
 	var (
 		quick bool
+		only  string
 		dir   string
 		eng   engineFlags
 		outF  string
@@ -40,7 +41,7 @@ func newBenchCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows, err := benchmark.Run(cmd.Context(), benchmark.Config{Quick: quick, Dir: dir, Self: self,
+			rows, err := benchmark.Run(cmd.Context(), benchmark.Config{Quick: quick, Only: only, Dir: dir, Self: self,
 				Rules: abs(eng.rules), Policies: abs(eng.policies),
 				Progress: func(msg string) { fmt.Fprintln(s.err, "bench:", msg) }})
 			if err != nil {
@@ -55,6 +56,7 @@ func newBenchCmd(s *streams) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&quick, "quick", false, "tiny sizes: a smoke run")
+	cmd.Flags().StringVar(&only, "only", "", "run only these measurements (decisions, ledger, replays, memory, micro, workers)")
 	cmd.Flags().StringVar(&dir, "dir", "", "scratch directory (default: a temporary one, removed after)")
 	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	eng.register(cmd.Flags())

@@ -30,6 +30,9 @@ type Config struct {
 	Out      io.Writer
 	// Progress, when set, is told what is being measured.
 	Progress func(string)
+	// Only, when set, runs only the steps whose name contains it
+	// (decisions, ledger, replays, memory, micro, workers).
+	Only string
 }
 
 // Row is one line of the table.
@@ -74,9 +77,15 @@ func (c *Config) corpus(name string, o gen.Options) (string, error) {
 // Run measures everything and returns the rows.
 func Run(ctx context.Context, c Config) ([]Row, error) {
 	var rows []Row
-	steps := []func(context.Context, *Config) ([]Row, error){decisions, ledger, replays, memory, micro, workers}
+	steps := []struct {
+		name string
+		fn   func(context.Context, *Config) ([]Row, error)
+	}{{"decisions", decisions}, {"ledger", ledger}, {"replays", replays}, {"memory", memory}, {"micro", micro}, {"workers", workers}}
 	for _, step := range steps {
-		r, err := step(ctx, &c)
+		if c.Only != "" && !strings.Contains(step.name, c.Only) {
+			continue
+		}
+		r, err := step.fn(ctx, &c)
 		if err != nil {
 			return rows, err
 		}

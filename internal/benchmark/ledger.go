@@ -78,12 +78,17 @@ func ledger(ctx context.Context, c *Config) ([]Row, error) {
 			return nil, err
 		}
 		vals := [3][]byte{make([]byte, sizes[0]), make([]byte, sizes[1]), make([]byte, sizes[2])}
+		// The same keys as the ledger's (an idempotency key, an audit
+		// sequence number, an entry ref): only replayctl's logic differs.
 		base, err := parallel(workers, n, func(i int) error {
-			var k [8]byte
-			binary.BigEndian.PutUint64(k[:], uint64(i))
+			e := entry.Entry{ID: fmt.Sprintf("e%08d", i), Source: entry.KindJSONL}
+			e.EnsureKey()
+			var seq [8]byte
+			binary.BigEndian.PutUint64(seq[:], uint64(i))
+			keys := [3][]byte{[]byte(e.IdempotencyKey), seq[:], []byte(e.Ref())}
 			return raw.Batch(func(tx *bolt.Tx) error {
 				for j, b := range []string{"a", "b", "c"} {
-					if err := tx.Bucket([]byte(b)).Put(k[:], vals[j]); err != nil {
+					if err := tx.Bucket([]byte(b)).Put(keys[j], vals[j]); err != nil {
 						return err
 					}
 				}

@@ -127,6 +127,11 @@ func (r *Reconciler) handleClaim(ctx context.Context, sh store.Shared, c store.C
 // outcome_unknown: the worker that wrote it lost its lease (died or
 // stalled), so the dispatch may or may not have happened.
 func (r *Reconciler) recoverKey(ctx context.Context, e *entry.Entry) error {
+	// Almost always there is nothing to recover: find out with a read, and
+	// take a (serialized) write transaction only when there is.
+	if v, err := r.Store.LedgerView(ctx, e.IdempotencyKey); err != nil || v.State != string(idempotency.Dispatching) {
+		return err
+	}
 	return r.Store.Update(ctx, func(tx store.Tx) error {
 		rec, err := tx.Ledger(e.IdempotencyKey)
 		if err != nil || rec == nil || rec.State != idempotency.Dispatching || rec.EntryRef != e.Ref() {

@@ -21,11 +21,12 @@ import (
 var (
 	bucketLedger    = []byte("ledger")
 	bucketEntries   = []byte("entries")
+	bucketPayloads  = []byte("payloads") // entry ref -> payload bytes, verbatim
 	bucketAudit     = []byte("audit")
 	bucketApprovals = []byte("approvals")
 	bucketSnapshots = []byte("snapshots")
 	bucketMeta      = []byte("meta")
-	allBuckets      = [][]byte{bucketLedger, bucketEntries, bucketAudit, bucketApprovals, bucketSnapshots, bucketMeta}
+	allBuckets      = [][]byte{bucketLedger, bucketEntries, bucketPayloads, bucketAudit, bucketApprovals, bucketSnapshots, bucketMeta}
 
 	keyAuditHead = []byte("audit_head")
 	keyAuditMAC  = []byte("audit_head_mac")
@@ -210,26 +211,32 @@ func (t *boltTx) Transition(tr idempotency.Transition) (idempotency.Record, erro
 	return next, putJSON(t.bucket(bucketLedger), []byte(tr.Key), &next)
 }
 
-// storedEntry keeps the payload's bytes as they were read: encoding/json
-// compacts a json.RawMessage when marshalling it, and a replay must send
-// the payload verbatim (a signature over it must still hold).
+// storedEntry is an entry record as JSON without its payload. The payload
+// is kept apart, byte for byte (encoding/json would compact a RawMessage,
+// and a replay must send the payload verbatim: a signature over it must
+// still hold); apart, it is also not re-encoded on every status change.
 type storedEntry struct {
 	EntryRecord
+	// PayloadBytes holds the payload where a backend keeps it inline
+	// (older bbolt files did; read for compatibility).
 	PayloadBytes []byte `json:"payload_bytes,omitempty"`
 }
 
 func encodeEntry(r *EntryRecord) any {
-	se := storedEntry{EntryRecord: *r, PayloadBytes: r.Entry.Payload}
+	se := storedEntry{EntryRecord: *r}
 	se.Entry.Payload = nil
 	return &se
 }
 
-func decodeEntry(se *storedEntry) *EntryRecord {
+func decodeEntry(se *storedEntry, payload []byte) *EntryRecord {
 	if se == nil {
 		return nil
 	}
 	r := se.EntryRecord
-	if se.PayloadBytes != nil {
+	switch {
+	case payload != nil:
+		r.Entry.Payload = payload
+	case se.PayloadBytes != nil:
 		r.Entry.Payload = se.PayloadBytes
 	}
 	return &r
@@ -237,11 +244,35 @@ func decodeEntry(se *storedEntry) *EntryRecord {
 
 func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
 	se, err := getJSON[storedEntry](t.bucket(bucketEntries), []byte(ref))
-	return decodeEntry(se), err
+	if err != nil || se == nil {
+		return nil, err
+	}
+	return decodeEntry(se, t.payload(ref)), nil
+}
+
+// payload returns a copy of the stored payload (bbolt's bytes are only
+// valid inside the transaction).
+func (t *boltTx) payload(ref string) []byte {
+	b := t.bucket(bucketPayloads)
+	if b == nil {
+		return nil
+	}
+	if v := b.Get([]byte(ref)); v != nil {
+		return bytes.Clone(v)
+	}
+	return nil
 }
 
 func (t *boltTx) PutEntry(r *EntryRecord) error {
-	return putJSON(t.bucket(bucketEntries), []byte(r.Entry.Ref()), encodeEntry(r))
+	ref := []byte(r.Entry.Ref())
+	if pb := t.bucket(bucketPayloads); pb != nil && r.Entry.Payload != nil {
+		if cur := pb.Get(ref); !bytes.Equal(cur, r.Entry.Payload) {
+			if err := pb.Put(ref, r.Entry.Payload); err != nil {
+				return err
+			}
+		}
+	}
+	return putJSON(t.bucket(bucketEntries), ref, encodeEntry(r))
 }
 
 func (t *boltTx) Approval(id string) (*Approval, error) {
@@ -372,7 +403,13 @@ func (s *Bolt) Entries(ctx context.Context, fn func(*EntryRecord) error) error {
 			if err := json.Unmarshal(v, &se); err != nil {
 				return fmt.Errorf("decode entry %q: %w", k, err)
 			}
-			return fn(decodeEntry(&se))
+			var payload []byte
+			if pb := tx.Bucket(bucketPayloads); pb != nil {
+				if p := pb.Get(k); p != nil {
+					payload = bytes.Clone(p)
+				}
+			}
+			return fn(decodeEntry(&se, payload))
 		})
 	})
 }

@@ -293,20 +293,15 @@ func decodeEntryBytes(rec, payload []byte) (*EntryRecord, error) {
 	if err := json.Unmarshal(rec, &se); err != nil {
 		return nil, err
 	}
-	if payload != nil {
-		se.PayloadBytes = payload
-	}
-	return decodeEntry(&se), nil
+	return decodeEntry(&se, payload), nil
 }
 
 func (t *pgTx) PutEntry(r *EntryRecord) error {
 	if t.ro {
 		return ErrReadOnly
 	}
-	se := encodeEntry(r).(*storedEntry)
-	payload := se.PayloadBytes
-	se.PayloadBytes = nil
-	rec, err := json.Marshal(se)
+	payload := []byte(r.Entry.Payload)
+	rec, err := json.Marshal(encodeEntry(r))
 	if err != nil {
 		return err
 	}
@@ -498,10 +493,8 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 	}
 	batch := &pgx.Batch{}
 	for _, r := range recs {
-		se := encodeEntry(r).(*storedEntry)
-		payload := se.PayloadBytes
-		se.PayloadBytes = nil
-		rec, err := json.Marshal(se)
+		payload := []byte(r.Entry.Payload)
+		rec, err := json.Marshal(encodeEntry(r))
 		if err != nil {
 			return 0, err
 		}

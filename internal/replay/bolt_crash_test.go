@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replayctl/replayctl/internal/audit"
-	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/policy"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
@@ -122,49 +120,12 @@ func TestReconcileSurvivesSIGKILL(t *testing.T) {
 		t.Fatalf("only %d kills before the deadline", kills)
 	}
 
-	ctx := context.Background()
 	st, err := store.OpenBolt(db, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	unknown, recovered := map[string]bool{}, 0
-	_ = audit.Each(ctx, st, audit.Query{}, func(r audit.Record) error {
-		if r.Kind == audit.KindRecovery {
-			recovered++
-		}
-		if r.Kind == audit.KindRecovery || r.Outcome == string(idempotency.OutcomeUnknown) {
-			unknown[r.Key] = true
-		}
-		return nil
-	})
-	for k, c := range delivered {
-		if c > 1 && !unknown[k] {
-			t.Errorf("key %s delivered %d times with no outcome_unknown record", k, c)
-		}
-	}
-	states := map[idempotency.State]int{}
-	_ = st.LedgerRecords(ctx, func(r *idempotency.Record) error {
-		states[r.State]++
-		return nil
-	})
-	if states[idempotency.Dispatching] != 0 {
-		t.Errorf("%d dispatching records left unresolved after restart", states[idempotency.Dispatching])
-	}
-	stored := 0
-	_ = st.Entries(ctx, func(er *store.EntryRecord) error {
-		stored++
-		if er.LastDecision == 0 {
-			t.Errorf("%s stored without a decision", er.Entry.Ref())
-		}
-		return nil
-	})
-	if stored != n {
-		t.Errorf("%d of %d entries stored: entries lost", stored, n)
-	}
-	if res, err := audit.Verify(ctx, st, nil); err != nil || !res.OK() {
-		t.Errorf("audit chain %+v %v", res, err)
-	}
+	f := checkCrashInvariants(t, st, delivered, n)
 	t.Logf("%d entries, %d SIGKILLs, %d runs completed between kills; %d keys delivered, %d recoveries, %d outcome_unknown keys; ledger %v",
-		n, kills, completed, len(delivered), recovered, len(unknown), states)
+		n, kills, completed, len(delivered), f.recovered, len(f.unknown), f.states)
 }

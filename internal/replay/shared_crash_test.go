@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/replayctl/replayctl/internal/audit"
-	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/policy"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
@@ -148,47 +146,12 @@ func TestFourWorkersSurviveSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.Close()
-	unknown := map[string]bool{}
-	_ = audit.Each(ctx, pg, audit.Query{}, func(r audit.Record) error {
-		if r.Kind == audit.KindRecovery || r.Outcome == string(idempotency.OutcomeUnknown) {
-			unknown[r.Key] = true
-		}
-		return nil
-	})
-	twice := 0
-	for k, n := range delivered {
-		if n > 1 && !unknown[k] {
+	f := checkCrashInvariants(t, pg, delivered, entries)
+	states, unknown, twice := f.states, f.unknown, 0
+	for k, c := range delivered {
+		if c > 1 && !unknown[k] {
 			twice++
-			t.Errorf("key %s delivered %d times with no outcome_unknown record", k, n)
 		}
-	}
-	states := map[idempotency.State]int{}
-	_ = pg.LedgerRecords(ctx, func(r *idempotency.Record) error {
-		states[r.State]++
-		if r.State == idempotency.Succeeded && delivered[r.Key] == 0 {
-			t.Errorf("key %s succeeded but never reached the target", r.Key)
-		}
-		return nil
-	})
-	if states[idempotency.Dispatching] != 0 {
-		t.Errorf("%d dispatches left unresolved", states[idempotency.Dispatching])
-	}
-	stored, undecided, leased := 0, 0, 0
-	_ = pg.Entries(ctx, func(er *store.EntryRecord) error {
-		stored++
-		if er.LastDecision == 0 {
-			undecided++
-		}
-		if owner, _, _, _ := pg.LeaseHolder(ctx, er.Entry.Ref()); owner != "" {
-			leased++
-		}
-		return nil
-	})
-	if stored != entries || undecided != 0 || leased != 0 {
-		t.Errorf("entries stored %d of %d, undecided %d, still leased %d", stored, entries, undecided, leased)
-	}
-	if res, err := audit.Verify(ctx, pg, nil); err != nil || !res.OK() {
-		t.Errorf("audit chain: %+v %v", res, err)
 	}
 	summary, _ := json.Marshal(states)
 	t.Logf("%d entries, 4 workers, %d SIGKILLs, %d runs finished on their own; %d keys delivered, %d twice without an outcome_unknown record, %d outcome_unknown keys; ledger %s",

@@ -316,7 +316,19 @@ func csrfOfAnotherSession(t *testing.T, base, secret string) string {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	resp, err := c.PostForm(base+"/login", url.Values{"token": {secret}, "next": {"/approvals"}})
+	// Open the login page first, as a browser does: the form carries the
+	// login CSRF token bound to a cookie set with it.
+	lp, err := c.Get(base + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	form, _ := io.ReadAll(lp.Body)
+	lp.Body.Close()
+	lm := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindSubmatch(form)
+	if lm == nil {
+		t.Fatalf("login page without its CSRF field:\n%s", form)
+	}
+	resp, err := c.PostForm(base+"/login", url.Values{"token": {secret}, "next": {"/approvals"}, "csrf": {string(lm[1])}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -200,12 +200,30 @@ func (u *ui) render(w http.ResponseWriter, r *http.Request, status int, page str
 	_, _ = w.Write(buf.Bytes())
 }
 
+// loginCookie carries a random value the login form must echo, so another
+// site cannot post a login form and sign the browser in as someone else
+// (login CSRF): it can neither read nor set this cookie.
+const loginCookie = "replayctl_login"
+
 func (u *ui) loginPage(w http.ResponseWriter, r *http.Request) {
-	u.render(w, r, http.StatusOK, "login", Token{}, map[string]any{"Next": r.URL.Query().Get("next")})
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	nonce := hex.EncodeToString(raw[:])
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: nonce, Path: "/login", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 3600})
+	u.render(w, r, http.StatusOK, "login", Token{}, map[string]any{"Next": r.URL.Query().Get("next"), "LoginCSRF": nonce})
 }
 
 func (u *ui) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	c, err := r.Cookie(loginCookie)
+	if err != nil || c.Value == "" || !hmac.Equal([]byte(c.Value), []byte(r.PostFormValue("csrf"))) {
+		http.Error(w, "invalid login form: open /login and try again", http.StatusForbidden)
+		return
+	}
 	secret := strings.TrimSpace(r.PostFormValue("token"))
 	if _, ok := u.s.cfg.Tokens.Lookup(secret); !ok {
 		u.render(w, r, http.StatusUnauthorized, "login", Token{}, map[string]any{"Error": "unknown token"})

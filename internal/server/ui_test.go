@@ -36,6 +36,19 @@ func (b *browser) get(path string) (int, string, string) {
 	return resp.StatusCode, resp.Header.Get("Location"), string(body)
 }
 
+var loginCSRFRe = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+// login opens the login page (as a browser does) and posts the form.
+func (b *browser) login(token, next string) (int, string, string) {
+	b.t.Helper()
+	_, _, page := b.get("/login")
+	m := loginCSRFRe.FindStringSubmatch(page)
+	if m == nil {
+		b.t.Fatal("login form without its CSRF field")
+	}
+	return b.post("/login", url.Values{"token": {token}, "next": {next}, "csrf": {m[1]}})
+}
+
 func (b *browser) post(path string, form url.Values) (int, string, string) {
 	b.t.Helper()
 	resp, err := b.c.PostForm(b.base+path, form)
@@ -59,10 +72,14 @@ func TestWebUIApprovalFlowWithoutJavaScript(t *testing.T) {
 	if code != http.StatusSeeOther || !strings.HasPrefix(loc, "/login") {
 		t.Fatalf("anonymous /approvals: %d %s", code, loc)
 	}
-	if code, _, _ := ui.post("/login", url.Values{"token": {"rpl_wrong"}}); code != http.StatusUnauthorized {
+	if code, _, _ := ui.login("rpl_wrong", ""); code != http.StatusUnauthorized {
 		t.Fatalf("bad token login: %d", code)
 	}
-	code, loc, _ = ui.post("/login", url.Values{"token": {b.tokens["alice"]}, "next": {"/approvals"}})
+	// A login form posted from elsewhere (no login cookie) is refused.
+	if code, _, _ := newBrowser(t, b.http.URL).post("/login", url.Values{"token": {b.tokens["alice"]}, "csrf": {"x"}}); code != http.StatusForbidden {
+		t.Fatalf("cross-site login: %d", code)
+	}
+	code, loc, _ = ui.login(b.tokens["alice"], "/approvals")
 	if code != http.StatusSeeOther || loc != "/approvals" {
 		t.Fatalf("login: %d %s", code, loc)
 	}
@@ -110,7 +127,7 @@ func TestWebUIRolesAndBulkPreview(t *testing.T) {
 	b.reconcile("operator")
 
 	viewer := newBrowser(t, b.http.URL)
-	viewer.post("/login", url.Values{"token": {b.tokens["viewer"]}})
+	viewer.login(b.tokens["viewer"], "")
 	_, _, page := viewer.get("/approvals")
 	if strings.Contains(page, `class="approve"`) {
 		t.Fatal("a viewer is offered approve buttons")
@@ -125,7 +142,7 @@ func TestWebUIRolesAndBulkPreview(t *testing.T) {
 	}
 
 	op := newBrowser(t, b.http.URL)
-	op.post("/login", url.Values{"token": {b.tokens["operator"]}})
+	op.login(b.tokens["operator"], "")
 	_, _, bulk = op.get("/bulk?class=poison")
 	m = csrfRe.FindStringSubmatch(bulk)
 	code, loc, _ := op.post("/bulk", url.Values{"csrf": {m[1]}, "class": {"poison"}})
@@ -139,13 +156,13 @@ func TestLoginNeverRedirectsOffSite(t *testing.T) {
 	b := newAPIBundle(t, []string{line("e1", "timeout", "")})
 	for _, next := range []string{`/\evil.example`, "/\t/evil.example", "//evil.example", "https://evil.example", "/\n/evil.example"} {
 		ui := newBrowser(t, b.http.URL)
-		code, loc, _ := ui.post("/login", url.Values{"token": {b.tokens["viewer"]}, "next": {next}})
+		code, loc, _ := ui.login(b.tokens["viewer"], next)
 		if code != http.StatusSeeOther || loc != "/" {
 			t.Errorf("next=%q: %d Location %q, want / (an open redirect)", next, code, loc)
 		}
 	}
 	ui := newBrowser(t, b.http.URL)
-	if _, loc, _ := ui.post("/login", url.Values{"token": {b.tokens["viewer"]}, "next": {"/audit"}}); loc != "/audit" {
+	if _, loc, _ := ui.login(b.tokens["viewer"], "/audit"); loc != "/audit" {
 		t.Errorf("a local next was dropped: %q", loc)
 	}
 }

@@ -32,7 +32,7 @@ func (f *engineFlags) load(ctx context.Context) (*triage.Engine, triage.Snapshot
 type sourceFlags struct{ specs []string }
 
 func (f *sourceFlags) register(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&f.specs, "source", nil, "a DLQ to read, as KIND:PATH (repeatable); KIND is cordum, prodigy, nexora or jsonl")
+	fs.StringArrayVar(&f.specs, "source", nil, "a DLQ to read, as KIND:PATH (repeatable); KIND is cordum, cordum-redis, prodigy, nexora or jsonl")
 }
 
 func (f *sourceFlags) open() ([]source.Source, error) {

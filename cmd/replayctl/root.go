@@ -22,7 +22,9 @@ entry (transient, poison, governance, unknown_commit), decides with rules.yaml
 and a Rego policy whether to replay it, quarantine it or ask a person, and
 replays through an idempotency ledger so that nothing is delivered twice.
 
-Sources are given as KIND:PATH, with KIND one of cordum, prodigy, nexora, jsonl.`,
+Sources are given as KIND:PATH, with KIND one of cordum, cordum-redis, prodigy,
+nexora, jsonl. State is a bbolt file (--db, default replayctl.db), PostgreSQL
+for many workers (--store), or a running server (--server).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

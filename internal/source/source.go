@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/replayctl/replayctl/internal/entry"
@@ -80,6 +81,12 @@ func Parse(spec string) (Source, error) {
 	}
 	if path == "" {
 		return usage(errors.New("missing path after "+kind+":"), kindsHint)
+	}
+	// The shell does not expand ~ after "prodigy:", so do it here.
+	if rest, ok := strings.CutPrefix(path, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			path = filepath.Join(home, rest)
+		}
 	}
 	fi, err := os.Stat(path)
 	if err != nil {

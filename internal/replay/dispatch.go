@@ -112,9 +112,15 @@ func (t *HTTPTarget) Dispatch(ctx context.Context, r Request) Result {
 	req.Header.Set("X-Replay-Attempt", strconv.Itoa(r.Attempt))
 	// Whether the request left us decides between "certainly not
 	// committed" (retry) and "may have happened" (unknown).
+	// A write that failed half way may still have reached the target.
 	var wrote atomic.Bool
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) }}
 	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
+	// net/http resends a request with an Idempotency-Key header by itself
+	// when a reused connection drops after sending it: a blind retry of a
+	// key whose outcome is unknown. Without GetBody it cannot rewind the
+	// body, so it never resends; retries are ours, after the ledger.
+	req.GetBody = nil
 	resp, err := t.Client.Do(req)
 	if err != nil {
 		if wrote.Load() {

@@ -2,12 +2,17 @@ package main
 
 import (
 	"crypto/sha256"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"sort"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,30 +27,42 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// TestScripts runs the CLI stories in testdata/script, each readable as
-// documentation. Every script starts in a directory holding the bundled
-// rules.yaml, policies/ and testdata/, as a user's checkout would.
+// TestScripts runs the CLI stories in testdata/script, one per user story,
+// each readable as documentation. Every script starts in a directory holding
+// the bundled rules.yaml, policies/ and testdata/, as a user's checkout
+// would, so that commands read exactly as in the README.
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script",
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
 		Setup: func(env *testscript.Env) error {
 			for _, p := range []string{"rules.yaml", "policies", "testdata"} {
-				if err := os.CopyFS(filepath.Join(env.WorkDir, p), os.DirFS(filepath.Join("../..", p))); err != nil {
-					if err := copyFile(filepath.Join("../..", p), filepath.Join(env.WorkDir, p)); err != nil {
-						return err
-					}
+				if err := copyPath(filepath.Join("..", "..", p), filepath.Join(env.WorkDir, p)); err != nil {
+					return err
 				}
 			}
+			env.Values[sinkKey{}] = &sink{}
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"sink":   sinkCmd,
-			"sha256": sha256Cmd,
+			"sink":      sinkCmd,
+			"exits":     exitsCmd,
+			"sha256":    sha256Cmd,
+			"capture":   captureCmd,
+			"jsonarray": jsonArrayCmd,
 		},
 	})
 }
 
-func copyFile(from, to string) error {
+func copyPath(from, to string) error {
+	fi, err := os.Stat(from)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return os.CopyFS(to, os.DirFS(from))
+	}
 	b, err := os.ReadFile(from)
 	if err != nil {
 		return err
@@ -53,63 +70,145 @@ func copyFile(from, to string) error {
 	return os.WriteFile(to, b, 0o644)
 }
 
-// sinks are the scripts' replay targets, by script work dir.
-var sinks sync.Map
-
-type scriptSink struct {
-	srv    *httptest.Server
+// sink is a script's replay target: an HTTP server in the test process that
+// records the Idempotency-Key of every POST and answers with status (0:
+// hang up without an answer, after the request arrived).
+type sink struct {
 	mu     sync.Mutex
+	srv    *httptest.Server
 	keys   []string
 	status int
 }
 
-// sinkCmd: `sink start` (exports $SINK), `sink count`, `sink keys`,
-// `sink status CODE`.
+type sinkKey struct{}
+
+// sinkCmd: `sink start` (exports $SINK), `sink count` (POSTs received),
+// `sink keys` (their Idempotency-Keys, sorted, one a line), `sink status
+// CODE|hangup` (how the next POSTs are answered).
 func sinkCmd(ts *testscript.TestScript, neg bool, args []string) {
-	if len(args) == 0 {
-		ts.Fatalf("usage: sink start|count|keys|status CODE")
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: sink start|count|keys|status CODE|hangup")
 	}
-	dir := ts.Getenv("WORK")
+	s := ts.Value(sinkKey{}).(*sink)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if args[0] == "start" {
-		s := &scriptSink{status: http.StatusOK}
-		s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			s.mu.Lock()
-			s.keys = append(s.keys, r.Header.Get("Idempotency-Key"))
-			code := s.status
-			s.mu.Unlock()
-			w.WriteHeader(code)
-		}))
-		sinks.Store(dir, s)
+		if s.srv != nil {
+			ts.Fatalf("sink already started")
+		}
+		s.status = http.StatusOK
+		s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 		ts.Defer(s.srv.Close)
 		ts.Setenv("SINK", s.srv.URL)
 		return
 	}
-	v, ok := sinks.Load(dir)
-	if !ok {
-		ts.Fatalf("sink not started")
+	if s.srv == nil {
+		ts.Fatalf("sink not started (run `sink start` first)")
 	}
-	s := v.(*scriptSink)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	switch args[0] {
 	case "count":
 		fmt.Fprintln(ts.Stdout(), len(s.keys))
 	case "keys":
-		keys := append([]string(nil), s.keys...)
-		sort.Strings(keys)
-		fmt.Fprintln(ts.Stdout(), strings.Join(keys, "\n"))
+		for _, k := range slices.Sorted(slices.Values(s.keys)) {
+			fmt.Fprintln(ts.Stdout(), k)
+		}
 	case "status":
-		code, err := strconv.Atoi(args[1])
-		ts.Check(err)
+		if len(args) != 2 {
+			ts.Fatalf("usage: sink status CODE|hangup")
+		}
+		code := 0
+		if args[1] != "hangup" {
+			var err error
+			code, err = strconv.Atoi(args[1])
+			ts.Check(err)
+		}
 		s.status = code
 	default:
 		ts.Fatalf("unknown sink command %q", args[0])
 	}
 }
 
-// sha256Cmd prints a file's hash (to show a file did not change).
-func sha256Cmd(ts *testscript.TestScript, neg bool, args []string) {
-	b, err := os.ReadFile(ts.MkAbs(args[0]))
+func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	_, _ = io.Copy(io.Discard, r.Body)
+	s.mu.Lock()
+	s.keys = append(s.keys, r.Header.Get("Idempotency-Key"))
+	code := s.status
+	s.mu.Unlock()
+	if code != 0 {
+		w.WriteHeader(code)
+		return
+	}
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		conn.Close()
+	}
+}
+
+// exitsCmd: `exits N PROG ARGS...` runs PROG like exec and requires exit
+// status N (testscript's `! exec` accepts any failure; the exit codes are
+// a documented contract).
+func exitsCmd(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits N PROG [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
 	ts.Check(err)
-	fmt.Fprintf(ts.Stdout(), "%x\n", sha256.Sum256(b))
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("%s: %v", args[1], err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited with %d, want %d", args[1], got, want)
+	}
+}
+
+// sha256Cmd: `sha256 FILE` prints the file's hash (to show it did not change).
+func sha256Cmd(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: sha256 FILE")
+	}
+	fmt.Fprintf(ts.Stdout(), "%x\n", sha256.Sum256([]byte(ts.ReadFile(args[0]))))
+}
+
+// captureCmd: `capture VAR REGEXP` sets $VAR to REGEXP's first group (or
+// whole match) in the last command's stdout, e.g. an approval id.
+func captureCmd(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: capture VAR REGEXP")
+	}
+	re, err := regexp.Compile(`(?m)` + args[1])
+	ts.Check(err)
+	m := re.FindStringSubmatch(ts.ReadFile("stdout"))
+	if m == nil {
+		ts.Fatalf("capture: no match for %#q in stdout", args[1])
+	}
+	ts.Setenv(args[0], m[len(m)-1])
+}
+
+// jsonArrayCmd: `jsonarray FILE N FIELD...` requires FILE (or stdout) to be
+// a JSON array of N objects, each with every FIELD set (not null, "" or []).
+func jsonArrayCmd(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: jsonarray FILE N FIELD...")
+	}
+	var items []map[string]json.RawMessage
+	ts.Check(json.Unmarshal([]byte(ts.ReadFile(args[0])), &items))
+	if n, err := strconv.Atoi(args[1]); err != nil || len(items) != n {
+		ts.Fatalf("%s: %d objects, want %s", args[0], len(items), args[1])
+	}
+	for i, it := range items {
+		for _, f := range args[2:] {
+			switch v := strings.TrimSpace(string(it[f])); v {
+			case "", "null", `""`, "[]":
+				ts.Fatalf("%s: object %d (%s) has no %s", args[0], i, it["entry_id"], f)
+			}
+		}
+	}
 }

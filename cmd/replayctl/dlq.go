@@ -87,6 +87,9 @@ everything not finished) or ALL; it and the other filters may be repeated.`,
 			if len(states) == 0 {
 				f.States = openStatuses
 			}
+			if page < 0 || size < 1 {
+				return usageError("--page must be >= 0 and --size >= 1")
+			}
 			q := url.Values{"state": states, "class": classes, "action": actions, "source": srcs,
 				"page": {strconv.Itoa(page)}, "size": {strconv.Itoa(size)}}
 			p, err := fetch(cmd.Context(), &db, "/api/dead-letters", q,
@@ -134,12 +137,12 @@ func printEntryTable(w io.Writer, p *replay.Page) {
 			r.LastSeen.Format(time.RFC3339), clip(r.Reason, 70))
 	}
 	tw.Flush()
-	last := p.Page*p.Size + len(p.Items)
-	first := p.Page*p.Size + 1
 	if len(p.Items) == 0 {
-		first = 0
+		fmt.Fprintf(w, "none of %d on page %d (size %d)\n", p.Total, p.Page, p.Size)
+		return
 	}
-	fmt.Fprintf(w, "%d-%d of %d (page %d, size %d)\n", first, last, p.Total, p.Page, p.Size)
+	first := p.Page*p.Size + 1
+	fmt.Fprintf(w, "%d-%d of %d (page %d, size %d)\n", first, first+len(p.Items)-1, p.Total, p.Page, p.Size)
 }
 
 func newDLQShowCmd(s *streams) *cobra.Command {
@@ -375,8 +378,8 @@ Executing records the bulk operation in the audit trail before any dispatch;
 	db.register(f)
 	actor.register(f)
 	eng.register(f)
-	f.StringVar(&tgt.url, "target", "", "send the replay to this URL, overriding rules.yaml targets")
-	f.StringVar(&tgt.probe, "probe", "", "with --target: URL for compensating reads")
+	f.Var(httpURL{&tgt.url}, "target", "send the replay to this URL, overriding rules.yaml targets")
+	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	f.Float64Var(&rate, "rate", 0, "with --filter: at most this many dispatches per second")
 	bulk.register(f, true)

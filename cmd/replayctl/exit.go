@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -62,5 +63,8 @@ func exitCode(stderr io.Writer, err error) int {
 		return exitUsage
 	}
 	fmt.Fprintln(stderr, "replayctl:", err)
+	if strings.HasPrefix(err.Error(), "unknown command") {
+		return exitUsage // cobra's, for a mistyped command
+	}
 	return exitError
 }

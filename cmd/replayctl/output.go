@@ -74,7 +74,7 @@ func printDecisionRow(w io.Writer, d *triage.Decision) {
 	if d.Unrecognised {
 		class += "?"
 	}
-	fmt.Fprintf(w, decisionHeader, clip(d.EntryID, 30), d.Source, class, clip(orDash(d.ReasonCode), 26), d.Action, d.Rule)
+	fmt.Fprintf(w, decisionHeader, clipLeft(d.EntryID, 30), d.Source, class, clip(orDash(d.ReasonCode), 26), d.Action, d.Rule)
 }
 
 func printSummary(w io.Writer, s *replay.Summary) {
@@ -114,6 +114,15 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n-1] + "…"
+}
+
+// clipLeft keeps the end, which tells ids apart (an undecodable record's
+// id ends in its file:line).
+func clipLeft(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-(n-1):]
 }
 
 func orDash(s string) string {

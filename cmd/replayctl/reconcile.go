@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -134,8 +135,8 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 	eng.register(f)
 	db.register(f)
 	actor.register(f)
-	f.StringVar(&tgt.url, "target", "", "send every replay to this URL (HTTP POST), overriding rules.yaml targets")
-	f.StringVar(&tgt.probe, "probe", "", "with --target: URL for compensating reads (GET ?key=K: 200 committed, 404 not)")
+	f.Var(httpURL{&tgt.url}, "target", "send every replay to this URL (HTTP POST), overriding rules.yaml targets")
+	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads (GET ?key=K: 200 committed, 404 not)")
 	f.IntVar(&par, "max-parallel", 5, "entries handled at once")
 	f.Float64Var(&rate, "rate", 0, "at most this many dispatches per second (0: no limit)")
 	f.IntVar(&limit, "limit", 0, "handle at most this many entries this run (0: all)")
@@ -243,3 +244,25 @@ func remoteReconcile(cmd *cobra.Command, s *streams, rf *remoteFlags, format str
 	}
 	return reconcileExit(run.Report)
 }
+
+// httpURL is a flag holding an http(s) URL, checked when parsed so a typo
+// is a usage error (exit 2), not a run that retries an unusable target.
+type httpURL struct{ s *string }
+
+func (u httpURL) String() string {
+	if u.s == nil {
+		return ""
+	}
+	return *u.s
+}
+
+func (u httpURL) Set(v string) error {
+	p, err := url.Parse(v)
+	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL", v)
+	}
+	*u.s = v
+	return nil
+}
+
+func (httpURL) Type() string { return "URL" }

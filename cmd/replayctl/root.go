@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"os"
 	"runtime/pprof"
@@ -60,6 +61,7 @@ for many workers (--store), or a running server (--server).`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError("%v\nRun '%s --help' for usage.", err, c.CommandPath())
 	})
+	defer usageArgs(root)
 	root.AddCommand(
 		newPlanCmd(s),
 		newRulesCmd(s),
@@ -83,4 +85,22 @@ func noArgs(c *cobra.Command, args []string) error {
 		return usageError("%s takes no arguments, got %q\nRun '%s --help' for usage.", c.CommandPath(), args, c.CommandPath())
 	}
 	return nil
+}
+
+// usageArgs makes every command's argument-count error a usage error
+// (exit 2), as flag errors are.
+func usageArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			err := check(cmd, args)
+			var ee *exitErr
+			if err == nil || errors.As(err, &ee) {
+				return err
+			}
+			return usageError("%v\nRun '%s --help' for usage.", err, cmd.CommandPath())
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
 }

@@ -160,6 +160,19 @@ func Resolve(ctx context.Context, s Inventory, id, actor, reason string) (*store
 		}
 		before := er.Status
 		er.Status, er.Hold, er.Reason = store.StatusResolved, store.HoldResolved, reason
+		// Its open approval request has nothing left to approve.
+		if er.ApprovalID != "" {
+			a, err := tx.Approval(er.ApprovalID)
+			if err != nil {
+				return nil, err
+			}
+			if a != nil && a.State == store.ApprovalPending {
+				a.State, a.Reason = store.ApprovalStale, "entry resolved without replay: "+reason
+				if err := tx.PutApproval(a); err != nil {
+					return nil, err
+				}
+			}
+		}
 		return &audit.Record{Kind: audit.KindResolve, Outcome: store.StatusResolved,
 			Reason: reason, Detail: statusDetail(before, er.Status)}, nil
 	}, actor)

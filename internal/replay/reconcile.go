@@ -297,9 +297,11 @@ func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Sour
 		return res, err
 	}
 	if held != nil {
-		res.Final, res.Status, res.Reason = triage.Quarantine, held.Status, "held ("+held.Hold+") until a person releases it: "+held.Reason
+		// The reason stays the one that put the entry on hold (status and
+		// hold say it is held); wrapping it again each run would grow it.
+		res.Final, res.Status, res.Reason = triage.Quarantine, held.Status, held.Reason
 		if held.Hold == store.HoldResolved {
-			res.Final, res.Reason = triage.Skip, "resolved by a person: "+held.Reason
+			res.Final = triage.Skip
 		}
 		err := r.record(ctx, e, &res, nil)
 		return res, err

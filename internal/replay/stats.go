@@ -135,7 +135,9 @@ func ComputeStats(ctx context.Context, s Reporter, now time.Time) (*Stats, error
 	st.GrowthPerDay = float64(week) / 7
 
 	err = audit.Each(ctx, s, audit.Query{Kind: audit.KindDecision}, func(r audit.Record) error {
-		if r.Decision != nil && r.Decision.ProposedAction == triage.AutoReplay {
+		// A skip (already committed, handled at the source) is not a
+		// replay that was denied: nothing was left to replay.
+		if r.Decision != nil && r.Decision.ProposedAction == triage.AutoReplay && r.Action != triage.Skip {
 			st.Decisions++
 			if r.Action != triage.AutoReplay {
 				st.Denied++

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,5 +41,31 @@ func TestStatsReportDenialsPatternsAndApprovalLatency(t *testing.T) {
 	}
 	if len(st.Growth) != 1 || st.Growth[0].Count != 5 {
 		t.Fatalf("growth %+v", st.Growth)
+	}
+}
+
+func TestNoOpRerunDoesNotInflateDenialsOrReasons(t *testing.T) {
+	b := newBundle(t, baseRules)
+	src := b.jsonl("dlq.jsonl", transient("e1", "k1"), highRisk("h1", "k2"),
+		map[string]any{"id": "p1", "reason_code": "schema_invalid", "idempotency_key": "p1"})
+	for range 3 {
+		b.run(b.reconciler(1), src)
+	}
+	st, err := ComputeStats(context.Background(), b.store, b.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Decisions != 2 || st.Denied != 1 {
+		t.Fatalf("after three runs: %d proposed, %d denied; want 2 and 1 (skips are not denials)", st.Decisions, st.Denied)
+	}
+	if er := b.entry("jsonl:p1"); strings.Count(er.Reason, "held") > 0 || er.Reason == "" {
+		t.Fatalf("held entry's reason changed over runs: %q", er.Reason)
+	}
+	// Resolving the entry that awaits approval closes its request.
+	if _, err := Resolve(context.Background(), b.store, "jsonl:h1", "alice", "not needed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.approve(t, "jsonl:h1", "alice"); err == nil {
+		t.Fatal("approving the request of a resolved entry succeeded")
 	}
 }

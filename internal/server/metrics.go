@@ -68,7 +68,7 @@ func (m *Metrics) observeEntry(res replay.EntryResult) {
 	if res.New {
 		m.ingested.Inc()
 	}
-	if res.Decision.ProposedAction == triage.AutoReplay {
+	if res.Decision.ProposedAction == triage.AutoReplay && res.Final != triage.Skip {
 		m.proposed.Inc()
 		if res.Final != triage.AutoReplay {
 			m.denied.Inc()

@@ -2,224 +2,210 @@ package policy
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
-func bundled(t *testing.T) (policies, tests []triage.SourceFile) {
-	t.Helper()
-	p, tt, err := ReadDir("../../policies")
-	if err != nil {
-		t.Fatal(err)
+func TestBundledPoliciesCompile(t *testing.T) {
+	p, tests := bundled(t)
+	if len(p) != 1 || filepath.Base(p[0].Name) != "replayctl.rego" || len(tests) != 1 || filepath.Base(tests[0].Name) != "replayctl_test.rego" {
+		t.Fatalf("bundled policies %+v tests %+v: ReadDir must split policies from their tests", p, tests)
 	}
-	return p, tt
+	mustNew(t, 0, p...)
+	// The tests compile together with the policy too.
+	mustNew(t, 0, append(p, tests...)...)
 }
 
-func input(topic string, labels map[string]string, class triage.Class, proposed triage.Action) *triage.PolicyInput {
-	e := &entry.Entry{ID: "j1", Source: entry.KindCordum, Topic: topic, ReasonCode: "timeout", Attempts: 3, Labels: labels}
-	e.EnsureKey()
-	return &triage.PolicyInput{Entry: e, Class: class, Rule: "default:" + string(class), ProposedAction: proposed, MaxReplays: 3}
-}
-
-func TestBundledPolicy(t *testing.T) {
+func TestBundledPolicyDecisions(t *testing.T) {
 	p, _ := bundled(t)
-	eng, err := New(context.Background(), p, 0)
-	if err != nil {
-		t.Fatal(err)
+	eng := mustNew(t, 0, p...)
+	const (
+		highRisk   = "entry is labelled risk: high: an automatic replay needs approval"
+		payments   = "payments topics are never replayed automatically"
+		governance = "governance failure: replay needs an explicit approval"
+		unknown    = "commit state unknown: manual review"
+	)
+	high := map[string]string{"risk": "high"}
+	probed := func(in *triage.PolicyInput, probe string) *triage.PolicyInput {
+		in.Ledger.Probe = probe
+		return in
 	}
 	cases := []struct {
-		in   *triage.PolicyInput
-		want triage.Action
+		name    string
+		in      *triage.PolicyInput
+		want    triage.Action
+		reasons []string
 	}{
-		{input("tool.email.send", nil, triage.Transient, triage.AutoReplay), triage.AutoReplay},
-		{input("tool.email.send", map[string]string{"risk": "high"}, triage.Transient, triage.AutoReplay), triage.RequireApproval},
-		{input("payments.charge.create", nil, triage.Transient, triage.AutoReplay), triage.RequireApproval},
-		{input("tool.email.send", nil, triage.Governance, triage.AutoReplay), triage.RequireApproval},
-		{input("tool.email.send", nil, triage.UnknownCommit, triage.AutoReplay), triage.ManualReview},
-		{input("tool.email.send", map[string]string{"risk": "high"}, triage.Poison, triage.Quarantine), triage.Quarantine},
+		{"transient, no labels", input("tool.email.send", nil, triage.Transient, triage.AutoReplay), triage.AutoReplay, nil},
+		{"low risk stays auto_replay", input("tool.email.send", map[string]string{"risk": "low"}, triage.Transient, triage.AutoReplay), triage.AutoReplay, nil},
+		{"high risk escalates", input("tool.email.send", high, triage.Transient, triage.AutoReplay), triage.RequireApproval, []string{highRisk}},
+		{"high risk, any case", input("tool.email.send", map[string]string{"risk": "HIGH"}, triage.Transient, triage.AutoReplay), triage.RequireApproval, []string{highRisk}},
+		{"high risk never lowers quarantine", input("tool.email.send", high, triage.Poison, triage.Quarantine), triage.Quarantine, nil},
+		{"high risk never lowers manual_review", input("tool.email.send", high, triage.Transient, triage.ManualReview), triage.ManualReview, nil},
+		{"payments topic", input("payments.charge.create", nil, triage.Transient, triage.AutoReplay), triage.RequireApproval, []string{payments}},
+		{"payments topic, one segment below", input("payments.refund", nil, triage.Transient, triage.AutoReplay), triage.RequireApproval, []string{payments}},
+		{"payments without a dot is not payments", input("payments", nil, triage.Transient, triage.AutoReplay), triage.AutoReplay, nil},
+		{"paymentsx is not payments", input("paymentsx.charge", nil, triage.Transient, triage.AutoReplay), triage.AutoReplay, nil},
+		{"payments further down is not payments", input("tool.payments.charge", nil, triage.Transient, triage.AutoReplay), triage.AutoReplay, nil},
+		{"payments and high risk", input("payments.charge.create", high, triage.Transient, triage.AutoReplay), triage.RequireApproval, []string{highRisk, payments}},
+		{"governance", input("tool.email.send", nil, triage.Governance, triage.AutoReplay), triage.RequireApproval, []string{governance}},
+		{"governance proposed require_approval", input("tool.email.send", nil, triage.Governance, triage.RequireApproval), triage.RequireApproval, nil},
+		{"unknown commit", input("tool.email.send", nil, triage.UnknownCommit, triage.AutoReplay), triage.ManualReview, []string{unknown}},
+		{"unknown commit proposed require_approval", input("tool.email.send", nil, triage.UnknownCommit, triage.RequireApproval), triage.ManualReview, nil},
+		{"poison stays quarantined", input("payments.charge", high, triage.Poison, triage.Quarantine), triage.Quarantine, nil},
+		{"never laxer than require_approval", input("tool.email.send", nil, triage.Transient, triage.RequireApproval), triage.RequireApproval, nil},
+		{"unknown commit probed not committed", probed(input("x.y", nil, triage.UnknownCommit, triage.RequireApproval), triage.ProbeNotCommitted),
+			triage.RequireApproval, nil},
+		{"unknown commit probed, never auto", probed(input("x.y", nil, triage.UnknownCommit, triage.AutoReplay), triage.ProbeNotCommitted),
+			triage.RequireApproval, []string{unknown}},
+		{"unknown commit probe inconclusive", probed(input("x.y", nil, triage.UnknownCommit, triage.RequireApproval), triage.ProbeInconclusive),
+			triage.ManualReview, nil},
 	}
-	for i, c := range cases {
-		res, err := eng.Evaluate(context.Background(), c.in)
-		if err != nil || res.Action != c.want {
-			t.Errorf("case %d: %s %v, want %s", i, res.Action, err, c.want)
-		}
-	}
-}
-
-func TestBundledRegoTestsPass(t *testing.T) {
-	p, tt := bundled(t)
-	res, err := RunTests(context.Background(), append(p, tt...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res) < 5 {
-		t.Fatalf("only %d tests", len(res))
-	}
-	for _, r := range res {
-		if !r.Pass {
-			t.Errorf("%s:%d %s failed: %s", r.File, r.Line, r.Name, r.Error)
-		}
-	}
-}
-
-func TestFailingRegoTestIsReportedWithItsPlace(t *testing.T) {
-	p, _ := bundled(t)
-	failing := triage.SourceFile{Name: "mine_test.rego", Text: "package mine_test\n\nimport data.replayctl\n\ntest_wrong if {\n\treplayctl.decision.action == \"quarantine\" with input as {\"proposed_action\": \"auto_replay\", \"class\": \"transient\", \"entry\": {\"labels\": {}, \"topic\": \"x\"}}\n}\n"}
-	res, err := RunTests(context.Background(), append(p, failing))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res) != 1 || res[0].Pass || res[0].File != "mine_test.rego" || res[0].Line != 5 {
-		t.Fatalf("%+v", res)
-	}
-}
-
-func configProblems(t *testing.T, err error) []triage.Problem {
-	t.Helper()
-	var ce *triage.ConfigError
-	if !errors.As(err, &ce) {
-		t.Fatalf("want a *triage.ConfigError, got %v", err)
-	}
-	return ce.Problems
-}
-
-func TestSyntaxErrorHasFileAndLine(t *testing.T) {
-	_, err := New(context.Background(), []triage.SourceFile{{Name: "bad.rego", Text: "package replayctl\n\ndecision := {\n"}}, 0)
-	ps := configProblems(t, err)
-	if ps[0].File != "bad.rego" || ps[0].Line == 0 {
-		t.Fatalf("%+v", ps)
-	}
-	_, err = RunTests(context.Background(), []triage.SourceFile{{Name: "bad_test.rego", Text: "package x\n\ntest_a if {\n"}})
-	if ps := configProblems(t, err); ps[0].File != "bad_test.rego" {
-		t.Fatalf("%+v", ps)
-	}
-}
-
-func TestNetworkAndRuntimeBuiltinsAreNotAvailable(t *testing.T) {
-	for _, call := range []string{
-		`http.send({"method": "GET", "url": "http://example.com"})`,
-		`net.lookup_ip_addr("example.com")`,
-		`opa.runtime()`,
-	} {
-		src := "package replayctl\n\nx := " + call + "\n\ndecision := {\"action\": input.proposed_action, \"reasons\": [x]}\n"
-		_, err := New(context.Background(), []triage.SourceFile{{Name: "net.rego", Text: src}}, 0)
-		ps := configProblems(t, err)
-		if ps[0].File != "net.rego" || ps[0].Line != 3 {
-			t.Errorf("%s: %+v", call, ps)
-		}
-	}
-}
-
-func TestFailClosed(t *testing.T) {
-	cases := map[string]string{
-		"undefined":          "package replayctl\n\ndecision := {\"action\": \"auto_replay\"} if input.class == \"nothing\"\n",
-		"not an object":      "package replayctl\n\ndecision := \"auto_replay\"\n",
-		"no action":          "package replayctl\n\ndecision := {\"reasons\": []}\n",
-		"unknown action":     "package replayctl\n\ndecision := {\"action\": \"replay_twice\"}\n",
-		"skip is not a verb": "package replayctl\n\ndecision := {\"action\": \"skip\"}\n",
-		"reasons not list":   "package replayctl\n\ndecision := {\"action\": \"auto_replay\", \"reasons\": \"x\"}\n",
-		"reason not string":  "package replayctl\n\ndecision := {\"action\": \"auto_replay\", \"reasons\": [1]}\n",
-		"conflict":           "package replayctl\n\ndecision := {\"action\": \"auto_replay\"}\ndecision := {\"action\": \"quarantine\"} if input.class == \"transient\"\n",
-		"builtin error":      "package replayctl\n\ndecision := {\"action\": \"auto_replay\", \"reasons\": [sprintf(\"%d\", [to_number(\"x\")])]}\n",
-	}
-	for name, src := range cases {
-		t.Run(name, func(t *testing.T) {
-			eng, err := New(context.Background(), []triage.SourceFile{{Name: name + ".rego", Text: src}}, 0)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := eng.Evaluate(context.Background(), c.in)
 			if err != nil {
-				// A conflict may already be refused when compiling.
-				configProblems(t, err)
-				return
+				t.Fatal(err)
 			}
-			if _, err := eng.Evaluate(context.Background(), input("tool.x", nil, triage.Transient, triage.AutoReplay)); err == nil {
-				t.Fatal("evaluation succeeded")
+			if res.Action != c.want || !slices.Equal(res.Reasons, c.reasons) {
+				t.Errorf("%s %q, want %s %q", res.Action, res.Reasons, c.want, c.reasons)
 			}
-			// Through the engine the entry fails closed to manual_review.
-			rules, _ := triage.ParseRules("r.yaml", []byte("version: v1\n"))
-			g := &triage.Engine{Rules: rules, Policy: eng}
-			e := &entry.Entry{ID: "j", Source: "cordum", ReasonCode: "timeout"}
-			e.EnsureKey()
-			if d := g.Decide(context.Background(), e, triage.LedgerView{}); d.Action != triage.ManualReview || d.PolicyError == "" {
-				t.Fatalf("decided %s (policy error %q)", d.Action, d.PolicyError)
+			if triage.Stricter(res.Action, c.in.ProposedAction) != res.Action {
+				t.Errorf("the policy answered %s, laxer than the proposal %s", res.Action, c.in.ProposedAction)
 			}
 		})
 	}
-	if !errors.Is(func() error {
-		eng, _ := New(context.Background(), []triage.SourceFile{{Name: "u.rego", Text: cases["undefined"]}}, 0)
-		_, err := eng.Evaluate(context.Background(), input("x", nil, triage.Transient, triage.AutoReplay))
-		return err
-	}(), ErrUndefined) {
-		t.Fatal("an undefined decision is not ErrUndefined")
-	}
 }
 
-func TestTimeoutFailsClosed(t *testing.T) {
-	slow := "package replayctl\n\nn := count([x | some x in numbers.range(1, 3000000)])\n\ndecision := {\"action\": input.proposed_action, \"reasons\": [sprintf(\"%d\", [n])]}\n"
-	eng, err := New(context.Background(), []triage.SourceFile{{Name: "slow.rego", Text: slow}}, time.Millisecond)
+// TestBundledRulesAndPolicyTogether decides through triage with what
+// replayctl ships.
+func TestBundledRulesAndPolicyTogether(t *testing.T) {
+	g, snap, err := LoadEngine(context.Background(), "../../rules.yaml", bundledDir, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eng.Evaluate(context.Background(), input("x", nil, triage.Transient, triage.AutoReplay)); err == nil {
-		t.Fatal("a policy running past its time limit succeeded")
+	if g.Policy == nil || g.Snapshot != snap.ID {
+		t.Fatalf("engine policy %v snapshot %q, want the policy and %q", g.Policy, g.Snapshot, snap.ID)
+	}
+	mk := func(code, topic string, labels map[string]string) *entry.Entry {
+		e := &entry.Entry{ID: "j-" + code, Source: entry.KindCordum, Topic: topic, ReasonCode: code, Attempts: 1, Labels: labels, Payload: []byte(`{"n":1}`)}
+		e.EnsureKey()
+		return e
+	}
+	cases := []struct {
+		e            *entry.Entry
+		action       triage.Action
+		policyAction triage.Action
+		reason       string
+	}{
+		{mk("timeout", "tool.github.pr.create", nil), triage.AutoReplay, triage.AutoReplay, "no rule matched"},
+		{mk("timeout", "tool.github.pr.create", map[string]string{"risk": "high"}), triage.RequireApproval, triage.RequireApproval,
+			"policy: entry is labelled risk: high"},
+		{mk("timeout", "payments.card.charge", nil), triage.RequireApproval, triage.RequireApproval, "rule payments-need-approval matched"},
+		{mk("max_scheduling_retries", "tool.x.y", nil), triage.AutoReplay, triage.AutoReplay, "matched: auto_replay"},
+		{mk("schema_invalid", "payments.card.charge", nil), triage.Quarantine, triage.Quarantine, "matched: quarantine"},
+		{mk("denied", "tool.x.y", nil), triage.RequireApproval, triage.RequireApproval, "matched: require_approval"},
+		{mk("merge_conflict", "tool.x.y", nil), triage.ManualReview, triage.ManualReview, "no rule matched"},
+		{mk("mystery", "tool.x.y", nil), triage.ManualReview, triage.ManualReview, "unrecognised"},
+	}
+	for _, c := range cases {
+		d := g.Decide(context.Background(), c.e, triage.LedgerView{})
+		if d.Action != c.action || d.PolicyAction != c.policyAction || d.PolicyError != "" {
+			t.Errorf("%s on %s: action %s policy %s (error %q), want %s and %s", c.e.ReasonCode, c.e.Topic, d.Action, d.PolicyAction, d.PolicyError, c.action, c.policyAction)
+		}
+		found := false
+		for _, r := range d.Reasons {
+			found = found || strings.Contains(r, c.reason)
+		}
+		if !found {
+			t.Errorf("%s: reasons %q do not mention %q", c.e.ReasonCode, d.Reasons, c.reason)
+		}
+		if d.PolicySnapshot != snap.ID {
+			t.Errorf("%s: snapshot %q, want %q", c.e.ReasonCode, d.PolicySnapshot, snap.ID)
+		}
 	}
 }
 
-func TestConcurrentEvaluation(t *testing.T) {
-	p, _ := bundled(t)
-	eng, err := New(context.Background(), p, 0)
+// TestPolicyInputDocument checks the input document field by field: the
+// policy echoes input back as JSON.
+func TestPolicyInputDocument(t *testing.T) {
+	eng := mustNew(t, 0, regoFile("echo.rego", "decision := {\"action\": \"auto_replay\", \"reasons\": [json.marshal(input)]}\n"))
+	e := &entry.Entry{
+		ID: "item-3", Source: entry.KindProdigy, Scope: "job-9", Topic: "tool.x.create", ReasonCode: "Timeout",
+		Message: "took too long", Attempts: 4, IdempotencyKey: "k-1",
+		Labels:  map[string]string{"risk": "high", "team": "a"},
+		State:   entry.SourceState{Status: "pending", ManualReviewRequired: true, ReprocessIneligible: true, PolicySnapshot: "sha256:ab"},
+		Payload: []byte(`{"secret":"not for the policy"}`),
+	}
+	in := &triage.PolicyInput{
+		Entry: e, Class: triage.Transient, Unrecognised: true, Rule: "r1", RuleMatched: true,
+		ProposedAction: triage.RequireApproval, Owner: "ops", ApproverGroup: "oncall", MaxReplays: 2,
+		Ledger: triage.LedgerView{State: triage.StateOutcomeUnknown, Replays: 1, Approved: true, Probe: triage.ProbeInconclusive, PayloadHash: "sha256:p"},
+	}
+	res, err := eng.Evaluate(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			labels := map[string]string{}
-			want := triage.AutoReplay
-			if i%2 == 0 {
-				labels["risk"], want = "high", triage.RequireApproval
-			}
-			for range 50 {
-				res, err := eng.Evaluate(context.Background(), input("tool.email.send", labels, triage.Transient, triage.AutoReplay))
-				if err != nil || res.Action != want {
-					t.Errorf("goroutine %d: %s %v", i, res.Action, err)
-					return
-				}
-			}
-		}()
+	var got map[string]any
+	if len(res.Reasons) != 1 || json.Unmarshal([]byte(res.Reasons[0]), &got) != nil {
+		t.Fatalf("reasons %q", res.Reasons)
 	}
-	wg.Wait()
+	var want map[string]any
+	if err := json.Unmarshal([]byte(`{
+		"entry": {
+			"id": "item-3", "source": "prodigy", "topic": "tool.x.create", "reason_code": "Timeout",
+			"message": "took too long", "attempts": 4, "idempotency_key": "k-1",
+			"labels": {"risk": "high", "team": "a"},
+			"source_state": {"status": "pending", "handled": false, "manual_review_required": true,
+				"reprocess_eligible": false, "policy_snapshot": "sha256:ab"}
+		},
+		"class": "transient", "unrecognised": true, "rule": "r1", "rule_matched": true,
+		"proposed_action": "require_approval", "owner": "ops", "approver_group": "oncall", "max_replays": 2,
+		"ledger": {"state": "outcome_unknown", "replays": 1, "approved": true, "probe": "inconclusive"}
+	}`), &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		g, _ := json.MarshalIndent(got, "", "  ")
+		w, _ := json.MarshalIndent(want, "", "  ")
+		t.Errorf("policy input\n got %s\nwant %s", g, w)
+	}
+	// An entry without labels still has a labels object to index into.
+	res, err = eng.Evaluate(context.Background(), input("t", nil, triage.Transient, triage.AutoReplay))
+	if err != nil || json.Unmarshal([]byte(res.Reasons[0]), &got) != nil {
+		t.Fatal(err)
+	}
+	if labels, ok := got["entry"].(map[string]any)["labels"].(map[string]any); !ok || len(labels) != 0 {
+		t.Errorf("labels of an unlabelled entry: %#v", got["entry"].(map[string]any)["labels"])
+	}
 }
 
-func TestLoadEngineReportsBothFiles(t *testing.T) {
-	dir := t.TempDir()
-	_, _, err := LoadEngine(context.Background(), dir+"/missing.yaml", dir, 0)
-	ps := configProblems(t, err)
-	if len(ps) != 2 || !strings.Contains(ps[0].Msg, "cannot read rules") || !strings.Contains(ps[1].Msg, "no policy files") {
-		t.Fatalf("want both the rules and the policy problem: %+v", ps)
+func TestPolicyResultParsing(t *testing.T) {
+	cases := []struct {
+		name    string
+		body    string
+		want    triage.Action
+		reasons []string
+	}{
+		{"no reasons", `decision := {"action": "quarantine"}`, triage.Quarantine, nil},
+		{"empty reasons", `decision := {"action": "manual_review", "reasons": []}`, triage.ManualReview, nil},
+		{"a set of reasons comes back sorted", `decision := {"action": "auto_replay", "reasons": {"b", "c", "a"}}`, triage.AutoReplay, []string{"a", "b", "c"}},
+		{"a list of reasons comes back sorted", `decision := {"action": "auto_replay", "reasons": ["z", "y"]}`, triage.AutoReplay, []string{"y", "z"}},
+		{"action in another case", `decision := {"action": " Require_Approval "}`, triage.RequireApproval, nil},
+		{"extra keys are ignored", `decision := {"action": "auto_replay", "note": 1}`, triage.AutoReplay, nil},
 	}
-}
-
-func BenchmarkEvaluate(b *testing.B) {
-	p, _, err := ReadDir("../../policies")
-	if err != nil {
-		b.Fatal(err)
-	}
-	eng, err := New(context.Background(), p, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	in := input("tool.email.send", map[string]string{"team": "growth"}, triage.Transient, triage.AutoReplay)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := eng.Evaluate(context.Background(), in); err != nil {
-			b.Fatal(err)
+	for _, c := range cases {
+		eng := mustNew(t, 0, regoFile("p.rego", c.body+"\n"))
+		res, err := eng.Evaluate(context.Background(), input("t", nil, triage.Transient, triage.AutoReplay))
+		if err != nil || res.Action != c.want || !slices.Equal(res.Reasons, c.reasons) {
+			t.Errorf("%s: %s %q %v, want %s %q", c.name, res.Action, res.Reasons, err, c.want, c.reasons)
 		}
 	}
 }

@@ -1,0 +1,208 @@
+package policy
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestReadDir(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"b.rego":      "package replayctl\n",
+		"a.rego":      "package replayctl\n",
+		"a_test.rego": "package a_test\n",
+		"notes.md":    "not a policy",
+		"c.rego.bak":  "not a policy either",
+	})
+	p, tests, err := ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantP := []triage.SourceFile{
+		{Name: filepath.Join(dir, "a.rego"), Text: "package replayctl\n"},
+		{Name: filepath.Join(dir, "b.rego"), Text: "package replayctl\n"},
+	}
+	wantT := []triage.SourceFile{{Name: filepath.Join(dir, "a_test.rego"), Text: "package a_test\n"}}
+	if !reflect.DeepEqual(p, wantP) || !reflect.DeepEqual(tests, wantT) {
+		t.Fatalf("policies %+v tests %+v", p, tests)
+	}
+
+	empty := t.TempDir()
+	writeFiles(t, empty, map[string]string{"only_test.rego": "package x_test\n"})
+	_, _, err = ReadDir(empty)
+	ps := configProblems(t, err)
+	if ps[0].File != empty || !strings.Contains(ps[0].Msg, "no policy files (*.rego) found") || !strings.Contains(ps[0].Msg, "--policies") {
+		t.Fatalf("%+v", ps)
+	}
+}
+
+func TestLoadEngine(t *testing.T) {
+	ctx := context.Background()
+	g, snap, err := LoadEngine(ctx, "../../rules.yaml", bundledDir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rulesText, _ := os.ReadFile("../../rules.yaml")
+	p, _ := bundled(t)
+	want := triage.NewSnapshot(triage.SourceFile{Name: "../../rules.yaml", Text: string(rulesText)}, p)
+	if !reflect.DeepEqual(snap, want) || g.Snapshot != want.ID {
+		t.Fatalf("snapshot %+v engine %q, want %+v (tests are not part of it)", snap.ID, g.Snapshot, want.ID)
+	}
+	if g.Rules == nil || g.Policy == nil {
+		t.Fatal("engine without rules or policy")
+	}
+}
+
+func TestLoadEngineReportsEveryProblemTogether(t *testing.T) {
+	ctx := context.Background()
+	t.Run("missing rules, no policies", func(t *testing.T) {
+		dir := t.TempDir()
+		_, _, err := LoadEngine(ctx, filepath.Join(dir, "missing.yaml"), dir, 0)
+		ps := configProblems(t, err)
+		if len(ps) != 2 || !strings.Contains(ps[0].Msg, "cannot read rules") || !strings.Contains(ps[1].Msg, "no policy files") {
+			t.Fatalf("want both the rules and the policy problem: %+v", ps)
+		}
+	})
+	t.Run("bad rules and a bad policy", func(t *testing.T) {
+		dir := t.TempDir()
+		rules := filepath.Join(dir, "rules.yaml")
+		writeFiles(t, dir, map[string]string{
+			"rules.yaml": "version: v1\ndlq_rules:\n  - action: replay\n",
+			"p.rego":     "package replayctl\n\ndecision := http.send({})\n",
+		})
+		_, _, err := LoadEngine(ctx, rules, dir, 0)
+		ps := configProblems(t, err)
+		var sawRules, sawPolicy bool
+		for _, p := range ps {
+			sawRules = sawRules || (p.File == rules && p.Line == 3 && strings.Contains(p.Msg, `unknown action "replay"`))
+			sawPolicy = sawPolicy || (p.File == filepath.Join(dir, "p.rego") && p.Line == 3 && strings.Contains(p.Msg, "http.send"))
+		}
+		if !sawRules || !sawPolicy {
+			t.Fatalf("want the rules problem and the policy problem, got:\n%v", err)
+		}
+	})
+}
+
+func TestEngineFromSnapshot(t *testing.T) {
+	ctx := context.Background()
+	g, snap, err := LoadEngine(ctx, "../../rules.yaml", bundledDir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := EngineFromSnapshot(ctx, snap, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(code, topic string, labels map[string]string) *entry.Entry {
+		e := &entry.Entry{ID: "j-" + code, Source: entry.KindCordum, Topic: topic, ReasonCode: code, Labels: labels, Payload: []byte(`{"x":1}`)}
+		e.EnsureKey()
+		return e
+	}
+	for _, e := range []*entry.Entry{
+		mk("timeout", "tool.a.b", nil),
+		mk("timeout", "tool.a.b", map[string]string{"risk": "high"}),
+		mk("denied", "payments.x", nil),
+		mk("mystery", "x", nil),
+	} {
+		a := g.Decide(ctx, e, triage.LedgerView{})
+		b := again.Decide(ctx, e, triage.LedgerView{})
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: the snapshot's engine decides differently:\n%+v\n%+v", e.ReasonCode, a, b)
+		}
+	}
+
+	// Edited text under the old id is refused.
+	tampered := snap
+	tampered.Policies = []triage.SourceFile{{Name: snap.Policies[0].Name, Text: snap.Policies[0].Text + "\n# edited\n"}}
+	if _, err := EngineFromSnapshot(ctx, tampered, 0); err == nil || !strings.Contains(err.Error(), "does not hash to its id") {
+		t.Errorf("a tampered snapshot: %v", err)
+	}
+	// Broken text comes back as a *triage.ConfigError.
+	broken := triage.NewSnapshot(triage.SourceFile{Name: "r.yaml", Text: "version: v9\n"}, snap.Policies)
+	_, err = EngineFromSnapshot(ctx, broken, 0)
+	if ps := configProblems(t, err); ps[0].File != "r.yaml" || ps[0].Line != 1 {
+		t.Errorf("%+v", ps)
+	}
+	brokenPolicy := triage.NewSnapshot(snap.Rules, []triage.SourceFile{{Name: "p.rego", Text: "package replayctl\n\nx := opa.runtime()\n"}})
+	_, err = EngineFromSnapshot(ctx, brokenPolicy, 0)
+	if ps := configProblems(t, err); ps[0].File != "p.rego" || ps[0].Line != 3 {
+		t.Errorf("%+v", ps)
+	}
+}
+
+func TestConcurrentEvaluation(t *testing.T) {
+	p, _ := bundled(t)
+	eng := mustNew(t, 0, p...)
+	type job struct {
+		in   *triage.PolicyInput
+		want triage.Action
+	}
+	jobs := []job{
+		{input("tool.email.send", nil, triage.Transient, triage.AutoReplay), triage.AutoReplay},
+		{input("tool.email.send", map[string]string{"risk": "high"}, triage.Transient, triage.AutoReplay), triage.RequireApproval},
+		{input("payments.charge", nil, triage.Transient, triage.AutoReplay), triage.RequireApproval},
+		{input("tool.email.send", nil, triage.UnknownCommit, triage.AutoReplay), triage.ManualReview},
+		{input("tool.email.send", nil, triage.Poison, triage.Quarantine), triage.Quarantine},
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				j := jobs[(w+i)%len(jobs)]
+				res, err := eng.Evaluate(context.Background(), j.in)
+				if err != nil || res.Action != j.want {
+					t.Errorf("goroutine %d: %s %v, want %s", w, res.Action, err, j.want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestConcurrentDecisions(t *testing.T) {
+	g, _, err := LoadEngine(context.Background(), "../../rules.yaml", bundledDir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			labels := map[string]string{}
+			want := triage.AutoReplay
+			if w%2 == 0 {
+				labels["risk"], want = "high", triage.RequireApproval
+			}
+			e := &entry.Entry{ID: "j", Source: entry.KindCordum, Topic: "tool.a.b", ReasonCode: "timeout", Labels: labels}
+			e.EnsureKey()
+			for range 50 {
+				if d := g.Decide(context.Background(), e, triage.LedgerView{}); d.Action != want || d.PolicyError != "" {
+					t.Errorf("goroutine %d: %s (%s), want %s", w, d.Action, d.PolicyError, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

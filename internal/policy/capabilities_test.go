@@ -69,11 +69,6 @@ func TestCapabilities(t *testing.T) {
 }
 
 func TestNondeterministicBuiltinsDoNotCompile(t *testing.T) {
-	t.Skip("BUG (design gap): policy.go:29 denies only http.send, net.lookup_ip_addr and opa.runtime; a policy may " +
-		"still call time.now_ns, rand.intn or uuid.rfc4122, so the same input gives a different decision later and " +
-		"`audit replay-decision` cannot reproduce it (ARCHITECTURE: \"decisions never read the wall clock\", " +
-		"\"same inputs, same decision\"); want a *triage.ConfigError at compile time, got a policy that compiles and " +
-		"answers differently on each evaluation")
 	for _, call := range []string{"time.now_ns()", `rand.intn("x", 100)`, `uuid.rfc4122("x")`} {
 		src := "package replayctl\n\nx := " + call + "\n\ndecision := {\"action\": input.proposed_action, \"reasons\": [sprintf(\"%v\", [x])]}\n"
 		_, err := New(context.Background(), []triage.SourceFile{{Name: "clock.rego", Text: src}}, 0)

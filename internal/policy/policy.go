@@ -24,9 +24,11 @@ const Query = "data.replayctl.decision"
 // DefaultTimeout bounds one evaluation; past it the decision fails closed.
 const DefaultTimeout = time.Second
 
-// deniedBuiltins reach outside the process or read its environment; a
-// replay decision must depend on its inputs only.
-var deniedBuiltins = []string{"http.send", "net.lookup_ip_addr", "opa.runtime"}
+// deniedBuiltins reach outside the process, read its environment, or
+// answer differently each time: a replay decision must depend on its
+// inputs only, so that a recorded decision can be re-run exactly.
+var deniedBuiltins = []string{"http.send", "net.lookup_ip_addr", "opa.runtime",
+	"time.now_ns", "rand.intn", "uuid.rfc4122"}
 
 // Capabilities returns this OPA version's capabilities without the denied
 // builtins.

@@ -99,7 +99,7 @@ func evidenceHash(d *Decision, e *entry.Entry) string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		parts = append(parts, k+"="+e.Labels[k])
+		parts = append(parts, k, e.Labels[k]) // separate parts: "a=b"/"c" differs from "a"/"b=c"
 	}
 	for _, s := range parts {
 		h.Write([]byte(s))

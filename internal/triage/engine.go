@@ -199,6 +199,11 @@ func (g *Engine) applyPolicy(ctx context.Context, e *entry.Entry, d *Decision) {
 		d.escalate(ManualReview, "policy failed, failing closed: "+err.Error())
 		return
 	}
+	if _, err := ParseAction(string(res.Action)); err != nil {
+		d.PolicyError = "policy answered an invalid action: " + err.Error()
+		d.escalate(ManualReview, "policy failed, failing closed: "+d.PolicyError)
+		return
+	}
 	d.PolicyAction = res.Action
 	for _, why := range res.Reasons {
 		d.because("policy: " + why)

@@ -2,13 +2,14 @@ package triage
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
 // matches reports whether every condition of m holds for the entry.
 func (m *Match) matches(e *entry.Entry, c Class) bool {
-	if len(m.ReasonCode) > 0 && !containsFold(m.ReasonCode, e.ReasonCode) {
+	if len(m.ReasonCode) > 0 && !containsFold(m.ReasonCode, strings.TrimSpace(e.ReasonCode)) {
 		return false
 	}
 	if len(m.Class) > 0 && !containsFold(m.Class, string(c)) {

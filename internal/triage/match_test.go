@@ -159,10 +159,6 @@ func TestMatchConditions(t *testing.T) {
 }
 
 func TestRuleReasonCodeMatchIgnoresSurroundingSpace(t *testing.T) {
-	t.Skip(`BUG: match.go:11 (Match.matches) compares the entry's raw reason code (strings.EqualFold, no trim), ` +
-		`while classify and Decision.ReasonCode trim it: reason_code " max_scheduling_retries " is classified ` +
-		`transient with reason code "max_scheduling_retries" but misses the Cordum rule for it, so it gets ` +
-		`default:transient with max_replays 3 instead of the rule's max_replays 2`)
 	g := newEngine(t, cordumSeed, nil)
 	for _, code := range []string{"max_scheduling_retries", " max_scheduling_retries ", "\tMAX_SCHEDULING_RETRIES\n"} {
 		d := decide(g, newEntry(code, ""), LedgerView{})

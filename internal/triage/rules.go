@@ -388,14 +388,26 @@ func (r *Rules) validate(cerr *ConfigError, top *yaml.Node) {
 	}
 
 	r.taxonomy = builtinTaxonomy()
-	for class, codes := range r.Taxonomy {
+	classes := make([]string, 0, len(r.Taxonomy))
+	for class := range r.Taxonomy {
+		classes = append(classes, class)
+	}
+	sort.Strings(classes) // map order is random; problems and results must not be
+	listed := map[string]string{}
+	for _, class := range classes {
 		c, err := ParseClass(class)
 		if err != nil {
 			cerr.add(f, keyLine(top, "taxonomy"), "taxonomy: %v", err)
 			continue
 		}
-		for _, code := range codes {
-			r.taxonomy[strings.ToLower(strings.TrimSpace(code))] = c
+		for _, code := range r.Taxonomy[class] {
+			code = strings.ToLower(strings.TrimSpace(code))
+			if prev, dup := listed[code]; dup && prev != class {
+				cerr.add(f, keyLine(top, "taxonomy"), "taxonomy: code %q is listed under both %s and %s", code, prev, class)
+				continue
+			}
+			listed[code] = class
+			r.taxonomy[code] = c
 		}
 	}
 

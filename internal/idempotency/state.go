@@ -63,6 +63,10 @@ type Record struct {
 	Updated     time.Time `json:"updated"`
 	// Dispatched is when the current or last dispatch started.
 	Dispatched time.Time `json:"dispatched,omitzero"`
+	// Owner is the process instance that made the current or last
+	// dispatch (host:pid:nonce). Recovery only touches a dispatching record
+	// whose owner is gone, never one still in flight.
+	Owner string `json:"owner,omitempty"`
 }
 
 // View is what triage needs of a record.
@@ -82,6 +86,14 @@ type Transition struct {
 	PayloadHash string
 	// Error is kept as the record's last error (outcomes).
 	Error string
+	// Owner names the dispatching process instance: set on the record when
+	// To is Dispatching; when From is Dispatching and Owner is set, the
+	// record must still belong to it.
+	Owner string
+	// Attempt, when From is Dispatching and Attempt > 0, must equal the
+	// record's replay count: an outcome is booked only against the attempt
+	// it belongs to, never against a later one.
+	Attempt int
 }
 
 // Apply computes the next record from the current one (nil when the key
@@ -94,6 +106,10 @@ func Apply(cur *Record, t Transition, now time.Time) (Record, error) {
 	}
 	if curState != t.From {
 		return Record{}, fmt.Errorf("%w: key %s is %s, expected %s", ErrConflict, t.Key, show(curState), show(t.From))
+	}
+	if curState == Dispatching && (t.Attempt > 0 && cur.Replays != t.Attempt || t.Owner != "" && cur.Owner != t.Owner) {
+		return Record{}, fmt.Errorf("%w: key %s is dispatching attempt %d by %s, not attempt %d by %s",
+			ErrConflict, t.Key, cur.Replays, orUnknown(cur.Owner), t.Attempt, orUnknown(t.Owner))
 	}
 	if !CanTransition(t.From, t.To) {
 		return Record{}, fmt.Errorf("%w: %s -> %s", ErrIllegal, show(t.From), show(t.To))
@@ -115,6 +131,7 @@ func Apply(cur *Record, t Transition, now time.Time) (Record, error) {
 	if t.To == Dispatching {
 		next.Replays++
 		next.Dispatched = now
+		next.Owner = t.Owner
 	}
 	next.LastError = t.Error
 	return next, nil
@@ -125,4 +142,11 @@ func show(s State) string {
 		return "(none)"
 	}
 	return string(s)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "(unknown owner)"
+	}
+	return s
 }

@@ -85,3 +85,31 @@ func TestApplyCountsReplaysAndKeepsPayload(t *testing.T) {
 		t.Fatalf("different payload: got %v, want ErrPayloadMismatch", err)
 	}
 }
+
+// An outcome must be booked against the attempt and owner that made the
+// dispatch: a stale outcome (an earlier attempt, or another process's) is
+// refused, never written over a later attempt (issue 14: the first
+// dispatch's 200 was booked against the second).
+func TestOutcomeIsACompareAndSetOnAttemptAndOwner(t *testing.T) {
+	now := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	dec := &Record{Key: "k", State: Decided, PayloadHash: "h", Replays: 1}
+	cur, err := Apply(dec, Transition{Key: "k", From: Decided, To: Dispatching, Owner: "host:1:a"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Owner != "host:1:a" || cur.Replays != 2 {
+		t.Fatalf("claim recorded owner %q attempt %d, want host:1:a attempt 2", cur.Owner, cur.Replays)
+	}
+	for _, tr := range []Transition{
+		{Key: "k", From: Dispatching, To: Succeeded, Owner: "host:1:a", Attempt: 1},
+		{Key: "k", From: Dispatching, To: Succeeded, Owner: "host:2:b", Attempt: 2},
+	} {
+		if _, err := Apply(&cur, tr, now); !errors.Is(err, ErrConflict) {
+			t.Errorf("stale outcome %+v: got %v, want ErrConflict", tr, err)
+		}
+	}
+	next, err := Apply(&cur, Transition{Key: "k", From: Dispatching, To: Succeeded, Owner: "host:1:a", Attempt: 2}, now)
+	if err != nil || next.State != Succeeded {
+		t.Fatalf("current outcome refused: %v", err)
+	}
+}

@@ -359,9 +359,13 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 		item := BulkItem{Ref: er.Entry.Ref(), Category: cat}
 		if cat == WhyReplay {
 			sent++
-			e := er.Entry
-			res, err := r.handle(ctx, &e, nil)
-			if err != nil {
+			res, err := r.handleOne(ctx, er)
+			switch {
+			case errors.Is(err, ErrState):
+				// In flight elsewhere (another replay, or another worker's
+				// claim): its outcome decides; not an error of the bulk.
+				res.Final = "in_flight"
+			case err != nil:
 				return rep, err
 			}
 			if len(res.Replays) > 0 {

@@ -224,38 +224,32 @@ func (rep *Report) add(res *EntryResult) {
 	}
 }
 
-// Recover turns every dispatching record (a dispatch whose process died
-// before its outcome was written) into outcome_unknown: it may or may not
-// have happened, so it is never retried blindly.
+// Recover turns every dispatching record whose owner is gone (a process
+// that died before writing the outcome) into outcome_unknown: it may or
+// may not have happened, so it is never retried blindly. Dispatches in
+// flight in this process are left alone (see claim.go).
 func Recover(ctx context.Context, s Store, actor string) (int, error) {
 	var keys []idempotency.Record
 	if err := s.LedgerRecords(ctx, func(r *idempotency.Record) error {
-		if r.State == idempotency.Dispatching {
+		if r.State == idempotency.Dispatching && !inFlightHere(s, r) {
 			keys = append(keys, *r)
 		}
 		return nil
 	}); err != nil {
 		return 0, fmt.Errorf("recover: %w", err)
 	}
-	for _, rec := range keys {
-		err := s.Update(ctx, func(tx store.Tx) error {
-			next, err := tx.Transition(idempotency.Transition{Key: rec.Key, From: idempotency.Dispatching,
-				To: idempotency.OutcomeUnknown, Error: "process stopped during dispatch: outcome unknown"})
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Append(&audit.Record{Actor: actor, Kind: audit.KindRecovery, EntryRef: rec.EntryRef, Key: rec.Key,
-				LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(next.State), Outcome: string(next.State),
-				Reason: "dispatch found without an outcome on start"}); err != nil {
-				return err
-			}
-			return setStatus(tx, rec.EntryRef, store.StatusUnknown, "a replay may or may not have happened: probe or person")
-		})
-		if err != nil && !errors.Is(err, idempotency.ErrConflict) {
-			return 0, fmt.Errorf("recover %s: %w", rec.Key, err)
+	n := 0
+	for i := range keys {
+		err := recoverRecord(ctx, s, actor, &keys[i], "dispatch found without an outcome, its process gone")
+		switch {
+		case errors.Is(err, idempotency.ErrConflict):
+		case err != nil:
+			return n, fmt.Errorf("recover %s: %w", keys[i].Key, err)
+		default:
+			n++
 		}
 	}
-	return len(keys), nil
+	return n, nil
 }
 
 func setStatus(tx store.Tx, ref, status, reason string) error {
@@ -277,6 +271,15 @@ func setStatus(tx store.Tx, ref, status, reason string) error {
 func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Source) (EntryResult, error) {
 	unlock := r.locks.lock(e.IdempotencyKey)
 	defer unlock()
+	// One claim model for every path (claim.go): a dispatch left by an
+	// owner that is gone becomes outcome_unknown; one in flight here is
+	// left to finish, and nothing is decided on it meanwhile.
+	if err := r.recoverKey(ctx, e.IdempotencyKey, e.Ref(), "dispatch found without an outcome, its owner gone"); errors.Is(err, errInFlight) {
+		return EntryResult{Ref: e.Ref(), Final: triage.Skip, Status: store.StatusReplaying, Outcome: "in_flight",
+			Reason: "a replay of this key is in flight: its outcome decides"}, nil
+	} else if err != nil {
+		return EntryResult{}, err
+	}
 	view, err := r.Store.LedgerView(ctx, e.IdempotencyKey)
 	if err != nil {
 		return EntryResult{}, err
@@ -413,6 +416,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 		return r.record(ctx, e, res, nil)
 	}
 	bo := newBackOff(d.Backoff, r.Clock)
+	owner := instanceOf(r.Store, r.Owner)
 	for {
 		if err := r.pace.wait(ctx); err != nil {
 			res.Status, res.Reason = store.StatusPending, "run interrupted before dispatch"
@@ -446,7 +450,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 				}
 			}
 			next, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: from,
-				To: idempotency.Dispatching, PayloadHash: d.PayloadHash})
+				To: idempotency.Dispatching, PayloadHash: d.PayloadHash, Owner: owner})
 			if err != nil {
 				return err
 			}
@@ -475,7 +479,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 		to, status := outcomeState(out.Outcome)
 		if err := r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 			if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching,
-				To: to, Error: out.Detail}); err != nil {
+				To: to, Error: out.Detail, Owner: owner, Attempt: attempt}); err != nil {
 				return err
 			}
 			detail, _ := json.Marshal(map[string]any{"target": route.Name, "attempt": attempt, "status": out.Status})
@@ -745,6 +749,33 @@ func (r *Reconciler) One(ctx context.Context, er *store.EntryRecord) (EntryResul
 		return EntryResult{}, fmt.Errorf("%w: %s was already replayed", ErrState, er.Entry.Ref())
 	}
 	r.defaults()
+	return r.handleOne(ctx, er)
+}
+
+// handleOne handles one stored entry outside a run (single and bulk
+// replays) through the same claim as a run.
+func (r *Reconciler) handleOne(ctx context.Context, er *store.EntryRecord) (EntryResult, error) {
 	e := er.Entry
-	return r.handle(ctx, &e, nil)
+	var (
+		res EntryResult
+		err error
+	)
+	if sh, ok := r.Store.(store.Shared); ok {
+		// The same claim as a run's: no other worker handles the entry
+		// while this replay is in flight, and its lease fences our writes.
+		c, ok, cerr := sh.ClaimRef(ctx, e.Ref(), r.Owner, r.Lease)
+		if cerr != nil {
+			return EntryResult{}, cerr
+		}
+		if !ok {
+			return EntryResult{}, fmt.Errorf("%w: %s is being handled by another worker; try again later", ErrState, e.Ref())
+		}
+		res, err = r.handleClaim(ctx, sh, c, nil)
+	} else {
+		res, err = r.handle(ctx, &e, nil)
+	}
+	if err == nil && res.Outcome == "in_flight" {
+		return res, fmt.Errorf("%w: %s: a replay of its key is in flight; its outcome decides", ErrState, e.Ref())
+	}
+	return res, err
 }

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/replayctl/replayctl/internal/audit"
-	"github.com/replayctl/replayctl/internal/entry"
-	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
 )
@@ -107,46 +104,15 @@ func (r *Reconciler) runShared(ctx context.Context, srcs []source.Source, sh sto
 	return nil
 }
 
-// handleClaim recovers an interrupted dispatch of this entry (its previous
-// owner's lease expired, or we could not have claimed it), handles the
-// entry, and releases the claim.
+// handleClaim handles the entry under its claim (handle recovers a
+// dispatch its previous owner left: that owner's lease expired, or we
+// could not have claimed it) and releases the claim.
 func (r *Reconciler) handleClaim(ctx context.Context, sh store.Shared, c store.Claim, src source.Source) (EntryResult, error) {
 	e := c.Entry.Entry
 	fctx := store.WithFence(ctx, store.Fence{Ref: e.Ref(), Token: c.Token})
-	if err := r.recoverKey(fctx, &e); err != nil {
-		return EntryResult{}, err
-	}
 	res, err := r.handle(fctx, &e, src)
 	if err != nil {
 		return res, err
 	}
 	return res, sh.Release(context.WithoutCancel(ctx), e.Ref(), c.Token)
-}
-
-// recoverKey turns this entry's own dispatching record into
-// outcome_unknown: the worker that wrote it lost its lease (died or
-// stalled), so the dispatch may or may not have happened.
-func (r *Reconciler) recoverKey(ctx context.Context, e *entry.Entry) error {
-	// Almost always there is nothing to recover: find out with a read, and
-	// take a (serialized) write transaction only when there is.
-	if v, err := r.Store.LedgerView(ctx, e.IdempotencyKey); err != nil || v.State != string(idempotency.Dispatching) {
-		return err
-	}
-	return r.Store.Update(ctx, func(tx store.Tx) error {
-		rec, err := tx.Ledger(e.IdempotencyKey)
-		if err != nil || rec == nil || rec.State != idempotency.Dispatching || rec.EntryRef != e.Ref() {
-			return err
-		}
-		next, err := tx.Transition(idempotency.Transition{Key: rec.Key, From: idempotency.Dispatching,
-			To: idempotency.OutcomeUnknown, Error: "worker lost its lease during dispatch: outcome unknown"})
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindRecovery, EntryRef: rec.EntryRef, Key: rec.Key,
-			LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(next.State), Outcome: string(next.State),
-			Reason: "dispatch found without an outcome after its worker's lease expired"}); err != nil {
-			return err
-		}
-		return setStatus(tx, rec.EntryRef, store.StatusUnknown, "a replay may or may not have happened: probe or person")
-	})
 }

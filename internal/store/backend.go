@@ -69,6 +69,10 @@ type Shared interface {
 	// Claim leases up to n entries not checked since `since` whose lease
 	// is free or expired (FOR UPDATE SKIP LOCKED), each with a new token.
 	Claim(ctx context.Context, owner string, since time.Time, n int, lease time.Duration) ([]Claim, error)
+	// ClaimRef leases one entry by ref (a single replay), whatever its last
+	// check, when its lease is free or expired; ok is false when another
+	// worker holds it.
+	ClaimRef(ctx context.Context, ref, owner string, lease time.Duration) (c Claim, ok bool, err error)
 	// Release marks the entry checked and frees the lease, if the token is
 	// still current.
 	Release(ctx context.Context, ref string, token int64) error

@@ -69,6 +69,9 @@ type Bolt struct {
 	now  func() time.Time
 	ro   bool
 	key  []byte
+	// instance names this open of the file; bbolt's file lock means no
+	// other live process can own a dispatching record in it.
+	instance string
 }
 
 var _ Store = (*Bolt)(nil)
@@ -100,7 +103,7 @@ func OpenBolt(path string, o Options) (*Bolt, error) {
 	if o.MaxBatchDelay > 0 {
 		db.MaxBatchDelay = o.MaxBatchDelay
 	}
-	s := &Bolt{db: db, path: path, now: o.Now, ro: o.ReadOnly, key: o.AuditKey}
+	s := &Bolt{db: db, path: path, now: o.Now, ro: o.ReadOnly, key: o.AuditKey, instance: newInstanceID()}
 	if !o.ReadOnly {
 		if err := db.Update(func(tx *bolt.Tx) error {
 			for _, b := range allBuckets {

@@ -42,8 +42,9 @@ const (
 
 // Postgres is the shared store for many workers.
 type Postgres struct {
-	pool *pgxpool.Pool
-	key  []byte
+	pool     *pgxpool.Pool
+	key      []byte
+	instance string
 }
 
 // OpenPostgres connects and migrates the schema.
@@ -56,7 +57,7 @@ func OpenPostgres(ctx context.Context, dsn string, o Options) (*Postgres, error)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
-	p := &Postgres{pool: pool, key: o.AuditKey}
+	p := &Postgres{pool: pool, key: o.AuditKey, instance: newInstanceID()}
 	if err := p.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -543,6 +544,27 @@ func (p *Postgres) Claim(ctx context.Context, owner string, since time.Time, n i
 		out = append(out, Claim{Entry: er, Token: token})
 	}
 	return out, rows.Err()
+}
+
+// ClaimRef implements Shared.
+func (p *Postgres) ClaimRef(ctx context.Context, ref, owner string, lease time.Duration) (Claim, bool, error) {
+	var token int64
+	var rec, payload []byte
+	err := p.pool.QueryRow(ctx, `
+		UPDATE entries SET lease_owner = $2, lease_until = now() + $3 * interval '1 millisecond', fence = nextval('fence_seq')
+		WHERE ref = $1 AND (lease_until IS NULL OR lease_until < now())
+		RETURNING fence, rec, payload`, ref, owner, lease.Milliseconds()).Scan(&token, &rec, &payload)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Claim{}, false, nil
+	}
+	if err != nil {
+		return Claim{}, false, fmt.Errorf("claim %s: %w", ref, err)
+	}
+	er, err := decodeEntryBytes(rec, payload)
+	if err != nil {
+		return Claim{}, false, err
+	}
+	return Claim{Entry: er, Token: token}, true, nil
 }
 
 // Release implements Shared.

@@ -28,6 +28,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		"EntriesKeepPayloadVerbatim":  entriesVerbatim,
 		"ApprovalsRoundTrip":          approvals,
 		"SnapshotsKeptOnce":           snapshots,
+		"OutcomeIsGuardedByAttempt":   outcomeCAS,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, open(t)) })
@@ -79,6 +80,46 @@ func stateMachine(t *testing.T, s store.Backend) {
 	n := 0
 	if err := s.LedgerRecords(ctx, func(*idempotency.Record) error { n++; return nil }); err != nil || n != 2 {
 		t.Fatalf("records %d %v", n, err)
+	}
+}
+
+// outcomeCAS: the dispatching record names its owner and attempt, kept
+// by the backend; an outcome for another attempt or owner is refused and
+// writes nothing (issue 14: a stale 200 booked against a later attempt).
+func outcomeCAS(t *testing.T, s store.Backend) {
+	ctx := context.Background()
+	if _, err := transition(ctx, s, idempotency.Transition{Key: "k", To: idempotency.Decided, EntryRef: "jsonl:e"}); err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 1; attempt <= 2; attempt++ {
+		rec, err := transition(ctx, s, idempotency.Transition{Key: "k", From: idempotency.Decided, To: idempotency.Dispatching, Owner: "host:1:aa"})
+		if err != nil || rec.Replays != attempt || rec.Owner != "host:1:aa" {
+			t.Fatalf("claim %d: %+v %v", attempt, rec, err)
+		}
+		if attempt == 1 {
+			if _, err := transition(ctx, s, idempotency.Transition{Key: "k", From: idempotency.Dispatching, To: idempotency.Decided, Owner: "host:1:aa", Attempt: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, stale := range []idempotency.Transition{
+		{Key: "k", From: idempotency.Dispatching, To: idempotency.Succeeded, Owner: "host:1:aa", Attempt: 1},
+		{Key: "k", From: idempotency.Dispatching, To: idempotency.Succeeded, Owner: "host:2:bb", Attempt: 2},
+	} {
+		if _, err := transition(ctx, s, stale); !errors.Is(err, idempotency.ErrConflict) {
+			t.Fatalf("stale outcome %+v: %v, want ErrConflict", stale, err)
+		}
+	}
+	var stored *idempotency.Record
+	if err := s.View(ctx, func(tx store.Tx) error {
+		var err error
+		stored, err = tx.Ledger("k")
+		return err
+	}); err != nil || stored == nil || stored.State != idempotency.Dispatching || stored.Owner != "host:1:aa" || stored.Replays != 2 {
+		t.Fatalf("after stale outcomes: %+v %v", stored, err)
+	}
+	if _, err := transition(ctx, s, idempotency.Transition{Key: "k", From: idempotency.Dispatching, To: idempotency.Succeeded, Owner: "host:1:aa", Attempt: 2}); err != nil {
+		t.Fatalf("current outcome: %v", err)
 	}
 }
 

@@ -30,6 +30,10 @@ const (
 	crashDBEnv     = "REPLAYCTL_CRASH_DB"
 	crashSourceEnv = "REPLAYCTL_CRASH_SOURCE"
 	crashTargetEnv = "REPLAYCTL_CRASH_TARGET"
+	// crashModeEnv: "" runs reconcile; "single" replays each entry with
+	// Reconciler.One (dlq replay ID, the API's replay), 4 at a time;
+	// "bulk" runs one bulk replay over every stored entry.
+	crashModeEnv = "REPLAYCTL_CRASH_MODE"
 )
 
 // Lines the child prints so that the parent can time its kills from the
@@ -171,8 +175,16 @@ type crashChild struct {
 // startCrashChild re-executes the test binary as a reconcile process.
 func startCrashChild(t *testing.T, db, src, target string) *crashChild {
 	t.Helper()
+	return startCrashChildMode(t, "", db, src, target)
+}
+
+// startCrashChildMode starts a child making single ("single") or bulk
+// ("bulk") replays instead of a reconcile run.
+func startCrashChildMode(t *testing.T, mode, db, src, target string) *crashChild {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1", "-test.v=false")
-	cmd.Env = append(os.Environ(), crashChildEnv+"=1", crashDBEnv+"="+db, crashSourceEnv+"="+src, crashTargetEnv+"="+target)
+	cmd.Env = append(os.Environ(), crashChildEnv+"=1", crashDBEnv+"="+db, crashSourceEnv+"="+src, crashTargetEnv+"="+target,
+		crashModeEnv+"="+mode)
 	c := &crashChild{cmd: cmd, out: newChildOutput(), done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = c.out, c.out
 	if err := cmd.Start(); err != nil {

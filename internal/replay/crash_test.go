@@ -45,6 +45,11 @@ func TestCrashChild(t *testing.T) {
 	r := &replay.Reconciler{Engine: eng, Store: st, MaxParallel: 4, Actor: "crash-child",
 		Router: replay.NewRulesRouter(eng.Rules, &replay.Route{Name: "sink", Dispatcher: target})}
 	fmt.Println(markReady)
+	switch os.Getenv(crashModeEnv) {
+	case "single", "bulk":
+		crashChildReplays(t, r, st, src, os.Getenv(crashModeEnv))
+		return
+	}
 	if _, err := r.Run(ctx, []source.Source{src}); err != nil {
 		t.Fatal(err)
 	}

@@ -78,13 +78,16 @@ type Report struct {
 		Unknown    int `json:"outcome_unknown"`
 		Retried    int `json:"retried"`
 	} `json:"replays"`
-	ProbedCommitted int            `json:"probed_committed"`
-	NoTarget        int            `json:"no_target"`
-	ApprovalsOpened int            `json:"approvals_requested"`
-	WriteBackErrors int            `json:"write_back_errors"`
-	AwaitingPeople  int            `json:"awaiting_people"`
-	StatusCounts    map[string]int `json:"by_status"`
-	Interrupted     bool           `json:"interrupted,omitempty"`
+	ProbedCommitted int `json:"probed_committed"`
+	NoTarget        int `json:"no_target"`
+	ApprovalsOpened int `json:"approvals_requested"`
+	WriteBackErrors int `json:"write_back_errors"`
+	// EntryErrors counts entries quarantined because handling them failed
+	// (a store error, an oversized field, a panic); the run went on.
+	EntryErrors    int            `json:"entry_errors,omitempty"`
+	AwaitingPeople int            `json:"awaiting_people"`
+	StatusCounts   map[string]int `json:"by_status"`
+	Interrupted    bool           `json:"interrupted,omitempty"`
 	// Shared stores: entries new to the store, and claims lost to another
 	// worker (lease expired) whose work was therefore not recorded.
 	Ingested    int `json:"ingested,omitempty"`
@@ -163,10 +166,13 @@ func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, er
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				res, err := r.handle(ctx, &j.e, j.src)
+				res, err := r.handleSafely(ctx, &j.e, j.src)
 				if err != nil {
-					fail(fmt.Errorf("entry %s: %w", j.e.Ref(), err))
-					return
+					if ctx.Err() != nil {
+						fail(fmt.Errorf("entry %s: %w", j.e.Ref(), err))
+						return
+					}
+					res = r.isolate(ctx, &j.e, fmt.Errorf("entry %s: %w", j.e.Ref(), err))
 				}
 				results <- res
 			}
@@ -221,6 +227,8 @@ func (rep *Report) add(res *EntryResult) {
 		rep.ApprovalsOpened++
 	case "write_back_failed":
 		rep.WriteBackErrors++
+	case "entry_error":
+		rep.EntryErrors++
 	}
 }
 

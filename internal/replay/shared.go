@@ -80,6 +80,17 @@ func (r *Reconciler) runShared(ctx context.Context, srcs []source.Source, sh sto
 				switch {
 				case errors.Is(err, store.ErrStaleFence):
 					rep.StaleClaims++
+				case err != nil && ctx.Err() == nil:
+					// One bad entry never stops the drain: quarantine it,
+					// audited, and free its claim.
+					e := c.Entry.Entry
+					res := r.isolate(store.WithFence(ctx, store.Fence{Ref: e.Ref(), Token: c.Token}), &e, err)
+					_ = sh.Release(context.WithoutCancel(ctx), e.Ref(), c.Token)
+					handled++
+					rep.add(&res)
+					if r.OnEntry != nil {
+						r.OnEntry(res)
+					}
 				case err != nil:
 					if firstErr == nil {
 						firstErr = err
@@ -110,7 +121,7 @@ func (r *Reconciler) runShared(ctx context.Context, srcs []source.Source, sh sto
 func (r *Reconciler) handleClaim(ctx context.Context, sh store.Shared, c store.Claim, src source.Source) (EntryResult, error) {
 	e := c.Entry.Entry
 	fctx := store.WithFence(ctx, store.Fence{Ref: e.Ref(), Token: c.Token})
-	res, err := r.handle(fctx, &e, src)
+	res, err := r.handleSafely(fctx, &e, src)
 	if err != nil {
 		return res, err
 	}

@@ -3,7 +3,9 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -198,8 +200,25 @@ func putJSON(b *bolt.Bucket, key []byte, v any) error {
 	return b.Put(key, data)
 }
 
+// hashedKeyPrefix marks a bbolt key that is the hash of a longer one.
+const hashedKeyPrefix = "\x00sha256:"
+
+// dbKey is the bbolt key for an idempotency key, entry ref or approval id.
+// bbolt refuses keys over bolt.MaxKeySize (32 KiB), and a DLQ entry may
+// carry a key or id that long (issue 14: one such entry stopped every
+// run); those are stored under their SHA-256, the original kept in the
+// record. Shorter keys stay as they are, so existing files read the same;
+// a raw key that looks like a hashed one is hashed too, so none collide.
+func dbKey(s string) []byte {
+	if len(s) <= bolt.MaxKeySize && !strings.HasPrefix(s, hashedKeyPrefix) {
+		return []byte(s)
+	}
+	sum := sha256.Sum256([]byte(s))
+	return []byte(hashedKeyPrefix + hex.EncodeToString(sum[:]))
+}
+
 func (t *boltTx) Ledger(key string) (*idempotency.Record, error) {
-	return getJSON[idempotency.Record](t.bucket(bucketLedger), []byte(key))
+	return getJSON[idempotency.Record](t.bucket(bucketLedger), dbKey(key))
 }
 
 func (t *boltTx) Transition(tr idempotency.Transition) (idempotency.Record, error) {
@@ -211,7 +230,7 @@ func (t *boltTx) Transition(tr idempotency.Transition) (idempotency.Record, erro
 	if err != nil {
 		return idempotency.Record{}, err
 	}
-	return next, putJSON(t.bucket(bucketLedger), []byte(tr.Key), &next)
+	return next, putJSON(t.bucket(bucketLedger), dbKey(tr.Key), &next)
 }
 
 // storedEntry is an entry record as JSON without its payload. The payload
@@ -246,7 +265,7 @@ func decodeEntry(se *storedEntry, payload []byte) *EntryRecord {
 }
 
 func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
-	se, err := getJSON[storedEntry](t.bucket(bucketEntries), []byte(ref))
+	se, err := getJSON[storedEntry](t.bucket(bucketEntries), dbKey(ref))
 	if err != nil || se == nil {
 		return nil, err
 	}
@@ -260,14 +279,14 @@ func (t *boltTx) payload(ref string) []byte {
 	if b == nil {
 		return nil
 	}
-	if v := b.Get([]byte(ref)); v != nil {
+	if v := b.Get(dbKey(ref)); v != nil {
 		return bytes.Clone(v)
 	}
 	return nil
 }
 
 func (t *boltTx) PutEntry(r *EntryRecord) error {
-	ref := []byte(r.Entry.Ref())
+	ref := dbKey(r.Entry.Ref())
 	if pb := t.bucket(bucketPayloads); pb != nil && r.Entry.Payload != nil {
 		if cur := pb.Get(ref); !bytes.Equal(cur, r.Entry.Payload) {
 			if err := pb.Put(ref, r.Entry.Payload); err != nil {
@@ -279,11 +298,11 @@ func (t *boltTx) PutEntry(r *EntryRecord) error {
 }
 
 func (t *boltTx) Approval(id string) (*Approval, error) {
-	return getJSON[Approval](t.bucket(bucketApprovals), []byte(id))
+	return getJSON[Approval](t.bucket(bucketApprovals), dbKey(id))
 }
 
 func (t *boltTx) PutApproval(a *Approval) error {
-	return putJSON(t.bucket(bucketApprovals), []byte(a.ID), a)
+	return putJSON(t.bucket(bucketApprovals), dbKey(a.ID), a)
 }
 
 type auditHead struct {

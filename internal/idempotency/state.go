@@ -67,6 +67,9 @@ type Record struct {
 	// dispatch (host:pid:nonce). Recovery only touches a dispatching record
 	// whose owner is gone, never one still in flight.
 	Owner string `json:"owner,omitempty"`
+	// Rearmed is how many of Replays were made before a person last
+	// re-armed the key (`dlq release`): max_replays counts from there.
+	Rearmed int `json:"rearmed,omitempty"`
 }
 
 // View is what triage needs of a record.
@@ -74,7 +77,13 @@ func (r *Record) View() triage.LedgerView {
 	if r == nil {
 		return triage.LedgerView{}
 	}
-	return triage.LedgerView{State: string(r.State), Replays: r.Replays, PayloadHash: r.PayloadHash}
+	return triage.LedgerView{State: string(r.State), Replays: r.Budget(), PayloadHash: r.PayloadHash}
+}
+
+// Budget is the replays that count against max_replays: those since the
+// key was last re-armed.
+func (r *Record) Budget() int {
+	return max(r.Replays-r.Rearmed, 0)
 }
 
 // Transition asks the ledger to move Key from From to To, atomically.
@@ -94,6 +103,8 @@ type Transition struct {
 	// record's replay count: an outcome is booked only against the attempt
 	// it belongs to, never against a later one.
 	Attempt int
+	// Rearm, set by a person's release, restarts the max_replays count.
+	Rearm bool
 }
 
 // Apply computes the next record from the current one (nil when the key
@@ -132,6 +143,9 @@ func Apply(cur *Record, t Transition, now time.Time) (Record, error) {
 		next.Replays++
 		next.Dispatched = now
 		next.Owner = t.Owner
+	}
+	if t.Rearm {
+		next.Rearmed = next.Replays
 	}
 	next.LastError = t.Error
 	return next, nil

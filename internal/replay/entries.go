@@ -178,23 +178,39 @@ func Resolve(ctx context.Context, s Inventory, id, actor, reason string) (*store
 	}, actor)
 }
 
-// Release takes an entry out of quarantine (or a definite failure): the
-// next reconcile decides it afresh. The ledger's failed state becomes
-// decided again, so a replay may follow if the rules allow it.
+// Release takes an entry out of quarantine (or a definite failure), or
+// re-arms one a person must look at (max_replays reached, no target): the
+// next reconcile decides it afresh and may dispatch again. The ledger's
+// failed state becomes decided again and the max_replays count restarts
+// (audited). A key whose outcome is unknown is not re-armed: a probe or a
+// person's approval decides it.
 func Release(ctx context.Context, s Inventory, id, actor, reason string) (*store.EntryRecord, error) {
 	return changeEntry(ctx, s, id, func(tx store.Tx, er *store.EntryRecord) (*audit.Record, error) {
-		if er.Hold != store.HoldQuarantine && er.Hold != store.HoldFailed {
-			return nil, fmt.Errorf("%w: %s is %s, not quarantined", ErrState, er.Entry.Ref(), er.Status)
+		rearm := er.Hold == "" && er.Status == store.StatusManualReview
+		if er.Hold != store.HoldQuarantine && er.Hold != store.HoldFailed && !rearm {
+			return nil, fmt.Errorf("%w: %s is %s, not quarantined, failed or in manual review", ErrState, er.Entry.Ref(), er.Status)
 		}
 		rec := &audit.Record{Kind: audit.KindRelease, Outcome: store.StatusPending, Reason: reason,
 			Detail: statusDetail(er.Status, store.StatusPending)}
-		if cur, err := tx.Ledger(er.Entry.IdempotencyKey); err != nil {
+		cur, err := tx.Ledger(er.Entry.IdempotencyKey)
+		if err != nil {
 			return nil, err
-		} else if cur != nil && cur.State == idempotency.Failed {
-			if _, err := tx.Transition(idempotency.Transition{Key: cur.Key, From: idempotency.Failed, To: idempotency.Decided}); err != nil {
+		}
+		switch {
+		case cur == nil:
+		case cur.State == idempotency.Failed:
+			if _, err := tx.Transition(idempotency.Transition{Key: cur.Key, From: idempotency.Failed, To: idempotency.Decided, Rearm: true}); err != nil {
 				return nil, err
 			}
 			rec.LedgerBefore, rec.LedgerAfter = string(idempotency.Failed), string(idempotency.Decided)
+		case cur.State == idempotency.Decided && cur.Budget() > 0:
+			if _, err := tx.Transition(idempotency.Transition{Key: cur.Key, From: idempotency.Decided, To: idempotency.Decided, Rearm: true}); err != nil {
+				return nil, err
+			}
+			rec.LedgerBefore, rec.LedgerAfter = string(idempotency.Decided), string(idempotency.Decided)
+			rec.Reason = fmt.Sprintf("%s (re-armed: max_replays counts again from 0, after %d replays)", reason, cur.Replays)
+		case rearm && cur.State != idempotency.Decided:
+			return nil, fmt.Errorf("%w: %s: its key is %s; a probe or an approval decides it, not a release", ErrState, er.Entry.Ref(), cur.State)
 		}
 		er.Status, er.Hold, er.Reason, er.Evidence = store.StatusPending, "", "released: "+reason, ""
 		return rec, nil

@@ -430,7 +430,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			res.Status, res.Reason = store.StatusPending, "run interrupted before dispatch"
 			return r.record(ctx, e, res, nil)
 		}
-		attempt := 0
+		attempt, budget := 0, 0
 		res.Status = store.StatusReplaying
 		err := r.record(ctx, e, res, func(tx store.Tx, er *store.EntryRecord) error {
 			cur, err := tx.Ledger(e.IdempotencyKey)
@@ -462,11 +462,11 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			if err != nil {
 				return err
 			}
-			attempt = next.Replays
+			attempt, budget = next.Replays, next.Budget()
 			_, err = tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindDispatch, EntryRef: e.Ref(), EntryID: e.ID,
 				Source: e.Source, Key: e.IdempotencyKey, Action: triage.AutoReplay, PolicySnapshot: d.PolicySnapshot,
 				LedgerBefore: string(from), LedgerAfter: string(idempotency.Dispatching),
-				Reason: fmt.Sprintf("replay %d of %d to %s", next.Replays, d.MaxReplays, route.Name)})
+				Reason: fmt.Sprintf("replay %d of %d to %s (attempt %d)", next.Budget(), d.MaxReplays, route.Name, next.Replays)})
 			return err
 		})
 		if err != nil {
@@ -513,9 +513,9 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			res.Final = triage.ManualReview
 			return nil
 		}
-		if attempt >= d.MaxReplays {
+		if budget >= d.MaxReplays {
 			res.Final, res.Status = triage.ManualReview, store.StatusManualReview
-			res.Reason = fmt.Sprintf("max_replays reached (%d of %d): %s", attempt, d.MaxReplays, out.Detail)
+			res.Reason = fmt.Sprintf("max_replays reached (%d of %d): %s", budget, d.MaxReplays, out.Detail)
 			return r.record(ctx, e, res, nil)
 		}
 		if err := r.Clock.Sleep(ctx, bo.NextBackOff()); err != nil {

@@ -158,7 +158,7 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 			if a != nil {
 				if er, err = replay.Find(cmd.Context(), st, a.EntryRef); err == nil {
 					planner := &replay.Planner{Engine: engine, Ledger: st}
-					d, err := planner.Decide(cmd.Context(), &er.Entry)
+					d, err := planner.DecideStored(cmd.Context(), er)
 					if err != nil {
 						return err
 					}

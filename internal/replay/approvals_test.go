@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -107,5 +108,41 @@ func TestApprovalNeverBypassesACommittedKey(t *testing.T) {
 	}
 	if er := b.entry("jsonl:h1"); er.Action != triage.Skip {
 		t.Fatalf("committed key not skipped: %s", er.Action)
+	}
+}
+
+// Issue 14 (a): a request raised after the compensating read said
+// not_committed carries that result in its evidence. The approve paths
+// recompute the evidence with DecideStored; before, they decided without
+// the probe, so every such approval was refused as stale and the entry
+// could never be replayed.
+func TestNotCommittedProbeApprovalCanBeGranted(t *testing.T) {
+	b := newBundle(t, baseRules)
+	ctx := context.Background()
+	b.sink.committed["u-1"] = http.StatusNotFound
+	src := b.jsonl("dlq.jsonl", map[string]any{"id": "u1", "topic": "tool.github.pr.create",
+		"reason_code": "partial_external_write", "idempotency_key": "u-1"})
+	b.run(b.reconciler(1), src)
+	er := b.entry("jsonl:u1")
+	if er.Action != triage.RequireApproval || er.Probe != triage.ProbeNotCommitted {
+		t.Fatalf("setup: %s probe %q", er.Action, er.Probe)
+	}
+	d, err := (&Planner{Engine: b.engine, Ledger: b.store}).DecideStored(ctx, er)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a *store.Approval
+	_ = b.store.View(ctx, func(tx store.Tx) error { a, err = tx.Approval(er.ApprovalID); return err })
+	if a == nil || d.EvidenceHash != a.Evidence {
+		t.Fatalf("recomputed evidence %s, request's %+v", d.EvidenceHash, a)
+	}
+	svc := &approval.Service{Store: b.store, Now: b.clock.Now,
+		Config: &approval.Config{Groups: map[string][]string{"platform-oncall": {"alice"}}}}
+	if _, err := svc.Decide(ctx, approval.Decision{ID: er.ApprovalID, Actor: "alice", Approve: true, CurrentEvidence: d.EvidenceHash}); err != nil {
+		t.Fatalf("approval of a not_committed request: %v", err)
+	}
+	b.run(b.reconciler(1), src)
+	if n := b.sink.perKey()["u-1"]; n != 1 {
+		t.Fatalf("approved replay delivered %d times", n)
 	}
 }

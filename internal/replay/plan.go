@@ -6,6 +6,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/source"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -52,4 +53,20 @@ func (p *Planner) Decide(ctx context.Context, e *entry.Entry) (triage.Decision, 
 		view = v
 	}
 	return p.Engine.Decide(ctx, e, view), nil
+}
+
+// DecideStored decides a stored entry as a run would now, including the
+// last compensating read's result when the decision depends on one. The
+// approve paths (CLI, API, UI) compare this evidence with the request's:
+// a request raised after a probe said not_committed carries that result in
+// its evidence, so recomputing without it made every such approval stale
+// (issue 14).
+func (p *Planner) DecideStored(ctx context.Context, er *store.EntryRecord) (triage.Decision, error) {
+	d, err := p.Decide(ctx, &er.Entry)
+	if err != nil || !d.NeedsProbe() || er.Probe == "" {
+		return d, err
+	}
+	view := d.Ledger
+	view.Probe = er.Probe
+	return p.Engine.Decide(ctx, &er.Entry, view), nil
 }

@@ -268,7 +268,7 @@ func (s *Server) DecideApproval(r *http.Request, id, actor string, approve bool,
 			if err != nil {
 				return nil, err
 			}
-			d, err := (&replay.Planner{Engine: engine, Ledger: s.cfg.Store}).Decide(r.Context(), &er.Entry)
+			d, err := (&replay.Planner{Engine: engine, Ledger: s.cfg.Store}).DecideStored(r.Context(), er)
 			if err != nil {
 				return nil, err
 			}

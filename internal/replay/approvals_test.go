@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/approval"
 	"github.com/replayctl/replayctl/internal/policy"
@@ -144,5 +145,47 @@ func TestNotCommittedProbeApprovalCanBeGranted(t *testing.T) {
 	b.run(b.reconciler(1), src)
 	if n := b.sink.perKey()["u-1"]; n != 1 {
 		t.Fatalf("approved replay delivered %d times", n)
+	}
+}
+
+// Issue 14 (b): an expired request was never replaced (its id is derived
+// from the evidence, and requestApproval returned when one existed), so
+// the entry waited for good. The next reconcile now asks again under a
+// new id, and that request can be granted.
+func TestExpiredRequestIsReplacedByTheNextReconcile(t *testing.T) {
+	b := newBundle(t, baseRules)
+	ctx := context.Background()
+	src := b.jsonl("dlq.jsonl", highRisk("h1", "k1"))
+	b.run(b.reconciler(1), src)
+	first := b.entry("jsonl:h1").ApprovalID
+	b.clock.mu.Lock()
+	b.clock.now = b.clock.now.Add(DefaultApprovalTTL + time.Minute)
+	b.clock.mu.Unlock()
+	rep := b.run(b.reconciler(1), src)
+	second := b.entry("jsonl:h1").ApprovalID
+	if rep.ApprovalsOpened != 1 || second == first || second == "" {
+		t.Fatalf("after expiry: %d requests opened, id %s -> %s", rep.ApprovalsOpened, first, second)
+	}
+	get := func(id string) *store.Approval {
+		var a *store.Approval
+		_ = b.store.View(ctx, func(tx store.Tx) error { var err error; a, err = tx.Approval(id); return err })
+		return a
+	}
+	if a := get(first); a == nil || a.State != store.ApprovalExpired {
+		t.Fatalf("old request: %+v", a)
+	}
+	if a := get(second); a == nil || a.State != store.ApprovalPending {
+		t.Fatalf("new request: %+v", a)
+	}
+	// Asked once: the next run does not ask again.
+	if rep := b.run(b.reconciler(1), src); rep.ApprovalsOpened != 0 {
+		t.Fatalf("asked again: %d", rep.ApprovalsOpened)
+	}
+	if err := b.approve(t, "jsonl:h1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	b.run(b.reconciler(1), src)
+	if n := b.sink.perKey()["k1"]; n != 1 {
+		t.Fatalf("approved re-request delivered %d times", n)
 	}
 }

@@ -354,11 +354,35 @@ func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Sour
 func (r *Reconciler) approved(ctx context.Context, e *entry.Entry, d *triage.Decision) (bool, error) {
 	ok := false
 	err := r.Store.View(ctx, func(tx store.Tx) error {
-		a, err := tx.Approval(store.ApprovalID(e.Ref(), d.EvidenceHash))
-		ok = a != nil && a.State == store.ApprovalApproved && !a.Used
+		er, err := tx.Entry(e.Ref())
+		if err != nil {
+			return err
+		}
+		id, err := currentApprovalID(tx, er, e.Ref(), d.EvidenceHash)
+		if err != nil {
+			return err
+		}
+		a, err := tx.Approval(id)
+		ok = a != nil && a.Evidence == d.EvidenceHash && a.State == store.ApprovalApproved && !a.Used
 		return err
 	})
 	return ok, err
+}
+
+// currentApprovalID is the id of the entry's request on this evidence: the
+// entry's latest request when it was asked on the same evidence (it may
+// be a re-request after an expiry), else the deterministic first id.
+func currentApprovalID(tx store.Tx, er *store.EntryRecord, ref, evidence string) (string, error) {
+	if er != nil && er.ApprovalID != "" {
+		a, err := tx.Approval(er.ApprovalID)
+		if err != nil {
+			return "", err
+		}
+		if a != nil && a.Evidence == evidence {
+			return a.ID, nil
+		}
+	}
+	return store.ApprovalID(ref, evidence), nil
 }
 
 // probe makes the compensating read. It is recorded in the audit chain
@@ -453,7 +477,11 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 				}
 			}
 			if d.Ledger.Approved {
-				if err := useApproval(tx, store.ApprovalID(e.Ref(), d.EvidenceHash)); err != nil {
+				id, err := currentApprovalID(tx, er, e.Ref(), d.EvidenceHash)
+				if err != nil {
+					return err
+				}
+				if err := useApproval(tx, id); err != nil {
 					return err
 				}
 			}
@@ -663,7 +691,10 @@ func useApproval(tx store.Tx, id string) error {
 }
 
 func (r *Reconciler) requestApproval(tx store.Tx, e *entry.Entry, d *triage.Decision, er *store.EntryRecord, now time.Time, res *EntryResult) error {
-	id := store.ApprovalID(e.Ref(), d.EvidenceHash)
+	id, err := currentApprovalID(tx, er, e.Ref(), d.EvidenceHash)
+	if err != nil {
+		return err
+	}
 	if er.ApprovalID != "" && er.ApprovalID != id {
 		if err := r.staleApproval(tx, er.ApprovalID, now); err != nil {
 			return err
@@ -671,8 +702,23 @@ func (r *Reconciler) requestApproval(tx store.Tx, e *entry.Entry, d *triage.Deci
 	}
 	er.ApprovalID = id
 	a, err := tx.Approval(id)
-	if err != nil || a != nil {
+	if err != nil {
 		return err
+	}
+	if a != nil {
+		// An expired request is replaced by a new one (issue 14 (b): the
+		// error says "reconcile asks again", so it must); any other stays.
+		if a.State != store.ApprovalExpired && (a.State != store.ApprovalPending || a.ExpiresAt.IsZero() || !now.After(a.ExpiresAt)) {
+			return nil
+		}
+		if a.State == store.ApprovalPending {
+			a.State, a.DecidedAt, a.Reason = store.ApprovalExpired, now, "expired before a decision: a new request replaces it"
+			if err := tx.PutApproval(a); err != nil {
+				return err
+			}
+		}
+		id = store.ApprovalID(e.Ref(), d.EvidenceHash+"\x00"+now.Format(time.RFC3339Nano))
+		er.ApprovalID = id
 	}
 	a = &store.Approval{ID: id, EntryRef: e.Ref(), EntryID: e.ID, Source: e.Source, Key: e.IdempotencyKey,
 		ApproverGroup: d.ApproverGroup, State: store.ApprovalPending, Evidence: d.EvidenceHash, Decision: *d,

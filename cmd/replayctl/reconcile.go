@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/replayctl/replayctl/internal/approval"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -45,6 +46,9 @@ func newReconcileCmd(s *streams) *cobra.Command {
 		dry     bool
 		verbose bool
 		lease   time.Duration
+		// approvers.yaml, as serve loads it: its expiry sets how long the
+		// approval requests this run raises stay open.
+		approvers approversFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "reconcile --source KIND:PATH... [--db replayctl.db] [--target URL] [flags]",
@@ -90,6 +94,10 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			if err != nil {
 				return err
 			}
+			apprCfg, err := approval.LoadConfig(approvers.path)
+			if err != nil {
+				return err
+			}
 			db.writers = par
 			engine, st, err := openActing(cmd.Context(), &eng, &db)
 			if err != nil {
@@ -101,7 +109,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			defer out.Flush()
 			r := &replay.Reconciler{
 				Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as,
-				MaxParallel: par, Rate: rate, Limit: limit, Lease: lease,
+				MaxParallel: par, Rate: rate, Limit: limit, Lease: lease, ApprovalTTL: apprCfg.Expiry,
 				OnEntry: func(res replay.EntryResult) {
 					prog.add(1)
 					if verbose && format == "table" {
@@ -135,6 +143,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 	eng.register(f)
 	db.register(f)
 	actor.register(f)
+	approvers.register(f)
 	f.Var(httpURL{&tgt.url}, "target", "send every replay to this URL (HTTP POST), overriding rules.yaml targets")
 	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads (GET ?key=K: 200 committed, 404 not)")
 	f.IntVar(&par, "max-parallel", 5, "entries handled at once")

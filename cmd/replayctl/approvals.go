@@ -33,7 +33,7 @@ policy snapshot): if any of that changed, it is stale and reconcile asks again.
 An approved replay runs at the next reconcile (or now, with --replay-now), still
 through the ledger and the current policy.`,
 	}
-	cmd.AddCommand(newApprovalsListCmd(s), newApprovalsDecideCmd(s, true), newApprovalsDecideCmd(s, false))
+	cmd.AddCommand(newApprovalsListCmd(s), newApprovalsDecideCmd(s, true), newApprovalsDecideCmd(s, false), newApprovalsRerequestCmd(s))
 	return cmd
 }
 

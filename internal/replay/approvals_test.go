@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -187,5 +188,37 @@ func TestExpiredRequestIsReplacedByTheNextReconcile(t *testing.T) {
 	b.run(b.reconciler(1), src)
 	if n := b.sink.perKey()["k1"]; n != 1 {
 		t.Fatalf("approved re-request delivered %d times", n)
+	}
+}
+
+// An expired request can be asked again at once (replayctl approvals
+// rerequest ID), and the new request can be granted; a pending one
+// cannot be re-requested.
+func TestRerequestAnExpiredApproval(t *testing.T) {
+	b := newBundle(t, baseRules)
+	ctx := context.Background()
+	src := b.jsonl("dlq.jsonl", highRisk("h1", "k1"))
+	b.run(b.reconciler(1), src)
+	first := b.entry("jsonl:h1").ApprovalID
+	if _, err := Rerequest(ctx, b.store, first, "bob", b.clock.Now(), time.Hour); !errors.Is(err, ErrState) {
+		t.Fatalf("re-request of a pending request: %v, want ErrState", err)
+	}
+	later := b.clock.Now().Add(DefaultApprovalTTL + time.Minute)
+	n, err := Rerequest(ctx, b.store, first, "bob", later, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.ID == first || n.State != store.ApprovalPending || !n.ExpiresAt.Equal(later.Add(time.Hour)) {
+		t.Fatalf("new request %+v", n)
+	}
+	if er := b.entry("jsonl:h1"); er.ApprovalID != n.ID {
+		t.Fatalf("entry points at %s, want %s", er.ApprovalID, n.ID)
+	}
+	if err := b.approve(t, "jsonl:h1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	b.run(b.reconciler(1), src)
+	if got := b.sink.perKey()["k1"]; got != 1 {
+		t.Fatalf("delivered %d times", got)
 	}
 }

@@ -43,7 +43,32 @@ func inFlightHere(s any, rec *idempotency.Record) bool {
 		return false
 	}
 	in, ok := s.(store.Instancer)
-	return ok && rec.Owner != "" && rec.Owner == in.Instance()
+	if !ok || rec.Owner == "" || rec.Owner != in.Instance() {
+		return false
+	}
+	if f, ok := s.(dispatchTracker); ok {
+		// Ours, but only in flight while a dispatch is under way: one whose
+		// outcome write failed is recoverable without a restart.
+		return f.Dispatching(rec.Key)
+	}
+	return true
+}
+
+// dispatchTracker is a store that knows which keys this process is
+// dispatching right now (bbolt).
+type dispatchTracker interface {
+	BeginDispatch(key string) (end func())
+	Dispatching(key string) bool
+}
+
+// beginDispatch registers a dispatch of key before its claim commits; the
+// returned function ends it once the outcome is written (or the claim
+// failed).
+func beginDispatch(s any, key string) func() {
+	if f, ok := s.(dispatchTracker); ok {
+		return f.BeginDispatch(key)
+	}
+	return func() {}
 }
 
 // errInFlight: the entry's key is being dispatched by this process right

@@ -164,11 +164,16 @@ func TestSingleReplayRacingAReconcileCommitsOnce(t *testing.T) {
 }
 
 // A dispatching record left by another process instance (a bbolt file's
-// previous holder) is recovered; this instance's own is not.
+// previous holder) is recovered, and so is one of this instance's that is
+// no longer in flight (its outcome write failed); one in flight is not.
 func TestRecoverTouchesOnlyDeadOwners(t *testing.T) {
 	b := newBundle(t, baseRules)
 	ctx := context.Background()
-	for key, owner := range map[string]string{"dead": "otherhost:1:abc", "live": b.store.Instance()} {
+	// "live" is being dispatched by this process; "ours" is this process's
+	// too, but its outcome write failed (nothing is in flight any more).
+	end := b.store.BeginDispatch("live")
+	defer end()
+	for key, owner := range map[string]string{"dead": "otherhost:1:abc", "live": b.store.Instance(), "ours": b.store.Instance()} {
 		if err := b.store.Update(ctx, func(tx store.Tx) error {
 			if _, err := tx.Transition(idempotency.Transition{Key: key, To: idempotency.Decided, EntryRef: "jsonl:" + key}); err != nil {
 				return err
@@ -180,8 +185,11 @@ func TestRecoverTouchesOnlyDeadOwners(t *testing.T) {
 		}
 	}
 	n, err := Recover(ctx, b.store, "ops-bot")
-	if err != nil || n != 1 {
-		t.Fatalf("recovered %d (%v), want 1", n, err)
+	if err != nil || n != 2 {
+		t.Fatalf("recovered %d (%v), want 2 (dead, ours)", n, err)
+	}
+	if v := b.ledger("ours"); v.State != triage.StateOutcomeUnknown {
+		t.Errorf("this process's dispatch whose outcome write failed: %s", v.State)
 	}
 	if v := b.ledger("dead"); v.State != triage.StateOutcomeUnknown {
 		t.Errorf("dead owner's dispatch: %s", v.State)

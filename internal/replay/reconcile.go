@@ -449,6 +449,12 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	}
 	bo := newBackOff(d.Backoff, r.Clock)
 	owner := instanceOf(r.Store, r.Owner)
+	var ends []func() // a panic in a dispatcher must not leave a key "in flight" for good
+	defer func() {
+		for _, end := range ends {
+			end()
+		}
+	}()
 	for {
 		if err := r.pace.wait(ctx); err != nil {
 			res.Status, res.Reason = store.StatusPending, "run interrupted before dispatch"
@@ -456,6 +462,8 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 		}
 		attempt, budget := 0, 0
 		res.Status = store.StatusReplaying
+		endDispatch := beginDispatch(r.Store, e.IdempotencyKey)
+		ends = append(ends, endDispatch)
 		err := r.record(ctx, e, res, func(tx store.Tx, er *store.EntryRecord) error {
 			cur, err := tx.Ledger(e.IdempotencyKey)
 			if err != nil {
@@ -498,6 +506,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			return err
 		})
 		if err != nil {
+			endDispatch()
 			if errors.Is(err, idempotency.ErrConflict) || errors.Is(err, idempotency.ErrIllegal) {
 				// The ledger moved since we decided: decide again next run.
 				res.Final, res.Status, res.Reason = triage.ManualReview, store.StatusPending, "ledger changed while deciding: "+err.Error()
@@ -526,8 +535,10 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			}
 			return setStatus(tx, e.Ref(), status, out.Detail)
 		}); err != nil {
+			endDispatch()
 			return fmt.Errorf("record outcome of %s (left dispatching: recovery makes it outcome_unknown): %w", e.IdempotencyKey, err)
 		}
+		endDispatch()
 		res.Status, res.Outcome, res.Reason = status, out.Outcome.String(), out.Detail
 
 		switch out.Outcome {

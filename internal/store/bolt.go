@@ -74,6 +74,7 @@ type Bolt struct {
 	// instance names this open of the file; bbolt's file lock means no
 	// other live process can own a dispatching record in it.
 	instance string
+	flight   inFlight
 }
 
 var _ Store = (*Bolt)(nil)

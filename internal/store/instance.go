@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"sync"
 )
 
 // Instancer is a store that names the process instance holding it. A
@@ -29,3 +30,40 @@ func (s *Bolt) Instance() string { return s.instance }
 
 // Instance implements Instancer: made once when the pool was opened.
 func (p *Postgres) Instance() string { return p.instance }
+
+// inFlight counts the dispatches this process is making, per key. A
+// dispatching record owned by this instance is only "in flight" while it
+// is counted here: one whose outcome write failed (a disk error) is then
+// recoverable by the next run without a restart.
+type inFlight struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+// BeginDispatch marks key as being dispatched by this process until the
+// returned function is called. Call it before the claim commits.
+func (s *Bolt) BeginDispatch(key string) (end func()) {
+	s.flight.mu.Lock()
+	defer s.flight.mu.Unlock()
+	if s.flight.m == nil {
+		s.flight.m = map[string]int{}
+	}
+	s.flight.m[key]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.flight.mu.Lock()
+			defer s.flight.mu.Unlock()
+			if s.flight.m[key]--; s.flight.m[key] <= 0 {
+				delete(s.flight.m, key)
+			}
+		})
+	}
+}
+
+// Dispatching reports whether this process is dispatching key right now.
+func (s *Bolt) Dispatching(key string) bool {
+	s.flight.mu.Lock()
+	defer s.flight.mu.Unlock()
+	return s.flight.m[key] > 0
+}

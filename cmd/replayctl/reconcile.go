@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,11 +23,8 @@ type targetFlags struct {
 func (f *targetFlags) router(rules *triage.Rules) replay.Router {
 	var def *replay.Route
 	if f.url != "" {
-		h := replay.NewHTTPTarget(f.url, f.probe, 0, nil)
-		def = &replay.Route{Name: f.url, Dispatcher: h}
-		if f.probe != "" {
-			def.Prober = h
-		}
+		// The flag was checked when set, so this cannot fail.
+		def, _ = replay.ParseTarget(f.url, f.probe, replay.CredentialsFromEnv(os.Getenv))
 	}
 	return replay.NewRulesRouter(rules, def)
 }
@@ -135,7 +133,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 	eng.register(f)
 	db.register(f)
 	actor.register(f)
-	f.Var(httpURL{&tgt.url}, "target", "send every replay to this URL (HTTP POST), overriding rules.yaml targets")
+	f.Var(targetURL{&tgt.url}, "target", "send every replay to this URL (HTTP POST), or cordum:URL / nexora:URL through that system's own replay endpoint, overriding rules.yaml targets")
 	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads (GET ?key=K: 200 committed, 404 not)")
 	f.IntVar(&par, "max-parallel", 5, "entries handled at once")
 	f.Float64Var(&rate, "rate", 0, "at most this many dispatches per second (0: no limit)")

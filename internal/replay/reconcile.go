@@ -478,7 +478,11 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 				To: to, Error: out.Detail}); err != nil {
 				return err
 			}
-			detail, _ := json.Marshal(map[string]any{"target": route.Name, "attempt": attempt, "status": out.Status})
+			dm := map[string]any{"target": route.Name, "attempt": attempt, "status": out.Status}
+			if out.NewJobID != "" {
+				dm["new_job_id"] = out.NewJobID
+			}
+			detail, _ := json.Marshal(dm)
 			if _, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindOutcome, EntryRef: e.Ref(), EntryID: e.ID,
 				Source: e.Source, Key: e.IdempotencyKey, Outcome: out.Outcome.String(), Reason: out.Detail,
 				LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(to), Detail: detail}); err != nil {
@@ -492,7 +496,12 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 
 		switch out.Outcome {
 		case Succeeded:
-			r.writeBack(ctx, e, src, res)
+			if !out.SourceUpdated {
+				r.writeBack(ctx, e, src, res)
+			}
+			return nil
+		case HandledElsewhere:
+			res.Final = triage.Skip
 			return nil
 		case Failed:
 			res.Final = triage.Quarantine
@@ -521,6 +530,9 @@ func outcomeState(o Outcome) (idempotency.State, string) {
 		return idempotency.Failed, store.StatusFailed
 	case Unknown:
 		return idempotency.OutcomeUnknown, store.StatusUnknown
+	case HandledElsewhere:
+		// Committed as far as replayctl is concerned: never replayed again.
+		return idempotency.Succeeded, store.StatusResolved
 	}
 	return idempotency.Decided, store.StatusReplaying
 }

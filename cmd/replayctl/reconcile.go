@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -20,13 +21,25 @@ type targetFlags struct {
 	url, probe string
 }
 
-func (f *targetFlags) router(rules *triage.Rules) replay.Router {
+// router routes by --target, else entries of live Cordum/Nexora sources
+// through those systems, else by rules.yaml targets.
+func (f *targetFlags) router(rules *triage.Rules, srcs ...source.Source) replay.Router {
 	var def *replay.Route
+	creds := replay.CredentialsFromEnv(os.Getenv)
 	if f.url != "" {
 		// The flag was checked when set, so this cannot fail.
-		def, _ = replay.ParseTarget(f.url, f.probe, replay.CredentialsFromEnv(os.Getenv))
+		def, _ = replay.ParseTarget(f.url, f.probe, creds)
 	}
-	return replay.NewRulesRouter(rules, def)
+	next := replay.NewRulesRouter(rules, def)
+	live := make([]any, len(srcs))
+	for i, s := range srcs {
+		live[i] = s
+	}
+	// Sources were parsed with valid http(s) URLs, so this cannot fail.
+	if lr, err := replay.NewLiveRouter(next, def != nil, creds, live...); err == nil {
+		return lr
+	}
+	return next
 }
 
 func newReconcileCmd(s *streams) *cobra.Command {
@@ -98,7 +111,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			out := bufio.NewWriter(s.out)
 			defer out.Flush()
 			r := &replay.Reconciler{
-				Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as,
+				Engine: engine, Store: st, Router: tgt.router(engine.Rules, srcs...), Actor: actor.as,
 				MaxParallel: par, Rate: rate, Limit: limit, Lease: lease,
 				OnEntry: func(res replay.EntryResult) {
 					prog.add(1)

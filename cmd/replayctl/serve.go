@@ -74,7 +74,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 				Store: st, Tokens: tokens, Sources: srcs, Approvers: cfg, Every: every,
 				MaxParallel: par, Rate: rate, Logger: logger,
 				Engine: func(ctx context.Context) (*triage.Engine, triage.Snapshot, error) { return eng.load(ctx) },
-				Router: func(rules *triage.Rules) replay.Router { return tgt.router(rules) },
+				Router: func(rules *triage.Rules) replay.Router { return tgt.router(rules, srcs...) },
 			})
 			if err != nil {
 				return err

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -36,6 +38,7 @@ type fakeCordum struct {
 	mu      sync.Mutex
 	dlq     map[string]bool
 	retries map[string]int // POSTs per job id, found or not
+	order   []string       // listing order, fixed at the first page
 	fail    int            // answer this many requests 503 first
 }
 
@@ -48,6 +51,10 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-API-Key") != testCordumKey || r.Header.Get("X-Tenant-ID") != "default" {
 			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodGet && r.URL.Path == "/api/v1/dlq/page" {
+			f.page(w, r)
 			return
 		}
 		m := retry.FindStringSubmatch(r.URL.Path)
@@ -75,6 +82,41 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 	}))
 	t.Cleanup(f.Close)
 	return f
+}
+
+// page lists the DLQ as GET /api/v1/dlq/page does: {"items", "next_cursor"},
+// the cursor an offset into the ids in order, absent on the last page.
+func (f *fakeCordum) page(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// The cursor is a position in a fixed order (Cordum pages dlq:index, a
+	// sorted set, by score), so entries deleted meanwhile shift nothing.
+	if f.order == nil {
+		for id := range f.dlq {
+			f.order = append(f.order, id)
+		}
+		sort.Strings(f.order)
+	}
+	start, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	limit = min(limit, 2) // small pages, so paging is exercised
+	out := map[string]any{"items": []map[string]any{}}
+	var items []map[string]any
+	i := start
+	for ; i < len(f.order) && len(items) < limit; i++ {
+		if !f.dlq[f.order[i]] {
+			continue
+		}
+		items = append(items, map[string]any{"job_id": f.order[i], "topic": "tool.email.send", "status": "JOB_STATUS_FAILED",
+			"reason_code": "pool_overloaded", "reason": "pool email overloaded", "attempts": 4, "created_at": "2026-11-20T10:00:00Z"})
+	}
+	if items != nil {
+		out["items"] = items
+	}
+	if i < len(f.order) {
+		out["next_cursor"] = i
+	}
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 func (f *fakeCordum) calls(id string) int {
@@ -324,6 +366,52 @@ targets:
 	} {
 		if _, err := triage.ParseRules("rules.yaml", []byte("version: v1\n"+bad)); err == nil {
 			t.Errorf("accepted:\n%s", bad)
+		}
+	}
+}
+
+// TestLiveCordumSourceReplaysThroughCordum: a live Cordum DLQ of several
+// pages is read completely; with no --target every entry is retried through
+// Cordum's own endpoint exactly once; Cordum then no longer lists them; a
+// second run calls nothing.
+func TestLiveCordumSourceReplaysThroughCordum(t *testing.T) {
+	t.Setenv("CORDUM_API_KEY", testCordumKey)
+	b := newBundle(t, baseRules)
+	ids := []string{"job_1", "job_2", "job_3", "job_4", "job_5"}
+	f := newFakeCordum(t, ids...)
+	src, err := source.Parse("cordum:" + f.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func() *Reconciler {
+		lr, err := NewLiveRouter(NewRulesRouter(b.engine.Rules, nil), false, CredentialsFromEnv(os.Getenv), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &Reconciler{Engine: b.engine, Store: b.store, Clock: b.clock, Actor: "ops-bot", MaxParallel: 2, Router: lr}
+	}
+	rep := b.run(rec(), src)
+	if rep.Replays.Succeeded != len(ids) {
+		t.Fatalf("replays %+v", rep.Replays)
+	}
+	for _, id := range ids {
+		if n := f.calls(id); n != 1 {
+			t.Errorf("%s: %d retry calls, want 1", id, n)
+		}
+		if er := b.entry("cordum:" + id); er.Status != store.StatusReplayed {
+			t.Errorf("%s: %s %q", id, er.Status, er.Reason)
+		}
+	}
+	f.mu.Lock()
+	left := len(f.dlq)
+	f.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d entries still in Cordum's DLQ", left)
+	}
+	b.run(rec(), src)
+	for _, id := range ids {
+		if n := f.calls(id); n != 1 {
+			t.Errorf("second run: %s has %d retry calls", id, n)
 		}
 	}
 }

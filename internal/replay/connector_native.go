@@ -236,13 +236,13 @@ func ParseTarget(spec, probe string, c Credentials) (*Route, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Route{Name: spec, Dispatcher: t}, nil
+		return &Route{Name: spec, Dispatcher: t, Prober: t}, nil
 	case "nexora":
 		t, err := NewNexoraTarget(rest, 0, c)
 		if err != nil {
 			return nil, err
 		}
-		return &Route{Name: spec, Dispatcher: t}, nil
+		return &Route{Name: spec, Dispatcher: t, Prober: t}, nil
 	}
 	h := NewHTTPTarget(spec, probe, 0, nil)
 	rt := &Route{Name: spec, Dispatcher: h}
@@ -329,4 +329,110 @@ func (r *LiveRouter) Route(e *entry.Entry) (Route, bool) {
 		}
 	}
 	return r.Next.Route(e)
+}
+
+// EntryProber is a Prober that needs the entry, not only its key: the
+// systems know their entries by their own id.
+type EntryProber interface {
+	ProbeEntry(ctx context.Context, e *entry.Entry) (ProbeResult, string)
+}
+
+// maxProbePages bounds a compensating read's scan of a DLQ.
+const maxProbePages = 1000
+
+// get fetches one JSON page for a probe.
+func (t *nativeTarget) getJSON(ctx context.Context, u string, h http.Header, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header = h
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("GET %s: %s", u, t.redact(err.Error()))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return fmt.Errorf("GET %s: HTTP %d", u, resp.StatusCode)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
+	}
+	return nil
+}
+
+// Probe cannot work from the key alone: Cordum knows jobs by id.
+func (t *CordumTarget) Probe(context.Context, string) (ProbeResult, string) {
+	return ProbeInconclusive, "cordum: probe needs the job id"
+}
+
+// ProbeEntry is the compensating read for Cordum: the job still in the
+// DLQ (GET /api/v1/dlq/page, following next_cursor) means the retry did
+// not happen; gone means it did, or a person deleted it: either way it
+// must not be replayed again.
+func (t *CordumTarget) ProbeEntry(ctx context.Context, e *entry.Entry) (ProbeResult, string) {
+	cursor := ""
+	for range maxProbePages {
+		q := url.Values{"limit": {"100"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var page struct {
+			Items []struct {
+				JobID string `json:"job_id"`
+			} `json:"items"`
+			NextCursor json.RawMessage `json:"next_cursor"`
+		}
+		if err := t.getJSON(ctx, t.base+"/api/v1/dlq/page?"+q.Encode(), t.header(), &page); err != nil {
+			return ProbeInconclusive, "cordum probe: " + err.Error()
+		}
+		for _, it := range page.Items {
+			if it.JobID == e.ID {
+				return ProbeNotCommitted, "cordum probe: job " + e.ID + " is still in the DLQ: not retried"
+			}
+		}
+		next := strings.Trim(string(bytes.TrimSpace(page.NextCursor)), `"`)
+		if len(page.Items) == 0 || next == "" || next == "null" || next == "0" || next == cursor {
+			return ProbeCommitted, "cordum probe: job " + e.ID + " is no longer in the DLQ: retried or deleted"
+		}
+		cursor = next
+	}
+	return ProbeInconclusive, "cordum probe: DLQ too long to scan"
+}
+
+// Probe cannot work from the key alone: Nexora knows dead letters by id.
+func (t *NexoraTarget) Probe(context.Context, string) (ProbeResult, string) {
+	return ProbeInconclusive, "nexora: probe needs the dead-letter id"
+}
+
+// ProbeEntry is the compensating read for Nexora: the dead letter's
+// reviewState (GET /api/dead-letters?state=ALL, page by page) PENDING means
+// not replayed; REPLAYED, RESOLVED or gone means it must not be replayed.
+func (t *NexoraTarget) ProbeEntry(ctx context.Context, e *entry.Entry) (ProbeResult, string) {
+	for p := range maxProbePages {
+		q := url.Values{"state": {"ALL"}, "page": {fmt.Sprint(p)}, "size": {"100"}}
+		var page struct {
+			Items []struct {
+				ID          string `json:"id"`
+				ReviewState string `json:"reviewState"`
+			} `json:"items"`
+		}
+		if err := t.getJSON(ctx, t.base+"/api/dead-letters?"+q.Encode(), t.header(), &page); err != nil {
+			return ProbeInconclusive, "nexora probe: " + err.Error()
+		}
+		for _, it := range page.Items {
+			if it.ID != e.ID {
+				continue
+			}
+			if strings.EqualFold(it.ReviewState, "PENDING") {
+				return ProbeNotCommitted, "nexora probe: " + e.ID + " is still PENDING: not replayed"
+			}
+			return ProbeCommitted, "nexora probe: " + e.ID + " is " + it.ReviewState
+		}
+		if len(page.Items) < 100 {
+			return ProbeCommitted, "nexora probe: " + e.ID + " is no longer listed"
+		}
+	}
+	return ProbeInconclusive, "nexora probe: too many dead letters to scan"
 }

@@ -39,7 +39,10 @@ type fakeCordum struct {
 	dlq     map[string]bool
 	retries map[string]int // POSTs per job id, found or not
 	order   []string       // listing order, fixed at the first page
-	fail    int            // answer this many requests 503 first
+	// dropAfterDelete: the next retry deletes the entry, then the
+	// connection drops before the answer.
+	dropAfterDelete bool
+	fail            int // answer this many requests 503 first
 }
 
 func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
@@ -75,6 +78,13 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 			return
 		}
 		delete(f.dlq, m[1])
+		if f.dropAfterDelete {
+			// The retry happened but its answer is lost.
+			f.dropAfterDelete = false
+			conn, _, _ := w.(http.Hijacker).Hijack()
+			conn.Close()
+			return
+		}
 		b := make([]byte, 4)
 		_, _ = rand.Read(b)
 		w.Header().Set("Content-Type", "application/json")
@@ -145,6 +155,10 @@ func newFakeNexora(t *testing.T, states map[string]string) *fakeNexora {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
+		if r.Method == http.MethodGet && r.URL.Path == "/api/dead-letters" {
+			f.list(w, r)
+			return
+		}
 		m := replay.FindStringSubmatch(r.URL.Path)
 		if r.Method != http.MethodPost || m == nil {
 			http.NotFound(w, r)
@@ -168,6 +182,29 @@ func newFakeNexora(t *testing.T, states map[string]string) *fakeNexora {
 	}))
 	t.Cleanup(f.Close)
 	return f
+}
+
+// list answers GET /api/dead-letters?state=&page=&size= with
+// {"items","page","size"} (keys in another order than documented).
+func (f *fakeNexora) list(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := r.URL.Query()
+	page, _ := strconv.Atoi(q.Get("page"))
+	size, _ := strconv.Atoi(q.Get("size"))
+	size = min(size, 100)
+	var ids []string
+	for id, st := range f.state {
+		if q.Get("state") == "ALL" || q.Get("state") == st {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	items := []map[string]any{}
+	for i := page * size; i < len(ids) && i < (page+1)*size; i++ {
+		items = append(items, map[string]any{"id": ids[i], "reviewState": f.state[ids[i]], "failureCode": "STEP_FAILED"})
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"size": size, "items": items, "page": page})
 }
 
 var testCreds = Credentials{CordumAPIKey: testCordumKey, CordumTenantID: "default", NexoraToken: testNexoraTok}
@@ -412,6 +449,61 @@ func TestLiveCordumSourceReplaysThroughCordum(t *testing.T) {
 	for _, id := range ids {
 		if n := f.calls(id); n != 1 {
 			t.Errorf("second run: %s has %d retry calls", id, n)
+		}
+	}
+}
+
+// TestCordumOutcomeUnknownIsProbed: the retry reached Cordum (the entry
+// was deleted and a job created) but its answer was lost: outcome_unknown.
+// The next run reads Cordum's DLQ without a --probe flag, finds the entry
+// gone, records the key committed and never calls retry again.
+func TestCordumOutcomeUnknownIsProbed(t *testing.T) {
+	b := newBundle(t, baseRules)
+	f := newFakeCordum(t, "job_u", "job_v")
+	f.dropAfterDelete = true
+	var lines []string
+	for _, id := range []string{"job_u"} {
+		lines = append(lines, `{"job_id":"`+id+`","topic":"tool.email.send","status":"JOB_STATUS_FAILED","reason_code":"pool_overloaded","reason":"x","attempts":4,"created_at":"2026-11-20T10:00:00Z"}`)
+	}
+	p := filepath.Join(b.dir, "cordum.jsonl")
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := source.Parse("cordum:" + p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := ParseTarget("cordum:"+f.URL, "", testCreds)
+	rec := &Reconciler{Engine: b.engine, Store: b.store, Clock: b.clock, Actor: "ops-bot", Router: NewRulesRouter(b.engine.Rules, rt)}
+	b.run(rec, src)
+	if er := b.entry("cordum:job_u"); er.Status != store.StatusUnknown {
+		t.Fatalf("after the lost answer: %s %q", er.Status, er.Reason)
+	}
+	rep := b.run(rec, src)
+	if f.calls("job_u") != 1 {
+		t.Fatalf("retry called %d times", f.calls("job_u"))
+	}
+	if rep.ProbedCommitted != 1 {
+		t.Fatalf("report: probed committed %d", rep.ProbedCommitted)
+	}
+	if v := b.ledger(b.entry("cordum:job_u").Entry.IdempotencyKey); v.State != triage.StateSucceeded {
+		t.Fatalf("ledger %+v", v)
+	}
+	// Still in the DLQ: the probe says not committed.
+	if pr, _ := rt.Prober.(EntryProber).ProbeEntry(context.Background(), &entry.Entry{ID: "job_v"}); pr != ProbeNotCommitted {
+		t.Fatalf("job_v probe %v", pr)
+	}
+}
+
+// TestNexoraProbe reads reviewState: PENDING is not committed; REPLAYED,
+// RESOLVED or gone is.
+func TestNexoraProbe(t *testing.T) {
+	states := map[string]string{"dl-p": "PENDING", "dl-r": "REPLAYED", "dl-s": "RESOLVED"}
+	f := newFakeNexora(t, states)
+	tg, _ := NewNexoraTarget(f.URL, 0, testCreds)
+	for id, want := range map[string]ProbeResult{"dl-p": ProbeNotCommitted, "dl-r": ProbeCommitted, "dl-s": ProbeCommitted, "dl-gone": ProbeCommitted} {
+		if pr, d := tg.ProbeEntry(context.Background(), &entry.Entry{ID: id}); pr != want {
+			t.Errorf("%s: %v (%s), want %v", id, pr, d, want)
 		}
 	}
 }

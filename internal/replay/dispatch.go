@@ -264,6 +264,7 @@ func NewRulesRouter(rules *triage.Rules, def *Route) *RulesRouter {
 		rt := Route{Name: t.TargetName()}
 		if native := nativeRoute(t); native != nil {
 			rt.Dispatcher = native
+			rt.Prober, _ = native.(Prober)
 		} else if t.HTTP != nil {
 			h := NewHTTPTarget(t.HTTP.URL, t.HTTP.Probe, t.HTTP.Timeout, t.HTTP.Headers)
 			rt.Dispatcher = h

@@ -354,7 +354,12 @@ func (r *Reconciler) approved(ctx context.Context, e *entry.Entry, d *triage.Dec
 // when its result differs from the entry's last one, so that a cron run
 // every few minutes does not repeat the same record.
 func (r *Reconciler) probe(ctx context.Context, e *entry.Entry, route Route) string {
-	pr, detail := route.Prober.Probe(ctx, e.IdempotencyKey)
+	pr, detail := ProbeInconclusive, ""
+	if ep, ok := route.Prober.(EntryProber); ok {
+		pr, detail = ep.ProbeEntry(ctx, e) // the system knows the entry by its own id
+	} else {
+		pr, detail = route.Prober.Probe(ctx, e.IdempotencyKey)
+	}
 	result := [...]string{triage.ProbeCommitted, triage.ProbeNotCommitted, triage.ProbeInconclusive}[pr]
 	_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		er, err := tx.Entry(e.Ref())

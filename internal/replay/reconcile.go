@@ -550,7 +550,7 @@ func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.S
 		return
 	}
 	err := wb.MarkReplayed(ctx, *e)
-	outcome, reason := "done", "source updated: entry marked replayed"
+	outcome, reason := "done", "source updated: entry taken out of the source's DLQ"
 	if err != nil {
 		outcome, reason = "failed", err.Error()
 		res.Outcome = "write_back_failed"

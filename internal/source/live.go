@@ -224,3 +224,36 @@ func (s *liveSource) redact(msg string) string {
 	}
 	return msg
 }
+
+// MarkReplayed takes an entry replayed elsewhere out of the system's DLQ
+// the way the system itself does: Cordum's gateway DELETE
+// /api/v1/dlq/{job_id} (204; handlers_dlq.go handleDeleteDLQ), Nexora's
+// POST /api/dead-letters/{id}/resolve {"reason"} (ObserveCommand.java).
+// An entry already gone (404, or 409: no longer PENDING) is not an error.
+func (s *liveSource) MarkReplayed(ctx context.Context, e entry.Entry) error {
+	method, u, body := http.MethodDelete, s.base+"/api/v1/dlq/"+url.PathEscape(e.ID), []byte(nil)
+	if s.format.kind == entry.KindNexora {
+		method, u = http.MethodPost, s.base+"/api/dead-letters/"+url.PathEscape(e.ID)+"/resolve"
+		body, _ = json.Marshal(map[string]string{"reason": "replayed by replayctl"})
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header = s.header.Clone()
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("write back %s: %s %s: %s", e.ID, method, u, s.redact(err.Error()))
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300,
+		resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusConflict:
+		return nil
+	}
+	return fmt.Errorf("write back %s: %s %s: HTTP %d", e.ID, method, u, resp.StatusCode)
+}

@@ -225,3 +225,55 @@ func TestParseLiveSource(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveWriteBack: Cordum gets DELETE /api/v1/dlq/{job_id}, Nexora
+// POST /api/dead-letters/{id}/resolve {"reason"}, with credentials; an
+// entry already gone is not an error; a refusal is.
+func TestLiveWriteBack(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		b := make([]byte, 256)
+		n, _ := r.Body.Read(b)
+		got = append(got, r.Method+" "+r.URL.Path+" "+string(b[:n])+" "+r.Header.Get("X-API-Key")+r.Header.Get("Authorization"))
+		switch {
+		case strings.Contains(r.URL.Path, "gone"):
+			w.WriteHeader(http.StatusNotFound)
+		case strings.Contains(r.URL.Path, "denied"):
+			w.WriteHeader(http.StatusForbidden)
+		case r.Method == http.MethodDelete:
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	env := envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey, "NEXORA_TOKEN": liveNexoraTok})
+	c, _ := newLiveSource("cordum:"+srv.URL, entry.KindCordum, srv.URL, env)
+	n, _ := newLiveSource("nexora:"+srv.URL, entry.KindNexora, srv.URL, env)
+	ctx := context.Background()
+	for _, err := range []error{
+		c.MarkReplayed(ctx, entry.Entry{ID: "job_1"}),
+		n.MarkReplayed(ctx, entry.Entry{ID: "dl-1"}),
+		c.MarkReplayed(ctx, entry.Entry{ID: "gone"}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := c.MarkReplayed(ctx, entry.Entry{ID: "denied"})
+	if err == nil || strings.Contains(err.Error(), liveCordumKey) {
+		t.Fatalf("refused write-back: %v", err)
+	}
+	want := []string{
+		"DELETE /api/v1/dlq/job_1  " + liveCordumKey,
+		`POST /api/dead-letters/dl-1/resolve {"reason":"replayed by replayctl"} Bearer ` + liveNexoraTok,
+	}
+	for i, w := range want {
+		if got[i] != w {
+			t.Errorf("request %d: %q, want %q", i, got[i], w)
+		}
+	}
+}

@@ -15,9 +15,9 @@ import (
 // Cordum's Redis layout (docs/redis-operations.md): entries at
 // dlq:entry:<jobID>, ids in dlq:index, entries expire after 30 days.
 const (
-	redisIndexKey  = "dlq:index"
-	redisEntryKey  = "dlq:entry:"
-	redisPageSize  = 500
+	redisIndexKey = "dlq:index"
+	redisEntryKey = "dlq:entry:"
+	redisPageSize = 500
 )
 
 // redisSource reads Cordum's DLQ straight from Redis.

@@ -190,7 +190,7 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 	f.StringVar(&reason, "reason", "", "why (required to reject)")
 	if approve {
 		f.BoolVar(&replayNow, "replay-now", false, "replay the entry at once instead of at the next reconcile")
-		f.Var(httpURL{&tgt.url}, "target", "with --replay-now: send the replay to this URL")
+		f.Var(targetURL{&tgt.url}, "target", "with --replay-now: send the replay to this URL")
 	}
 	return cmd
 }

@@ -378,7 +378,7 @@ Executing records the bulk operation in the audit trail before any dispatch;
 	db.register(f)
 	actor.register(f)
 	eng.register(f)
-	f.Var(httpURL{&tgt.url}, "target", "send the replay to this URL, overriding rules.yaml targets")
+	f.Var(targetURL{&tgt.url}, "target", "send the replay to this URL, overriding rules.yaml targets")
 	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	f.Float64Var(&rate, "rate", 0, "with --filter: at most this many dispatches per second")

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/replayctl/replayctl/internal/approval"
 	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -20,16 +22,25 @@ type targetFlags struct {
 	url, probe string
 }
 
-func (f *targetFlags) router(rules *triage.Rules) replay.Router {
+// router routes by --target, else entries of live Cordum/Nexora sources
+// through those systems, else by rules.yaml targets.
+func (f *targetFlags) router(rules *triage.Rules, srcs ...source.Source) replay.Router {
 	var def *replay.Route
+	creds := replay.CredentialsFromEnv(os.Getenv)
 	if f.url != "" {
-		h := replay.NewHTTPTarget(f.url, f.probe, 0, nil)
-		def = &replay.Route{Name: f.url, Dispatcher: h}
-		if f.probe != "" {
-			def.Prober = h
-		}
+		// The flag was checked when set, so this cannot fail.
+		def, _ = replay.ParseTarget(f.url, f.probe, creds)
 	}
-	return replay.NewRulesRouter(rules, def)
+	next := replay.NewRulesRouter(rules, def)
+	live := make([]any, len(srcs))
+	for i, s := range srcs {
+		live[i] = s
+	}
+	// Sources were parsed with valid http(s) URLs, so this cannot fail.
+	if lr, err := replay.NewLiveRouter(next, def != nil, creds, live...); err == nil {
+		return lr
+	}
+	return next
 }
 
 func newReconcileCmd(s *streams) *cobra.Command {
@@ -108,7 +119,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			out := bufio.NewWriter(s.out)
 			defer out.Flush()
 			r := &replay.Reconciler{
-				Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as,
+				Engine: engine, Store: st, Router: tgt.router(engine.Rules, srcs...), Actor: actor.as,
 				MaxParallel: par, Rate: rate, Limit: limit, Lease: lease, ApprovalTTL: apprCfg.Expiry,
 				OnEntry: func(res replay.EntryResult) {
 					prog.add(1)
@@ -144,7 +155,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 	db.register(f)
 	actor.register(f)
 	approvers.register(f)
-	f.Var(httpURL{&tgt.url}, "target", "send every replay to this URL (HTTP POST), overriding rules.yaml targets")
+	f.Var(targetURL{&tgt.url}, "target", "send every replay to this URL (HTTP POST), or cordum:URL / nexora:URL through that system's own replay endpoint, overriding rules.yaml targets")
 	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads (GET ?key=K: 200 committed, 404 not)")
 	f.IntVar(&par, "max-parallel", 5, "entries handled at once")
 	f.Float64Var(&rate, "rate", 0, "at most this many dispatches per second (0: no limit)")

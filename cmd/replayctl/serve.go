@@ -74,7 +74,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 				Store: st, Tokens: tokens, Sources: srcs, Approvers: cfg, Every: every,
 				MaxParallel: par, Rate: rate, Logger: logger,
 				Engine: func(ctx context.Context) (*triage.Engine, triage.Snapshot, error) { return eng.load(ctx) },
-				Router: func(rules *triage.Rules) replay.Router { return tgt.router(rules) },
+				Router: func(rules *triage.Rules) replay.Router { return tgt.router(rules, srcs...) },
 			})
 			if err != nil {
 				return err
@@ -115,7 +115,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 	eng.register(f)
 	db.register(f)
 	approvers.register(f)
-	f.Var(httpURL{&tgt.url}, "target", "send every replay to this URL, overriding rules.yaml targets")
+	f.Var(targetURL{&tgt.url}, "target", "send every replay to this URL, overriding rules.yaml targets")
 	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads")
 	f.IntVar(&par, "max-parallel", 5, "entries handled at once per run")
 	f.Float64Var(&rate, "rate", 0, "at most this many dispatches per second (0: no limit)")

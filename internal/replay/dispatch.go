@@ -29,10 +29,15 @@ const (
 	Failed                   // definite failure: the target refused it; never retried
 	Retry                    // certainly not committed (5xx, connection refused): retry with backoff
 	Unknown                  // may or may not have happened (timeout after sending): never retried blindly
+	// HandledElsewhere: the system says the entry is no longer
+	// dead-lettered (Cordum 404 on retry, Nexora 409/404): someone else
+	// replayed, resolved or deleted it. Never retried; the entry ends
+	// resolved and its key counts as committed.
+	HandledElsewhere
 )
 
 func (o Outcome) String() string {
-	return [...]string{"succeeded", "failed", "retry", "outcome_unknown"}[o]
+	return [...]string{"succeeded", "failed", "retry", "outcome_unknown", "handled_elsewhere"}[o]
 }
 
 // Request is one replay to send.
@@ -47,6 +52,13 @@ type Result struct {
 	Outcome Outcome
 	Status  int    // HTTP status or exit code, when there is one
 	Detail  string // response excerpt or error
+	// NewJobID is the job the system created for the replay (Cordum's
+	// retry answers {"job_id": NEW}); recorded in the outcome's audit.
+	NewJobID string
+	// SourceUpdated: the system's own endpoint already took the entry out
+	// of its DLQ (Cordum retry deletes it, Nexora marks it REPLAYED), so
+	// replayctl must not write back.
+	SourceUpdated bool
 }
 
 // Dispatcher sends one replay.
@@ -250,7 +262,10 @@ func NewRulesRouter(rules *triage.Rules, def *Route) *RulesRouter {
 	for i := range rules.Targets {
 		t := &rules.Targets[i]
 		rt := Route{Name: t.TargetName()}
-		if t.HTTP != nil {
+		if native := nativeRoute(t); native != nil {
+			rt.Dispatcher = native
+			rt.Prober, _ = native.(Prober)
+		} else if t.HTTP != nil {
 			h := NewHTTPTarget(t.HTTP.URL, t.HTTP.Probe, t.HTTP.Timeout, t.HTTP.Headers)
 			rt.Dispatcher = h
 			if t.HTTP.Probe != "" {

@@ -389,7 +389,12 @@ func currentApprovalID(tx store.Tx, er *store.EntryRecord, ref, evidence string)
 // when its result differs from the entry's last one, so that a cron run
 // every few minutes does not repeat the same record.
 func (r *Reconciler) probe(ctx context.Context, e *entry.Entry, route Route) string {
-	pr, detail := route.Prober.Probe(ctx, e.IdempotencyKey)
+	pr, detail := ProbeInconclusive, ""
+	if ep, ok := route.Prober.(EntryProber); ok {
+		pr, detail = ep.ProbeEntry(ctx, e) // the system knows the entry by its own id
+	} else {
+		pr, detail = route.Prober.Probe(ctx, e.IdempotencyKey)
+	}
 	result := [...]string{triage.ProbeCommitted, triage.ProbeNotCommitted, triage.ProbeInconclusive}[pr]
 	_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		er, err := tx.Entry(e.Ref())
@@ -527,7 +532,11 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 				To: to, Error: out.Detail, Owner: owner, Attempt: attempt}); err != nil {
 				return err
 			}
-			detail, _ := json.Marshal(map[string]any{"target": route.Name, "attempt": attempt, "status": out.Status})
+			dm := map[string]any{"target": route.Name, "attempt": attempt, "status": out.Status}
+			if out.NewJobID != "" {
+				dm["new_job_id"] = out.NewJobID
+			}
+			detail, _ := json.Marshal(dm)
 			if _, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindOutcome, EntryRef: e.Ref(), EntryID: e.ID,
 				Source: e.Source, Key: e.IdempotencyKey, Outcome: out.Outcome.String(), Reason: out.Detail,
 				LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(to), Detail: detail}); err != nil {
@@ -543,7 +552,12 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 
 		switch out.Outcome {
 		case Succeeded:
-			r.writeBack(ctx, e, src, res)
+			if !out.SourceUpdated {
+				r.writeBack(ctx, e, src, res)
+			}
+			return nil
+		case HandledElsewhere:
+			res.Final = triage.Skip
 			return nil
 		case Failed:
 			res.Final = triage.Quarantine
@@ -572,6 +586,9 @@ func outcomeState(o Outcome) (idempotency.State, string) {
 		return idempotency.Failed, store.StatusFailed
 	case Unknown:
 		return idempotency.OutcomeUnknown, store.StatusUnknown
+	case HandledElsewhere:
+		// Committed as far as replayctl is concerned: never replayed again.
+		return idempotency.Succeeded, store.StatusResolved
 	}
 	return idempotency.Decided, store.StatusReplaying
 }
@@ -584,7 +601,7 @@ func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.S
 		return
 	}
 	err := wb.MarkReplayed(ctx, *e)
-	outcome, reason := "done", "source updated: entry marked replayed"
+	outcome, reason := "done", "source updated: entry taken out of the source's DLQ"
 	if err != nil {
 		outcome, reason = "failed", err.Error()
 		res.Outcome = "write_back_failed"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -42,7 +43,7 @@ func decodeCordum(raw []byte, e *entry.Entry) error {
 	*e = entry.Entry{
 		ID:             r.JobID,
 		Topic:          r.Topic,
-		ReasonCode:     r.ReasonCode,
+		ReasonCode:     cordumReasonCode(r.ReasonCode, r.Status),
 		Message:        r.Reason,
 		Attempts:       r.Attempts,
 		IdempotencyKey: r.IdempotencyKey,
@@ -71,4 +72,18 @@ func decodeCordum(raw []byte, e *entry.Entry) error {
 		e.FirstFailure, e.LastFailure = r.UpdatedAt.Time, r.UpdatedAt.Time
 	}
 	return nil
+}
+
+// cordumReasonCode is the entry's reason code, or, when Cordum wrote none,
+// its terminal job status (JOB_STATUS_TIMEOUT, JOB_STATUS_CANCELLED, ...;
+// cordum-io/cordum core/infra/store/dlq_store.go DLQEntry.Status), which the
+// taxonomy classifies. A bare "FAILED" says nothing and is not used.
+func cordumReasonCode(code, status string) string {
+	if code != "" {
+		return code
+	}
+	if strings.HasPrefix(strings.ToUpper(status), "JOB_STATUS_") {
+		return status
+	}
+	return ""
 }

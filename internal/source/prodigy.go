@@ -156,7 +156,10 @@ func decodeProdigy(raw []byte, e *entry.Entry) error {
 			ErrorSignature:       it.ErrorSignature,
 		},
 	}
-	if present(it.ItemData) {
+	if len(it.ItemData) > 0 {
+		// item_data is a serde_json::Value that may be null
+		// (iepathos/prodigy src/cook/execution/dlq.rs DeadLetteredItem):
+		// null is the item's payload, not a missing one.
 		e.Payload = it.ItemData
 	}
 	if len(it.FailureHistory) > 0 {
@@ -179,9 +182,9 @@ func decodeProdigy(raw []byte, e *entry.Entry) error {
 	if n := len(e.History); n > 0 {
 		last := e.History[n-1]
 		e.ReasonCode, e.Message = last.ReasonCode, last.Message
-		if e.Attempts == 0 {
-			e.Attempts = n
-		}
+		// Prodigy overwrites the item file on each re-failure, so
+		// failure_count stays 1; the last attempt_number is the count.
+		e.Attempts = max(e.Attempts, last.Attempt, n)
 		first, lastT := span(e.History[0].Time, last.Time)
 		if e.FirstFailure.IsZero() {
 			e.FirstFailure = first

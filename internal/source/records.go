@@ -132,6 +132,9 @@ func (rr *recordReader) sniff(bufSize int) (start int64, m mode, err error) {
 		return start, modeLines, nil
 	}
 	br.UnreadByte()
+	if listResponse(br) {
+		return start, modeList, nil
+	}
 	m, err = sniffObjects(newLineReader(br, rr.maxLine))
 	return start, m, err
 }
@@ -163,6 +166,22 @@ func sniffObjects(lr *lineReader) (mode, error) {
 			return modeObjects, nil
 		}
 	}
+}
+
+// listResponse reports whether the object at the reader starts with a key
+// only a list response has: Cordum's gateway answers GET /api/v1/dlq with
+// {"items": [...]} and GET /api/v1/dlq/page with {"items", "next_cursor"}
+// (cordum-io/cordum core/controlplane/gateway handlers_dlq.go), while a DLQ
+// entry itself never has either key (core/infra/store/dlq_store.go DLQEntry).
+// Only the first key is looked at, within what is already buffered.
+func listResponse(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	key, err := dec.Token()
+	return err == nil && (key == "items" || key == "next_cursor")
 }
 
 func firstNonSpace(br *bufio.Reader) (byte, error) {

@@ -2,8 +2,6 @@ package source
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"iter"
 	"strings"
@@ -17,11 +15,9 @@ import (
 // Cordum's Redis layout (docs/redis-operations.md): entries at
 // dlq:entry:<jobID>, ids in dlq:index, entries expire after 30 days.
 const (
-	redisIndexKey  = "dlq:index"
-	redisEntryKey  = "dlq:entry:"
-	redisPageSize  = 500
-	redisReplayed  = "replayed"
-	redisWatchTrys = 5
+	redisIndexKey = "dlq:index"
+	redisEntryKey = "dlq:entry:"
+	redisPageSize = 500
 )
 
 // redisSource reads Cordum's DLQ straight from Redis.
@@ -166,43 +162,38 @@ func (s *redisSource) page(ctx context.Context, c *redis.Client, ids []string, y
 	return true
 }
 
-// MarkReplayed sets replay_status to "replayed" in the entry's value, as
-// Cordum does, keeping every other field and the key's TTL; it never
-// deletes data. It is a WATCH/MULTI compare-and-set against concurrent
-// writers.
+// MarkReplayed takes the entry out of Cordum's DLQ the way Cordum's own
+// retry and delete do (DLQStore.Delete in cordum-io/cordum
+// core/infra/store/dlq_store.go, called by the gateway's handleRetryDLQ
+// and handleDeleteDLQ): DEL dlq:entry:<id> and removing the id from
+// dlq:index, in one MULTI. A field such as replay_status would be ignored
+// by Cordum: the entry would stay on its dashboard and its Retry button
+// would run the job again outside replayctl's ledger. An entry already
+// gone (expired, or deleted by a person) is not an error: it is out of
+// the DLQ, which is what write-back wants.
 func (s *redisSource) MarkReplayed(ctx context.Context, e entry.Entry) error {
 	c := redis.NewClient(s.opts)
 	defer c.Close()
-	key := redisEntryKey + e.ID
-	for range redisWatchTrys {
-		err := c.Watch(ctx, func(tx *redis.Tx) error {
-			raw, err := tx.Get(ctx, key).Bytes()
-			if errors.Is(err, redis.Nil) {
-				return fmt.Errorf("%s expired at the source before it could be marked replayed", key)
-			}
-			if err != nil {
-				return err
-			}
-			var fields map[string]json.RawMessage
-			if err := json.Unmarshal(raw, &fields); err != nil {
-				return fmt.Errorf("%s is not a JSON object: %w", key, err)
-			}
-			fields["replay_status"] = json.RawMessage(`"` + redisReplayed + `"`)
-			out, err := json.Marshal(fields)
-			if err != nil {
-				return err
-			}
-			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				p.SetArgs(ctx, key, out, redis.SetArgs{KeepTTL: true})
-				return nil
-			})
-			return err
-		}, key)
-		if !errors.Is(err, redis.TxFailedErr) {
-			return err
-		}
+	typ, err := c.Type(ctx, redisIndexKey).Result()
+	if err != nil {
+		return fmt.Errorf("write back %s to %s: %w", e.ID, s.url, err)
 	}
-	return fmt.Errorf("%s kept changing: not marked replayed", key)
+	_, err = c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, redisEntryKey+e.ID)
+		switch typ {
+		case "zset":
+			p.ZRem(ctx, redisIndexKey, e.ID)
+		case "list":
+			p.LRem(ctx, redisIndexKey, 0, e.ID)
+		case "set":
+			p.SRem(ctx, redisIndexKey, e.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("write back %s to %s: %w", e.ID, s.url, err)
+	}
+	return nil
 }
 
 var _ WriteBack = (*redisSource)(nil)

@@ -2,7 +2,7 @@ package source
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -118,33 +118,46 @@ func TestRedisSourceRejectsAStringIndex(t *testing.T) {
 	t.Fatal("no error")
 }
 
-func TestRedisWriteBackMarksReplayedKeepingDataAndTTL(t *testing.T) {
-	c, url := redisFixture(t, "zset", 3)
-	src, _ := Parse("cordum-redis:" + url)
-	ctx := context.Background()
-	e := readRedis(t, src)[0]
-	if err := src.(WriteBack).MarkReplayed(ctx, e); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := c.Get(ctx, "dlq:entry:"+e.ID).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fields map[string]any
-	_ = json.Unmarshal([]byte(raw), &fields)
-	if fields["replay_status"] != "replayed" || fields["idempotency_key"] != e.IdempotencyKey || fields["payload"] == nil {
-		t.Fatalf("after write-back: %s", raw)
-	}
-	if ttl := c.TTL(ctx, "dlq:entry:"+e.ID).Val(); ttl < 29*24*time.Hour {
-		t.Fatalf("TTL lost: %s", ttl)
-	}
-	// Reading again: the source now says it was handled.
-	for _, again := range readRedis(t, src) {
-		if again.ID == e.ID && !again.State.Handled {
-			t.Fatal("replayed entry not handled at the source")
-		}
-	}
-	if err := src.(WriteBack).MarkReplayed(ctx, entry.Entry{ID: "job_0007"}); err == nil {
-		t.Fatal("write-back of an expired entry succeeded")
+// TestRedisWriteBackRemovesAsCordumDoes: write-back is what Cordum's own
+// retry and delete do (DLQStore.Delete, cordum-io/cordum
+// core/infra/store/dlq_store.go): the entry key and its index member go,
+// nothing else changes; replay_status is no longer written.
+func TestRedisWriteBackRemovesAsCordumDoes(t *testing.T) {
+	for _, index := range []string{"zset", "list"} {
+		t.Run(index, func(t *testing.T) {
+			c, url := redisFixture(t, index, 3)
+			src, _ := Parse("cordum-redis:" + url)
+			ctx := context.Background()
+			e := readRedis(t, src)[0]
+			if err := src.(WriteBack).MarkReplayed(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Get(ctx, "dlq:entry:"+e.ID).Err(); !errors.Is(err, redis.Nil) {
+				t.Fatalf("entry key still there: %v", err)
+			}
+			var members []string
+			if index == "zset" {
+				members = c.ZRange(ctx, "dlq:index", 0, -1).Val()
+			} else {
+				members = c.LRange(ctx, "dlq:index", 0, -1).Val()
+			}
+			for _, m := range members {
+				if m == e.ID {
+					t.Fatalf("%s still in dlq:index %v", e.ID, members)
+				}
+			}
+			if len(members) != 2 {
+				t.Fatalf("index now %v, want the other two", members)
+			}
+			for _, again := range readRedis(t, src) {
+				if again.ID == e.ID {
+					t.Fatal("written-back entry read again")
+				}
+			}
+			// An entry already gone: its index id is removed, no error.
+			if err := src.(WriteBack).MarkReplayed(ctx, entry.Entry{ID: "job_0007"}); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

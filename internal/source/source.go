@@ -62,6 +62,14 @@ func Parse(spec string) (Source, error) {
 	if !ok || kind == "" {
 		return usage(errors.New("want KIND:PATH"), kindsHint)
 	}
+	if (kind == entry.KindCordum || kind == entry.KindNexora) &&
+		(strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://")) {
+		s, err := newLiveSource(spec, kind, path, os.Getenv)
+		if err != nil {
+			return usage(err, "use "+kind+":http(s)://HOST:PORT")
+		}
+		return s, nil
+	}
 	var f format
 	switch kind {
 	case entry.KindCordum:

@@ -9,11 +9,14 @@ import (
 // code silently dropped from the built-ins fails here.
 var documentedTaxonomy = map[Class][]string{
 	Transient: {"timeout", "dependency_unavailable", "no_workers", "max_scheduling_retries",
-		"resource_exhausted", "rate_limited", "worktree_error"},
+		"resource_exhausted", "rate_limited", "worktree_error",
+		"pool_overloaded", "tenant_limit", "dispatch_failed", "job_status_timeout"},
 	Poison: {"schema_invalid", "parse_error", "tool_contract_mismatch", "validation_failed",
-		"commit_validation_failed"},
-	Governance:    {"denied", "approval_required", "policy_snapshot_mismatch", "permission_denied"},
-	UnknownCommit: {"partial_external_write", "unknown_commit_state", "merge_conflict", "command_failed"},
+		"commit_validation_failed", "schema_validation_failed", "unknown_topic", "no_pool_mapping"},
+	Governance: {"denied", "approval_required", "policy_snapshot_mismatch", "permission_denied",
+		"policy_denied", "safety_denied", "job_status_denied", "job_status_cancelled"},
+	UnknownCommit: {"partial_external_write", "unknown_commit_state", "merge_conflict", "command_failed",
+		"output_quarantined", "output_quarantined_async", "max_retries_exceeded"},
 }
 
 func TestBuiltinTaxonomyMapsEveryCodeToItsClass(t *testing.T) {

@@ -100,10 +100,13 @@ func DefaultBackoff() Backoff {
 // Target says where replays of matching entries go (used by the replay
 // runner; declared here because it lives in rules.yaml).
 type Target struct {
-	Name     string      `yaml:"name"`
-	Match    TargetMatch `yaml:"match"`
-	HTTP     *HTTPTarget `yaml:"http"`
-	Exec     *ExecTarget `yaml:"exec"`
+	Name  string      `yaml:"name"`
+	Match TargetMatch `yaml:"match"`
+	HTTP  *HTTPTarget `yaml:"http"`
+	Exec  *ExecTarget `yaml:"exec"`
+	// Cordum and Nexora replay through the system's own endpoint.
+	Cordum   *NativeTarget `yaml:"cordum"`
+	Nexora   *NativeTarget `yaml:"nexora"`
 	line     int
 	lines    map[string]int
 	topic    []*glob.Pattern
@@ -123,6 +126,20 @@ type HTTPTarget struct {
 	Probe   string            `yaml:"probe"`
 	Timeout time.Duration     `yaml:"timeout"`
 	Headers map[string]string `yaml:"headers"`
+}
+
+// NativeTarget is a Cordum gateway or Nexora server base URL; credentials
+// come from the environment, never from rules.yaml.
+type NativeTarget struct {
+	URL     string        `yaml:"url"`
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// UnmarshalYAML checks keys strictly.
+func (t *NativeTarget) UnmarshalYAML(n *yaml.Node) error {
+	type plain NativeTarget
+	_, err := strictDecode(n, (*plain)(t))
+	return err
 }
 
 // ExecTarget runs Command with the payload on stdin.
@@ -527,8 +544,19 @@ func (t *Target) validate(cerr *ConfigError, f string, i int) {
 	for _, m := range t.problems {
 		cerr.addYAML(f, m)
 	}
-	if (t.HTTP == nil) == (t.Exec == nil) {
-		cerr.add(f, t.line, "%s: set exactly one of http or exec", where)
+	kinds := 0
+	for _, set := range []bool{t.HTTP != nil, t.Exec != nil, t.Cordum != nil, t.Nexora != nil} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds != 1 {
+		cerr.add(f, t.line, "%s: set exactly one of http, exec, cordum or nexora", where)
+	}
+	for key, n := range map[string]*NativeTarget{"cordum": t.Cordum, "nexora": t.Nexora} {
+		if n != nil && !strings.HasPrefix(n.URL, "http://") && !strings.HasPrefix(n.URL, "https://") {
+			cerr.add(f, t.lines[key], "%s.%s.url: %q is not an http(s) URL", where, key, n.URL)
+		}
 	}
 	if t.HTTP != nil {
 		if !strings.HasPrefix(t.HTTP.URL, "http://") && !strings.HasPrefix(t.HTTP.URL, "https://") {

@@ -6,7 +6,14 @@ import (
 )
 
 // builtinTaxonomy is the reason-code taxonomy from the Cordum triage model,
-// extended with Prodigy's error types. rules.yaml may override or extend it.
+// extended with the codes Cordum really writes, Cordum's terminal job
+// statuses (used when an entry has no reason code) and Prodigy's error
+// types. rules.yaml may override or extend it. Generic codes that say
+// nothing about the cause (Nexora's STEP_FAILED and UNEXPECTED_ERROR,
+// Cordum's JOB_STATUS_FAILED, worker error codes) are deliberately absent:
+// they fall through to message patterns and, unrecognised, are never
+// replayed automatically. The README's taxonomy table says where upstream
+// writes each code and why it has its class.
 func builtinTaxonomy() map[string]Class {
 	t := map[string]Class{}
 	add := func(c Class, codes ...string) {
@@ -15,11 +22,21 @@ func builtinTaxonomy() map[string]Class {
 		}
 	}
 	add(Transient, "timeout", "dependency_unavailable", "no_workers", "max_scheduling_retries",
-		"resource_exhausted", "rate_limited", "worktree_error")
+		"resource_exhausted", "rate_limited", "worktree_error",
+		// Cordum scheduler: capacity that frees up by itself.
+		"pool_overloaded", "tenant_limit", "dispatch_failed", "job_status_timeout")
 	add(Poison, "schema_invalid", "parse_error", "tool_contract_mismatch", "validation_failed",
-		"commit_validation_failed")
-	add(Governance, "denied", "approval_required", "policy_snapshot_mismatch", "permission_denied")
-	add(UnknownCommit, "partial_external_write", "unknown_commit_state", "merge_conflict", "command_failed")
+		"commit_validation_failed",
+		// Cordum: the request or the routing is wrong; a replay fails the
+		// same way until someone fixes it.
+		"schema_validation_failed", "unknown_topic", "no_pool_mapping")
+	add(Governance, "denied", "approval_required", "policy_snapshot_mismatch", "permission_denied",
+		// Cordum: a policy or a person said no.
+		"policy_denied", "safety_denied", "job_status_denied", "job_status_cancelled")
+	add(UnknownCommit, "partial_external_write", "unknown_commit_state", "merge_conflict", "command_failed",
+		// Cordum: the job ran (its output was held, or a worker failed it
+		// repeatedly), so its side effects may already have happened.
+		"output_quarantined", "output_quarantined_async", "max_retries_exceeded")
 	return t
 }
 

@@ -107,9 +107,9 @@ func TestEachProblemIsReportedWithItsLine(t *testing.T) {
 
 		// Targets and patterns.
 		{"target with neither http nor exec", "version: v1\ntargets:\n  - name: x\n    match: {topic: a}\n",
-			3, []string{"targets[0]: set exactly one of http or exec"}},
+			3, []string{"targets[0]: set exactly one of http, exec, cordum or nexora"}},
 		{"target with both http and exec", "version: v1\ntargets:\n  - http: {url: http://x}\n    exec: {command: [x]}\n",
-			3, []string{"targets[0]: set exactly one of http or exec"}},
+			3, []string{"targets[0]: set exactly one of http, exec, cordum or nexora"}},
 		{"target url not http", "version: v1\ntargets:\n  - http: {url: ftp://x}\n",
 			3, []string{"targets[0].http.url", `"ftp://x" is not an http(s) URL`}},
 		{"target probe not http", "version: v1\ntargets:\n  - http: {url: http://x, probe: x}\n",

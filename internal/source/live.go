@@ -1,0 +1,259 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+// livePageSize is how many entries one request asks for; Nexora caps its
+// page size at 100 (ObserveCommand.java), Cordum's gateway accepts it.
+const livePageSize = 100
+
+// maxPage caps one page response; a larger one is an error, not buffered.
+const maxPage = 64 << 20
+
+// liveSource reads a running system's DLQ over HTTP, page by page:
+// Cordum's gateway (GET /api/v1/dlq/page?limit=&cursor=, following
+// next_cursor; cordum-io/cordum core/controlplane/gateway handlers_dlq.go)
+// or Nexora's observability server (GET /api/dead-letters?state=PENDING
+// &page=N&size=M; iamvirul/nexora nexora-cli ObserveCommand.java).
+// Credentials come from the environment only and never appear in errors.
+type liveSource struct {
+	spec, base string
+	format     format
+	header     http.Header
+	secrets    []string
+	client     *http.Client
+	// retry is the backoff for 5xx and connection errors while listing;
+	// tests shorten it.
+	retry func() backoff.BackOff
+}
+
+// newLiveSource is a live source for kind (cordum or nexora) at base.
+func newLiveSource(spec, kind, base string, getenv func(string) string) (*liveSource, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%q is not an http(s) URL", base)
+	}
+	s := &liveSource{spec: spec, base: strings.TrimRight(base, "/"), header: http.Header{},
+		client: &http.Client{Timeout: 30 * time.Second},
+		retry: func() backoff.BackOff {
+			b := backoff.NewExponentialBackOff()
+			b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 500*time.Millisecond, 10*time.Second, time.Minute
+			return b
+		}}
+	switch kind {
+	case entry.KindCordum:
+		s.format = cordumFormat()
+		key, tenant := getenv("CORDUM_API_KEY"), getenv("CORDUM_TENANT_ID")
+		if tenant == "" {
+			tenant = "default"
+		}
+		if key != "" {
+			s.header.Set("X-API-Key", key)
+			s.secrets = append(s.secrets, key)
+		}
+		s.header.Set("X-Tenant-ID", tenant)
+	case entry.KindNexora:
+		s.format = nexoraFormat()
+		if tok := getenv("NEXORA_TOKEN"); tok != "" {
+			s.header.Set("Authorization", "Bearer "+tok)
+			s.secrets = append(s.secrets, tok)
+		}
+	}
+	return s, nil
+}
+
+func (s *liveSource) String() string { return s.spec }
+
+// NativeTarget is the --target value that replays this source's entries
+// through the system's own endpoint (cordum:URL or nexora:URL).
+func (s *liveSource) NativeTarget() string { return s.format.kind + ":" + s.base }
+
+// OriginPrefix starts the Origin of every entry this source yields.
+func (s *liveSource) OriginPrefix() string { return s.base + "/api/" }
+
+func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+	return func(yield func(entry.Entry, error) bool) {
+		seen := map[string]bool{}
+		cursor := ""
+		for page := 0; ; page++ {
+			u := s.pageURL(page, cursor)
+			body, err := s.get(ctx, u)
+			if err != nil {
+				yield(entry.Entry{}, err)
+				return
+			}
+			n := 0
+			rr := recordReader{format: s.format, name: u, r: bytes.NewReader(body), maxLine: maxRecord}
+			stopped := false
+			rr.each(ctx, func(e entry.Entry, err error) bool {
+				n++
+				if !yield(e, err) {
+					stopped = true
+					return false
+				}
+				return true
+			})
+			if stopped {
+				return
+			}
+			next, more, err := s.next(body, n)
+			if err != nil {
+				yield(entry.Entry{}, fmt.Errorf("read %s: %w", u, err))
+				return
+			}
+			if !more {
+				return
+			}
+			if s.format.kind == entry.KindCordum {
+				if seen[next] {
+					yield(entry.Entry{}, fmt.Errorf("read %s: next_cursor %s repeats: stopping rather than looping", u, next))
+					return
+				}
+				seen[next] = true
+				cursor = next
+			}
+		}
+	}
+}
+
+// pageURL is the URL of the page-th page.
+func (s *liveSource) pageURL(page int, cursor string) string {
+	if s.format.kind == entry.KindCordum {
+		q := url.Values{"limit": {strconv.Itoa(livePageSize)}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		return s.base + "/api/v1/dlq/page?" + q.Encode()
+	}
+	q := url.Values{"state": {"PENDING"}, "page": {strconv.Itoa(page)}, "size": {strconv.Itoa(livePageSize)}}
+	return s.base + "/api/dead-letters?" + q.Encode()
+}
+
+// next says whether another page follows and, for Cordum, its cursor.
+func (s *liveSource) next(body []byte, n int) (string, bool, error) {
+	if n == 0 {
+		return "", false, nil
+	}
+	if s.format.kind == entry.KindNexora {
+		return "", n >= livePageSize, nil
+	}
+	var p struct {
+		NextCursor json.RawMessage `json:"next_cursor"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		return "", false, fmt.Errorf("page is not a JSON object: %w", err)
+	}
+	c := strings.Trim(string(bytes.TrimSpace(p.NextCursor)), `"`)
+	if c == "" || c == "null" || c == "0" {
+		return "", false, nil
+	}
+	return c, true, nil
+}
+
+// errAuth is a 401/403 while listing: never retried.
+var errAuth = errors.New("refused")
+
+// get fetches one page, retrying 5xx and connection errors with backoff.
+func (s *liveSource) get(ctx context.Context, u string) ([]byte, error) {
+	var body []byte
+	op := func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return backoff.Permanent(err)
+		}
+		req.Header = s.header.Clone()
+		req.Header.Set("Accept", "application/json")
+		resp, err := s.client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			return backoff.Permanent(fmt.Errorf("HTTP %d: %w: check the credentials in the environment (%s)",
+				resp.StatusCode, errAuth, s.credentialNames()))
+		case resp.StatusCode >= 500:
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			return fmt.Errorf("HTTP %d", resp.StatusCode)
+		case resp.StatusCode != http.StatusOK:
+			return backoff.Permanent(fmt.Errorf("HTTP %d", resp.StatusCode))
+		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxPage+1))
+		if err != nil {
+			return err
+		}
+		if len(b) > maxPage {
+			return backoff.Permanent(fmt.Errorf("page larger than %d bytes", maxPage))
+		}
+		body = b
+		return nil
+	}
+	if err := backoff.Retry(op, backoff.WithContext(s.retry(), ctx)); err != nil {
+		return nil, fmt.Errorf("read %s source: GET %s: %s", s.format.kind, u, s.redact(err.Error()))
+	}
+	return body, nil
+}
+
+func (s *liveSource) credentialNames() string {
+	if s.format.kind == entry.KindCordum {
+		return "CORDUM_API_KEY, CORDUM_TENANT_ID"
+	}
+	return "NEXORA_TOKEN"
+}
+
+func (s *liveSource) redact(msg string) string {
+	for _, sec := range s.secrets {
+		msg = strings.ReplaceAll(msg, sec, "[redacted]")
+	}
+	return msg
+}
+
+// MarkReplayed takes an entry replayed elsewhere out of the system's DLQ
+// the way the system itself does: Cordum's gateway DELETE
+// /api/v1/dlq/{job_id} (204; handlers_dlq.go handleDeleteDLQ), Nexora's
+// POST /api/dead-letters/{id}/resolve {"reason"} (ObserveCommand.java).
+// An entry already gone (404, or 409: no longer PENDING) is not an error.
+func (s *liveSource) MarkReplayed(ctx context.Context, e entry.Entry) error {
+	method, u, body := http.MethodDelete, s.base+"/api/v1/dlq/"+url.PathEscape(e.ID), []byte(nil)
+	if s.format.kind == entry.KindNexora {
+		method, u = http.MethodPost, s.base+"/api/dead-letters/"+url.PathEscape(e.ID)+"/resolve"
+		body, _ = json.Marshal(map[string]string{"reason": "replayed by replayctl"})
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header = s.header.Clone()
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("write back %s: %s %s: %s", e.ID, method, u, s.redact(err.Error()))
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300,
+		resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusConflict:
+		return nil
+	}
+	return fmt.Errorf("write back %s: %s %s: HTTP %d", e.ID, method, u, resp.StatusCode)
+}

@@ -1,0 +1,279 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+const (
+	liveCordumKey = "ck-live-5e1f"
+	liveNexoraTok = "nx-live-9a7c"
+)
+
+// fakeGateway serves Cordum's paged DLQ as the gateway does (cordum-io/
+// cordum core/controlplane/gateway handlers_dlq.go): GET
+// /api/v1/dlq/page?limit=&cursor= answers {"items": [...], "next_cursor":
+// N}, next_cursor absent on the last page; X-API-Key and X-Tenant-ID
+// authenticate. Entries are DLQEntry records (core/infra/store/
+// dlq_store.go). failOnce answers the first request for that cursor 503.
+type fakeGateway struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests int
+	failOnce map[string]bool
+}
+
+func newFakeGateway(t *testing.T, n int) *fakeGateway {
+	f := &fakeGateway{failOnce: map[string]bool{}}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.requests++
+		if r.Header.Get("X-API-Key") != liveCordumKey || r.Header.Get("X-Tenant-ID") != "default" {
+			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path != "/api/v1/dlq/page" {
+			http.NotFound(w, r)
+			return
+		}
+		cur := r.URL.Query().Get("cursor")
+		if f.failOnce[cur] {
+			delete(f.failOnce, cur)
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		start, _ := strconv.Atoi(cur)
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		var items []string
+		for i := start; i < n && i < start+limit; i++ {
+			items = append(items, fmt.Sprintf(`{"job_id":"job_%04d","topic":"tool.email.send","status":"JOB_STATUS_FAILED","reason":"pool overloaded","reason_code":"pool_overloaded","last_state":"JOB_STATUS_PENDING","attempts":3,"created_at":"2026-11-20T10:00:00Z"}`, i))
+		}
+		list := "[" + strings.Join(items, ",") + "]"
+		if start+limit < n {
+			// The cursor key first on some pages: key order is not fixed.
+			if (start/limit)%2 == 0 {
+				fmt.Fprintf(w, `{"next_cursor":%d,"items":%s}`, start+limit, list)
+			} else {
+				fmt.Fprintf(w, `{"items":%s,"next_cursor":%d}`, list, start+limit)
+			}
+			return
+		}
+		fmt.Fprintf(w, `{"items":%s}`, list)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+// fakeNexoraServer serves GET /api/dead-letters?state=&page=&size= as
+// Nexora's observability server does (iamvirul/nexora ObserveCommand.java):
+// size capped at 100, body {"items","page","size"} in any key order;
+// NEXORA_TOKEN as a bearer token.
+func fakeNexoraServer(t *testing.T, pending int) (*httptest.Server, *int) {
+	var mu sync.Mutex
+	requests := 0
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests++
+		mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer "+liveNexoraTok {
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		q := r.URL.Query()
+		if r.URL.Path != "/api/dead-letters" || q.Get("state") != "PENDING" {
+			http.NotFound(w, r)
+			return
+		}
+		page, _ := strconv.Atoi(q.Get("page"))
+		size, _ := strconv.Atoi(q.Get("size"))
+		size = min(size, 100)
+		var items []string
+		for i := page * size; i < pending && i < (page+1)*size; i++ {
+			items = append(items, fmt.Sprintf(`{"reviewState":"PENDING","id":"dl-%04d","executionId":"x","goal":"g","context":{"topic":"tool.crm.sync"},"failureCode":"STEP_FAILED","failureMessage":"timed out","failedAt":"2026-11-20T12:00:00Z"}`, i))
+		}
+		fmt.Fprintf(w, `{"size":%d,"items":[%s],"page":%d}`, size, strings.Join(items, ","), page)
+	}))
+	t.Cleanup(s.Close)
+	return s, &requests
+}
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func fastRetry(s *liveSource) {
+	s.retry = func() backoff.BackOff { return backoff.WithMaxRetries(&backoff.ZeroBackOff{}, 3) }
+}
+
+func readLive(t *testing.T, s *liveSource) ([]entry.Entry, error) {
+	t.Helper()
+	var out []entry.Entry
+	for e, err := range s.Entries(context.Background()) {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func TestLiveCordumReadsEveryPage(t *testing.T) {
+	f := newFakeGateway(t, 250)
+	f.failOnce["100"] = true // page 2 answers 503 once: retried
+	s, err := newLiveSource("cordum:"+f.URL, entry.KindCordum, f.URL, envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fastRetry(s)
+	es, err := readLive(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := byID(t, es)
+	if len(got) != 250 {
+		t.Fatalf("%d entries, want 250", len(got))
+	}
+	for i := range 250 {
+		e, ok := got[fmt.Sprintf("job_%04d", i)]
+		if !ok || e.Undecodable() || e.Source != entry.KindCordum || e.ReasonCode != "pool_overloaded" {
+			t.Fatalf("job_%04d: %+v", i, e)
+		}
+		if !strings.HasPrefix(e.Origin, s.OriginPrefix()) {
+			t.Fatalf("origin %q does not start with %q", e.Origin, s.OriginPrefix())
+		}
+	}
+	if f.requests != 4 { // 3 pages and one retry
+		t.Errorf("%d requests, want 4", f.requests)
+	}
+	if s.NativeTarget() != "cordum:"+f.URL {
+		t.Errorf("native target %q", s.NativeTarget())
+	}
+}
+
+func TestLiveNexoraReadsEveryPage(t *testing.T) {
+	srv, requests := fakeNexoraServer(t, 230)
+	s, err := newLiveSource("nexora:"+srv.URL, entry.KindNexora, srv.URL, envOf(map[string]string{"NEXORA_TOKEN": liveNexoraTok}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := readLive(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := byID(t, es); len(got) != 230 || got["dl-0229"].ReasonCode != "STEP_FAILED" {
+		t.Fatalf("%d entries", len(got))
+	}
+	if *requests != 3 {
+		t.Errorf("%d requests, want 3", *requests)
+	}
+}
+
+// TestLiveRefusedNamesURLNotSecret: 401/403 is a clear error naming the
+// URL and the variables to check, never the credential, and not retried.
+func TestLiveRefusedNamesURLNotSecret(t *testing.T) {
+	f := newFakeGateway(t, 5)
+	wrong := "wrong-" + liveCordumKey
+	s, _ := newLiveSource("cordum:"+f.URL, entry.KindCordum, f.URL, envOf(map[string]string{"CORDUM_API_KEY": wrong}))
+	fastRetry(s)
+	_, err := readLive(t, s)
+	if err == nil || !strings.Contains(err.Error(), f.URL+"/api/v1/dlq/page") || !strings.Contains(err.Error(), "401") ||
+		!strings.Contains(err.Error(), "CORDUM_API_KEY") || strings.Contains(err.Error(), wrong) {
+		t.Fatalf("error: %v", err)
+	}
+	if f.requests != 1 {
+		t.Errorf("401 retried: %d requests", f.requests)
+	}
+	srv, _ := fakeNexoraServer(t, 1)
+	n, _ := newLiveSource("nexora:"+srv.URL, entry.KindNexora, srv.URL, envOf(nil))
+	if _, err := readLive(t, n); err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "NEXORA_TOKEN") {
+		t.Fatalf("nexora error: %v", err)
+	}
+}
+
+// TestLiveServerDownIsRetriedThenReported: connection errors are retried
+// with backoff, then reported naming the URL.
+func TestLiveServerDownIsRetriedThenReported(t *testing.T) {
+	f := newFakeGateway(t, 5)
+	url := f.URL
+	f.Close()
+	s, _ := newLiveSource("cordum:"+url, entry.KindCordum, url, envOf(nil))
+	fastRetry(s)
+	s.client.Timeout = 2 * time.Second
+	if _, err := readLive(t, s); err == nil || !strings.Contains(err.Error(), url) {
+		t.Fatalf("error: %v", err)
+	}
+}
+
+func TestParseLiveSource(t *testing.T) {
+	for _, spec := range []string{"cordum:http://gw:8081", "nexora:https://nx:8090/"} {
+		src, err := Parse(spec)
+		if err != nil {
+			t.Fatalf("%s: %v", spec, err)
+		}
+		if _, ok := src.(*liveSource); !ok {
+			t.Errorf("%s: %T", spec, src)
+		}
+	}
+}
+
+// TestLiveWriteBack: Cordum gets DELETE /api/v1/dlq/{job_id}, Nexora
+// POST /api/dead-letters/{id}/resolve {"reason"}, with credentials; an
+// entry already gone is not an error; a refusal is.
+func TestLiveWriteBack(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		b := make([]byte, 256)
+		n, _ := r.Body.Read(b)
+		got = append(got, r.Method+" "+r.URL.Path+" "+string(b[:n])+" "+r.Header.Get("X-API-Key")+r.Header.Get("Authorization"))
+		switch {
+		case strings.Contains(r.URL.Path, "gone"):
+			w.WriteHeader(http.StatusNotFound)
+		case strings.Contains(r.URL.Path, "denied"):
+			w.WriteHeader(http.StatusForbidden)
+		case r.Method == http.MethodDelete:
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	env := envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey, "NEXORA_TOKEN": liveNexoraTok})
+	c, _ := newLiveSource("cordum:"+srv.URL, entry.KindCordum, srv.URL, env)
+	n, _ := newLiveSource("nexora:"+srv.URL, entry.KindNexora, srv.URL, env)
+	ctx := context.Background()
+	for _, err := range []error{
+		c.MarkReplayed(ctx, entry.Entry{ID: "job_1"}),
+		n.MarkReplayed(ctx, entry.Entry{ID: "dl-1"}),
+		c.MarkReplayed(ctx, entry.Entry{ID: "gone"}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := c.MarkReplayed(ctx, entry.Entry{ID: "denied"})
+	if err == nil || strings.Contains(err.Error(), liveCordumKey) {
+		t.Fatalf("refused write-back: %v", err)
+	}
+	want := []string{
+		"DELETE /api/v1/dlq/job_1  " + liveCordumKey,
+		`POST /api/dead-letters/dl-1/resolve {"reason":"replayed by replayctl"} Bearer ` + liveNexoraTok,
+	}
+	for i, w := range want {
+		if got[i] != w {
+			t.Errorf("request %d: %q, want %q", i, got[i], w)
+		}
+	}
+}

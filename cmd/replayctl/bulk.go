@@ -18,23 +18,21 @@ import (
 type bulkFlags struct {
 	filter                       bool
 	classes, reasons, topics     []string
-	reasonAlias                  []string
 	sources, states, labels      []string
 	olderThan, newerThan, spread time.Duration
-	preview, yes                 bool
+	preview, yes, all            bool
 	confirmOver, max             int
 }
 
-// register adds the flags; replay also takes --reason for the reason code
-// (resolve's --reason is the resolution's text, so there it is only
-// --reason-code).
+// register adds the flags. The reason-code filter is only ever
+// --reason-code: --reason is a resolution's free-text justification, and
+// one name with two meanings once turned a typo into a resolve of the
+// whole DLQ.
 func (f *bulkFlags) register(fs *pflag.FlagSet, replayCmd bool) {
-	fs.BoolVar(&f.filter, "filter", false, "act on every stored entry matching the filter flags instead of one ID")
+	fs.BoolVar(&f.filter, "filter", false, "act on every stored entry matching the filter flags instead of one ID (at least one filter flag, or --all)")
+	fs.BoolVar(&f.all, "all", false, "with --filter and no filter flag: act on every stored entry")
 	fs.StringArrayVar(&f.classes, "class", nil, "filter: class (repeatable)")
 	fs.StringArrayVar(&f.reasons, "reason-code", nil, "filter: reason code (repeatable)")
-	if replayCmd {
-		fs.StringArrayVar(&f.reasonAlias, "reason", nil, "filter: reason code (repeatable; same as --reason-code)")
-	}
 	fs.StringArrayVar(&f.topics, "topic", nil, "filter: topic glob, e.g. 'tool.github.**' (repeatable)")
 	fs.StringArrayVar(&f.sources, "source", nil, "filter: source kind (repeatable)")
 	fs.StringArrayVar(&f.states, "state", nil, "filter: entry state (repeatable)")
@@ -51,8 +49,8 @@ func (f *bulkFlags) register(fs *pflag.FlagSet, replayCmd bool) {
 }
 
 func (f *bulkFlags) build() (replay.BulkFilter, error) {
-	bf := replay.BulkFilter{Classes: f.classes, Reasons: append(f.reasons, f.reasonAlias...), Topics: f.topics, Sources: f.sources,
-		States: f.states, OlderThan: replay.Duration{Duration: f.olderThan}, NewerThan: replay.Duration{Duration: f.newerThan}}
+	bf := replay.BulkFilter{Classes: f.classes, Reasons: f.reasons, Topics: f.topics, Sources: f.sources,
+		States: f.states, OlderThan: replay.Duration{Duration: f.olderThan}, NewerThan: replay.Duration{Duration: f.newerThan}, All: f.all}
 	for _, l := range f.labels {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok || k == "" {
@@ -72,10 +70,32 @@ func (f *bulkFlags) build() (replay.BulkFilter, error) {
 	return bf, nil
 }
 
-// checkArgs: --filter takes no ID, otherwise exactly one.
+// filterFlags are the flags that narrow a --filter selection.
+var filterFlags = []string{"class", "reason-code", "topic", "source", "state", "label", "older-than", "newer-than"}
+
+// checkArgs: --filter takes no ID, otherwise exactly one; --filter needs
+// at least one filter flag or an explicit --all. It runs before any state
+// is opened, so a refused command changes nothing.
 func (f *bulkFlags) checkArgs(cmd *cobra.Command, args []string) error {
 	if f.filter && len(args) > 0 {
 		return usageError("give an ID or --filter, not both")
+	}
+	if f.all && !f.filter {
+		return usageError("--all needs --filter")
+	}
+	if f.filter {
+		var set []string
+		for _, n := range filterFlags {
+			if fl := cmd.Flags().Lookup(n); fl != nil && fl.Changed {
+				set = append(set, "--"+n)
+			}
+		}
+		if len(set) == 0 && !f.all {
+			return usageError("--filter without a filter flag would match every entry: give at least one of --%s, or --all to mean every entry", strings.Join(filterFlags, ", --"))
+		}
+		if len(set) > 0 && f.all {
+			return usageError("--all together with %s: give filter flags or --all, not both", strings.Join(set, ", "))
+		}
 	}
 	if !f.filter && len(args) != 1 {
 		return usageError("%s needs an entry ID, or --filter with filter flags\nRun '%s --help' for usage.", cmd.CommandPath(), cmd.CommandPath())

@@ -228,7 +228,11 @@ func newDLQResolveCmd(s *streams) *cobra.Command {
 		Long: `resolve marks an entry handled without replay; later reconciles leave it
 resolved. With --filter it resolves every open stored entry matching the filter
 flags, after recording the bulk operation in the audit trail; when more than
---confirm-over entries match it only previews unless --yes is given.`,
+--confirm-over entries match it only previews unless --yes is given.
+
+--reason is the justification; the reason-code filter is --reason-code.
+--filter with no filter flag is refused (exit 2): say --all to mean every entry.`,
+		Example: `  replayctl dlq resolve --filter --reason-code schema_invalid --reason 'adapter fixed in 1.4.2' --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := bulk.checkArgs(cmd, args); err != nil {
 				return err
@@ -322,16 +326,17 @@ auto_replay and the ledger allows it. Quarantined, resolved and replayed entries
 are refused (exit 1): release them first.
 
 With --filter it acts on every stored entry matching the filter flags (--class,
---reason, --topic, --source, --state, --older-than, --newer-than, --label), not
+--reason-code, --topic, --source, --state, --older-than, --newer-than, --label), not
 only one page. It first previews: how many match, how many would be replayed,
 and why the others would not (already committed, quarantined, policy denies,
 awaits approval, max_replays reached, outcome unknown). When more than
 --confirm-over entries match (or with --preview) it stops there unless --yes.
 Executing records the bulk operation in the audit trail before any dispatch;
 --max caps the replays, --spread spreads them evenly over a duration on top of
---rate. An interrupted operation run again resumes without sending a key twice.`,
+--rate. An interrupted operation run again resumes without sending a key twice.
+--filter with no filter flag is refused (exit 2): say --all to mean every entry.`,
 		Example: `  replayctl dlq replay --filter --class transient --topic 'tool.github.**' --older-than 1h --preview
-  replayctl dlq replay --filter --reason dependency_unavailable --yes --max 500 --spread 10m --rate 5`,
+  replayctl dlq replay --filter --reason-code dependency_unavailable --yes --max 500 --spread 10m --rate 5`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := bulk.checkArgs(cmd, args); err != nil {
 				return err

@@ -23,16 +23,20 @@ const (
 )
 
 // BulkFilter selects stored entries for a bulk operation; every field set
-// must hold. Lists match any of their values.
+// must hold. Lists match any of their values. The reason-code filter is
+// reason_code, never "reason": that is a resolution's free text.
 type BulkFilter struct {
 	Classes   []string          `json:"class,omitempty"`
-	Reasons   []string          `json:"reason,omitempty"`
+	Reasons   []string          `json:"reason_code,omitempty"`
 	Topics    []string          `json:"topic,omitempty"` // globs, '.' separates segments
 	Sources   []string          `json:"source,omitempty"`
 	States    []string          `json:"state,omitempty"`
 	OlderThan Duration          `json:"older_than,omitzero"` // last failure (or first seen) at least this long ago
 	NewerThan Duration          `json:"newer_than,omitzero"`
 	Labels    map[string]string `json:"labels,omitempty"`
+	// All must be set to select every entry: an empty filter is refused, so
+	// that a forgotten or mistyped filter flag never acts on the whole DLQ.
+	All bool `json:"all,omitempty"`
 
 	topics []*glob.Pattern
 }
@@ -62,8 +66,20 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // IsZero lets omitzero drop unset durations.
 func (d Duration) IsZero() bool { return d.Duration == 0 }
 
+// empty reports whether no filter field is set.
+func (f *BulkFilter) empty() bool {
+	return len(f.Classes) == 0 && len(f.Reasons) == 0 && len(f.Topics) == 0 && len(f.Sources) == 0 &&
+		len(f.States) == 0 && f.OlderThan.Duration == 0 && f.NewerThan.Duration == 0 && len(f.Labels) == 0
+}
+
 // Compile validates the filter.
 func (f *BulkFilter) Compile() error {
+	if f.empty() && !f.All {
+		return fmt.Errorf("%w: no filter given, so it would match every entry: give a filter (class, reason_code, topic, source, state, older_than, newer_than, labels) or all to mean every entry", ErrBadFilter)
+	}
+	if !f.empty() && f.All {
+		return fmt.Errorf("%w: all together with a filter: give one or the other", ErrBadFilter)
+	}
 	f.topics = nil
 	for _, t := range f.Topics {
 		g, err := glob.Compile(t, '.')

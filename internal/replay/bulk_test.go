@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -189,10 +190,14 @@ func TestBulkResolve(t *testing.T) {
 }
 
 func TestBulkFilterValidation(t *testing.T) {
-	for _, f := range []BulkFilter{{Topics: []string{"[a"}}, {Classes: []string{"weird"}}, {States: []string{"gone"}}} {
-		if err := f.Compile(); err == nil {
-			t.Errorf("%+v accepted", f)
+	for _, f := range []BulkFilter{{Topics: []string{"[a"}}, {Classes: []string{"weird"}}, {States: []string{"gone"}},
+		{}, {Labels: map[string]string{}}, {All: true, Classes: []string{"transient"}}} { // empty: would match everything (issue 17)
+		if err := f.Compile(); !errors.Is(err, ErrBadFilter) {
+			t.Errorf("%+v: %v, want ErrBadFilter", f, err)
 		}
+	}
+	if f := (BulkFilter{All: true}); f.Compile() != nil {
+		t.Errorf("all refused")
 	}
 	_ = triage.AutoReplay
 }

@@ -126,11 +126,16 @@ func printBulk(w io.Writer, rep *replay.BulkReport, f *bulkFlags) {
 		fmt.Fprintf(w, "  %6d  %s\n", rep.Why[k], k)
 	}
 	if len(rep.Replays) > 0 {
+		// Every outcome, in a fixed order: a fixed list of names once
+		// printed an empty "replays:" line for outcomes it did not know.
+		keys := make([]string, 0, len(rep.Replays))
+		for k := range rep.Replays {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
 		fmt.Fprint(w, "replays:")
-		for _, k := range []string{"succeeded", "failed", "outcome_unknown", "retry"} {
-			if n := rep.Replays[k]; n > 0 {
-				fmt.Fprintf(w, " %d %s", n, k)
-			}
+		for _, k := range keys {
+			fmt.Fprintf(w, " %d %s", rep.Replays[k], k)
 		}
 		fmt.Fprintln(w)
 	}
@@ -179,7 +184,7 @@ func runBulk(cmd *cobra.Command, s *streams, f *bulkFlags, format string, b *rep
 }
 
 func bulkErr(err error) error {
-	if errors.Is(err, replay.ErrBadFilter) {
+	if errors.Is(err, replay.ErrBadFilter) || errors.Is(err, replay.ErrNoTarget) {
 		return &exitErr{code: exitUsage, err: err}
 	}
 	return err

@@ -33,6 +33,8 @@ type apiBundle struct {
 	mu     sync.Mutex
 	got    map[string]int
 	hang   time.Duration
+	// noTarget: the router has no default route (set before any request).
+	noTarget bool
 }
 
 // newAPIBundle serves a real server over a real store, OPA and sink, with
@@ -86,6 +88,9 @@ func newAPIBundle(t *testing.T, entries []string) *apiBundle {
 			return policy.LoadEngine(ctx, "../../rules.yaml", "../../policies", 0)
 		},
 		Router: func(rules *triage.Rules) replay.Router {
+			if b.noTarget {
+				return replay.NewRulesRouter(rules, nil)
+			}
 			return replay.NewRulesRouter(rules, &replay.Route{Name: "sink", Dispatcher: replay.NewHTTPTarget(b.sink.URL, "", 2*time.Second, nil)})
 		},
 	})

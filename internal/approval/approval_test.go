@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -193,5 +194,33 @@ func TestLoadConfig(t *testing.T) {
 	var ce *triage.ConfigError
 	if _, err := LoadConfig(p); !errors.As(err, &ce) {
 		t.Fatalf("unknown key: %v", err)
+	}
+}
+
+// A rejection moves the entry out of awaiting_approval in the same
+// transaction, with the rejector and reason (issue 17: it stayed
+// awaiting_approval for ever).
+func TestRejectionMovesTheEntryToRejected(t *testing.T) {
+	b := newBundle(t)
+	b.request(t, "r1")
+	ctx := context.Background()
+	er := &store.EntryRecord{Entry: entry.Entry{ID: "r1", Source: "jsonl", IdempotencyKey: "r1"}, Status: store.StatusAwaitingApproval, ApprovalID: "r1"}
+	if er.Entry.Ref() != "jsonl:r1" {
+		t.Fatalf("ref %s", er.Entry.Ref())
+	}
+	if err := b.st.Update(ctx, func(tx store.Tx) error { return tx.PutEntry(er) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.svc.Decide(ctx, Decision{ID: "r1", Actor: "alice", Reason: "refunded"}); err != nil {
+		t.Fatal(err)
+	}
+	var got *store.EntryRecord
+	_ = b.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		got, err = tx.Entry("jsonl:r1")
+		return err
+	})
+	if got == nil || got.Status != store.StatusRejected || got.Hold != store.HoldRejected || got.Reason != "rejected by alice: refunded" {
+		t.Fatalf("entry after rejection: %+v", got)
 	}
 }

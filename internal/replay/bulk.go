@@ -174,6 +174,7 @@ const (
 	WhyHandledAtSource = "handled at the source"
 	WhyOverCap         = "over the --max cap"
 	WhyNoTarget        = "no target"
+	WhyRejected        = "approval rejected"
 	WhyResolve         = "resolve"
 	WhyNotOpen         = "not open (replayed, resolved or replaying)"
 	bulkVerbReplay     = "replay"
@@ -187,6 +188,8 @@ func category(er *store.EntryRecord, d *triage.Decision) string {
 	switch {
 	case er.Hold == store.HoldResolved:
 		return WhyResolved
+	case er.Hold == store.HoldRejected:
+		return WhyRejected
 	case er.Hold != "":
 		return WhyQuarantined
 	case d.Action == triage.AutoReplay:

@@ -183,8 +183,8 @@ func Resolve(ctx context.Context, s Inventory, id, actor, reason string) (*store
 // decided again, so a replay may follow if the rules allow it.
 func Release(ctx context.Context, s Inventory, id, actor, reason string) (*store.EntryRecord, error) {
 	return changeEntry(ctx, s, id, func(tx store.Tx, er *store.EntryRecord) (*audit.Record, error) {
-		if er.Hold != store.HoldQuarantine && er.Hold != store.HoldFailed {
-			return nil, fmt.Errorf("%w: %s is %s, not quarantined", ErrState, er.Entry.Ref(), er.Status)
+		if er.Hold != store.HoldQuarantine && er.Hold != store.HoldFailed && er.Hold != store.HoldRejected {
+			return nil, fmt.Errorf("%w: %s is %s, not quarantined or rejected", ErrState, er.Entry.Ref(), er.Status)
 		}
 		rec := &audit.Record{Kind: audit.KindRelease, Outcome: store.StatusPending, Reason: reason,
 			Detail: statusDetail(er.Status, store.StatusPending)}

@@ -660,6 +660,7 @@ func (r *Reconciler) requestApproval(tx store.Tx, e *entry.Entry, d *triage.Deci
 	er.ApprovalID = id
 	a, err := tx.Approval(id)
 	if err != nil || a != nil {
+		er.MarkRejected(a) // the rejection of this evidence stands
 		return err
 	}
 	a = &store.Approval{ID: id, EntryRef: e.Ref(), EntryID: e.ID, Source: e.Source, Key: e.IdempotencyKey,

@@ -122,7 +122,7 @@ func (s *Service) Decide(ctx context.Context, d Decision) (*store.Approval, erro
 		out = a
 		switch {
 		case !s.Config.Member(a.ApproverGroup, d.Actor):
-			outcome = fmt.Errorf("%w: %s is not in %q (members are listed in approvers.yaml)", ErrForbidden, d.Actor, a.ApproverGroup)
+			outcome = fmt.Errorf("%w: %s is not in %q (%s)", ErrForbidden, d.Actor, a.ApproverGroup, s.Config.where(a.ApproverGroup))
 			return nil
 		case a.RequestedBy == d.Actor:
 			outcome = ErrSelfApproval

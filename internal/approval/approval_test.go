@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -222,5 +223,29 @@ func TestRejectionMovesTheEntryToRejected(t *testing.T) {
 	})
 	if got == nil || got.Status != store.StatusRejected || got.Hold != store.HoldRejected || got.Reason != "rejected by alice: refunded" {
 		t.Fatalf("entry after rejection: %+v", got)
+	}
+}
+
+// The approvers.yaml shipped at the repository root loads strictly and
+// grants nothing until edited; a missing file is named with its path.
+func TestShippedApproversExampleAndMissingFile(t *testing.T) {
+	c, err := LoadConfig("../../approvers.yaml")
+	if err != nil || c.Missing || len(c.Groups) != 0 || c.Expiry != DefaultExpiry {
+		t.Fatalf("shipped approvers.yaml: %+v %v", c, err)
+	}
+	if w := c.where("platform-oncall"); !strings.Contains(w, `group "platform-oncall" is not defined in `) || !strings.HasSuffix(w, "approvers.yaml") {
+		t.Fatalf("undefined group: %s", w)
+	}
+	missing := filepath.Join(t.TempDir(), "approvers.yaml")
+	c, err = LoadConfig(missing)
+	if err != nil || !c.Missing {
+		t.Fatalf("missing file: %+v %v", c, err)
+	}
+	b := newBundle(t)
+	b.svc.Config = c
+	b.request(t, "r1")
+	_, err = b.svc.Decide(context.Background(), Decision{ID: "r1", Actor: "alice", Approve: true})
+	if !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "no approvers file: "+missing+" does not exist") {
+		t.Fatalf("approve without approvers.yaml: %v", err)
 	}
 }

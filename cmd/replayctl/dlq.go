@@ -275,18 +275,25 @@ flags, after recording the bulk operation in the audit trail; when more than
 func newDLQReleaseCmd(s *streams) *cobra.Command {
 	var db dbFlags
 	var actor actorFlag
-	var reason string
+	var reason, outF string
 	cmd := &cobra.Command{
-		Use:   "release ID [--reason TEXT]",
+		Use:   "release ID [--reason TEXT] [-o json]",
 		Short: "Take an entry out of quarantine; the next reconcile decides it afresh",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
 			er, err := change(cmd.Context(), &db, "/api/dead-letters/"+url.PathEscape(args[0])+"/release", map[string]string{"reason": reason},
 				func(st store.Backend) (*store.EntryRecord, error) {
 					return replay.Release(cmd.Context(), st, args[0], actor.as, reason)
 				})
 			if err != nil {
 				return entryErr(err)
+			}
+			if format == "json" {
+				return writeJSON(s.out, er)
 			}
 			fmt.Fprintf(s.out, "%s released (decision %d); the next reconcile decides it again\n", er.Entry.Ref(), er.LastDecision)
 			return nil
@@ -295,6 +302,7 @@ func newDLQReleaseCmd(s *streams) *cobra.Command {
 	db.register(cmd.Flags())
 	actor.register(cmd.Flags())
 	cmd.Flags().StringVar(&reason, "reason", "released by operator", "why it is released")
+	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	return cmd
 }
 

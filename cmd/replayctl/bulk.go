@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/server"
 )
 
 // bulkFlags select entries by filter instead of one ID.
@@ -188,4 +190,70 @@ func bulkErr(err error) error {
 		return &exitErr{code: exitUsage, err: err}
 	}
 	return err
+}
+
+// runBulkRemote is runBulk through a running `replayctl serve`: the same
+// preview, the same --confirm-over/--yes gate, then the operation as a
+// server run, waited for. The server's targets and policy apply.
+func runBulkRemote(cmd *cobra.Command, s *streams, f *bulkFlags, format string, rf *remoteFlags, resolveReason string) error {
+	bf, err := f.build()
+	if err != nil {
+		return err
+	}
+	path := "/api/dead-letters/replay"
+	if resolveReason != "" {
+		path = "/api/dead-letters/resolve"
+	}
+	req := server.BulkRequest{Filter: bf, Max: f.max, Spread: replay.Duration{Duration: f.spread}, Reason: resolveReason}
+	ctx := cmd.Context()
+	var rep replay.BulkReport
+	if err := rf.call(ctx, "POST", path, url.Values{"preview": {"true"}}, req, &rep); err != nil {
+		return err
+	}
+	if !f.previewOnly(&rep) {
+		var started struct {
+			ID string `json:"id"`
+		}
+		if err := rf.call(ctx, "POST", path, nil, req, &started); err != nil {
+			return err
+		}
+		run, err := waitRun(cmd, rf, started.ID)
+		if err != nil {
+			return err
+		}
+		if run.Bulk == nil {
+			return fmt.Errorf("run %s %s: %s", started.ID, run.State, run.Error)
+		}
+		rep = *run.Bulk
+		if run.Error != "" {
+			rep.Stopped = firstNonEmpty(rep.Stopped, "run "+started.ID+" failed: "+run.Error)
+		}
+	}
+	if format == "json" {
+		return writeJSON(s.out, &rep)
+	}
+	rep.Items = nil
+	printBulk(s.out, &rep, f)
+	if rep.Stopped != "" {
+		return silent(exitError)
+	}
+	return nil
+}
+
+// waitRun polls a server run until it is no longer running.
+func waitRun(cmd *cobra.Command, rf *remoteFlags, id string) (*server.Run, error) {
+	var run server.Run
+	for {
+		if err := rf.call(cmd.Context(), "GET", "/api/runs/"+url.PathEscape(id), nil, nil, &run); err != nil {
+			return nil, err
+		}
+		if run.State != "running" {
+			return &run, nil
+		}
+		select {
+		case <-cmd.Context().Done():
+			return nil, &exitErr{code: exitError, err: fmt.Errorf("stopped waiting; run %s goes on on the server", id)}
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -245,6 +245,9 @@ flags, after recording the bulk operation in the audit trail; when more than
 				if err != nil {
 					return err
 				}
+				if db.remote.enabled() {
+					return runBulkRemote(cmd, s, &bulk, format, &db.remote, reason)
+				}
 				st, err := db.open()
 				if err != nil {
 					return err
@@ -354,6 +357,12 @@ Executing records the bulk operation in the audit trail before any dispatch;
 				return err
 			}
 			if bulk.filter {
+				if db.remote.enabled() {
+					if tgt.url != "" {
+						return usageError("--target with --server: the server's targets apply")
+					}
+					return runBulkRemote(cmd, s, &bulk, format, &db.remote, "")
+				}
 				engine, st, err := openActing(cmd.Context(), &eng, &db)
 				if err != nil {
 					return err

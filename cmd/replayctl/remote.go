@@ -78,7 +78,7 @@ func (f *remoteFlags) call(ctx context.Context, method, path string, q url.Value
 			msg = ae.Error.Message
 		}
 		code := exitError
-		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest {
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity {
 			code = exitUsage
 		}
 		return &exitErr{code: code, err: fmt.Errorf("server: %s (HTTP %d)", msg, resp.StatusCode)}

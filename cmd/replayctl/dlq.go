@@ -18,7 +18,7 @@ import (
 
 // openStatuses are what `dlq list` shows by default: entries that still
 // need something (Nexora lists PENDING by default).
-var openStatuses = []string{store.StatusPending, store.StatusAwaitingApproval, store.StatusManualReview,
+var openStatuses = []string{store.StatusPending, store.StatusAwaitingApproval, store.StatusRejected, store.StatusManualReview,
 	store.StatusQuarantined, store.StatusReplaying, store.StatusFailed, store.StatusUnknown}
 
 func newDLQCmd(s *streams) *cobra.Command {

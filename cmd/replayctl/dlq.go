@@ -33,6 +33,13 @@ reconciles one entry now, still through the policy and the ledger.
 IDs are entry refs (KIND:ID, as dlq list prints them) or bare source ids when unique.`,
 	}
 	cmd.AddCommand(newDLQListCmd(s), newDLQShowCmd(s), newDLQResolveCmd(s), newDLQReleaseCmd(s), newDLQReplayCmd(s))
+	for _, c := range cmd.Commands() {
+		if c.Name() != "list" {
+			// Every dlq command but list takes an entry ID; its --db/--server
+			// say where to look.
+			c.ValidArgsFunction = completeEntriesOf(c)
+		}
+	}
 	return cmd
 }
 

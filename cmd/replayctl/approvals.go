@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -44,7 +45,7 @@ func newApprovalsListCmd(s *streams) *cobra.Command {
 		outF         string
 	)
 	cmd := &cobra.Command{
-		Use:   "list [--group G] [--state pending|approved|rejected|expired|stale] [-o json]",
+		Use:   "list [--group G] [--state pending|approved|rejected|expired|stale|ALL] [-o json]",
 		Short: "List approval requests with their evidence and age",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -52,10 +53,13 @@ func newApprovalsListCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if strings.EqualFold(state, "all") {
+				state = "" // as in `dlq list --state ALL`
+			}
 			switch state {
 			case "", store.ApprovalPending, store.ApprovalApproved, store.ApprovalRejected, store.ApprovalExpired, store.ApprovalStale:
 			default:
-				return usageError("unknown --state %q (want pending, approved, rejected, expired or stale)", state)
+				return usageError("unknown --state %q (want pending, approved, rejected, expired, stale or ALL)", state)
 			}
 			q := url.Values{}
 			if group != "" {
@@ -80,7 +84,7 @@ func newApprovalsListCmd(s *streams) *cobra.Command {
 	}
 	db.register(cmd.Flags())
 	cmd.Flags().StringVar(&group, "group", "", "only this approver group")
-	cmd.Flags().StringVar(&state, "state", "", "only this state (default: all)")
+	cmd.Flags().StringVar(&state, "state", "", "only this state: pending, approved, rejected, expired, stale, or ALL (the default)")
 	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	return cmd
 }
@@ -105,6 +109,7 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 		tgt       targetFlags
 		reason    string
 		replayNow bool
+		outF      string
 	)
 	use, short := "approve ID [--as USER] [--reason TEXT] [--replay-now]", "Approve a request (a member of its group, not its requester)"
 	if !approve {
@@ -118,6 +123,10 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 			if !approve && reason == "" {
 				return usageError("--reason is required to reject")
 			}
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
 			if db.remote.enabled() {
 				verb := map[bool]string{true: "approve", false: "reject"}[approve]
 				var res store.Approval
@@ -125,15 +134,14 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 					map[string]string{"reason": reason}, &res); err != nil {
 					return err
 				}
-				fmt.Fprintf(s.out, "%s %s by %s\n", res.ID, res.State, res.DecidedBy)
+				var one *replay.EntryResult
 				if replayNow {
-					var one replay.EntryResult
-					if err := db.remote.call(cmd.Context(), "POST", "/api/dead-letters/"+url.PathEscape(res.EntryRef)+"/replay", nil, nil, &one); err != nil {
+					one = &replay.EntryResult{}
+					if err := db.remote.call(cmd.Context(), "POST", "/api/dead-letters/"+url.PathEscape(res.EntryRef)+"/replay", nil, nil, one); err != nil {
 						return err
 					}
-					return printOne(s, "table", &one)
 				}
-				return nil
+				return printDecided(s, format, &res, one)
 			}
 			cfg, err := approval.LoadConfig(approvers.path)
 			if err != nil {
@@ -170,16 +178,17 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 			if err != nil {
 				return approvalErr(err)
 			}
-			fmt.Fprintf(s.out, "%s %s by %s\n", res.ID, res.State, actor.as)
+			var one *replay.EntryResult
 			if approve && replayNow && er != nil {
 				r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as}
 				out, err := r.One(cmd.Context(), er)
 				if err != nil {
+					fmt.Fprintf(s.out, "%s %s by %s\n", res.ID, res.State, res.DecidedBy)
 					return entryErr(err)
 				}
-				return printOne(s, "table", &out)
+				one = &out
 			}
-			return nil
+			return printDecided(s, format, res, one)
 		},
 	}
 	f := cmd.Flags()
@@ -188,6 +197,7 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 	approvers.register(f)
 	eng.register(f)
 	f.StringVar(&reason, "reason", "", "why (required to reject)")
+	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	if approve {
 		f.BoolVar(&replayNow, "replay-now", false, "replay the entry at once instead of at the next reconcile")
 		f.Var(targetURL{&tgt.url}, "target", "with --replay-now: send the replay to this URL")
@@ -206,4 +216,20 @@ func approvalErr(err error) error {
 		return &exitErr{code: exitError, err: err}
 	}
 	return err
+}
+
+// printDecided shows a decided request and, with --replay-now, the replay.
+// JSON: {"approval": {...}, "replay": {...}}.
+func printDecided(s *streams, format string, a *store.Approval, one *replay.EntryResult) error {
+	if format == "json" {
+		return writeJSON(s.out, struct {
+			Approval *store.Approval     `json:"approval"`
+			Replay   *replay.EntryResult `json:"replay,omitempty"`
+		}{a, one})
+	}
+	fmt.Fprintf(s.out, "%s %s by %s\n", a.ID, a.State, a.DecidedBy)
+	if one != nil {
+		return printOne(s, "table", one)
+	}
+	return nil
 }

@@ -22,10 +22,9 @@ func newBenchCmd(s *streams) *cobra.Command {
 		outF  string
 	)
 	cmd := &cobra.Command{
-		Use:    "bench [--quick]",
-		Short:  "Measure replayctl against its physical limits (ratios to baselines measured in the same run)",
-		Hidden: true,
-		Args:   noArgs,
+		Use:   "bench [--quick]",
+		Short: "Measure replayctl against its physical limits (ratios to baselines measured in the same run)",
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := outputFormat(outF)
 			if err != nil {
@@ -78,10 +77,9 @@ func newGenCmd(s *streams) *cobra.Command {
 		out    string
 	)
 	cmd := &cobra.Command{
-		Use:    "gen --format jsonl|cordum|nexora|prodigy --n N --out PATH [--seed S]",
-		Short:  "Write a realistic DLQ of any size, deterministic from a seed",
-		Hidden: true,
-		Args:   noArgs,
+		Use:   "gen --format jsonl|cordum|nexora|prodigy --n N --out PATH [--seed S]",
+		Short: "Write a realistic DLQ of any size, deterministic from a seed",
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" || o.N <= 0 {
 				return usageError("--out and a positive --n are required")

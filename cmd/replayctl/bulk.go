@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -12,29 +13,28 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/server"
 )
 
 // bulkFlags select entries by filter instead of one ID.
 type bulkFlags struct {
 	filter                       bool
 	classes, reasons, topics     []string
-	reasonAlias                  []string
 	sources, states, labels      []string
 	olderThan, newerThan, spread time.Duration
-	preview, yes                 bool
+	preview, yes, all            bool
 	confirmOver, max             int
 }
 
-// register adds the flags; replay also takes --reason for the reason code
-// (resolve's --reason is the resolution's text, so there it is only
-// --reason-code).
+// register adds the flags. The reason-code filter is only ever
+// --reason-code: --reason is a resolution's free-text justification, and
+// one name with two meanings once turned a typo into a resolve of the
+// whole DLQ.
 func (f *bulkFlags) register(fs *pflag.FlagSet, replayCmd bool) {
-	fs.BoolVar(&f.filter, "filter", false, "act on every stored entry matching the filter flags instead of one ID")
+	fs.BoolVar(&f.filter, "filter", false, "act on every stored entry matching the filter flags instead of one ID (at least one filter flag, or --all)")
+	fs.BoolVar(&f.all, "all", false, "with --filter and no filter flag: act on every stored entry")
 	fs.StringArrayVar(&f.classes, "class", nil, "filter: class (repeatable)")
 	fs.StringArrayVar(&f.reasons, "reason-code", nil, "filter: reason code (repeatable)")
-	if replayCmd {
-		fs.StringArrayVar(&f.reasonAlias, "reason", nil, "filter: reason code (repeatable; same as --reason-code)")
-	}
 	fs.StringArrayVar(&f.topics, "topic", nil, "filter: topic glob, e.g. 'tool.github.**' (repeatable)")
 	fs.StringArrayVar(&f.sources, "source", nil, "filter: source kind (repeatable)")
 	fs.StringArrayVar(&f.states, "state", nil, "filter: entry state (repeatable)")
@@ -51,8 +51,8 @@ func (f *bulkFlags) register(fs *pflag.FlagSet, replayCmd bool) {
 }
 
 func (f *bulkFlags) build() (replay.BulkFilter, error) {
-	bf := replay.BulkFilter{Classes: f.classes, Reasons: append(f.reasons, f.reasonAlias...), Topics: f.topics, Sources: f.sources,
-		States: f.states, OlderThan: replay.Duration{Duration: f.olderThan}, NewerThan: replay.Duration{Duration: f.newerThan}}
+	bf := replay.BulkFilter{Classes: f.classes, Reasons: f.reasons, Topics: f.topics, Sources: f.sources,
+		States: f.states, OlderThan: replay.Duration{Duration: f.olderThan}, NewerThan: replay.Duration{Duration: f.newerThan}, All: f.all}
 	for _, l := range f.labels {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok || k == "" {
@@ -72,10 +72,32 @@ func (f *bulkFlags) build() (replay.BulkFilter, error) {
 	return bf, nil
 }
 
-// checkArgs: --filter takes no ID, otherwise exactly one.
+// filterFlags are the flags that narrow a --filter selection.
+var filterFlags = []string{"class", "reason-code", "topic", "source", "state", "label", "older-than", "newer-than"}
+
+// checkArgs: --filter takes no ID, otherwise exactly one; --filter needs
+// at least one filter flag or an explicit --all. It runs before any state
+// is opened, so a refused command changes nothing.
 func (f *bulkFlags) checkArgs(cmd *cobra.Command, args []string) error {
 	if f.filter && len(args) > 0 {
 		return usageError("give an ID or --filter, not both")
+	}
+	if f.all && !f.filter {
+		return usageError("--all needs --filter")
+	}
+	if f.filter {
+		var set []string
+		for _, n := range filterFlags {
+			if fl := cmd.Flags().Lookup(n); fl != nil && fl.Changed {
+				set = append(set, "--"+n)
+			}
+		}
+		if len(set) == 0 && !f.all {
+			return usageError("--filter without a filter flag would match every entry: give at least one of --%s, or --all to mean every entry", strings.Join(filterFlags, ", --"))
+		}
+		if len(set) > 0 && f.all {
+			return usageError("--all together with %s: give filter flags or --all, not both", strings.Join(set, ", "))
+		}
 	}
 	if !f.filter && len(args) != 1 {
 		return usageError("%s needs an entry ID, or --filter with filter flags\nRun '%s --help' for usage.", cmd.CommandPath(), cmd.CommandPath())
@@ -106,11 +128,16 @@ func printBulk(w io.Writer, rep *replay.BulkReport, f *bulkFlags) {
 		fmt.Fprintf(w, "  %6d  %s\n", rep.Why[k], k)
 	}
 	if len(rep.Replays) > 0 {
+		// Every outcome, in a fixed order: a fixed list of names once
+		// printed an empty "replays:" line for outcomes it did not know.
+		keys := make([]string, 0, len(rep.Replays))
+		for k := range rep.Replays {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
 		fmt.Fprint(w, "replays:")
-		for _, k := range []string{"succeeded", "failed", "outcome_unknown", "retry"} {
-			if n := rep.Replays[k]; n > 0 {
-				fmt.Fprintf(w, " %d %s", n, k)
-			}
+		for _, k := range keys {
+			fmt.Fprintf(w, " %d %s", rep.Replays[k], k)
 		}
 		fmt.Fprintln(w)
 	}
@@ -159,8 +186,74 @@ func runBulk(cmd *cobra.Command, s *streams, f *bulkFlags, format string, b *rep
 }
 
 func bulkErr(err error) error {
-	if errors.Is(err, replay.ErrBadFilter) {
+	if errors.Is(err, replay.ErrBadFilter) || errors.Is(err, replay.ErrNoTarget) {
 		return &exitErr{code: exitUsage, err: err}
 	}
 	return err
+}
+
+// runBulkRemote is runBulk through a running `replayctl serve`: the same
+// preview, the same --confirm-over/--yes gate, then the operation as a
+// server run, waited for. The server's targets and policy apply.
+func runBulkRemote(cmd *cobra.Command, s *streams, f *bulkFlags, format string, rf *remoteFlags, resolveReason string) error {
+	bf, err := f.build()
+	if err != nil {
+		return err
+	}
+	path := "/api/dead-letters/replay"
+	if resolveReason != "" {
+		path = "/api/dead-letters/resolve"
+	}
+	req := server.BulkRequest{Filter: bf, Max: f.max, Spread: replay.Duration{Duration: f.spread}, Reason: resolveReason}
+	ctx := cmd.Context()
+	var rep replay.BulkReport
+	if err := rf.call(ctx, "POST", path, url.Values{"preview": {"true"}}, req, &rep); err != nil {
+		return err
+	}
+	if !f.previewOnly(&rep) {
+		var started struct {
+			ID string `json:"id"`
+		}
+		if err := rf.call(ctx, "POST", path, nil, req, &started); err != nil {
+			return err
+		}
+		run, err := waitRun(cmd, rf, started.ID)
+		if err != nil {
+			return err
+		}
+		if run.Bulk == nil {
+			return fmt.Errorf("run %s %s: %s", started.ID, run.State, run.Error)
+		}
+		rep = *run.Bulk
+		if run.Error != "" {
+			rep.Stopped = firstNonEmpty(rep.Stopped, "run "+started.ID+" failed: "+run.Error)
+		}
+	}
+	if format == "json" {
+		return writeJSON(s.out, &rep)
+	}
+	rep.Items = nil
+	printBulk(s.out, &rep, f)
+	if rep.Stopped != "" {
+		return silent(exitError)
+	}
+	return nil
+}
+
+// waitRun polls a server run until it is no longer running.
+func waitRun(cmd *cobra.Command, rf *remoteFlags, id string) (*server.Run, error) {
+	var run server.Run
+	for {
+		if err := rf.call(cmd.Context(), "GET", "/api/runs/"+url.PathEscape(id), nil, nil, &run); err != nil {
+			return nil, err
+		}
+		if run.State != "running" {
+			return &run, nil
+		}
+		select {
+		case <-cmd.Context().Done():
+			return nil, &exitErr{code: exitError, err: fmt.Errorf("stopped waiting; run %s goes on on the server", id)}
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

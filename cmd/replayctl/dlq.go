@@ -18,7 +18,7 @@ import (
 
 // openStatuses are what `dlq list` shows by default: entries that still
 // need something (Nexora lists PENDING by default).
-var openStatuses = []string{store.StatusPending, store.StatusAwaitingApproval, store.StatusManualReview,
+var openStatuses = []string{store.StatusPending, store.StatusAwaitingApproval, store.StatusRejected, store.StatusManualReview,
 	store.StatusQuarantined, store.StatusReplaying, store.StatusFailed, store.StatusUnknown}
 
 func newDLQCmd(s *streams) *cobra.Command {
@@ -33,6 +33,13 @@ reconciles one entry now, still through the policy and the ledger.
 IDs are entry refs (KIND:ID, as dlq list prints them) or bare source ids when unique.`,
 	}
 	cmd.AddCommand(newDLQListCmd(s), newDLQShowCmd(s), newDLQResolveCmd(s), newDLQReleaseCmd(s), newDLQReplayCmd(s))
+	for _, c := range cmd.Commands() {
+		if c.Name() != "list" {
+			// Every dlq command but list takes an entry ID; its --db/--server
+			// say where to look.
+			c.ValidArgsFunction = completeEntriesOf(c)
+		}
+	}
 	return cmd
 }
 
@@ -228,7 +235,11 @@ func newDLQResolveCmd(s *streams) *cobra.Command {
 		Long: `resolve marks an entry handled without replay; later reconciles leave it
 resolved. With --filter it resolves every open stored entry matching the filter
 flags, after recording the bulk operation in the audit trail; when more than
---confirm-over entries match it only previews unless --yes is given.`,
+--confirm-over entries match it only previews unless --yes is given.
+
+--reason is the justification; the reason-code filter is --reason-code.
+--filter with no filter flag is refused (exit 2): say --all to mean every entry.`,
+		Example: `  replayctl dlq resolve --filter --reason-code schema_invalid --reason 'adapter fixed in 1.4.2' --yes`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := bulk.checkArgs(cmd, args); err != nil {
 				return err
@@ -240,6 +251,9 @@ flags, after recording the bulk operation in the audit trail; when more than
 				format, err := outputFormat(outF)
 				if err != nil {
 					return err
+				}
+				if db.remote.enabled() {
+					return runBulkRemote(cmd, s, &bulk, format, &db.remote, reason)
 				}
 				st, err := db.open()
 				if err != nil {
@@ -271,18 +285,25 @@ flags, after recording the bulk operation in the audit trail; when more than
 func newDLQReleaseCmd(s *streams) *cobra.Command {
 	var db dbFlags
 	var actor actorFlag
-	var reason string
+	var reason, outF string
 	cmd := &cobra.Command{
-		Use:   "release ID [--reason TEXT]",
+		Use:   "release ID [--reason TEXT] [-o json]",
 		Short: "Take an entry out of quarantine; the next reconcile decides it afresh",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
 			er, err := change(cmd.Context(), &db, "/api/dead-letters/"+url.PathEscape(args[0])+"/release", map[string]string{"reason": reason},
 				func(st store.Backend) (*store.EntryRecord, error) {
 					return replay.Release(cmd.Context(), st, args[0], actor.as, reason)
 				})
 			if err != nil {
 				return entryErr(err)
+			}
+			if format == "json" {
+				return writeJSON(s.out, er)
 			}
 			fmt.Fprintf(s.out, "%s released (decision %d); the next reconcile decides it again\n", er.Entry.Ref(), er.LastDecision)
 			return nil
@@ -291,6 +312,7 @@ func newDLQReleaseCmd(s *streams) *cobra.Command {
 	db.register(cmd.Flags())
 	actor.register(cmd.Flags())
 	cmd.Flags().StringVar(&reason, "reason", "released by operator", "why it is released")
+	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	return cmd
 }
 
@@ -322,16 +344,17 @@ auto_replay and the ledger allows it. Quarantined, resolved and replayed entries
 are refused (exit 1): release them first.
 
 With --filter it acts on every stored entry matching the filter flags (--class,
---reason, --topic, --source, --state, --older-than, --newer-than, --label), not
+--reason-code, --topic, --source, --state, --older-than, --newer-than, --label), not
 only one page. It first previews: how many match, how many would be replayed,
 and why the others would not (already committed, quarantined, policy denies,
 awaits approval, max_replays reached, outcome unknown). When more than
 --confirm-over entries match (or with --preview) it stops there unless --yes.
 Executing records the bulk operation in the audit trail before any dispatch;
 --max caps the replays, --spread spreads them evenly over a duration on top of
---rate. An interrupted operation run again resumes without sending a key twice.`,
+--rate. An interrupted operation run again resumes without sending a key twice.
+--filter with no filter flag is refused (exit 2): say --all to mean every entry.`,
 		Example: `  replayctl dlq replay --filter --class transient --topic 'tool.github.**' --older-than 1h --preview
-  replayctl dlq replay --filter --reason dependency_unavailable --yes --max 500 --spread 10m --rate 5`,
+  replayctl dlq replay --filter --reason-code dependency_unavailable --yes --max 500 --spread 10m --rate 5`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := bulk.checkArgs(cmd, args); err != nil {
 				return err
@@ -341,6 +364,12 @@ Executing records the bulk operation in the audit trail before any dispatch;
 				return err
 			}
 			if bulk.filter {
+				if db.remote.enabled() {
+					if tgt.url != "" {
+						return usageError("--target with --server: the server's targets apply")
+					}
+					return runBulkRemote(cmd, s, &bulk, format, &db.remote, "")
+				}
 				engine, st, err := openActing(cmd.Context(), &eng, &db)
 				if err != nil {
 					return err

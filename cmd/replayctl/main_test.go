@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -51,6 +53,8 @@ func TestScripts(t *testing.T) {
 			"sha256":    sha256Cmd,
 			"capture":   captureCmd,
 			"jsonarray": jsonArrayCmd,
+			"freeport":  freePortCmd,
+			"waitready": waitReadyCmd,
 		},
 	})
 }
@@ -211,4 +215,39 @@ func jsonArrayCmd(ts *testscript.TestScript, neg bool, args []string) {
 			}
 		}
 	}
+}
+
+// freePortCmd: `freeport VAR` sets $VAR to a free 127.0.0.1:PORT for a
+// `replayctl serve` the script starts in the background.
+func freePortCmd(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: freeport VAR")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	addr := l.Addr().String()
+	ts.Check(l.Close())
+	ts.Setenv(args[0], addr)
+}
+
+// waitReadyCmd: `waitready URL` polls URL/readyz until the server answers
+// 200 (the serve process is starting in the background). It gives up
+// after 600 tries (a minute), so a server that never comes up fails the
+// script instead of hanging it.
+func waitReadyCmd(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitready URL")
+	}
+	client := &http.Client{Timeout: time.Second}
+	for range 600 {
+		resp, err := client.Get(args[0] + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ts.Fatalf("server at %s not ready", args[0])
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/mattn/go-runewidth"
+
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -61,12 +63,16 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// decisionRow prints one decision as a fixed-width table row (streamed: a
-// tabwriter would hold every row until the end).
-const decisionHeader = "%-30s %-8s %-14s %-26s %-16s %s\n"
+// The plan table is streamed (a plan over a large DLQ must not wait for, or
+// hold, every row), so column widths are fixed up front rather than measured
+// over all rows as a table library's renderer does. Widths are display cells
+// measured with go-runewidth, so wide characters keep the columns aligned;
+// CLASS fits "unknown_commit?"; an entry id is never clipped: one longer than
+// its column gets a line of its own and the row continues below it, aligned.
+var decisionCols = []int{30, 8, 15, 26, 16, 24}
 
 func printDecisionHeader(w io.Writer) {
-	fmt.Fprintf(w, decisionHeader, "ENTRY", "SOURCE", "CLASS", "REASON", "ACTION", "RULE")
+	writeCells(w, decisionCols, "ENTRY", "SOURCE", "CLASS", "REASON", "ACTION", "RULE", "WHY")
 }
 
 func printDecisionRow(w io.Writer, d *triage.Decision) {
@@ -74,7 +80,30 @@ func printDecisionRow(w io.Writer, d *triage.Decision) {
 	if d.Unrecognised {
 		class += "?"
 	}
-	fmt.Fprintf(w, decisionHeader, clipLeft(d.EntryID, 30), d.Source, class, clip(orDash(d.ReasonCode), 26), d.Action, d.Rule)
+	id := d.EntryID
+	if runewidth.StringWidth(id) > decisionCols[0] {
+		fmt.Fprintln(w, id)
+		id = ""
+	}
+	writeCells(w, decisionCols, id, d.Source, class, orDash(d.ReasonCode), string(d.Action), orDash(d.Rule), lastOf(d.Reasons))
+}
+
+// writeCells pads each cell but the last to its width in display cells,
+// clipping on the right (the start of a reason code or rule names it).
+func writeCells(w io.Writer, widths []int, cells ...string) {
+	var b strings.Builder
+	for i, c := range cells {
+		if i == len(cells)-1 {
+			b.WriteString(c)
+			break
+		}
+		if runewidth.StringWidth(c) > widths[i] {
+			c = runewidth.Truncate(c, widths[i], "…")
+		}
+		b.WriteString(runewidth.FillRight(c, widths[i]))
+		b.WriteByte(' ')
+	}
+	fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 }
 
 func printSummary(w io.Writer, s *replay.Summary) {
@@ -114,15 +143,6 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n-1] + "…"
-}
-
-// clipLeft keeps the end, which tells ids apart (an undecodable record's
-// id ends in its file:line).
-func clipLeft(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "…" + s[len(s)-(n-1):]
 }
 
 func orDash(s string) string {

@@ -18,6 +18,7 @@ func newPlanCmd(s *streams) *cobra.Command {
 		db   string
 		dsn  string
 		outF string
+		rf   remoteFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "plan --source KIND:PATH... [--rules rules.yaml] [--policies policies] [--db replayctl.db] [-o table|json]",
@@ -36,6 +37,12 @@ with one object per entry.`,
 			if err != nil {
 				return err
 			}
+			if rf.enabled() {
+				if len(src.specs) > 0 {
+					return usageError("--source with --server: the server's sources, rules and policy apply")
+				}
+				return remotePlan(cmd, s, &rf, format)
+			}
 			return runPlan(cmd, s, &eng, &src, db, dsn, format)
 		},
 	}
@@ -45,7 +52,42 @@ with one object per entry.`,
 	f.StringVar(&db, "db", "replayctl.db", "ledger file, read if it exists (plan never creates or changes it)")
 	f.StringVar(&dsn, "store", os.Getenv("REPLAYCTL_STORE"), "read the ledger from PostgreSQL instead (postgres://...)")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
+	rf.register(f)
 	return cmd
+}
+
+// remotePlan asks a running server for its plan (its sources, rules,
+// policy and ledger) and prints it as a local plan would.
+func remotePlan(cmd *cobra.Command, s *streams, rf *remoteFlags, format string) error {
+	var got struct {
+		Decisions []triage.Decision `json:"decisions"`
+	}
+	if err := rf.call(cmd.Context(), "GET", "/api/plan", nil, nil, &got); err != nil {
+		return err
+	}
+	out := bufio.NewWriterSize(s.out, 64<<10)
+	defer out.Flush()
+	sum := replay.NewSummary()
+	arr := newJSONArray(out)
+	if format == "table" {
+		printDecisionHeader(out)
+	}
+	for i := range got.Decisions {
+		d := &got.Decisions[i]
+		sum.Add(d)
+		if format == "json" {
+			if err := arr.add(d); err != nil {
+				return err
+			}
+			continue
+		}
+		printDecisionRow(out, d)
+	}
+	if format == "json" {
+		return arr.end()
+	}
+	printSummary(out, sum)
+	return nil
 }
 
 // runPlan decides every entry and prints the decisions (plan, and

@@ -22,7 +22,7 @@ type remoteFlags struct {
 }
 
 func (f *remoteFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.url, "server", os.Getenv("REPLAYCTL_SERVER"), "use a running `replayctl serve` at this URL instead of --db (or REPLAYCTL_SERVER)")
+	fs.StringVar(&f.url, "server", os.Getenv("REPLAYCTL_SERVER"), "URL of a running replayctl serve to use instead of --db (or REPLAYCTL_SERVER)")
 	fs.StringVar(&f.token, "token", os.Getenv("REPLAYCTL_TOKEN"), "API token for --server (or REPLAYCTL_TOKEN)")
 }
 
@@ -78,7 +78,7 @@ func (f *remoteFlags) call(ctx context.Context, method, path string, q url.Value
 			msg = ae.Error.Message
 		}
 		code := exitError
-		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest {
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity {
 			code = exitUsage
 		}
 		return &exitErr{code: code, err: fmt.Errorf("server: %s (HTTP %d)", msg, resp.StatusCode)}

@@ -76,6 +76,7 @@ for many workers (--store), or a running server (--server).`,
 		newBenchCmd(s),
 		newGenCmd(s),
 	)
+	registerCompletions(root)
 	return root
 }
 

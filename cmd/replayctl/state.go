@@ -68,7 +68,7 @@ func (f *dbFlags) openExisting() (store.Backend, error) {
 type actorFlag struct{ as string }
 
 func (f *actorFlag) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.as, "as", defaultActor(), "who is acting, as recorded in the audit trail (default: the OS user)")
+	fs.StringVar(&f.as, "as", defaultActor(), "who is acting, as recorded in the audit trail")
 }
 
 func defaultActor() string {

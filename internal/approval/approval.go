@@ -122,7 +122,7 @@ func (s *Service) Decide(ctx context.Context, d Decision) (*store.Approval, erro
 		out = a
 		switch {
 		case !s.Config.Member(a.ApproverGroup, d.Actor):
-			outcome = fmt.Errorf("%w: %s is not in %q (members are listed in approvers.yaml)", ErrForbidden, d.Actor, a.ApproverGroup)
+			outcome = fmt.Errorf("%w: %s is not in %q (%s)", ErrForbidden, d.Actor, a.ApproverGroup, s.Config.where(a.ApproverGroup))
 			return nil
 		case a.RequestedBy == d.Actor:
 			outcome = ErrSelfApproval
@@ -148,6 +148,9 @@ func (s *Service) Decide(ctx context.Context, d Decision) (*store.Approval, erro
 		if err := tx.PutApproval(a); err != nil {
 			return err
 		}
+		if err := markEntryRejected(tx, a); err != nil {
+			return err
+		}
 		detail, _ := json.Marshal(map[string]string{"approval_id": a.ID, "approver_group": a.ApproverGroup,
 			"evidence_hash": a.Evidence, "current_evidence": d.CurrentEvidence})
 		_, err = tx.Append(&audit.Record{Actor: d.Actor, Kind: audit.KindApproval, EntryRef: a.EntryRef,
@@ -166,4 +169,21 @@ func orSystem(s string) string {
 		return "replayctl"
 	}
 	return s
+}
+
+// markEntryRejected moves the entry of a rejected request out of
+// awaiting_approval, in the transaction that records the rejection, so it
+// is never stranded waiting for an approval that will not come.
+func markEntryRejected(tx store.Tx, a *store.Approval) error {
+	if a.State != store.ApprovalRejected {
+		return nil
+	}
+	er, err := tx.Entry(a.EntryRef)
+	if err != nil || er == nil || er.ApprovalID != a.ID {
+		return err
+	}
+	if er.MarkRejected(a) {
+		return tx.PutEntry(er)
+	}
+	return nil
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -193,5 +195,57 @@ func TestLoadConfig(t *testing.T) {
 	var ce *triage.ConfigError
 	if _, err := LoadConfig(p); !errors.As(err, &ce) {
 		t.Fatalf("unknown key: %v", err)
+	}
+}
+
+// A rejection moves the entry out of awaiting_approval in the same
+// transaction, with the rejector and reason (issue 17: it stayed
+// awaiting_approval for ever).
+func TestRejectionMovesTheEntryToRejected(t *testing.T) {
+	b := newBundle(t)
+	b.request(t, "r1")
+	ctx := context.Background()
+	er := &store.EntryRecord{Entry: entry.Entry{ID: "r1", Source: "jsonl", IdempotencyKey: "r1"}, Status: store.StatusAwaitingApproval, ApprovalID: "r1"}
+	if er.Entry.Ref() != "jsonl:r1" {
+		t.Fatalf("ref %s", er.Entry.Ref())
+	}
+	if err := b.st.Update(ctx, func(tx store.Tx) error { return tx.PutEntry(er) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.svc.Decide(ctx, Decision{ID: "r1", Actor: "alice", Reason: "refunded"}); err != nil {
+		t.Fatal(err)
+	}
+	var got *store.EntryRecord
+	_ = b.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		got, err = tx.Entry("jsonl:r1")
+		return err
+	})
+	if got == nil || got.Status != store.StatusRejected || got.Hold != store.HoldRejected || got.Reason != "rejected by alice: refunded" {
+		t.Fatalf("entry after rejection: %+v", got)
+	}
+}
+
+// The approvers.yaml shipped at the repository root loads strictly and
+// grants nothing until edited; a missing file is named with its path.
+func TestShippedApproversExampleAndMissingFile(t *testing.T) {
+	c, err := LoadConfig("../../approvers.yaml")
+	if err != nil || c.Missing || len(c.Groups) != 0 || c.Expiry != DefaultExpiry {
+		t.Fatalf("shipped approvers.yaml: %+v %v", c, err)
+	}
+	if w := c.where("platform-oncall"); !strings.Contains(w, `group "platform-oncall" is not defined in `) || !strings.HasSuffix(w, "approvers.yaml") {
+		t.Fatalf("undefined group: %s", w)
+	}
+	missing := filepath.Join(t.TempDir(), "approvers.yaml")
+	c, err = LoadConfig(missing)
+	if err != nil || !c.Missing {
+		t.Fatalf("missing file: %+v %v", c, err)
+	}
+	b := newBundle(t)
+	b.svc.Config = c
+	b.request(t, "r1")
+	_, err = b.svc.Decide(context.Background(), Decision{ID: "r1", Actor: "alice", Approve: true})
+	if !errors.Is(err, ErrForbidden) || !strings.Contains(err.Error(), "no approvers file: "+missing+" does not exist") {
+		t.Fatalf("approve without approvers.yaml: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -27,14 +28,39 @@ const DefaultExpiry = 24 * time.Hour
 type Config struct {
 	Expiry time.Duration       `yaml:"expiry"`
 	Groups map[string][]string `yaml:"groups"`
+
+	// Path is where the file was looked for (absolute when known) and
+	// Missing says it was not there: a refusal then names the file and
+	// its expected path instead of only "not a member".
+	Path    string `yaml:"-"`
+	Missing bool   `yaml:"-"`
+}
+
+// where explains, for a refusal, where group's members come from.
+func (c *Config) where(group string) string {
+	p := c.Path
+	if p == "" {
+		p = "approvers.yaml"
+	}
+	switch {
+	case c.Missing:
+		return fmt.Sprintf("no approvers file: %s does not exist; copy the commented approvers.yaml shipped with replayctl there and list the group's members, or give --approvers FILE", p)
+	case c.Groups[group] == nil:
+		return fmt.Sprintf("group %q is not defined in %s", group, p)
+	}
+	return "members are listed in " + p
 }
 
 // LoadConfig reads approvers.yaml strictly. A missing file gives an empty
 // configuration (nobody may approve), which `approvals approve` explains.
 func LoadConfig(path string) (*Config, error) {
-	c := &Config{Expiry: DefaultExpiry, Groups: map[string][]string{}}
+	c := &Config{Expiry: DefaultExpiry, Groups: map[string][]string{}, Path: path}
+	if abs, err := filepath.Abs(path); err == nil {
+		c.Path = abs
+	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
+		c.Missing = true
 		return c, nil
 	}
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -23,16 +25,20 @@ const (
 )
 
 // BulkFilter selects stored entries for a bulk operation; every field set
-// must hold. Lists match any of their values.
+// must hold. Lists match any of their values. The reason-code filter is
+// reason_code, never "reason": that is a resolution's free text.
 type BulkFilter struct {
 	Classes   []string          `json:"class,omitempty"`
-	Reasons   []string          `json:"reason,omitempty"`
+	Reasons   []string          `json:"reason_code,omitempty"`
 	Topics    []string          `json:"topic,omitempty"` // globs, '.' separates segments
 	Sources   []string          `json:"source,omitempty"`
 	States    []string          `json:"state,omitempty"`
 	OlderThan Duration          `json:"older_than,omitzero"` // last failure (or first seen) at least this long ago
 	NewerThan Duration          `json:"newer_than,omitzero"`
 	Labels    map[string]string `json:"labels,omitempty"`
+	// All must be set to select every entry: an empty filter is refused, so
+	// that a forgotten or mistyped filter flag never acts on the whole DLQ.
+	All bool `json:"all,omitempty"`
 
 	topics []*glob.Pattern
 }
@@ -62,8 +68,20 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // IsZero lets omitzero drop unset durations.
 func (d Duration) IsZero() bool { return d.Duration == 0 }
 
+// empty reports whether no filter field is set.
+func (f *BulkFilter) empty() bool {
+	return len(f.Classes) == 0 && len(f.Reasons) == 0 && len(f.Topics) == 0 && len(f.Sources) == 0 &&
+		len(f.States) == 0 && f.OlderThan.Duration == 0 && f.NewerThan.Duration == 0 && len(f.Labels) == 0
+}
+
 // Compile validates the filter.
 func (f *BulkFilter) Compile() error {
+	if f.empty() && !f.All {
+		return fmt.Errorf("%w: no filter given, so it would match every entry: give a filter (class, reason_code, topic, source, state, older_than, newer_than, labels) or all to mean every entry", ErrBadFilter)
+	}
+	if !f.empty() && f.All {
+		return fmt.Errorf("%w: all together with a filter: give one or the other", ErrBadFilter)
+	}
 	f.topics = nil
 	for _, t := range f.Topics {
 		g, err := glob.Compile(t, '.')
@@ -90,6 +108,11 @@ func (f *BulkFilter) Compile() error {
 
 // ErrBadFilter: the filter does not make sense (400 / exit 2).
 var ErrBadFilter = errors.New("bad filter")
+
+// ErrNoTarget: a bulk replay would send entries nowhere; it is refused
+// before anything changes (a replay without a target would otherwise move
+// every entry to manual review).
+var ErrNoTarget = errors.New("no target")
 
 func contains(list []string, v string) bool {
 	for _, s := range list {
@@ -150,6 +173,8 @@ const (
 	WhyManual          = "needs manual review"
 	WhyHandledAtSource = "handled at the source"
 	WhyOverCap         = "over the --max cap"
+	WhyNoTarget        = "no target"
+	WhyRejected        = "approval rejected"
 	WhyResolve         = "resolve"
 	WhyNotOpen         = "not open (replayed, resolved or replaying)"
 	bulkVerbReplay     = "replay"
@@ -163,6 +188,8 @@ func category(er *store.EntryRecord, d *triage.Decision) string {
 	switch {
 	case er.Hold == store.HoldResolved:
 		return WhyResolved
+	case er.Hold == store.HoldRejected:
+		return WhyRejected
 	case er.Hold != "":
 		return WhyQuarantined
 	case d.Action == triage.AutoReplay:
@@ -282,9 +309,37 @@ func (b *Bulk) PreviewReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 		if err != nil {
 			return nil, err
 		}
-		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: b.capped(category(er, &d), WhyReplay, &n)}, WhyReplay)
+		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: b.capped(b.replayCategory(er, &d), WhyReplay, &n)}, WhyReplay)
 	}
 	return rep, nil
+}
+
+// replayCategory is category, plus WhyNoTarget for a replay that has no
+// route: the preview must say so, and execution refuses it.
+func (b *Bulk) replayCategory(er *store.EntryRecord, d *triage.Decision) string {
+	cat := category(er, d)
+	if cat == WhyReplay {
+		if b.Reconciler.Router == nil {
+			return WhyNoTarget
+		}
+		if _, ok := b.Reconciler.Router.Route(&er.Entry); !ok {
+			return WhyNoTarget
+		}
+	}
+	return cat
+}
+
+// CheckReplay previews a bulk replay and refuses it (ErrNoTarget) when
+// any entry it would replay has no target, before anything changes.
+func (b *Bulk) CheckReplay(ctx context.Context, f BulkFilter) (*BulkReport, error) {
+	preview, err := b.PreviewReplay(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	if n := preview.Why[WhyNoTarget]; n > 0 {
+		return preview, fmt.Errorf("%w: %d of the %d matching entries would be replayed but have no target: give --target URL or a target in rules.yaml; nothing was changed", ErrNoTarget, n, preview.Matched)
+	}
+	return preview, nil
 }
 
 func (b *Bulk) newReport(op string, f BulkFilter, preview bool, matched int) *BulkReport {
@@ -321,7 +376,7 @@ func (r *Reconciler) decideForBulk(ctx context.Context, er *store.EntryRecord) (
 // backoff path as reconcile, spreading the replays over b.Spread. An
 // interrupted operation run again resumes: committed keys are skipped.
 func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, error) {
-	preview, err := b.PreviewReplay(ctx, f)
+	preview, err := b.CheckReplay(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -349,7 +404,7 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 		if err != nil {
 			return rep, err
 		}
-		cat := b.capped(category(er, &d), WhyReplay, &n)
+		cat := b.capped(b.replayCategory(er, &d), WhyReplay, &n)
 		if cat == WhyReplay && sent > 0 && gap > 0 {
 			if err := r.Clock.Sleep(ctx, gap); err != nil {
 				rep.Stopped = "interrupted: run the same operation again to resume (committed keys are skipped)"
@@ -378,26 +433,88 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 		rep.count(item, WhyReplay)
 		rep.Done++
 	}
-	return rep, nil
+	return rep, b.recordBulkDone(ctx, rep)
 }
 
+// bulkStarted is the detail of the record written before an execution:
+// what is about to be done, never a preview's "done: 0".
+type bulkStarted struct {
+	Op      string         `json:"operation"`
+	Phase   string         `json:"phase"` // "started"
+	Filter  BulkFilter     `json:"filter"`
+	Matched int            `json:"matched"`
+	Planned int            `json:"planned"` // would replay / resolve
+	Why     map[string]int `json:"not_planned_by_reason"`
+	Max     int            `json:"max"`
+	Spread  string         `json:"spread,omitempty"`
+}
+
+// bulkFinished is the detail of the record written after an execution:
+// what was done.
+type bulkFinished struct {
+	Op      string         `json:"operation"`
+	Phase   string         `json:"phase"` // "finished" or "stopped"
+	Started uint64         `json:"started_record"`
+	Matched int            `json:"matched"`
+	Done    int            `json:"done"`  // entries handled
+	Acted   int            `json:"acted"` // replayed / resolved
+	Replays map[string]int `json:"replays,omitempty"`
+	Why     map[string]int `json:"not_acted_by_reason"`
+	Stopped string         `json:"stopped,omitempty"`
+}
+
+// recordBulk writes the record of an execution about to start (no act
+// without its record).
 func (b *Bulk) recordBulk(ctx context.Context, op string, preview *BulkReport) (uint64, error) {
 	r := b.Reconciler
-	summary := *preview
-	summary.Items = nil
-	detail, err := json.Marshal(summary)
+	detail, err := json.Marshal(bulkStarted{Op: op, Phase: "started", Filter: preview.Filter, Matched: preview.Matched,
+		Planned: preview.Would, Why: preview.Why, Max: preview.Max, Spread: preview.Spread})
 	if err != nil {
 		return 0, err
 	}
 	var seq uint64
 	err = r.Store.Update(ctx, func(tx store.Tx) error {
 		sealed, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindBulk, Outcome: op,
-			Reason: fmt.Sprintf("bulk %s of %d matching entries (%d would %s, cap %d)", op, preview.Matched, preview.Would, op, preview.Max),
+			Reason: fmt.Sprintf("bulk %s started: %d matching entries, %d to %s (cap %d)", op, preview.Matched, preview.Would, op, preview.Max),
 			Detail: detail})
 		seq = sealed.Seq
 		return err
 	})
 	return seq, err
+}
+
+// recordBulkDone writes what an execution did, even when it was
+// interrupted. It runs on a context that outlives the caller's
+// cancellation so an interrupted operation is still recorded.
+func (b *Bulk) recordBulkDone(ctx context.Context, rep *BulkReport) error {
+	r := b.Reconciler
+	phase := "finished"
+	if rep.Stopped != "" {
+		phase = "stopped"
+	}
+	detail, err := json.Marshal(bulkFinished{Op: rep.Op, Phase: phase, Started: rep.AuditSeq, Matched: rep.Matched,
+		Done: rep.Done, Acted: rep.Would, Replays: rep.Replays, Why: rep.Why, Stopped: rep.Stopped})
+	if err != nil {
+		return err
+	}
+	outcomes := ""
+	for _, k := range slices.Sorted(maps.Keys(rep.Replays)) {
+		outcomes += fmt.Sprintf(", %d %s", rep.Replays[k], k)
+	}
+	return r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		_, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindBulk, Outcome: rep.Op + " " + phase,
+			Reason: fmt.Sprintf("bulk %s %s (record %d): %d of %d matching entries handled, %d %s%s",
+				rep.Op, phase, rep.AuditSeq, rep.Done, rep.Matched, rep.Would, pastTense(rep.Op), outcomes),
+			Detail: detail})
+		return err
+	})
+}
+
+func pastTense(op string) string {
+	if op == bulkVerbResolve {
+		return "resolved"
+	}
+	return "replayed"
 }
 
 // PreviewResolve tells what a bulk resolve would do.
@@ -460,5 +577,5 @@ func (b *Bulk) ExecuteResolve(ctx context.Context, f BulkFilter, reason string) 
 		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: cat}, WhyResolve)
 		rep.Done++
 	}
-	return rep, nil
+	return rep, b.recordBulkDone(ctx, rep)
 }

@@ -2,6 +2,8 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -92,6 +94,26 @@ func TestBulkReplayActsOnEveryMatchAcrossPagesAndMatchesItsPreview(t *testing.T)
 	})
 	if bulkSeq == 0 || bulkSeq > firstDispatch || bulkSeq != done.AuditSeq {
 		t.Fatalf("bulk record %d, first dispatch %d", bulkSeq, firstDispatch)
+	}
+	// And once finished, a second record says what was done (issue 17: it
+	// used to be the preview's "preview": true, "done": 0).
+	var last audit.Record
+	_ = audit.Each(ctx, b.store, audit.Query{}, func(r audit.Record) error {
+		if r.Kind == audit.KindBulk {
+			last = r
+		}
+		return nil
+	})
+	var finished struct {
+		Phase       string
+		Started     uint64 `json:"started_record"`
+		Done, Acted int
+		Replays     map[string]int
+		Preview     *bool
+	}
+	if err := json.Unmarshal(last.Detail, &finished); err != nil || last.Seq == bulkSeq || finished.Phase != "finished" ||
+		finished.Started != bulkSeq || finished.Done != 48 || finished.Acted != 45 || finished.Replays["succeeded"] != 45 || finished.Preview != nil {
+		t.Fatalf("finished record #%d %s: %+v %v", last.Seq, last.Detail, finished, err)
 	}
 	// A second preview now says why nothing would be replayed.
 	again, _ := b.bulk(0, 0).PreviewReplay(ctx, f)
@@ -189,10 +211,43 @@ func TestBulkResolve(t *testing.T) {
 }
 
 func TestBulkFilterValidation(t *testing.T) {
-	for _, f := range []BulkFilter{{Topics: []string{"[a"}}, {Classes: []string{"weird"}}, {States: []string{"gone"}}} {
-		if err := f.Compile(); err == nil {
-			t.Errorf("%+v accepted", f)
+	for _, f := range []BulkFilter{{Topics: []string{"[a"}}, {Classes: []string{"weird"}}, {States: []string{"gone"}},
+		{}, {Labels: map[string]string{}}, {All: true, Classes: []string{"transient"}}} { // empty: would match everything (issue 17)
+		if err := f.Compile(); !errors.Is(err, ErrBadFilter) {
+			t.Errorf("%+v: %v, want ErrBadFilter", f, err)
 		}
 	}
+	if f := (BulkFilter{All: true}); f.Compile() != nil {
+		t.Errorf("all refused")
+	}
 	_ = triage.AutoReplay
+}
+
+// A bulk replay whose entries have no target is refused before anything
+// changes: no audit record, no ledger write, no dispatch (issue 17).
+func TestBulkReplayWithoutTargetChangesNothing(t *testing.T) {
+	b, _ := outage(t)
+	ctx := context.Background()
+	bk := b.bulk(0, 0)
+	bk.Reconciler.Router = NewRulesRouter(b.engine.Rules, nil)
+	f := BulkFilter{Classes: []string{"transient"}}
+	preview, err := bk.PreviewReplay(ctx, f)
+	if err != nil || preview.Would != 0 || preview.Why[WhyNoTarget] != 45 {
+		t.Fatalf("preview %+v %v", preview, err)
+	}
+	before, _ := List(ctx, b.store, Filter{}, 0, 100)
+	var records int
+	count := func() int {
+		n := 0
+		_ = audit.Each(ctx, b.store, audit.Query{}, func(audit.Record) error { n++; return nil })
+		return n
+	}
+	records = count()
+	if _, err := bk.ExecuteReplay(ctx, f); !errors.Is(err, ErrNoTarget) {
+		t.Fatalf("executed without a target: %v", err)
+	}
+	after, _ := List(ctx, b.store, Filter{}, 0, 100)
+	if !reflect.DeepEqual(before, after) || count() != records || len(b.sink.deliveries()) != 0 {
+		t.Fatalf("a refused bulk replay changed something: %d -> %d records", records, count())
+	}
 }

@@ -187,8 +187,8 @@ func Resolve(ctx context.Context, s Inventory, id, actor, reason string) (*store
 func Release(ctx context.Context, s Inventory, id, actor, reason string) (*store.EntryRecord, error) {
 	return changeEntry(ctx, s, id, func(tx store.Tx, er *store.EntryRecord) (*audit.Record, error) {
 		rearm := er.Hold == "" && er.Status == store.StatusManualReview
-		if er.Hold != store.HoldQuarantine && er.Hold != store.HoldFailed && !rearm {
-			return nil, fmt.Errorf("%w: %s is %s, not quarantined, failed or in manual review", ErrState, er.Entry.Ref(), er.Status)
+		if er.Hold != store.HoldQuarantine && er.Hold != store.HoldFailed && er.Hold != store.HoldRejected && !rearm {
+			return nil, fmt.Errorf("%w: %s is %s, not quarantined, failed, rejected or in manual review", ErrState, er.Entry.Ref(), er.Status)
 		}
 		rec := &audit.Record{Kind: audit.KindRelease, Outcome: store.StatusPending, Reason: reason,
 			Detail: statusDetail(er.Status, store.StatusPending)}

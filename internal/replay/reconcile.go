@@ -737,6 +737,7 @@ func (r *Reconciler) requestApproval(tx store.Tx, e *entry.Entry, d *triage.Deci
 		// An expired request is replaced by a new one (issue 14 (b): the
 		// error says "reconcile asks again", so it must); any other stays.
 		if a.State != store.ApprovalExpired && (a.State != store.ApprovalPending || a.ExpiresAt.IsZero() || !now.After(a.ExpiresAt)) {
+			er.MarkRejected(a) // the rejection of this evidence stands
 			return nil
 		}
 		if a.State == store.ApprovalPending {

@@ -17,7 +17,7 @@ import (
 )
 
 // openStates are the states a listing shows by default.
-var openStates = []string{store.StatusPending, store.StatusAwaitingApproval, store.StatusManualReview,
+var openStates = []string{store.StatusPending, store.StatusAwaitingApproval, store.StatusRejected, store.StatusManualReview,
 	store.StatusQuarantined, store.StatusReplaying, store.StatusFailed, store.StatusUnknown}
 
 // ParseStates turns ?state= (or --state) values into a status filter:

@@ -33,6 +33,8 @@ type apiBundle struct {
 	mu     sync.Mutex
 	got    map[string]int
 	hang   time.Duration
+	// noTarget: the router has no default route (set before any request).
+	noTarget bool
 }
 
 // newAPIBundle serves a real server over a real store, OPA and sink, with
@@ -86,6 +88,9 @@ func newAPIBundle(t *testing.T, entries []string) *apiBundle {
 			return policy.LoadEngine(ctx, "../../rules.yaml", "../../policies", 0)
 		},
 		Router: func(rules *triage.Rules) replay.Router {
+			if b.noTarget {
+				return replay.NewRulesRouter(rules, nil)
+			}
 			return replay.NewRulesRouter(rules, &replay.Route{Name: "sink", Dispatcher: replay.NewHTTPTarget(b.sink.URL, "", 2*time.Second, nil)})
 		},
 	})
@@ -389,6 +394,27 @@ func TestBulkThroughTheAPI(t *testing.T) {
 	code, body = b.do("POST", "/api/dead-letters/replay", "operator", `{"filter":{"topic":["[bad"]}}`)
 	if code != http.StatusBadRequest {
 		t.Fatalf("bad glob: %d %s", code, body)
+	}
+	// The mass-resolve typo (issue 17): an empty filter matches everything,
+	// so it is refused unless "all" says so; "reason" inside the filter is
+	// not the reason-code filter (that is reason_code) and is refused too.
+	for _, req := range []string{`{"filter":{},"reason":"x"}`, `{"reason":"x"}`, `{"filter":{"reason":["timeout"]},"reason":"x"}`,
+		`{"filter":{"all":true,"class":["poison"]},"reason":"x"}`} {
+		if code, body = b.do("POST", "/api/dead-letters/resolve", "operator", req); code != http.StatusBadRequest {
+			t.Fatalf("resolve %s: %d %s", req, code, body)
+		}
+	}
+	_, body = b.do("GET", "/api/dead-letters?state=resolved&size=100", "viewer", "")
+	if !strings.Contains(body, `"total":0`) {
+		t.Fatalf("a refused bulk resolve resolved entries: %s", body)
+	}
+	code, body = b.do("POST", "/api/dead-letters/resolve?preview=true", "operator", `{"filter":{"all":true},"reason":"x"}`)
+	if code != http.StatusOK || !strings.Contains(body, `"matched":31`) {
+		t.Fatalf("resolve all preview: %d %s", code, body)
+	}
+	code, body = b.do("POST", "/api/dead-letters/replay?preview=true", "operator", `{"filter":{"reason_code":["timeout"]}}`)
+	if code != http.StatusOK || !strings.Contains(body, `"matched":1,`) {
+		t.Fatalf("reason_code filter: %d %s", code, body)
 	}
 	code, body = b.do("POST", "/api/dead-letters/resolve", "operator", `{"filter":{"class":["poison"]},"reason":"adapter fixed"}`)
 	if code != http.StatusAccepted {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -50,6 +51,8 @@ func (s *Server) handleBulk(resolve bool) http.HandlerFunc {
 		preview, _ := strconv.ParseBool(r.URL.Query().Get("preview"))
 		rep, run, err := s.StartBulk(r.Context(), &req, user(r).User, resolve, preview, "api")
 		switch {
+		case errors.Is(err, replay.ErrNoTarget):
+			writeError(w, http.StatusUnprocessableEntity, "no_target", err.Error())
 		case err != nil:
 			serviceError(w, err)
 		case preview:
@@ -79,6 +82,10 @@ func (s *Server) StartBulk(ctx context.Context, req *BulkRequest, actor string, 
 	op := "bulk-replay"
 	if resolve {
 		op = "bulk-resolve"
+	} else if _, err := b.CheckReplay(ctx, req.Filter); err != nil {
+		// Refused here, not in the run: a replay with nowhere to go must
+		// fail the request before anything changes.
+		return nil, nil, err
 	}
 	run, err := s.runs.startWork(trigger, actor, op, func(ctx context.Context, run *Run) error {
 		var rep *replay.BulkReport

@@ -74,7 +74,9 @@ func (u *ui) routes(m *http.ServeMux) {
 	m.HandleFunc("POST /bulk", u.page(permOperate, u.bulkExecute))
 }
 
-var bulkFields = []string{"class", "reason", "topic", "source", "state", "older_than", "max", "spread"}
+// bulkFields are the bulk form's fields; the reason-code filter is
+// reason_code, as in the API ("reason" is a resolution's justification).
+var bulkFields = []string{"class", "reason_code", "topic", "source", "state", "older_than", "max", "spread", "all"}
 
 // bulkRequest reads the bulk form (query or posted form).
 func bulkRequest(get func(string) string) (*BulkRequest, map[string]string, error) {
@@ -92,7 +94,8 @@ func bulkRequest(get func(string) string) (*BulkRequest, map[string]string, erro
 		}
 		return strings.Split(q[k], ",")
 	}
-	f.Classes, f.Reasons, f.Topics, f.Sources, f.States = list("class"), list("reason"), list("topic"), list("source"), list("state")
+	f.Classes, f.Reasons, f.Topics, f.Sources, f.States = list("class"), list("reason_code"), list("topic"), list("source"), list("state")
+	f.All = q["all"] != ""
 	var err error
 	if v := q["older_than"]; v != "" {
 		if f.OlderThan.Duration, err = time.ParseDuration(v); err != nil {

@@ -145,7 +145,19 @@ func TestWebUIRolesAndBulkPreview(t *testing.T) {
 	op.login(b.tokens["operator"], "")
 	_, _, bulk = op.get("/bulk?class=poison")
 	m = csrfRe.FindStringSubmatch(bulk)
-	code, loc, _ := op.post("/bulk", url.Values{"csrf": {m[1]}, "class": {"poison"}})
+	// A form with no filter (only a cap) never means "everything": refused
+	// unless the "all entries" box is ticked (issue 17's mass-action typo).
+	code, loc, _ := op.post("/bulk", url.Values{"csrf": {m[1]}, "max": {"10"}})
+	if code != http.StatusSeeOther || !strings.Contains(loc, "not+started") || !strings.Contains(loc, "no+filter") {
+		t.Fatalf("bulk replay with no filter: %d %s", code, loc)
+	}
+	if _, _, page := op.get("/bulk?reason_code=schema_invalid"); !strings.Contains(page, `<span id="matched">3</span>`) {
+		t.Fatalf("reason_code filter on the bulk page:\n%s", page)
+	}
+	if _, _, page := op.get("/bulk?all=1"); !strings.Contains(page, `<span id="matched">3</span>`) || !strings.Contains(page, `name="all" value="1" checked`) {
+		t.Fatalf("all entries on the bulk page:\n%s", page)
+	}
+	code, loc, _ = op.post("/bulk", url.Values{"csrf": {m[1]}, "class": {"poison"}})
 	if code != http.StatusSeeOther || !strings.Contains(loc, "started") {
 		t.Fatalf("operator bulk replay: %d %s", code, loc)
 	}

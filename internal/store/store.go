@@ -23,6 +23,7 @@ var (
 const (
 	StatusPending          = "pending"           // seen, waiting for the next reconcile to act
 	StatusAwaitingApproval = "awaiting_approval" // an approval request is open
+	StatusRejected         = "rejected"          // its approval was rejected; held until a person acts
 	StatusManualReview     = "manual_review"     // a person must look
 	StatusQuarantined      = "quarantined"       // held with an owner until released
 	StatusReplaying        = "replaying"         // a dispatch is under way or will be retried
@@ -37,10 +38,11 @@ const (
 	HoldQuarantine = "quarantine"
 	HoldFailed     = "failed"
 	HoldResolved   = "resolved"
+	HoldRejected   = "rejected"
 )
 
 // Statuses lists every status in display order.
-var Statuses = []string{StatusPending, StatusAwaitingApproval, StatusManualReview, StatusQuarantined,
+var Statuses = []string{StatusPending, StatusAwaitingApproval, StatusRejected, StatusManualReview, StatusQuarantined,
 	StatusReplaying, StatusReplayed, StatusResolved, StatusFailed, StatusUnknown}
 
 // EntryRecord is an entry as the store keeps it, with where it stands.

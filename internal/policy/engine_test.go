@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -61,12 +62,48 @@ func TestLoadEngine(t *testing.T) {
 	}
 	rulesText, _ := os.ReadFile("../../rules.yaml")
 	p, _ := bundled(t)
-	want := triage.NewSnapshot(triage.SourceFile{Name: "../../rules.yaml", Text: string(rulesText)}, p)
+	for i := range p {
+		p[i].Name = filepath.Base(p[i].Name)
+	}
+	want := triage.NewSnapshot(triage.SourceFile{Name: "rules.yaml", Text: string(rulesText)}, p)
 	if !reflect.DeepEqual(snap, want) || g.Snapshot != want.ID {
 		t.Fatalf("snapshot %+v engine %q, want %+v (tests are not part of it)", snap.ID, g.Snapshot, want.ID)
 	}
 	if g.Rules == nil || g.Policy == nil {
 		t.Fatal("engine without rules or policy")
+	}
+}
+
+// Issue 14 (c): the snapshot id hashed the rules path as typed, so
+// "rules.yaml", "./rules.yaml" and an absolute path gave three snapshots
+// and an approval recorded under one was refused as stale under another.
+func TestSnapshotIDIndependentOfHowPathsAreTyped(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "policies"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rules, _ := os.ReadFile("../../rules.yaml")
+	pol, _ := os.ReadFile(filepath.Join(bundledDir, "replayctl.rego"))
+	writeFiles(t, root, map[string]string{"rules.yaml": string(rules), "policies/replayctl.rego": string(pol)})
+	t.Chdir(root)
+	ids := map[string]string{}
+	for _, paths := range [][2]string{
+		{"rules.yaml", "policies"},
+		{"./rules.yaml", "./policies/"},
+		{filepath.Join(root, "rules.yaml"), filepath.Join(root, "policies")},
+		{"policies/../rules.yaml", "policies/."},
+	} {
+		_, snap, err := LoadEngine(context.Background(), paths[0], paths[1], 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[snap.ID] = ids[snap.ID] + fmt.Sprint(paths) + " "
+		if _, err := EngineFromSnapshot(context.Background(), snap, 0); err != nil {
+			t.Fatalf("%v: the snapshot does not rebuild: %v", paths, err)
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("the same files typed differently gave %d snapshot ids: %v", len(ids), ids)
 	}
 }
 

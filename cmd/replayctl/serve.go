@@ -85,7 +85,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 			}
 			srv.SetBase(ctx)
 			wg := srv.Start(ctx)
-			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+			hs := srv.HTTPServer()
 			errc := make(chan error, 1)
 			go func() { errc <- hs.Serve(ln) }()
 			logger.Info("replayctl serving", "addr", ln.Addr().String(), "every", every.String(), "db", db.path)

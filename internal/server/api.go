@@ -224,12 +224,33 @@ func (s *Server) approvals() *approval.Service {
 
 func (s *Server) handleListApprovals(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	list, err := s.approvals().List(r.Context(), approval.Filter{Group: q.Get("group"), State: q.Get("state")})
+	state, err := approvalState(q.Get("state"))
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	list, err := s.approvals().List(r.Context(), approval.Filter{Group: q.Get("group"), State: state})
 	if err != nil {
 		serviceError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// approvalState turns ?state= into a filter: "" or "all" is every state
+// (before, "all" matched no record and the list came back empty, which
+// reads as "nothing waits"); an unknown state is a bad request for the
+// same reason.
+func approvalState(v string) (string, error) {
+	if v == "" || strings.EqualFold(v, "all") {
+		return "", nil
+	}
+	for _, st := range []string{store.ApprovalPending, store.ApprovalApproved, store.ApprovalRejected, store.ApprovalExpired, store.ApprovalStale} {
+		if strings.EqualFold(v, st) {
+			return st, nil
+		}
+	}
+	return "", fmt.Errorf("%w: unknown approval state %q (want all, pending, approved, rejected, expired or stale)", errBadRequest, v)
 }
 
 func (s *Server) handleDecideApproval(approve bool) http.HandlerFunc {

@@ -48,6 +48,11 @@ type Config struct {
 	Now         func() time.Time
 	// CSRFKey signs the web UI's forms (random at start when empty).
 	CSRFKey []byte
+	// Timeouts for HTTPServer (zero fields: DefaultTimeouts()).
+	Timeouts Timeouts
+	// MaxUnauthenticated caps anonymous requests in progress
+	// (0: DefaultMaxUnauthenticated).
+	MaxUnauthenticated int
 }
 
 // Server is the HTTP service.
@@ -57,6 +62,7 @@ type Server struct {
 	metrics *Metrics
 	runs    *runner
 	ui      *ui
+	unauth  chan struct{} // slots for requests without credentials
 }
 
 // New builds the server and its routes.
@@ -70,7 +76,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Approvers == nil {
 		cfg.Approvers = &approval.Config{Expiry: approval.DefaultExpiry}
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	if cfg.MaxUnauthenticated <= 0 {
+		cfg.MaxUnauthenticated = DefaultMaxUnauthenticated
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), unauth: make(chan struct{}, cfg.MaxUnauthenticated)}
 	s.metrics = newMetrics(cfg.Store, cfg.Now)
 	s.runs = &runner{srv: s, runs: map[string]*Run{}}
 	u, err := newUI(s)
@@ -83,7 +92,9 @@ func New(cfg Config) (*Server, error) {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.limitUnauthenticated(w, r, s.mux)
+}
 
 func (s *Server) routes() {
 	m := s.mux

@@ -340,12 +340,32 @@ func (s *Server) handleShowAudit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleVerifyAudit(w http.ResponseWriter, r *http.Request) {
-	res, err := audit.Verify(r.Context(), s.cfg.Store, nil)
+	cp, err := audit.CheckpointFromQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	res, err := audit.VerifyWith(r.Context(), s.cfg.Store, audit.VerifyOptions{Key: s.cfg.AuditKey, Checkpoint: cp})
+	if errors.Is(err, audit.ErrCheckpointSignature) {
+		writeError(w, http.StatusUnprocessableEntity, "bad_checkpoint", err.Error())
+		return
+	}
 	if err != nil {
 		serviceError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// handleCheckpoint exports the verified head, signed with the server's
+// key, for `audit checkpoint --server`.
+func (s *Server) handleCheckpoint(w http.ResponseWriter, r *http.Request) {
+	cp, err := audit.NewCheckpoint(r.Context(), s.cfg.Store, s.cfg.AuditKey, s.cfg.Now())
+	if err != nil {
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, cp)
 }
 
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {

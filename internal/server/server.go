@@ -50,6 +50,9 @@ type Config struct {
 	CSRFKey []byte
 	// Timeouts for HTTPServer (zero fields: DefaultTimeouts()).
 	Timeouts Timeouts
+	// AuditKey, when set, is the key the store signs the audit head with;
+	// every verification the server makes (API and UI) checks it.
+	AuditKey []byte
 	// MaxUnauthenticated caps anonymous requests in progress
 	// (0: DefaultMaxUnauthenticated).
 	MaxUnauthenticated int
@@ -117,6 +120,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/approvals/{id}/reject", s.auth(permApprove, s.handleDecideApproval(false)))
 	m.HandleFunc("GET /api/audit", s.auth(permRead, s.handleListAudit))
 	m.HandleFunc("GET /api/audit/verify", s.auth(permRead, s.handleVerifyAudit))
+	m.HandleFunc("GET /api/audit/checkpoint", s.auth(permRead, s.handleCheckpoint))
 	m.HandleFunc("GET /api/audit/{id}", s.auth(permRead, s.handleShowAudit))
 	m.HandleFunc("GET /api/stats", s.auth(permRead, s.handleStats))
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {

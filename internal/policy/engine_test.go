@@ -1,6 +1,9 @@
 package policy
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"os"
@@ -347,4 +350,42 @@ func TestConcurrentDecisions(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// Bundles as .tar.gz are loaded as OPA loads them: their modules and data
+// take part in decisions like files on disk.
+func TestTarballBundleIsLoaded(t *testing.T) {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for name, text := range map[string]string{
+		"/frozen.rego": "package replayctl\n\ndefault decision := {\"action\": \"auto_replay\", \"reasons\": []}\n\n" +
+			"decision := {\"action\": \"manual_review\", \"reasons\": [\"frozen\"]} if input.entry.topic in data.frozen\n",
+		"/data.json": `{"frozen": ["payments.refund"]}`,
+	} {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(text))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(text)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bundle.tar.gz"), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := New(context.Background(), mustPolicies(t, dir), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := eng.Evaluate(context.Background(), input("payments.refund", nil, triage.Transient, triage.AutoReplay))
+	if err != nil || r.Action != triage.ManualReview {
+		t.Fatalf("bundle ignored: %+v %v", r, err)
+	}
 }

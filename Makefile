@@ -20,10 +20,11 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-# A short run of every fuzz target, so the decoders and the rules loader are
-# fuzzed on every change (longer: make fuzz-smoke FUZZTIME=5m).
+# A short run of every fuzz target, so the decoders, the rules loader and the
+# HTTP API's request decoding are fuzzed on every change (longer: make
+# fuzz-smoke FUZZTIME=5m).
 fuzz-smoke:
-	@set -e; for pkg in ./internal/source ./internal/triage; do \
+	@set -e; for pkg in ./internal/source ./internal/triage ./internal/server; do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
 	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null; \

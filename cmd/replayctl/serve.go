@@ -64,6 +64,10 @@ dispatches (or record them outcome_unknown), and exits.`,
 			if err != nil {
 				return err
 			}
+			auditKey, err := db.key.key()
+			if err != nil {
+				return err
+			}
 			st, err := db.open()
 			if err != nil {
 				return err
@@ -72,7 +76,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 			logger := slog.New(slog.NewTextHandler(s.err, nil))
 			srv, err := server.New(server.Config{
 				Store: st, Tokens: tokens, Sources: srcs, Approvers: cfg, Every: every,
-				MaxParallel: par, Rate: rate, Logger: logger,
+				MaxParallel: par, Rate: rate, Logger: logger, AuditKey: auditKey,
 				Engine: func(ctx context.Context) (*triage.Engine, triage.Snapshot, error) { return eng.load(ctx) },
 				Router: func(rules *triage.Rules) replay.Router { return tgt.router(rules, srcs...) },
 			})
@@ -85,7 +89,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 			}
 			srv.SetBase(ctx)
 			wg := srv.Start(ctx)
-			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+			hs := srv.HTTPServer()
 			errc := make(chan error, 1)
 			go func() { errc <- hs.Serve(ln) }()
 			logger.Info("replayctl serving", "addr", ln.Addr().String(), "every", every.String(), "db", db.path)

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -25,6 +27,9 @@ type Reader interface {
 // ErrNotFound: no record with that id.
 var ErrNotFound = errors.New("no such audit record")
 
+// ErrCheckpointSignature: a checkpoint's MAC does not match under the key.
+var ErrCheckpointSignature = errors.New("checkpoint is not signed with this key")
+
 // VerifyResult is what walking the chain found.
 type VerifyResult struct {
 	Records int    `json:"records"`
@@ -32,6 +37,26 @@ type VerifyResult struct {
 	Break   *Break `json:"break,omitempty"`
 	// Signed is true when a key was given and the head's MAC matched.
 	Signed bool `json:"signed"`
+	// Checkpoint is true when a checkpoint was given and the chain holds it.
+	Checkpoint bool `json:"checkpoint,omitempty"`
+	// Unchecked names each check that could not be made and what it
+	// would have caught, so that "ok" is never read as more than it is.
+	Unchecked []string `json:"unchecked,omitempty"`
+}
+
+// What a verification without a key or without a checkpoint cannot see.
+const (
+	UncheckedSignature  = "head signature: no audit key configured, so a chain rewritten consistently by someone able to write the store is not detected (set REPLAYCTL_AUDIT_KEY or --audit-key-file)"
+	UncheckedCheckpoint = "rollback: no checkpoint given, so a store rolled back to an older head with that head's signature is not detected (audit verify --checkpoint F)"
+)
+
+// VerifyOptions are what Verify checks beyond the chain itself.
+type VerifyOptions struct {
+	// Key checks the head's signature.
+	Key []byte
+	// Checkpoint, exported earlier by NewCheckpoint and kept elsewhere,
+	// must still be a prefix of the chain.
+	Checkpoint *Checkpoint
 }
 
 // OK reports an intact chain.
@@ -48,8 +73,18 @@ func HeadMAC(key []byte, seq uint64, hash string) string {
 // key it also checks the signed head, so a person who can write the
 // database but lacks the key cannot rewrite history consistently.
 func Verify(ctx context.Context, r Reader, key []byte) (*VerifyResult, error) {
+	return VerifyWith(ctx, r, VerifyOptions{Key: key})
+}
+
+// VerifyWith is Verify with a checkpoint as well.
+func VerifyWith(ctx context.Context, r Reader, o VerifyOptions) (*VerifyResult, error) {
+	key, cp := o.Key, o.Checkpoint
+	if cp != nil && len(key) > 0 && cp.MAC != "" && !hmac.Equal([]byte(cp.MAC), []byte(HeadMAC(key, cp.Seq, cp.Head))) {
+		return nil, fmt.Errorf("checkpoint (record %d): %w: it was altered or belongs to another store", cp.Seq, ErrCheckpointSignature)
+	}
 	v := NewVerifier()
 	res := &VerifyResult{}
+	atCheckpoint := ""
 	err := r.AuditRange(ctx, 1, func(k uint64, s Sealed, derr error) error {
 		if derr != nil {
 			res.Break = &Break{Seq: k, Reason: "undecodable record: " + derr.Error()}
@@ -58,6 +93,9 @@ func Verify(ctx context.Context, r Reader, key []byte) (*VerifyResult, error) {
 		if b := v.Next(k, s); b != nil {
 			res.Break = b
 			return errStop
+		}
+		if cp != nil && k == cp.Seq {
+			atCheckpoint = v.Head()
 		}
 		return nil
 	})
@@ -75,6 +113,21 @@ func Verify(ctx context.Context, r Reader, key []byte) (*VerifyResult, error) {
 	if seq != uint64(v.Count()) || head != v.Head() {
 		res.Break = &Break{Seq: seq, Reason: fmt.Sprintf("recorded head (record %d) does not match the chain's last record (%d): records were removed from the end", seq, v.Count())}
 		return res, nil
+	}
+	switch {
+	case cp == nil:
+		res.Unchecked = append(res.Unchecked, UncheckedCheckpoint)
+	case uint64(v.Count()) < cp.Seq:
+		res.Break = &Break{Seq: uint64(v.Count()), Reason: fmt.Sprintf("the chain has %d record(s), fewer than the checkpoint's %d: it was rolled back or truncated", v.Count(), cp.Seq)}
+		return res, nil
+	case cp.Seq > 0 && atCheckpoint != cp.Head:
+		res.Break = &Break{Seq: cp.Seq, Reason: fmt.Sprintf("record %d hashes to %s, not the checkpoint's %s: the chain diverges from the checkpoint", cp.Seq, atCheckpoint, cp.Head)}
+		return res, nil
+	default:
+		res.Checkpoint = true
+	}
+	if len(key) == 0 {
+		res.Unchecked = append(res.Unchecked, UncheckedSignature)
 	}
 	if len(key) > 0 {
 		mac, err := r.AuditHeadMAC(ctx)
@@ -207,4 +260,56 @@ func short(s string) string {
 		return s[:19]
 	}
 	return s
+}
+
+// Checkpoint is a chain head exported to somewhere the store's writers
+// cannot reach. A head's own signature cannot show a rollback (the older
+// head's signature was valid too); a later verify against a kept checkpoint
+// can: the chain must still hold record Seq with hash Head.
+type Checkpoint struct {
+	Seq  uint64    `json:"seq"`
+	Head string    `json:"head"`
+	MAC  string    `json:"mac,omitempty"` // HeadMAC(key, Seq, Head) when a key was given
+	Time time.Time `json:"time"`
+}
+
+// NewCheckpoint verifies the chain and returns its head as a checkpoint,
+// signed when key is set. A broken chain gives no checkpoint.
+func NewCheckpoint(ctx context.Context, r Reader, key []byte, now time.Time) (*Checkpoint, error) {
+	res, err := Verify(ctx, r, key)
+	if err != nil {
+		return nil, err
+	}
+	if !res.OK() {
+		return nil, fmt.Errorf("no checkpoint of a broken chain: %w", res.Break)
+	}
+	cp := &Checkpoint{Seq: uint64(res.Records), Head: res.Head, Time: now.UTC()}
+	if len(key) > 0 {
+		cp.MAC = HeadMAC(key, cp.Seq, cp.Head)
+	}
+	return cp, nil
+}
+
+// Query is the checkpoint as URL parameters, for GET /api/audit/verify.
+func (cp *Checkpoint) Query() url.Values {
+	return url.Values{"checkpoint_seq": {strconv.FormatUint(cp.Seq, 10)}, "checkpoint_head": {cp.Head},
+		"checkpoint_mac": {cp.MAC}, "checkpoint_time": {cp.Time.UTC().Format(time.RFC3339Nano)}}
+}
+
+// CheckpointFromQuery reads what Query wrote; nil when q has none.
+func CheckpointFromQuery(q url.Values) (*Checkpoint, error) {
+	if !q.Has("checkpoint_seq") && !q.Has("checkpoint_head") {
+		return nil, nil
+	}
+	seq, err := strconv.ParseUint(q.Get("checkpoint_seq"), 10, 64)
+	if err != nil || q.Get("checkpoint_head") == "" {
+		return nil, fmt.Errorf("checkpoint_seq and checkpoint_head must both be given (seq: %q)", q.Get("checkpoint_seq"))
+	}
+	cp := &Checkpoint{Seq: seq, Head: q.Get("checkpoint_head"), MAC: q.Get("checkpoint_mac")}
+	if t := q.Get("checkpoint_time"); t != "" {
+		if cp.Time, err = time.Parse(time.RFC3339Nano, t); err != nil {
+			return nil, fmt.Errorf("checkpoint_time: %w", err)
+		}
+	}
+	return cp, nil
 }

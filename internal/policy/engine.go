@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/triage"
@@ -47,7 +49,7 @@ func LoadEngine(ctx context.Context, rulesPath, policyDir string, timeout time.D
 	if len(ce.Problems) > 0 {
 		return nil, triage.Snapshot{}, ce
 	}
-	snap := triage.NewSnapshot(triage.SourceFile{Name: rulesPath, Text: string(data)}, policies)
+	snap := triage.NewSnapshot(triage.SourceFile{Name: filepath.Base(rulesPath), Text: string(data)}, snapshotNames(policyDir, policies))
 	return &triage.Engine{Rules: rules, Policy: eng, Snapshot: snap.ID}, snap, nil
 }
 
@@ -66,4 +68,22 @@ func EngineFromSnapshot(ctx context.Context, snap triage.Snapshot, timeout time.
 		return nil, fmt.Errorf("snapshot text does not hash to its id %s (got %s)", snap.ID, got)
 	}
 	return &triage.Engine{Rules: rules, Policy: eng, Snapshot: snap.ID}, nil
+}
+
+// snapshotNames names each policy by its slash-separated path inside dir,
+// so that the snapshot id depends on what the files say and how they are
+// laid out, never on how --policies was typed ("policies", "./policies/",
+// an absolute path): otherwise a valid approval would be refused as stale
+// and every decision re-recorded after a change of working directory.
+// Compilation keeps the paths as typed so that errors point at real files.
+func snapshotNames(dir string, files []triage.SourceFile) []triage.SourceFile {
+	out := make([]triage.SourceFile, len(files))
+	for i, f := range files {
+		name := filepath.Base(f.Name)
+		if rel, err := filepath.Rel(dir, f.Name); err == nil && !strings.HasPrefix(rel, "..") {
+			name = rel
+		}
+		out[i] = triage.SourceFile{Name: filepath.ToSlash(name), Text: f.Text}
+	}
+	return out
 }

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -40,33 +37,6 @@ func Capabilities() *ast.Capabilities {
 	return caps
 }
 
-// ReadDir returns the policy files (*.rego) and test files (*_test.rego) of
-// dir, each sorted by name.
-func ReadDir(dir string) (policies, tests []triage.SourceFile, err error) {
-	names, err := filepath.Glob(filepath.Join(dir, "*.rego"))
-	if err != nil {
-		return nil, nil, err
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		b, err := os.ReadFile(n)
-		if err != nil {
-			return nil, nil, fmt.Errorf("read policy: %w", err)
-		}
-		f := triage.SourceFile{Name: n, Text: string(b)}
-		if strings.HasSuffix(n, "_test.rego") {
-			tests = append(tests, f)
-		} else {
-			policies = append(policies, f)
-		}
-	}
-	if len(policies) == 0 {
-		return nil, nil, &triage.ConfigError{Problems: []triage.Problem{{File: dir,
-			Msg: "no policy files (*.rego) found; point --policies at the bundled policies/ directory"}}}
-	}
-	return policies, tests, nil
-}
-
 // Engine holds the prepared query. It is safe for concurrent use.
 type Engine struct {
 	query   rego.PreparedEvalQuery
@@ -85,7 +55,12 @@ func New(ctx context.Context, files []triage.SourceFile, timeout time.Duration) 
 		rego.StrictBuiltinErrors(true),
 		rego.SetRegoVersion(ast.RegoV1),
 	}
-	for _, f := range files {
+	modules, store, err := splitData(files)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, rego.Store(store))
+	for _, f := range modules {
 		opts = append(opts, rego.Module(f.Name, f.Text))
 	}
 	pq, err := rego.New(opts...).PrepareForEval(ctx)

@@ -25,6 +25,10 @@ type TestResult struct {
 // RunTests runs every test_ rule in files (policies and their tests
 // together) with the same restricted capabilities as evaluation.
 func RunTests(ctx context.Context, files []triage.SourceFile) ([]TestResult, error) {
+	files, store, err := splitData(files)
+	if err != nil {
+		return nil, err
+	}
 	modules := make(map[string]*ast.Module, len(files))
 	ce := &triage.ConfigError{}
 	for _, f := range files {
@@ -41,7 +45,7 @@ func RunTests(ctx context.Context, files []triage.SourceFile) ([]TestResult, err
 		return nil, ce
 	}
 	compiler := ast.NewCompiler().WithCapabilities(Capabilities()).WithEnablePrintStatements(true)
-	ch, err := tester.NewRunner().SetCompiler(compiler).SetModules(modules).
+	ch, err := tester.NewRunner().SetCompiler(compiler).SetStore(store).SetModules(modules).
 		SetDefaultRegoVersion(ast.RegoV1).RunTests(ctx, nil)
 	if err != nil {
 		return nil, configError(err)

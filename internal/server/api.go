@@ -224,12 +224,33 @@ func (s *Server) approvals() *approval.Service {
 
 func (s *Server) handleListApprovals(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	list, err := s.approvals().List(r.Context(), approval.Filter{Group: q.Get("group"), State: q.Get("state")})
+	state, err := approvalState(q.Get("state"))
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	list, err := s.approvals().List(r.Context(), approval.Filter{Group: q.Get("group"), State: state})
 	if err != nil {
 		serviceError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, list)
+}
+
+// approvalState turns ?state= into a filter: "" or "all" is every state
+// (before, "all" matched no record and the list came back empty, which
+// reads as "nothing waits"); an unknown state is a bad request for the
+// same reason.
+func approvalState(v string) (string, error) {
+	if v == "" || strings.EqualFold(v, "all") {
+		return "", nil
+	}
+	for _, st := range []string{store.ApprovalPending, store.ApprovalApproved, store.ApprovalRejected, store.ApprovalExpired, store.ApprovalStale} {
+		if strings.EqualFold(v, st) {
+			return st, nil
+		}
+	}
+	return "", fmt.Errorf("%w: unknown approval state %q (want all, pending, approved, rejected, expired or stale)", errBadRequest, v)
 }
 
 func (s *Server) handleDecideApproval(approve bool) http.HandlerFunc {
@@ -319,12 +340,32 @@ func (s *Server) handleShowAudit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleVerifyAudit(w http.ResponseWriter, r *http.Request) {
-	res, err := audit.Verify(r.Context(), s.cfg.Store, nil)
+	cp, err := audit.CheckpointFromQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	res, err := audit.VerifyWith(r.Context(), s.cfg.Store, audit.VerifyOptions{Key: s.cfg.AuditKey, Checkpoint: cp})
+	if errors.Is(err, audit.ErrCheckpointSignature) {
+		writeError(w, http.StatusUnprocessableEntity, "bad_checkpoint", err.Error())
+		return
+	}
 	if err != nil {
 		serviceError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// handleCheckpoint exports the verified head, signed with the server's
+// key, for `audit checkpoint --server`.
+func (s *Server) handleCheckpoint(w http.ResponseWriter, r *http.Request) {
+	cp, err := audit.NewCheckpoint(r.Context(), s.cfg.Store, s.cfg.AuditKey, s.cfg.Now())
+	if err != nil {
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, cp)
 }
 
 func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {

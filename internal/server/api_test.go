@@ -40,7 +40,7 @@ type apiBundle struct {
 // newAPIBundle serves a real server over a real store, OPA and sink, with
 // one token per role (users named after roles; "alice" is an approver in
 // platform-oncall, "ops-bot" raised the requests).
-func newAPIBundle(t *testing.T, entries []string) *apiBundle {
+func newAPIBundle(t *testing.T, entries []string, opts ...func(*Config)) *apiBundle {
 	t.Helper()
 	dir := t.TempDir()
 	b := &apiBundle{t: t, tokens: map[string]string{}, got: map[string]int{}}
@@ -81,7 +81,7 @@ func newAPIBundle(t *testing.T, entries []string) *apiBundle {
 		}
 		b.tokens[u.user] = secret
 	}
-	srv, err := New(Config{
+	cfg := Config{
 		Store: st, Tokens: tokens, Sources: []source.Source{s},
 		Approvers: &approval.Config{Expiry: time.Hour, Groups: map[string][]string{"platform-oncall": {"alice", "ops-bot", "admin"}}},
 		Engine: func(ctx context.Context) (*triage.Engine, triage.Snapshot, error) {
@@ -93,12 +93,18 @@ func newAPIBundle(t *testing.T, entries []string) *apiBundle {
 			}
 			return replay.NewRulesRouter(rules, &replay.Route{Name: "sink", Dispatcher: replay.NewHTTPTarget(b.sink.URL, "", 2*time.Second, nil)})
 		},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.srv = srv
-	b.http = httptest.NewServer(srv)
+	b.http = httptest.NewUnstartedServer(srv)
+	b.http.Config = srv.HTTPServer()
+	b.http.Start()
 	t.Cleanup(b.http.Close)
 	return b
 }
@@ -236,6 +242,16 @@ func TestErrorPaths(t *testing.T) {
 		t.Fatalf("approvals %s %v", body, err)
 	}
 	id := list[0].ID
+	// Issue 14: ?state=all returned [] (it matched no record's state).
+	for _, q := range []string{"", "?state=all", "?state=ALL", "?state=Pending"} {
+		var all []approval.View
+		code, body = b.do("GET", "/api/approvals"+q, "viewer", "")
+		if err := json.Unmarshal([]byte(body), &all); code != 200 || err != nil || len(all) != 1 || all[0].ID != id {
+			t.Fatalf("approvals%s: %d %s, want the one request", q, code, body)
+		}
+	}
+	code, body = b.do("GET", "/api/approvals?state=bogus", "viewer", "")
+	check("unknown approval state", code, 400, body)
 	code, body = b.do("POST", "/api/approvals/"+id+"/approve", "operator", "")
 	check("operator approves", code, 403, body)
 	code, body = b.do("POST", "/api/approvals/"+id+"/approve", "approver", "")

@@ -48,6 +48,14 @@ type Config struct {
 	Now         func() time.Time
 	// CSRFKey signs the web UI's forms (random at start when empty).
 	CSRFKey []byte
+	// Timeouts for HTTPServer (zero fields: DefaultTimeouts()).
+	Timeouts Timeouts
+	// AuditKey, when set, is the key the store signs the audit head with;
+	// every verification the server makes (API and UI) checks it.
+	AuditKey []byte
+	// MaxUnauthenticated caps anonymous requests in progress
+	// (0: DefaultMaxUnauthenticated).
+	MaxUnauthenticated int
 }
 
 // Server is the HTTP service.
@@ -57,6 +65,7 @@ type Server struct {
 	metrics *Metrics
 	runs    *runner
 	ui      *ui
+	unauth  chan struct{} // slots for requests without credentials
 }
 
 // New builds the server and its routes.
@@ -70,7 +79,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Approvers == nil {
 		cfg.Approvers = &approval.Config{Expiry: approval.DefaultExpiry}
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	if cfg.MaxUnauthenticated <= 0 {
+		cfg.MaxUnauthenticated = DefaultMaxUnauthenticated
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), unauth: make(chan struct{}, cfg.MaxUnauthenticated)}
 	s.metrics = newMetrics(cfg.Store, cfg.Now)
 	s.runs = &runner{srv: s, runs: map[string]*Run{}}
 	u, err := newUI(s)
@@ -83,7 +95,9 @@ func New(cfg Config) (*Server, error) {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.limitUnauthenticated(w, r, s.mux)
+}
 
 func (s *Server) routes() {
 	m := s.mux
@@ -106,6 +120,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/approvals/{id}/reject", s.auth(permApprove, s.handleDecideApproval(false)))
 	m.HandleFunc("GET /api/audit", s.auth(permRead, s.handleListAudit))
 	m.HandleFunc("GET /api/audit/verify", s.auth(permRead, s.handleVerifyAudit))
+	m.HandleFunc("GET /api/audit/checkpoint", s.auth(permRead, s.handleCheckpoint))
 	m.HandleFunc("GET /api/audit/{id}", s.auth(permRead, s.handleShowAudit))
 	m.HandleFunc("GET /api/stats", s.auth(permRead, s.handleStats))
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {

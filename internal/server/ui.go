@@ -352,7 +352,7 @@ func (u *ui) auditPage(w http.ResponseWriter, r *http.Request, tok Token) {
 	if len(recs) > 500 {
 		recs = recs[:500]
 	}
-	v, err := audit.Verify(r.Context(), u.s.cfg.Store, nil)
+	v, err := audit.Verify(r.Context(), u.s.cfg.Store, u.s.cfg.AuditKey)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

@@ -3,7 +3,11 @@ package source
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"syscall"
 )
 
 // lineReader reads lines of any length up to max bytes without a Scanner's
@@ -119,4 +123,47 @@ func (c *lineCounter) line(off int64) int {
 	c.dropped += i
 	c.nl = c.nl[i:]
 	return c.dropped + 1
+}
+
+// openRegular opens path for reading only if it is a regular file. The open
+// itself never blocks: O_NONBLOCK makes opening a FIFO return at once
+// (without it, open waits for a writer forever and not even SIGTERM's
+// context can stop it), and the descriptor is then checked with fstat, so a
+// file swapped for a FIFO or device after an earlier Stat is refused too.
+// O_NONBLOCK has no effect on reads of a regular file. flags are added to
+// the open (syscall.O_NOFOLLOW).
+func openRegular(path string, flags int) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|flags, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, describeMode(fi.Mode()))
+	}
+	return f, nil
+}
+
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	default:
+		return "mode " + m.String()
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -32,6 +33,9 @@ func (s *prodigySource) String() string { return s.spec }
 // Entries yields one entry per items/*.json file, in lexical path order.
 func (s *prodigySource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	return func(yield func(entry.Entry, error) bool) {
+		// An item may be a symbolic link; where it points is checked
+		// against the root resolved once per walk.
+		root, rootErr := resolve(s.root)
 		err := filepath.WalkDir(s.root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -42,7 +46,13 @@ func (s *prodigySource) Entries(ctx context.Context) iter.Seq2[entry.Entry, erro
 			if d.IsDir() || !isItemFile(path) {
 				return nil
 			}
-			if !yield(readProdigyItem(path), nil) {
+			var e entry.Entry
+			if d.Type()&fs.ModeSymlink != 0 {
+				e = readProdigyLink(path, root, rootErr)
+			} else {
+				e = readProdigyItem(path)
+			}
+			if !yield(e, nil) {
 				return fs.SkipAll
 			}
 			return nil
@@ -64,15 +74,49 @@ func isItemFile(path string) bool {
 // readProdigyItem reads one item file. Failing to read it is not fatal: the
 // item exists, so it is yielded undecodable, named by its path.
 func readProdigyItem(path string) entry.Entry {
-	data, err := readCapped(path)
+	// O_NOFOLLOW: the walk saw a plain file; one swapped for a link since
+	// then must go through readProdigyLink's check, not be followed here.
+	data, err := readCapped(path, syscall.O_NOFOLLOW)
 	if err != nil {
 		return undecodable(entry.KindProdigy, path, err)
 	}
 	return prodigyEntry(data, path, prodigyJob(path))
 }
 
-func readCapped(path string) ([]byte, error) {
-	f, err := os.Open(path)
+// readProdigyLink reads an item file that is a symbolic link. A link
+// pointing outside the source root is refused without reading what it
+// points at: otherwise anyone able to write into items/ could have any file
+// the process can read (a key, a token file) replayed to a target. The
+// refusal is an undecodable entry, so the item is quarantined as poison
+// with the reason rather than skipped unseen.
+func readProdigyLink(path, root string, rootErr error) entry.Entry {
+	if rootErr != nil {
+		return undecodable(entry.KindProdigy, path, fmt.Errorf("symbolic link refused: cannot resolve the source directory: %w", rootErr))
+	}
+	target, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return undecodable(entry.KindProdigy, path, fmt.Errorf("symbolic link refused: %w", err))
+	}
+	if !within(root, target) {
+		return undecodable(entry.KindProdigy, path, fmt.Errorf("symbolic link to %s, outside the source directory %s: refused, not read", target, root))
+	}
+	data, err := readCapped(target, syscall.O_NOFOLLOW)
+	if err != nil {
+		return undecodable(entry.KindProdigy, path, err)
+	}
+	return prodigyEntry(data, path, prodigyJob(path))
+}
+
+// within reports whether path (resolved) is root or below it.
+func within(root, path string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// readCapped reads a regular file of at most maxRecord bytes; a FIFO or
+// device is refused without blocking (openRegular).
+func readCapped(path string, flags int) ([]byte, error) {
+	f, err := openRegular(path, flags)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +337,7 @@ func (s *prodigySource) MarkReplayed(ctx context.Context, e entry.Entry) error {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	data, err := readCapped(path)
+	data, err := readCapped(path, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

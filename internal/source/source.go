@@ -33,6 +33,10 @@ var (
 	// ErrOutsideRoot is wrapped by MarkReplayed's error when the entry's file
 	// is not a Prodigy item inside the walked root: nothing is removed.
 	ErrOutsideRoot = errors.New("not a Prodigy item file inside the source directory")
+	// ErrNotRegular is wrapped when a source or Prodigy item is a named
+	// pipe, device, socket or other non-regular file: reading one could block
+	// forever or never end, so it is refused before any read.
+	ErrNotRegular = errors.New("not a regular file")
 )
 
 const kindsHint = "use --source KIND:PATH with KIND one of cordum, cordum-redis, prodigy, nexora, jsonl " +
@@ -110,6 +114,10 @@ func Parse(spec string) (Source, error) {
 	if fi.IsDir() {
 		return usage(fmt.Errorf("%s is a directory", path), "a "+kind+" source is one file")
 	}
+	if !fi.Mode().IsRegular() {
+		return usage(fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, describeMode(fi.Mode())),
+			"a "+kind+" source is a regular file; copy a pipe's output to a file first")
+	}
 	return &fileSource{spec: spec, path: path, format: f}, nil
 }
 
@@ -124,7 +132,7 @@ func (s *fileSource) String() string { return s.spec }
 
 func (s *fileSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	return func(yield func(entry.Entry, error) bool) {
-		f, err := os.Open(s.path)
+		f, err := openRegular(s.path, 0)
 		if err != nil {
 			yield(entry.Entry{}, fmt.Errorf("read %s source: %w", s.format.kind, err))
 			return

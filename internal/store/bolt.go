@@ -322,6 +322,9 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	if meta == nil || b == nil {
 		return audit.Sealed{}, ErrReadOnly
 	}
+	if len(t.key) == 0 && len(meta.Get(keyAuditMAC)) > 0 {
+		return audit.Sealed{}, ErrAuditKeyRequired
+	}
 	head := auditHead{Hash: audit.Genesis}
 	if v := meta.Get(keyAuditHead); v != nil {
 		if err := json.Unmarshal(v, &head); err != nil {

@@ -248,6 +248,16 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 	if t.ro || t.head == nil {
 		return audit.Sealed{}, ErrReadOnly
 	}
+	if len(t.key) == 0 {
+		// The head row is locked by this transaction already.
+		var mac string
+		if err := t.tx.QueryRow(t.ctx, `SELECT mac FROM audit_head WHERE id = 1`).Scan(&mac); err != nil {
+			return audit.Sealed{}, fmt.Errorf("read audit head: %w", err)
+		}
+		if mac != "" {
+			return audit.Sealed{}, ErrAuditKeyRequired
+		}
+	}
 	r.Seq = t.head.Seq + 1
 	if r.Time.IsZero() {
 		now, err := t.now()

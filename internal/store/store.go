@@ -17,6 +17,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrReadOnly: a write was attempted on a store opened read-only.
 	ErrReadOnly = errors.New("store opened read-only")
+	// ErrAuditKeyRequired: a process without the audit key tried to append
+	// to a chain whose head is signed. Its unsigned record would make the
+	// legitimate chain look tampered with and let anyone drop that tail.
+	ErrAuditKeyRequired = errors.New("the audit chain is signed: give this process the audit key (REPLAYCTL_AUDIT_KEY or --audit-key-file) to write to it")
 )
 
 // Entry statuses, as `dlq list --state` shows them.

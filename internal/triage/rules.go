@@ -42,6 +42,8 @@ type Defaults struct {
 	Backoff       *Backoff `yaml:"backoff"`
 	Owner         string   `yaml:"owner"`
 	ApproverGroup string   `yaml:"approver_group"`
+
+	lines map[string]int
 }
 
 // Rule is one entry of dlq_rules. The first rule whose match holds wins.
@@ -219,7 +221,8 @@ func (t *ExecTarget) UnmarshalYAML(n *yaml.Node) error {
 // UnmarshalYAML checks keys strictly.
 func (d *Defaults) UnmarshalYAML(n *yaml.Node) error {
 	type plain Defaults
-	_, err := strictDecode(n, (*plain)(d))
+	lines, err := strictDecode(n, (*plain)(d))
+	d.lines = lines
 	return err
 }
 
@@ -376,6 +379,7 @@ func ParseRules(name string, data []byte) (*Rules, error) {
 		}
 	}
 	r.validate(cerr, doc.Content[0])
+	reportTypes(cerr, name, doc.Content[0])
 	sort.SliceStable(cerr.Problems, func(i, j int) bool { return cerr.Problems[i].Line < cerr.Problems[j].Line })
 	if err := cerr.orNil(); err != nil {
 		return nil, err
@@ -398,7 +402,11 @@ func (r *Rules) validate(cerr *ConfigError, top *yaml.Node) {
 		cerr.add(f, keyLine(top, "version"), "version: %q is not supported (want v1)", r.Version)
 	}
 	if r.Defaults.MaxReplays != nil && *r.Defaults.MaxReplays < 0 {
-		cerr.add(f, keyLine(top, "defaults"), "defaults.max_replays must be >= 0")
+		line, ok := r.Defaults.lines["max_replays"]
+		if !ok {
+			line = keyLine(top, "defaults")
+		}
+		cerr.add(f, line, "defaults.max_replays must be >= 0")
 	}
 	if r.Defaults.Backoff != nil {
 		r.Defaults.Backoff.validate(cerr, f, "defaults.backoff")

@@ -87,11 +87,21 @@ func TestEachProblemIsReportedWithItsLine(t *testing.T) {
 
 		// Types.
 		{"max_replays: many", "version: v1\ndlq_rules:\n  - action: auto_replay\n    max_replays: many\n",
-			4, []string{"cannot unmarshal", "`many`"}},
+			4, []string{`dlq_rules[0].max_replays: want an integer, got "many"`}},
 		{"defaults max_replays: many", "version: v1\ndefaults:\n  max_replays: many\n",
-			3, []string{"cannot unmarshal", "`many`"}},
+			3, []string{`defaults.max_replays: want an integer, got "many"`}},
 		{"min_attempts: lots", "version: v1\ndlq_rules:\n  - match: {min_attempts: lots}\n    action: quarantine\n",
-			3, []string{"cannot unmarshal", "`lots`"}},
+			3, []string{`dlq_rules[0].match.min_attempts: want an integer, got "lots"`}},
+		// Issue 14: a wrong-type field was reported as yaml.v3's "cannot
+		// unmarshal !!str `three`" without the field's name.
+		{"min_attempts: three in a later rule", "version: v1\ndlq_rules:\n  - action: quarantine\n  - match:\n      min_attempts: three\n    action: quarantine\n",
+			5, []string{`dlq_rules[1].match.min_attempts: want an integer, got "three"`}},
+		{"multiplier: fast", "version: v1\ndefaults:\n  backoff: {multiplier: fast}\n",
+			3, []string{`defaults.backoff.multiplier: want a number, got "fast"`}},
+		{"owner a list", "version: v1\ndefaults:\n  owner: [a, b]\n",
+			3, []string{`defaults.owner: want a string, got a list`}},
+		{"labels value a mapping", "version: v1\ndlq_rules:\n  - match:\n      labels: {team: {a: b}}\n    action: quarantine\n",
+			4, []string{`dlq_rules[0].match.labels.team: want a string, got a mapping`}},
 		{"reason_code a mapping", "version: v1\ndlq_rules:\n  - match:\n      reason_code: {a: b}\n    action: quarantine\n",
 			4, []string{"expected a string or a list of strings, got a mapping"}},
 		{"reason_code list of lists", "version: v1\ndlq_rules:\n  - match:\n      reason_code: [[a]]\n    action: quarantine\n",
@@ -99,11 +109,11 @@ func TestEachProblemIsReportedWithItsLine(t *testing.T) {
 		{"a rule that is a string", "version: v1\ndlq_rules:\n  - quarantine everything\n",
 			3, []string{"expected a mapping, got a scalar"}},
 		{"dlq_rules a mapping", "version: v1\ndlq_rules: {a: 1}\n",
-			2, []string{"cannot unmarshal"}},
+			2, []string{"dlq_rules: want a list, got a mapping"}},
 		{"defaults a list", "version: v1\ndefaults: [1]\n",
 			2, []string{"expected a mapping, got a list"}},
 		{"bad duration", "version: v1\ndefaults:\n  backoff: {initial: soon}\n",
-			3, []string{"cannot unmarshal", "`soon`"}},
+			3, []string{`defaults.backoff.initial: want a duration such as 30s or 2m, got "soon"`}},
 
 		// Targets and patterns.
 		{"target with neither http nor exec", "version: v1\ntargets:\n  - name: x\n    match: {topic: a}\n",
@@ -202,14 +212,14 @@ targets:
 	}{
 		{1, `version: "v2" is not supported`},
 		{2, `unknown field "colour"`},
-		{3, "defaults.max_replays must be >= 0"},
+		{4, "defaults.max_replays must be >= 0"},
 		{5, "defaults.backoff: initial 10s is larger than max 1s"},
 		{6, `unknown class "flaky"`},
 		{9, "patterns[0].regex"},
 		{13, `unknown field "topc"`},
 		{14, `unknown action "replay"`},
 		{15, `dlq_rules[1].match.class: unknown class "flaky"`},
-		{17, "`many`"},
+		{17, `dlq_rules[1].max_replays: want an integer, got "many"`},
 		{18, `bad glob "[bad"`},
 		{20, "dlq_rules[2].backoff: initial 10s is larger than max 1s"},
 		{21, `unknown source kind "kafka"`},
@@ -294,8 +304,7 @@ targets:
 }
 
 func TestDefaultsProblemsPointAtTheirOwnLine(t *testing.T) {
-	t.Skip("BUG (minor): rules.go:384 reports defaults.max_replays < 0 at the line of the `defaults:` key " +
-		"(keyLine(top, \"defaults\")), not at the max_replays line as rules do (rules.go:465); want line 4, got line 2")
+	// Issue 14: it was reported at the line of the `defaults:` key.
 	_, err := ParseRules("bad.yaml", []byte("version: v1\ndefaults:\n  owner: ops\n  max_replays: -1\n"))
 	ps := configProblems(t, err, "bad.yaml")
 	if _, ok := findProblem(ps, 4, "defaults.max_replays must be >= 0"); !ok {

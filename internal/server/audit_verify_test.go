@@ -1,0 +1,47 @@
+package server
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/replayctl/replayctl/internal/audit"
+)
+
+// Issue 14: GET /api/audit/verify and the UI audit page verified without
+// the HMAC key and said ok on a chain the CLI with the key called BROKEN.
+// The bundle's store writes without the key, so a server that has one must
+// find the head unsigned.
+func TestServerVerifiesAuditWithItsKey(t *testing.T) {
+	b := newAPIBundle(t, []string{line("e1", "timeout", "")}, func(c *Config) { c.AuditKey = []byte("k1") })
+	b.reconcile("operator")
+	code, body := b.do("GET", "/api/audit/verify", "viewer", "")
+	var res audit.VerifyResult
+	if err := json.Unmarshal([]byte(body), &res); code != 200 || err != nil {
+		t.Fatalf("%d %s", code, body)
+	}
+	if res.OK() || !strings.Contains(res.Break.Reason, "head signature does not match") {
+		t.Fatalf("API verify with the key: %s, want the signature break", body)
+	}
+	code, body = b.do("GET", "/audit", "viewer", "")
+	if code != 200 || !strings.Contains(body, "chain broken") || !strings.Contains(body, "head signature does not match") {
+		t.Fatalf("UI audit page with the key: %d\n%s", code, body)
+	}
+}
+
+// Without a key the server says which check it could not make.
+func TestServerVerifyNamesUncheckedChecks(t *testing.T) {
+	b := newAPIBundle(t, []string{line("e1", "timeout", "")})
+	b.reconcile("operator")
+	_, body := b.do("GET", "/api/audit/verify", "viewer", "")
+	var res audit.VerifyResult
+	if err := json.Unmarshal([]byte(body), &res); err != nil || !res.OK() || res.Signed {
+		t.Fatalf("%s %v", body, err)
+	}
+	if !strings.Contains(body, "no audit key configured") {
+		t.Fatalf("verify without a key does not say the signature was not checked: %s", body)
+	}
+	if _, body := b.do("GET", "/audit", "viewer", ""); !strings.Contains(body, "not checked: head signature") {
+		t.Fatalf("UI audit page does not say the signature was not checked:\n%s", body)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
+
+	"github.com/replayctl/replayctl/internal/buildinfo"
 )
 
 type streams struct {
@@ -28,7 +30,10 @@ nexora, jsonl. State is a bbolt file (--db, default replayctl.db), PostgreSQL
 for many workers (--store), or a running server (--server).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints the same text as `replayctl version`.
+		Version: buildinfo.Get().Version,
 	}
+	root.SetVersionTemplate(versionText(buildinfo.Get()))
 	// --cpuprofile writes a pprof CPU profile of the command (hidden: for
 	// performance work, `go tool pprof replayctl FILE`).
 	var cpuprofile string
@@ -75,6 +80,7 @@ for many workers (--store), or a running server (--server).`,
 		newTokensCmd(s),
 		newBenchCmd(s),
 		newGenCmd(s),
+		newVersionCmd(s),
 	)
 	return root
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/replayctl/replayctl/internal/buildinfo"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
@@ -50,6 +51,12 @@ func newMetrics(st Store, now func() time.Time) *Metrics {
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "replayctl_reconcile_last_success_timestamp_seconds",
 			Help: "Unix time the last successful reconcile finished."}),
 	}
+	in := buildinfo.Get()
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "replayctl_build_info",
+		Help:        "Always 1; its labels say which build is running (join on it to compare versions across hosts).",
+		ConstLabels: prometheus.Labels{"version": in.Version, "commit": in.Commit, "goversion": in.Go, "opa": in.OPA, "bbolt": in.Bbolt}})
+	buildInfo.Set(1)
+	m.reg.MustRegister(buildInfo)
 	m.reg.MustRegister(m.decisions, m.outcomes, m.ingested, m.proposed, m.denied, m.policyEval, m.runDuration, m.runs,
 		m.lastSuccess, &stateCollector{st: st, now: now}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

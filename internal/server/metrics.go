@@ -27,6 +27,7 @@ type Metrics struct {
 	runDuration prometheus.Histogram
 	runs        *prometheus.CounterVec
 	lastSuccess prometheus.Gauge
+	configValid prometheus.Gauge
 }
 
 func newMetrics(st Store, now func() time.Time) *Metrics {
@@ -50,7 +51,10 @@ func newMetrics(st Store, now func() time.Time) *Metrics {
 			Help: "Reconcile runs by result (succeeded, failed, skipped_overrun)."}, []string{"result"}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "replayctl_reconcile_last_success_timestamp_seconds",
 			Help: "Unix time the last successful reconcile finished."}),
+		configValid: prometheus.NewGauge(prometheus.GaugeOpts{Name: "replayctl_config_valid",
+			Help: "1 if rules.yaml and the policies loaded at the last check, 0 if not (runs are refused)."}),
 	}
+	m.configValid.Set(1)
 	in := buildinfo.Get()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "replayctl_build_info",
 		Help:        "Always 1; its labels say which build is running (join on it to compare versions across hosts).",
@@ -58,7 +62,7 @@ func newMetrics(st Store, now func() time.Time) *Metrics {
 	buildInfo.Set(1)
 	m.reg.MustRegister(buildInfo)
 	m.reg.MustRegister(m.decisions, m.outcomes, m.ingested, m.proposed, m.denied, m.policyEval, m.runDuration, m.runs,
-		m.lastSuccess, &stateCollector{st: st, now: now}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.lastSuccess, m.configValid, &stateCollector{st: st, now: now}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -75,7 +79,10 @@ func (m *Metrics) observeEntry(res replay.EntryResult) {
 	if res.New {
 		m.ingested.Inc()
 	}
-	if res.Decision.ProposedAction == triage.AutoReplay && res.Final != triage.Skip {
+	// Only a decision that changed (a new record) counts: an entry held for
+	// approval is decided the same on every run, and counting it each time
+	// made the denial rate 100% forever with no new replays (issue 19).
+	if res.Recorded && res.Decision.ProposedAction == triage.AutoReplay && res.Final != triage.Skip {
 		m.proposed.Inc()
 		if res.Final != triage.AutoReplay {
 			m.denied.Inc()
@@ -117,12 +124,15 @@ var (
 		[]string{"group"}, nil)
 	oldestDesc = prometheus.NewDesc("replayctl_approvals_oldest_pending_age_seconds",
 		"Age of the oldest open approval request.", nil, nil)
+	oldestEntryDesc = prometheus.NewDesc("replayctl_oldest_open_entry_age_seconds",
+		"Age (since first seen) of the oldest entry not yet replayed or resolved.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- entriesDesc
 	ch <- pendingDesc
 	ch <- oldestDesc
+	ch <- oldestEntryDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -130,16 +140,21 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	type cell struct{ class, action, state string }
 	counts := map[cell]int{}
+	now := c.now()
+	var oldestEntry time.Duration
 	_ = c.st.Entries(ctx, func(er *store.EntryRecord) error {
 		counts[cell{string(er.Class), string(er.Action), er.Status}]++
+		if er.Status != store.StatusReplayed && er.Status != store.StatusResolved && !er.FirstSeen.IsZero() {
+			oldestEntry = max(oldestEntry, now.Sub(er.FirstSeen))
+		}
 		return nil
 	})
+	ch <- prometheus.MustNewConstMetric(oldestEntryDesc, prometheus.GaugeValue, oldestEntry.Seconds())
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(entriesDesc, prometheus.GaugeValue, float64(n), k.class, k.action, k.state)
 	}
 	pending := map[string]int{}
 	var oldest time.Duration
-	now := c.now()
 	_ = c.st.Approvals(ctx, func(a *store.Approval) error {
 		if a.State == store.ApprovalPending && (a.ExpiresAt.IsZero() || now.Before(a.ExpiresAt)) {
 			pending[a.ApproverGroup]++

@@ -242,3 +242,66 @@ func walkContainers(v any, fn func(map[string]any)) {
 		}
 	}
 }
+
+// The shipped alerts load (promtool check rules), fire and stay silent as
+// alerts_test.yaml says (promtool test rules), and each names a severity, a
+// summary and a runbook section that exists in the README.
+func TestAlertRules(t *testing.T) {
+	data, err := os.ReadFile("prometheus/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rf struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string
+				Labels      map[string]string
+				Annotations map[string]string
+			}
+		}
+	}
+	if err := yaml.Unmarshal(data, &rf); err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tested, _ := os.ReadFile("prometheus/alerts_test.yaml")
+	n := 0
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			n++
+			if s := r.Labels["severity"]; s != "warning" && s != "critical" {
+				t.Errorf("%s: severity %q", r.Alert, s)
+			}
+			if r.Annotations["summary"] == "" {
+				t.Errorf("%s: no summary", r.Alert)
+			}
+			if want := "https://github.com/replayctl/replayctl#" + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+				t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
+			}
+			if !bytes.Contains(readme, []byte("\n### "+r.Alert+"\n")) {
+				t.Errorf("%s: no README runbook section `### %s`", r.Alert, r.Alert)
+			}
+			// Every alert has a case where it fires and one where it must not.
+			if c := strings.Count(string(tested), "alertname: "+r.Alert+","); c == 0 {
+				t.Errorf("%s: no silent case in alerts_test.yaml", r.Alert)
+			}
+			if !strings.Contains(string(tested), "alertname: "+r.Alert+"\n") {
+				t.Errorf("%s: no firing case in alerts_test.yaml", r.Alert)
+			}
+		}
+	}
+	if n < 7 {
+		t.Fatalf("%d alert rules, want at least 7", n)
+	}
+	promtool := need(t, "promtool", "prometheus")
+	for _, args := range [][]string{{"check", "rules", "alerts.yaml"}, {"test", "rules", "alerts_test.yaml"}} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = "prometheus"
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}

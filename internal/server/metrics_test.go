@@ -1,8 +1,10 @@
 package server
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -52,5 +54,64 @@ func TestDenialsCountedOncePerDecisionChange(t *testing.T) {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q", want)
 		}
+	}
+}
+
+// Every metric the shipped Grafana dashboard queries exists in the registry
+// /metrics serves, so no panel is silently empty after a rename.
+func TestGrafanaDashboardNamesOnlyRegisteredMetrics(t *testing.T) {
+	b := newAPIBundle(t, []string{line("e1", "timeout", ""), line("h1", "timeout", `,"labels":{"risk":"high"}`)})
+	b.reconcile("operator")
+	fams, err := b.srv.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, f := range fams {
+		have[f.GetName()] = true
+	}
+	data, err := os.ReadFile("../../deploy/grafana/replayctl.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+		Templating struct{ List []struct{ Query any } }
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	var exprs []string
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	for _, v := range dash.Templating.List {
+		if q, ok := v.Query.(string); ok {
+			exprs = append(exprs, q)
+		}
+	}
+	name := regexp.MustCompile(`\breplayctl_[a-z_]+`)
+	n := 0
+	for _, e := range exprs {
+		for _, m := range name.FindAllString(e, -1) {
+			n++
+			base := m
+			for _, suf := range []string{"_bucket", "_sum", "_count"} {
+				if s, ok := strings.CutSuffix(m, suf); ok && have[s] {
+					base = s
+				}
+			}
+			if !have[base] {
+				t.Errorf("dashboard queries %s (in %q), which /metrics does not export", m, e)
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d metric references in the dashboard", n)
 	}
 }

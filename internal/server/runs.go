@@ -108,7 +108,7 @@ func (r *runner) reconcile(ctx context.Context, run *Run) error {
 		}
 		defer release()
 	}
-	engine, snap, err := s.cfg.Engine(ctx)
+	engine, snap, err := s.engine(ctx)
 	if err != nil {
 		return err
 	}

@@ -214,16 +214,21 @@ func serviceError(w http.ResponseWriter, err error) {
 
 var errBadRequest = errors.New("bad request")
 
+// handleReady answers whether this process can serve: the store answers.
+// An invalid configuration is reported in the body and in
+// replayctl_config_valid but does not make the pod unready: that would take
+// the UI and the approval queue out of the Service exactly when people need
+// them (runs are refused instead, see readiness.go).
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
-	if _, _, err := s.cfg.Engine(r.Context()); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "not_ready", "rules or policy do not load: "+err.Error())
-		return
-	}
 	if err := s.cfg.Store.View(r.Context(), func(store.Tx) error { return nil }); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "not_ready", "state store: "+err.Error())
 		return
 	}
-	writeJSON(w, 200, map[string]string{"status": "ready"})
+	body := map[string]string{"status": "ready", "config": "valid"}
+	if _, _, err := s.engine(r.Context()); err != nil {
+		body["config"] = "invalid: " + err.Error()
+	}
+	writeJSON(w, 200, body)
 }
 
 // Start runs the scheduler until ctx is done, then waits for a run in

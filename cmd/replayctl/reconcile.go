@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -46,6 +47,7 @@ func newReconcileCmd(s *streams) *cobra.Command {
 		verbose bool
 		lease   time.Duration
 	)
+	var metricsFile string
 	cmd := &cobra.Command{
 		Use:   "reconcile --source KIND:PATH... [--db replayctl.db] [--target URL] [flags]",
 		Short: "Ingest, decide and act: replay, quarantine or ask for approval",
@@ -96,6 +98,12 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 				return err
 			}
 			defer st.Close()
+			var rm *server.RunMetrics
+			if metricsFile != "" {
+				if rm, err = server.NewRunMetrics(st, metricsFile, time.Now); err != nil {
+					return err
+				}
+			}
 			prog := startProgress(s.err, "reconciled")
 			out := bufio.NewWriter(s.out)
 			defer out.Flush()
@@ -104,6 +112,9 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 				MaxParallel: par, Rate: rate, Limit: limit, Lease: lease,
 				OnEntry: func(res replay.EntryResult) {
 					prog.add(1)
+					if rm != nil {
+						rm.ObserveEntry(res)
+					}
 					if verbose && format == "table" {
 						printResultRow(out, &res)
 					}
@@ -114,6 +125,11 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			}
 			rep, err := r.Run(cmd.Context(), srcs)
 			prog.done()
+			if rm != nil {
+				if merr := rm.Finish(err); merr != nil && err == nil {
+					err = merr
+				}
+			}
 			if err != nil {
 				if rep != nil && format == "json" {
 					_ = writeJSON(out, rep)
@@ -144,6 +160,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 	f.DurationVar(&lease, "lease", 2*time.Minute, "with --store: how long a worker's claim on an entry lasts (must exceed a dispatch's timeout)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "list every entry's result")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
+	f.StringVar(&metricsFile, "metrics-file", "", "after the run, write Prometheus metrics to this file (node_exporter textfile format, written atomically; counters continue from the file's previous values)")
 	return cmd
 }
 

@@ -31,6 +31,15 @@ type Metrics struct {
 }
 
 func newMetrics(st Store, now func() time.Time) *Metrics {
+	m := newRunMetrics(st, now)
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// newRunMetrics are the replayctl metrics without the Go runtime and
+// process collectors, which a textfile must not carry (node_exporter
+// exports its own go_* and process_* and refuses duplicates).
+func newRunMetrics(st Store, now func() time.Time) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "replayctl_decisions_total",
@@ -62,7 +71,7 @@ func newMetrics(st Store, now func() time.Time) *Metrics {
 	buildInfo.Set(1)
 	m.reg.MustRegister(buildInfo)
 	m.reg.MustRegister(m.decisions, m.outcomes, m.ingested, m.proposed, m.denied, m.policyEval, m.runDuration, m.runs,
-		m.lastSuccess, m.configValid, &stateCollector{st: st, now: now}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.lastSuccess, m.configValid, &stateCollector{st: st, now: now})
 	return m
 }
 

@@ -3,17 +3,22 @@ package main
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 
 	"github.com/replayctl/replayctl/internal/buildinfo"
+	"github.com/replayctl/replayctl/internal/logging"
 )
 
 type streams struct {
 	in       io.Reader
 	out, err io.Writer
+	// log is built from --log-format and --log-level before any command
+	// runs; it writes to err, never to out (which carries command output).
+	log *slog.Logger
 }
 
 func newRootCmd(s *streams) *cobra.Command {
@@ -40,7 +45,15 @@ for many workers (--store), or a running server (--server).`,
 	var stopProfile func()
 	root.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile to this file")
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")
+	var logFormat, logLevel string
+	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log format: "+logging.Formats)
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: "+logging.Levels)
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		log, err := logging.New(s.err, logFormat, logLevel)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		s.log = log
 		if cpuprofile == "" {
 			return nil
 		}

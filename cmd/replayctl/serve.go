@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -69,7 +68,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 				return err
 			}
 			defer st.Close()
-			logger := slog.New(slog.NewTextHandler(s.err, nil))
+			logger := s.log
 			srv, err := server.New(server.Config{
 				Store: st, Tokens: tokens, Sources: srcs, Approvers: cfg, Every: every,
 				MaxParallel: par, Rate: rate, Logger: logger,

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replayctl/replayctl/internal/buildinfo"
+	"github.com/replayctl/replayctl/internal/config"
 	"github.com/replayctl/replayctl/internal/logging"
 )
 
@@ -19,6 +20,8 @@ type streams struct {
 	// log is built from --log-format and --log-level before any command
 	// runs; it writes to err, never to out (which carries command output).
 	log *slog.Logger
+	// cfg is the config file and environment, applied to the flags.
+	cfg *config.Config
 }
 
 func newRootCmd(s *streams) *cobra.Command {
@@ -45,10 +48,22 @@ for many workers (--store), or a running server (--server).`,
 	var stopProfile func()
 	root.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile to this file")
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")
-	var logFormat, logLevel string
+	var logFormat, logLevel, configPath string
+	root.PersistentFlags().StringVar(&configPath, "config", "", "configuration file (replayctl.yaml; or REPLAYCTL_CONFIG): keys are flag names; precedence flag > REPLAYCTL_<FLAG> env > file > default")
 	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log format: "+logging.Formats)
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: "+logging.Levels)
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := config.Load(configPath, os.Environ())
+		if err != nil {
+			return usageError("%v", err)
+		}
+		if err := cfg.Check(flagNames(root)); err != nil {
+			return usageError("%v", err)
+		}
+		if err := cfg.Apply(cmd.Flags()); err != nil {
+			return usageError("%v", err)
+		}
+		s.cfg = cfg
 		log, err := logging.New(s.err, logFormat, logLevel)
 		if err != nil {
 			return usageError("%v", err)
@@ -94,6 +109,7 @@ for many workers (--store), or a running server (--server).`,
 		newBenchCmd(s),
 		newGenCmd(s),
 		newVersionCmd(s),
+		newConfigCmd(s),
 	)
 	return root
 }

@@ -48,6 +48,8 @@ type Config struct {
 	Now         func() time.Time
 	// CSRFKey signs the web UI's forms (random at start when empty).
 	CSRFKey []byte
+	// Proxy, when set, lets a trusted reverse proxy sign people in.
+	Proxy *ProxyAuth
 }
 
 // Server is the HTTP service.
@@ -183,6 +185,9 @@ func (s *Server) authenticate(r *http.Request) (Token, bool) {
 			return Token{}, false
 		}
 		return s.cfg.Tokens.Lookup(strings.TrimSpace(secret))
+	}
+	if tok, ok := s.cfg.Proxy.authenticate(r); ok {
+		return tok, true
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil {
 		return s.cfg.Tokens.Lookup(c.Value)

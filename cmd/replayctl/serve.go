@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/notify"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/triage"
@@ -32,6 +33,8 @@ func newServeCmd(s *streams) *cobra.Command {
 	var (
 		tlsCert, tlsKey, proxyDefault string
 		trustedProxies, proxyRoles    []string
+		hooksJSON, hooksSlack         []string
+		publicURL                     string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --addr 127.0.0.1:8080 --source KIND:PATH... [--every 5m] [--db F] [--tokens F]",
@@ -84,6 +87,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 			srv, err := server.New(server.Config{
 				Store: st, Tokens: tokens, Sources: srcs, Approvers: cfg, Every: every,
 				MaxParallel: par, Rate: rate, Logger: logger, Proxy: proxy,
+				Notify: notifier(hooksJSON, hooksSlack), PublicURL: publicURL,
 				Engine: func(ctx context.Context) (*triage.Engine, triage.Snapshot, error) { return eng.load(ctx) },
 				Router: func(rules *triage.Rules) replay.Router { return tgt.router(rules) },
 			})
@@ -141,7 +145,33 @@ dispatches (or record them outcome_unknown), and exits.`,
 	f.StringArrayVar(&trustedProxies, "trusted-proxy", nil, "accept X-Forwarded-User/X-Forwarded-Groups from this address or CIDR (repeatable; e.g. the oauth2-proxy pod network)")
 	f.StringArrayVar(&proxyRoles, "proxy-role", nil, "map a proxy group to a role, GROUP=ROLE (repeatable)")
 	f.StringVar(&proxyDefault, "proxy-default-role", "", "role of a proxy user in no mapped group (empty: refused)")
+	f.StringArrayVar(&hooksJSON, "notify-webhook", nil, "POST a JSON message here when a run opens approvals (repeatable)")
+	f.StringArrayVar(&hooksSlack, "notify-slack", nil, "Slack-compatible incoming webhook to tell approvers (repeatable)")
+	f.StringVar(&publicURL, "public-url", "http://localhost:8080", "this server's address as people reach it, for links in notifications")
 	return cmd
+}
+
+// notifier delivers approver notifications in the background: 5 attempts,
+// backoff from 2s doubling, a failure metered, never blocking a run.
+func notifier(jsonHooks, slackHooks []string) *notify.Notifier {
+	if len(jsonHooks)+len(slackHooks) == 0 {
+		return nil
+	}
+	n := &notify.Notifier{Attempts: 5, Backoff: 2 * time.Second, Sleep: func(ctx context.Context, d time.Duration) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}}
+	for _, u := range jsonHooks {
+		n.Hooks = append(n.Hooks, notify.Webhook{URL: u, Format: "json"})
+	}
+	for _, u := range slackHooks {
+		n.Hooks = append(n.Hooks, notify.Webhook{URL: u, Format: "slack"})
+	}
+	return n
 }
 
 // proxyAuth builds the trusted-proxy configuration from the flags.

@@ -192,7 +192,8 @@ func Redact(name, value string) string {
 	if value == "" {
 		return value
 	}
-	if name == "token" || strings.Contains(name, "password") || strings.Contains(name, "secret") {
+	// A webhook URL (notify-*) is its own credential.
+	if name == "token" || strings.HasPrefix(name, "notify-") || strings.Contains(name, "password") || strings.Contains(name, "secret") {
 		return "REDACTED"
 	}
 	// Any URL's password, wherever it sits (a source spec embeds a URL).

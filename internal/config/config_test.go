@@ -126,6 +126,7 @@ func TestRedact(t *testing.T) {
 		{"store", "postgres://replayctl:hunter2@db:5432/r", "postgres://replayctl:REDACTED@db:5432/r"},
 		{"source", "[cordum-redis:redis://:pw@r:6379/0,jsonl:a]", "[cordum-redis:redis://:REDACTED@r:6379/0,jsonl:a]"},
 		{"db", "replayctl.db", "replayctl.db"},
+		{"notify-slack", "[https://hooks.slack.com/services/T0/B0/xyz]", "REDACTED"},
 	} {
 		if got := Redact(c.name, c.in); got != c.want {
 			t.Errorf("Redact(%s, %q) = %q, want %q", c.name, c.in, got, c.want)

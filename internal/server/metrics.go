@@ -28,6 +28,8 @@ type Metrics struct {
 	runs        *prometheus.CounterVec
 	lastSuccess prometheus.Gauge
 	configValid prometheus.Gauge
+	// notifyFailed has no label: a webhook URL is often a secret.
+	notifyFailed prometheus.Counter
 }
 
 func newMetrics(st Store, now func() time.Time) *Metrics {
@@ -64,6 +66,9 @@ func newRunMetrics(st Store, now func() time.Time) *Metrics {
 			Help: "1 if rules.yaml and the policies loaded at the last check, 0 if not (runs are refused)."}),
 	}
 	m.configValid.Set(1)
+	m.notifyFailed = prometheus.NewCounter(prometheus.CounterOpts{Name: "replayctl_notifications_failed_total",
+		Help: "Approver notifications given up after every retry."})
+	m.reg.MustRegister(m.notifyFailed)
 	in := buildinfo.Get()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "replayctl_build_info",
 		Help:        "Always 1; its labels say which build is running (join on it to compare versions across hosts).",

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/notify"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
@@ -50,6 +51,10 @@ type Config struct {
 	CSRFKey []byte
 	// Proxy, when set, lets a trusted reverse proxy sign people in.
 	Proxy *ProxyAuth
+	// Notify, when set, tells approvers when a run opens approvals;
+	// PublicURL is this server's address as people reach it (for links).
+	Notify    *notify.Notifier
+	PublicURL string
 }
 
 // Server is the HTTP service.
@@ -74,6 +79,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
 	s.metrics = newMetrics(cfg.Store, cfg.Now)
+	if cfg.Notify != nil {
+		cfg.Notify.Failed = func(string) { s.metrics.notifyFailed.Inc() }
+	}
 	s.runs = &runner{srv: s, runs: map[string]*Run{}}
 	u, err := newUI(s)
 	if err != nil {

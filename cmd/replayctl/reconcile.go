@@ -47,7 +47,7 @@ func newReconcileCmd(s *streams) *cobra.Command {
 		verbose bool
 		lease   time.Duration
 	)
-	var metricsFile string
+	var metricsFile, pushURL string
 	cmd := &cobra.Command{
 		Use:   "reconcile --source KIND:PATH... [--db replayctl.db] [--target URL] [flags]",
 		Short: "Ingest, decide and act: replay, quarantine or ask for approval",
@@ -99,7 +99,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			}
 			defer st.Close()
 			var rm *server.RunMetrics
-			if metricsFile != "" {
+			if metricsFile != "" || pushURL != "" {
 				if rm, err = server.NewRunMetrics(st, metricsFile, time.Now); err != nil {
 					return err
 				}
@@ -126,7 +126,11 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			rep, err := r.Run(cmd.Context(), srcs)
 			prog.done()
 			if rm != nil {
-				if merr := rm.Finish(err); merr != nil && err == nil {
+				merr := rm.Finish(err)
+				if merr == nil && pushURL != "" {
+					merr = rm.Push(pushURL)
+				}
+				if merr != nil && err == nil {
 					err = merr
 				}
 			}
@@ -161,6 +165,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 	f.BoolVarP(&verbose, "verbose", "v", false, "list every entry's result")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	f.StringVar(&metricsFile, "metrics-file", "", "after the run, write Prometheus metrics to this file (node_exporter textfile format, written atomically; counters continue from the file's previous values)")
+	f.StringVar(&pushURL, "push-url", "", "after the run, push its metrics to this Prometheus Pushgateway (job replayctl_reconcile)")
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/push"
 
 	"github.com/replayctl/replayctl/internal/replay"
 )
@@ -32,6 +33,9 @@ type RunMetrics struct {
 // silently reset).
 func NewRunMetrics(st Store, path string, now func() time.Time) (*RunMetrics, error) {
 	r := &RunMetrics{m: newRunMetrics(st, now), path: path, now: now}
+	if path == "" {
+		return r, nil // --push-url only: this run's counts
+	}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return r, nil
@@ -103,9 +107,28 @@ func (r *RunMetrics) Finish(err error) error {
 		r.m.runs.WithLabelValues("succeeded").Inc()
 		r.m.lastSuccess.Set(float64(r.now().Unix()))
 	}
-	// Histograms are left out: one run's latencies written as a histogram
-	// would look like a counter reset at every run.
-	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+	if r.path == "" {
+		return nil
+	}
+	if err := prometheus.WriteToTextfile(r.path, r.gatherer()); err != nil {
+		return fmt.Errorf("write metrics file %s: %w", r.path, err)
+	}
+	return nil
+}
+
+// Push sends the metrics to a Pushgateway (client_golang's push package),
+// replacing the group job="replayctl_reconcile"; call after Finish.
+func (r *RunMetrics) Push(url string) error {
+	if err := push.New(url, "replayctl_reconcile").Gatherer(r.gatherer()).Push(); err != nil {
+		return fmt.Errorf("push metrics to %s: %w", url, err)
+	}
+	return nil
+}
+
+// gatherer leaves histograms out: one run's latencies written as a
+// histogram would look like a counter reset at every run.
+func (r *RunMetrics) gatherer() prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		fams, err := r.m.reg.Gather()
 		out := fams[:0]
 		for _, f := range fams {
@@ -115,8 +138,4 @@ func (r *RunMetrics) Finish(err error) error {
 		}
 		return out, err
 	})
-	if err := prometheus.WriteToTextfile(r.path, g); err != nil {
-		return fmt.Errorf("write metrics file %s: %w", r.path, err)
-	}
-	return nil
 }

@@ -138,6 +138,8 @@ var (
 		[]string{"group"}, nil)
 	oldestDesc = prometheus.NewDesc("replayctl_approvals_oldest_pending_age_seconds",
 		"Age of the oldest open approval request.", nil, nil)
+	depthDesc = prometheus.NewDesc("replayctl_open_entries",
+		"Entries not yet replayed or resolved, by source kind and topic (the DLQ depth).", []string{"source", "topic"}, nil)
 	oldestEntryDesc = prometheus.NewDesc("replayctl_oldest_open_entry_age_seconds",
 		"Age (since first seen) of the oldest entry not yet replayed or resolved.", nil, nil)
 )
@@ -147,6 +149,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- pendingDesc
 	ch <- oldestDesc
 	ch <- oldestEntryDesc
+	ch <- depthDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -156,14 +159,21 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[cell]int{}
 	now := c.now()
 	var oldestEntry time.Duration
+	depth := map[[2]string]int{}
 	_ = c.st.Entries(ctx, func(er *store.EntryRecord) error {
 		counts[cell{string(er.Class), string(er.Action), er.Status}]++
-		if er.Status != store.StatusReplayed && er.Status != store.StatusResolved && !er.FirstSeen.IsZero() {
-			oldestEntry = max(oldestEntry, now.Sub(er.FirstSeen))
+		if er.Status != store.StatusReplayed && er.Status != store.StatusResolved {
+			depth[[2]string{er.Entry.Source, er.Entry.Topic}]++
+			if !er.FirstSeen.IsZero() {
+				oldestEntry = max(oldestEntry, now.Sub(er.FirstSeen))
+			}
 		}
 		return nil
 	})
 	ch <- prometheus.MustNewConstMetric(oldestEntryDesc, prometheus.GaugeValue, oldestEntry.Seconds())
+	for k, n := range depth {
+		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(entriesDesc, prometheus.GaugeValue, float64(n), k.class, k.action, k.state)
 	}

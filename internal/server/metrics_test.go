@@ -50,6 +50,8 @@ func TestDenialsCountedOncePerDecisionChange(t *testing.T) {
 		"replayctl_replays_proposed_total 2\n",
 		"replayctl_config_valid 1\n",
 		"replayctl_oldest_open_entry_age_seconds ",
+		// h1 waits for approval; e1 was replayed and is no longer open.
+		`replayctl_open_entries{source="jsonl",topic="tool.email.send"} 1` + "\n",
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q", want)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/approval"
 	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -61,6 +62,7 @@ func newReconcileCmd(s *streams) *cobra.Command {
 		// approval requests this run raises stay open.
 		approvers approversFlag
 	)
+	var metricsFile, pushURL string
 	cmd := &cobra.Command{
 		Use:   "reconcile --source KIND:PATH... [--db replayctl.db] [--target URL] [flags]",
 		Short: "Ingest, decide and act: replay, quarantine or ask for approval",
@@ -115,6 +117,12 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 				return err
 			}
 			defer st.Close()
+			var rm *server.RunMetrics
+			if metricsFile != "" || pushURL != "" {
+				if rm, err = server.NewRunMetrics(st, metricsFile, time.Now); err != nil {
+					return err
+				}
+			}
 			prog := startProgress(s.err, "reconciled")
 			out := bufio.NewWriter(s.out)
 			defer out.Flush()
@@ -123,6 +131,9 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 				MaxParallel: par, Rate: rate, Limit: limit, Lease: lease, ApprovalTTL: apprCfg.Expiry,
 				OnEntry: func(res replay.EntryResult) {
 					prog.add(1)
+					if rm != nil {
+						rm.ObserveEntry(res)
+					}
 					if verbose && format == "table" {
 						printResultRow(out, &res)
 					}
@@ -133,6 +144,15 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			}
 			rep, err := r.Run(cmd.Context(), srcs)
 			prog.done()
+			if rm != nil {
+				merr := rm.Finish(err)
+				if merr == nil && pushURL != "" {
+					merr = rm.Push(pushURL)
+				}
+				if merr != nil && err == nil {
+					err = merr
+				}
+			}
 			if err != nil {
 				if rep != nil && format == "json" {
 					_ = writeJSON(out, rep)
@@ -164,6 +184,8 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 	f.DurationVar(&lease, "lease", 2*time.Minute, "with --store: how long a worker's claim on an entry lasts (must exceed a dispatch's timeout)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "list every entry's result")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
+	f.StringVar(&metricsFile, "metrics-file", "", "after the run, write Prometheus metrics to this file (node_exporter textfile format, written atomically; counters continue from the file's previous values)")
+	f.StringVar(&pushURL, "push-url", "", "after the run, push its metrics to this Prometheus Pushgateway (job replayctl_reconcile)")
 	return cmd
 }
 

@@ -3,15 +3,25 @@ package main
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
+
+	"github.com/replayctl/replayctl/internal/buildinfo"
+	"github.com/replayctl/replayctl/internal/config"
+	"github.com/replayctl/replayctl/internal/logging"
 )
 
 type streams struct {
 	in       io.Reader
 	out, err io.Writer
+	// log is built from --log-format and --log-level before any command
+	// runs; it writes to err, never to out (which carries command output).
+	log *slog.Logger
+	// cfg is the config file and environment, applied to the flags.
+	cfg *config.Config
 }
 
 func newRootCmd(s *streams) *cobra.Command {
@@ -28,14 +38,37 @@ nexora, jsonl. State is a bbolt file (--db, default replayctl.db), PostgreSQL
 for many workers (--store), or a running server (--server).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints the same text as `replayctl version`.
+		Version: buildinfo.Get().Version,
 	}
+	root.SetVersionTemplate(versionText(buildinfo.Get()))
 	// --cpuprofile writes a pprof CPU profile of the command (hidden: for
 	// performance work, `go tool pprof replayctl FILE`).
 	var cpuprofile string
 	var stopProfile func()
 	root.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile to this file")
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+	var logFormat, logLevel, configPath string
+	root.PersistentFlags().StringVar(&configPath, "config", "", "configuration file (replayctl.yaml; or REPLAYCTL_CONFIG): keys are flag names; precedence flag > REPLAYCTL_<FLAG> env > file > default")
+	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log format: "+logging.Formats)
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: "+logging.Levels)
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := config.Load(configPath, os.Environ())
+		if err != nil {
+			return usageError("%v", err)
+		}
+		if err := cfg.Check(flagNames(root)); err != nil {
+			return usageError("%v", err)
+		}
+		if err := cfg.Apply(cmd.Flags()); err != nil {
+			return usageError("%v", err)
+		}
+		s.cfg = cfg
+		log, err := logging.New(s.err, logFormat, logLevel)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		s.log = log
 		if cpuprofile == "" {
 			return nil
 		}
@@ -75,6 +108,8 @@ for many workers (--store), or a running server (--server).`,
 		newTokensCmd(s),
 		newBenchCmd(s),
 		newGenCmd(s),
+		newVersionCmd(s),
+		newConfigCmd(s),
 	)
 	registerCompletions(root)
 	return root

@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/notify"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/triage"
@@ -28,6 +29,12 @@ func newServeCmd(s *streams) *cobra.Command {
 		approvers        approversFlag
 		par              int
 		rate             float64
+	)
+	var (
+		tlsCert, tlsKey, proxyDefault string
+		trustedProxies, proxyRoles    []string
+		hooksJSON, hooksSlack         []string
+		publicURL                     string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --addr 127.0.0.1:8080 --source KIND:PATH... [--every 5m] [--db F] [--tokens F]",
@@ -47,6 +54,13 @@ dispatches (or record them outcome_unknown), and exits.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if every < 0 {
 				return usageError("--every must not be negative")
+			}
+			if (tlsCert == "") != (tlsKey == "") {
+				return usageError("--tls-cert and --tls-key go together")
+			}
+			proxy, err := proxyAuth(trustedProxies, proxyRoles, proxyDefault)
+			if err != nil {
+				return usageError("%v", err)
 			}
 			srcs, err := src.open()
 			if err != nil {
@@ -73,10 +87,11 @@ dispatches (or record them outcome_unknown), and exits.`,
 				return err
 			}
 			defer st.Close()
-			logger := slog.New(slog.NewTextHandler(s.err, nil))
+			logger := s.log
 			srv, err := server.New(server.Config{
 				Store: st, Tokens: tokens, Sources: srcs, Approvers: cfg, Every: every,
-				MaxParallel: par, Rate: rate, Logger: logger, AuditKey: auditKey,
+				MaxParallel: par, Rate: rate, Logger: logger, AuditKey: auditKey, Proxy: proxy,
+				Notify: notifier(hooksJSON, hooksSlack), PublicURL: publicURL,
 				Engine: func(ctx context.Context) (*triage.Engine, triage.Snapshot, error) { return eng.load(ctx) },
 				Router: func(rules *triage.Rules) replay.Router { return tgt.router(rules, srcs...) },
 			})
@@ -91,7 +106,13 @@ dispatches (or record them outcome_unknown), and exits.`,
 			wg := srv.Start(ctx)
 			hs := srv.HTTPServer()
 			errc := make(chan error, 1)
-			go func() { errc <- hs.Serve(ln) }()
+			go func() {
+				if tlsCert != "" {
+					errc <- hs.ServeTLS(ln, tlsCert, tlsKey)
+					return
+				}
+				errc <- hs.Serve(ln)
+			}()
 			logger.Info("replayctl serving", "addr", ln.Addr().String(), "every", every.String(), "db", db.path)
 			fmt.Fprintf(s.out, "listening on http://%s\n", ln.Addr())
 			select {
@@ -123,7 +144,69 @@ dispatches (or record them outcome_unknown), and exits.`,
 	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads")
 	f.IntVar(&par, "max-parallel", 5, "entries handled at once per run")
 	f.Float64Var(&rate, "rate", 0, "at most this many dispatches per second (0: no limit)")
+	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM; with --tls-key)")
+	f.StringVar(&tlsKey, "tls-key", "", "private key of --tls-cert (PEM)")
+	f.StringArrayVar(&trustedProxies, "trusted-proxy", nil, "accept X-Forwarded-User/X-Forwarded-Groups from this address or CIDR (repeatable; e.g. the oauth2-proxy pod network)")
+	f.StringArrayVar(&proxyRoles, "proxy-role", nil, "map a proxy group to a role, GROUP=ROLE (repeatable)")
+	f.StringVar(&proxyDefault, "proxy-default-role", "", "role of a proxy user in no mapped group (empty: refused)")
+	f.StringArrayVar(&hooksJSON, "notify-webhook", nil, "POST a JSON message here when a run opens approvals (repeatable)")
+	f.StringArrayVar(&hooksSlack, "notify-slack", nil, "Slack-compatible incoming webhook to tell approvers (repeatable)")
+	f.StringVar(&publicURL, "public-url", "http://localhost:8080", "this server's address as people reach it, for links in notifications")
 	return cmd
+}
+
+// notifier delivers approver notifications in the background: 5 attempts,
+// backoff from 2s doubling, a failure metered, never blocking a run.
+func notifier(jsonHooks, slackHooks []string) *notify.Notifier {
+	if len(jsonHooks)+len(slackHooks) == 0 {
+		return nil
+	}
+	n := &notify.Notifier{Attempts: 5, Backoff: 2 * time.Second, Sleep: func(ctx context.Context, d time.Duration) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+	}}
+	for _, u := range jsonHooks {
+		n.Hooks = append(n.Hooks, notify.Webhook{URL: u, Format: "json"})
+	}
+	for _, u := range slackHooks {
+		n.Hooks = append(n.Hooks, notify.Webhook{URL: u, Format: "slack"})
+	}
+	return n
+}
+
+// proxyAuth builds the trusted-proxy configuration from the flags.
+func proxyAuth(trusted, roles []string, def string) (*server.ProxyAuth, error) {
+	if len(trusted) == 0 {
+		if len(roles) > 0 || def != "" {
+			return nil, errors.New("--proxy-role and --proxy-default-role need --trusted-proxy")
+		}
+		return nil, nil
+	}
+	p := &server.ProxyAuth{DefaultRole: def}
+	for _, t := range trusted {
+		pf, err := netip.ParsePrefix(t)
+		if err != nil {
+			a, aerr := netip.ParseAddr(t)
+			if aerr != nil {
+				return nil, fmt.Errorf("--trusted-proxy %q: want an address or CIDR", t)
+			}
+			pf = netip.PrefixFrom(a, a.BitLen())
+		}
+		p.Trusted = append(p.Trusted, pf)
+	}
+	m, err := server.ParseRoleMapping(roles)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := server.ParseRoleMapping([]string{"x=" + def}); def != "" && err != nil {
+		return nil, fmt.Errorf("--proxy-default-role %q: want viewer, operator, approver or admin", def)
+	}
+	p.Roles = m
+	return p, nil
 }
 
 func newTokensCmd(s *streams) *cobra.Command {

@@ -197,7 +197,7 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleStartRun(w http.ResponseWriter, r *http.Request) {
 	var body struct{}
-	if !readJSON(w, r, &body) {
+	if !readJSON(w, r, &body) || s.refuseInvalidConfig(w, r) {
 		return
 	}
 	run, err := s.runs.start("api", user(r).User)

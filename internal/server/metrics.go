@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/replayctl/replayctl/internal/buildinfo"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
@@ -26,9 +27,21 @@ type Metrics struct {
 	runDuration prometheus.Histogram
 	runs        *prometheus.CounterVec
 	lastSuccess prometheus.Gauge
+	configValid prometheus.Gauge
+	// notifyFailed has no label: a webhook URL is often a secret.
+	notifyFailed prometheus.Counter
 }
 
 func newMetrics(st Store, now func() time.Time) *Metrics {
+	m := newRunMetrics(st, now)
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// newRunMetrics are the replayctl metrics without the Go runtime and
+// process collectors, which a textfile must not carry (node_exporter
+// exports its own go_* and process_* and refuses duplicates).
+func newRunMetrics(st Store, now func() time.Time) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "replayctl_decisions_total",
@@ -49,9 +62,21 @@ func newMetrics(st Store, now func() time.Time) *Metrics {
 			Help: "Reconcile runs by result (succeeded, failed, skipped_overrun)."}, []string{"result"}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "replayctl_reconcile_last_success_timestamp_seconds",
 			Help: "Unix time the last successful reconcile finished."}),
+		configValid: prometheus.NewGauge(prometheus.GaugeOpts{Name: "replayctl_config_valid",
+			Help: "1 if rules.yaml and the policies loaded at the last check, 0 if not (runs are refused)."}),
 	}
+	m.configValid.Set(1)
+	m.notifyFailed = prometheus.NewCounter(prometheus.CounterOpts{Name: "replayctl_notifications_failed_total",
+		Help: "Approver notifications given up after every retry."})
+	m.reg.MustRegister(m.notifyFailed)
+	in := buildinfo.Get()
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "replayctl_build_info",
+		Help:        "Always 1; its labels say which build is running (join on it to compare versions across hosts).",
+		ConstLabels: prometheus.Labels{"version": in.Version, "commit": in.Commit, "goversion": in.Go, "opa": in.OPA, "bbolt": in.Bbolt}})
+	buildInfo.Set(1)
+	m.reg.MustRegister(buildInfo)
 	m.reg.MustRegister(m.decisions, m.outcomes, m.ingested, m.proposed, m.denied, m.policyEval, m.runDuration, m.runs,
-		m.lastSuccess, &stateCollector{st: st, now: now}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.lastSuccess, m.configValid, &stateCollector{st: st, now: now})
 	return m
 }
 
@@ -68,7 +93,10 @@ func (m *Metrics) observeEntry(res replay.EntryResult) {
 	if res.New {
 		m.ingested.Inc()
 	}
-	if res.Decision.ProposedAction == triage.AutoReplay && res.Final != triage.Skip {
+	// Only a decision that changed (a new record) counts: an entry held for
+	// approval is decided the same on every run, and counting it each time
+	// made the denial rate 100% forever with no new replays (issue 19).
+	if res.Recorded && res.Decision.ProposedAction == triage.AutoReplay && res.Final != triage.Skip {
 		m.proposed.Inc()
 		if res.Final != triage.AutoReplay {
 			m.denied.Inc()
@@ -110,12 +138,18 @@ var (
 		[]string{"group"}, nil)
 	oldestDesc = prometheus.NewDesc("replayctl_approvals_oldest_pending_age_seconds",
 		"Age of the oldest open approval request.", nil, nil)
+	depthDesc = prometheus.NewDesc("replayctl_open_entries",
+		"Entries not yet replayed or resolved, by source kind and topic (the DLQ depth).", []string{"source", "topic"}, nil)
+	oldestEntryDesc = prometheus.NewDesc("replayctl_oldest_open_entry_age_seconds",
+		"Age (since first seen) of the oldest entry not yet replayed or resolved.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- entriesDesc
 	ch <- pendingDesc
 	ch <- oldestDesc
+	ch <- oldestEntryDesc
+	ch <- depthDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -123,16 +157,28 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	type cell struct{ class, action, state string }
 	counts := map[cell]int{}
+	now := c.now()
+	var oldestEntry time.Duration
+	depth := map[[2]string]int{}
 	_ = c.st.Entries(ctx, func(er *store.EntryRecord) error {
 		counts[cell{string(er.Class), string(er.Action), er.Status}]++
+		if er.Status != store.StatusReplayed && er.Status != store.StatusResolved {
+			depth[[2]string{er.Entry.Source, er.Entry.Topic}]++
+			if !er.FirstSeen.IsZero() {
+				oldestEntry = max(oldestEntry, now.Sub(er.FirstSeen))
+			}
+		}
 		return nil
 	})
+	ch <- prometheus.MustNewConstMetric(oldestEntryDesc, prometheus.GaugeValue, oldestEntry.Seconds())
+	for k, n := range depth {
+		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
 	for k, n := range counts {
 		ch <- prometheus.MustNewConstMetric(entriesDesc, prometheus.GaugeValue, float64(n), k.class, k.action, k.state)
 	}
 	pending := map[string]int{}
 	var oldest time.Duration
-	now := c.now()
 	_ = c.st.Approvals(ctx, func(a *store.Approval) error {
 		if a.State == store.ApprovalPending && (a.ExpiresAt.IsZero() || now.Before(a.ExpiresAt)) {
 			pending[a.ApproverGroup]++

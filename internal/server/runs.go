@@ -108,7 +108,7 @@ func (r *runner) reconcile(ctx context.Context, run *Run) error {
 		}
 		defer release()
 	}
-	engine, snap, err := s.cfg.Engine(ctx)
+	engine, snap, err := s.engine(ctx)
 	if err != nil {
 		return err
 	}
@@ -123,6 +123,9 @@ func (r *runner) reconcile(ctx context.Context, run *Run) error {
 	r.mu.Lock()
 	run.Report = rep
 	r.mu.Unlock()
+	if rep != nil {
+		s.notifyApprovals(ctx, run.ID, rep.ApprovalsOpened)
+	}
 	if err == nil {
 		s.cfg.Logger.Info("reconcile done", "run", run.ID, "entries", rep.Summary.Total,
 			"replayed", rep.Replays.Succeeded, "awaiting", rep.AwaitingPeople, "took", rep.Duration)

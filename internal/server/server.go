@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/notify"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
@@ -56,6 +57,12 @@ type Config struct {
 	// MaxUnauthenticated caps anonymous requests in progress
 	// (0: DefaultMaxUnauthenticated).
 	MaxUnauthenticated int
+	// Proxy, when set, lets a trusted reverse proxy sign people in.
+	Proxy *ProxyAuth
+	// Notify, when set, tells approvers when a run opens approvals;
+	// PublicURL is this server's address as people reach it (for links).
+	Notify    *notify.Notifier
+	PublicURL string
 }
 
 // Server is the HTTP service.
@@ -84,6 +91,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), unauth: make(chan struct{}, cfg.MaxUnauthenticated)}
 	s.metrics = newMetrics(cfg.Store, cfg.Now)
+	if cfg.Notify != nil {
+		cfg.Notify.Failed = func(string) { s.metrics.notifyFailed.Inc() }
+	}
 	s.runs = &runner{srv: s, runs: map[string]*Run{}}
 	u, err := newUI(s)
 	if err != nil {
@@ -199,6 +209,9 @@ func (s *Server) authenticate(r *http.Request) (Token, bool) {
 		}
 		return s.cfg.Tokens.Lookup(strings.TrimSpace(secret))
 	}
+	if tok, ok := s.cfg.Proxy.authenticate(r); ok {
+		return tok, true
+	}
 	if c, err := r.Cookie(sessionCookie); err == nil {
 		return s.cfg.Tokens.Lookup(c.Value)
 	}
@@ -229,16 +242,21 @@ func serviceError(w http.ResponseWriter, err error) {
 
 var errBadRequest = errors.New("bad request")
 
+// handleReady answers whether this process can serve: the store answers.
+// An invalid configuration is reported in the body and in
+// replayctl_config_valid but does not make the pod unready: that would take
+// the UI and the approval queue out of the Service exactly when people need
+// them (runs are refused instead, see readiness.go).
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
-	if _, _, err := s.cfg.Engine(r.Context()); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "not_ready", "rules or policy do not load: "+err.Error())
-		return
-	}
 	if err := s.cfg.Store.View(r.Context(), func(store.Tx) error { return nil }); err != nil {
 		writeError(w, http.StatusServiceUnavailable, "not_ready", "state store: "+err.Error())
 		return
 	}
-	writeJSON(w, 200, map[string]string{"status": "ready"})
+	body := map[string]string{"status": "ready", "config": "valid"}
+	if _, _, err := s.engine(r.Context()); err != nil {
+		body["config"] = "invalid: " + err.Error()
+	}
+	writeJSON(w, 200, body)
 }
 
 // Start runs the scheduler until ctx is done, then waits for a run in

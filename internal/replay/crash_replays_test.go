@@ -46,7 +46,7 @@ func crashChildReplays(t *testing.T, r *replay.Reconciler, st *store.Bolt, src s
 	}
 	if mode == "bulk" {
 		b := &replay.Bulk{Reconciler: r, Inventory: st, Max: 10000}
-		if _, err := b.ExecuteReplay(ctx, replay.BulkFilter{}); err != nil {
+		if _, err := b.ExecuteReplay(ctx, replay.BulkFilter{All: true}); err != nil {
 			t.Fatal(err)
 		}
 		return

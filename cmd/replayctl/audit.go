@@ -158,12 +158,8 @@ func newAuditShowCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return usageError("decision id %q: want a number, as audit list prints it", args[0])
 			}
-			st, err := db.openExisting()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			rec, err := audit.Get(cmd.Context(), st, seq)
+			rec, err := fetch(cmd.Context(), &db, "/api/audit/"+strconv.FormatUint(seq, 10), nil,
+				func(st store.Backend) (audit.Record, error) { return audit.Get(cmd.Context(), st, seq) })
 			if errors.Is(err, audit.ErrNotFound) {
 				return &exitErr{code: exitUsage, err: err}
 			}
@@ -332,19 +328,24 @@ func newAuditExportCmd(s *streams) *cobra.Command {
 
 func newAuditExplainCmd(s *streams) *cobra.Command {
 	var db dbFlags
+	var outF string
 	cmd := &cobra.Command{
-		Use:   "explain ENTRY_ID",
+		Use:   "explain ENTRY_ID [-o json]",
 		Short: "Tell the story of one entry: every decision, dispatch, approval and outcome, and why",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := db.openExisting()
+			format, err := outputFormat(outF)
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			d, err := replay.Show(cmd.Context(), st, args[0])
+			// The same detail `dlq show` reads, so --server uses the same endpoint.
+			d, err := fetch(cmd.Context(), &db, "/api/dead-letters/"+url.PathEscape(args[0]), nil,
+				func(st store.Backend) (*replay.Detail, error) { return replay.Show(cmd.Context(), st, args[0]) })
 			if err != nil {
 				return entryErr(err)
+			}
+			if format == "json" {
+				return writeJSON(s.out, d)
 			}
 			e := &d.Entry.Entry
 			fmt.Fprintf(s.out, "%s (%s) from %s\n", e.Ref(), orDash(e.Topic), orDash(e.Origin))
@@ -361,6 +362,7 @@ func newAuditExplainCmd(s *streams) *cobra.Command {
 		},
 	}
 	db.register(cmd.Flags())
+	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	return cmd
 }
 

@@ -305,20 +305,17 @@ func newAuditExportCmd(s *streams) *cobra.Command {
 			if format != "jsonl" {
 				return usageError("unknown --format %q (want jsonl)", format)
 			}
+			out := bufio.NewWriter(s.out)
+			defer out.Flush()
+			if db.remote.enabled() {
+				return db.remote.stream(cmd.Context(), "/api/audit/export", out)
+			}
 			st, err := db.openExisting()
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			out := bufio.NewWriter(s.out)
-			defer out.Flush()
-			return st.AuditRange(cmd.Context(), 1, func(_ uint64, sealed audit.Sealed, derr error) error {
-				if derr != nil {
-					return fmt.Errorf("audit record unreadable (run audit verify): %w", derr)
-				}
-				fmt.Fprintf(out, `{"seq":%d,"prev":%q,"hash":%q,"record":%s}`+"\n", sealed.Seq, sealed.Prev, sealed.Hash, sealed.Body)
-				return nil
-			})
+			return audit.Export(cmd.Context(), st, out)
 		},
 	}
 	db.register(cmd.Flags())

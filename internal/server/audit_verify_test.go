@@ -45,3 +45,34 @@ func TestServerVerifyNamesUncheckedChecks(t *testing.T) {
 		t.Fatalf("UI audit page does not say the signature was not checked:\n%s", body)
 	}
 }
+
+// GET /api/audit/export (for `audit export --server`) streams one JSON line
+// per record, in chain order, the same lines audit.Export writes locally.
+func TestServerExportsAuditChain(t *testing.T) {
+	b := newAPIBundle(t, []string{line("e1", "timeout", ""), line("e2", "timeout", "")})
+	b.reconcile("operator")
+	code, body := b.do("GET", "/api/audit/export", "viewer", "")
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("export has %d line(s), want one per record:\n%s", len(lines), body)
+	}
+	prev := ""
+	for i, l := range lines {
+		var rec struct {
+			Seq  uint64          `json:"seq"`
+			Prev string          `json:"prev"`
+			Hash string          `json:"hash"`
+			Body json.RawMessage `json:"record"`
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("line %d is not JSON: %v\n%s", i+1, err, l)
+		}
+		if rec.Seq != uint64(i+1) || (i > 0 && rec.Prev != prev) || len(rec.Body) == 0 {
+			t.Fatalf("line %d out of chain (prev hash %q): %s", i+1, prev, l)
+		}
+		prev = rec.Hash
+	}
+}

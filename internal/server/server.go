@@ -131,6 +131,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/audit", s.auth(permRead, s.handleListAudit))
 	m.HandleFunc("GET /api/audit/verify", s.auth(permRead, s.handleVerifyAudit))
 	m.HandleFunc("GET /api/audit/checkpoint", s.auth(permRead, s.handleCheckpoint))
+	m.HandleFunc("GET /api/audit/export", s.auth(permRead, s.handleExportAudit))
 	m.HandleFunc("GET /api/audit/{id}", s.auth(permRead, s.handleShowAudit))
 	m.HandleFunc("GET /api/stats", s.auth(permRead, s.handleStats))
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {

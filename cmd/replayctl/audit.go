@@ -384,20 +384,27 @@ and shows what today's rules and policy (--rules, --policies) would decide.`,
 			if err != nil {
 				return usageError("decision id %q: want a number", args[0])
 			}
-			st, err := db.openExisting()
+			// The record and its snapshot come from the file or, with
+			// --server, from the API; the re-run and today's rules
+			// (--rules, --policies) are always evaluated here.
+			rec, err := fetch(cmd.Context(), &db, "/api/audit/"+strconv.FormatUint(seq, 10), nil,
+				func(st store.Backend) (audit.Record, error) { return audit.Get(cmd.Context(), st, seq) })
 			if err != nil {
-				return err
-			}
-			defer st.Close()
-			rec, err := audit.Get(cmd.Context(), st, seq)
-			if err != nil {
+				var ee *exitErr
+				if errors.As(err, &ee) {
+					return err
+				}
 				return &exitErr{code: exitUsage, err: err}
 			}
 			if rec.Kind != audit.KindDecision || rec.Decision == nil || rec.Input == nil {
 				return usageError("record %d is a %s record, not a decision with recorded inputs", seq, rec.Kind)
 			}
-			var snap triage.Snapshot
-			if err := st.Snapshot(cmd.Context(), rec.PolicySnapshot, &snap); err != nil {
+			snap, err := fetch(cmd.Context(), &db, "/api/snapshots/"+url.PathEscape(rec.PolicySnapshot), nil,
+				func(st store.Backend) (triage.Snapshot, error) {
+					var snap triage.Snapshot
+					return snap, st.Snapshot(cmd.Context(), rec.PolicySnapshot, &snap)
+				})
+			if err != nil {
 				return fmt.Errorf("policy snapshot %s of record %d: %w", rec.PolicySnapshot, seq, err)
 			}
 			then, err := policy.EngineFromSnapshot(cmd.Context(), snap, eng.policyTimeout)

@@ -336,6 +336,22 @@ func (s *Server) handleExportAudit(w http.ResponseWriter, r *http.Request) {
 	bw.Flush()
 }
 
+// handleSnapshot serves a recorded policy snapshot (rules and policy text),
+// which `audit replay-decision --server` re-runs a decision on.
+func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	var snap triage.Snapshot
+	err := s.cfg.Store.Snapshot(r.Context(), r.PathValue("id"), &snap)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no policy snapshot "+r.PathValue("id"))
+		return
+	}
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, snap)
+}
+
 func (s *Server) handleShowAudit(w http.ResponseWriter, r *http.Request) {
 	seq, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
 	if err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -74,5 +75,27 @@ func TestServerExportsAuditChain(t *testing.T) {
 			t.Fatalf("line %d out of chain (prev hash %q): %s", i+1, prev, l)
 		}
 		prev = rec.Hash
+	}
+}
+
+// GET /api/snapshots/{id} serves the snapshot a decision recorded, which
+// `audit replay-decision --server` re-runs it on; an unknown id is a 404.
+func TestServerServesPolicySnapshot(t *testing.T) {
+	b := newAPIBundle(t, []string{line("e1", "timeout", "")})
+	b.reconcile("operator")
+	code, body := b.do("GET", "/api/audit/1", "viewer", "")
+	var rec audit.Record
+	if err := json.Unmarshal([]byte(body), &rec); code != 200 || err != nil || rec.PolicySnapshot == "" {
+		t.Fatalf("%d %s %v", code, body, err)
+	}
+	code, body = b.do("GET", "/api/snapshots/"+url.PathEscape(rec.PolicySnapshot), "viewer", "")
+	var snap struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(body), &snap); code != 200 || err != nil || snap.ID != rec.PolicySnapshot {
+		t.Fatalf("snapshot %s: %d %s", rec.PolicySnapshot, code, body)
+	}
+	if code, body := b.do("GET", "/api/snapshots/sha256:nope", "viewer", ""); code != 404 || !strings.Contains(body, "no policy snapshot sha256:nope") {
+		t.Fatalf("unknown snapshot: %d %s", code, body)
 	}
 }

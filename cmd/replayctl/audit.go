@@ -158,12 +158,8 @@ func newAuditShowCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return usageError("decision id %q: want a number, as audit list prints it", args[0])
 			}
-			st, err := db.openExisting()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			rec, err := audit.Get(cmd.Context(), st, seq)
+			rec, err := fetch(cmd.Context(), &db, "/api/audit/"+strconv.FormatUint(seq, 10), nil,
+				func(st store.Backend) (audit.Record, error) { return audit.Get(cmd.Context(), st, seq) })
 			if errors.Is(err, audit.ErrNotFound) {
 				return &exitErr{code: exitUsage, err: err}
 			}
@@ -309,20 +305,17 @@ func newAuditExportCmd(s *streams) *cobra.Command {
 			if format != "jsonl" {
 				return usageError("unknown --format %q (want jsonl)", format)
 			}
+			out := bufio.NewWriter(s.out)
+			defer out.Flush()
+			if db.remote.enabled() {
+				return db.remote.stream(cmd.Context(), "/api/audit/export", out)
+			}
 			st, err := db.openExisting()
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			out := bufio.NewWriter(s.out)
-			defer out.Flush()
-			return st.AuditRange(cmd.Context(), 1, func(_ uint64, sealed audit.Sealed, derr error) error {
-				if derr != nil {
-					return fmt.Errorf("audit record unreadable (run audit verify): %w", derr)
-				}
-				fmt.Fprintf(out, `{"seq":%d,"prev":%q,"hash":%q,"record":%s}`+"\n", sealed.Seq, sealed.Prev, sealed.Hash, sealed.Body)
-				return nil
-			})
+			return audit.Export(cmd.Context(), st, out)
 		},
 	}
 	db.register(cmd.Flags())
@@ -332,19 +325,24 @@ func newAuditExportCmd(s *streams) *cobra.Command {
 
 func newAuditExplainCmd(s *streams) *cobra.Command {
 	var db dbFlags
+	var outF string
 	cmd := &cobra.Command{
-		Use:   "explain ENTRY_ID",
+		Use:   "explain ENTRY_ID [-o json]",
 		Short: "Tell the story of one entry: every decision, dispatch, approval and outcome, and why",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := db.openExisting()
+			format, err := outputFormat(outF)
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			d, err := replay.Show(cmd.Context(), st, args[0])
+			// The same detail `dlq show` reads, so --server uses the same endpoint.
+			d, err := fetch(cmd.Context(), &db, "/api/dead-letters/"+url.PathEscape(args[0]), nil,
+				func(st store.Backend) (*replay.Detail, error) { return replay.Show(cmd.Context(), st, args[0]) })
 			if err != nil {
 				return entryErr(err)
+			}
+			if format == "json" {
+				return writeJSON(s.out, d)
 			}
 			e := &d.Entry.Entry
 			fmt.Fprintf(s.out, "%s (%s) from %s\n", e.Ref(), orDash(e.Topic), orDash(e.Origin))
@@ -361,6 +359,7 @@ func newAuditExplainCmd(s *streams) *cobra.Command {
 		},
 	}
 	db.register(cmd.Flags())
+	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	return cmd
 }
 
@@ -385,20 +384,27 @@ and shows what today's rules and policy (--rules, --policies) would decide.`,
 			if err != nil {
 				return usageError("decision id %q: want a number", args[0])
 			}
-			st, err := db.openExisting()
+			// The record and its snapshot come from the file or, with
+			// --server, from the API; the re-run and today's rules
+			// (--rules, --policies) are always evaluated here.
+			rec, err := fetch(cmd.Context(), &db, "/api/audit/"+strconv.FormatUint(seq, 10), nil,
+				func(st store.Backend) (audit.Record, error) { return audit.Get(cmd.Context(), st, seq) })
 			if err != nil {
-				return err
-			}
-			defer st.Close()
-			rec, err := audit.Get(cmd.Context(), st, seq)
-			if err != nil {
+				var ee *exitErr
+				if errors.As(err, &ee) {
+					return err
+				}
 				return &exitErr{code: exitUsage, err: err}
 			}
 			if rec.Kind != audit.KindDecision || rec.Decision == nil || rec.Input == nil {
 				return usageError("record %d is a %s record, not a decision with recorded inputs", seq, rec.Kind)
 			}
-			var snap triage.Snapshot
-			if err := st.Snapshot(cmd.Context(), rec.PolicySnapshot, &snap); err != nil {
+			snap, err := fetch(cmd.Context(), &db, "/api/snapshots/"+url.PathEscape(rec.PolicySnapshot), nil,
+				func(st store.Backend) (triage.Snapshot, error) {
+					var snap triage.Snapshot
+					return snap, st.Snapshot(cmd.Context(), rec.PolicySnapshot, &snap)
+				})
+			if err != nil {
 				return fmt.Errorf("policy snapshot %s of record %d: %w", rec.PolicySnapshot, seq, err)
 			}
 			then, err := policy.EngineFromSnapshot(cmd.Context(), snap, eng.policyTimeout)

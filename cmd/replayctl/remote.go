@@ -88,3 +88,37 @@ func (f *remoteFlags) call(ctx context.Context, method, path string, q url.Value
 	}
 	return json.Unmarshal(data, out)
 }
+
+// stream sends one GET and copies a successful answer to w as it arrives
+// (an export can be large); errors are mapped as call maps them.
+func (f *remoteFlags) stream(ctx context.Context, path string, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(f.url, "/")+path, nil)
+	if err != nil {
+		return usageError("--server %q: %v", f.url, err)
+	}
+	if f.token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token)
+	}
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		return fmt.Errorf("server %s: %w", f.url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var ae apiError
+		msg := strings.TrimSpace(string(data))
+		if json.Unmarshal(data, &ae) == nil && ae.Error.Message != "" {
+			msg = ae.Error.Message
+		}
+		code := exitError
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest {
+			code = exitUsage
+		}
+		return &exitErr{code: code, err: fmt.Errorf("server: %s (HTTP %d)", msg, resp.StatusCode)}
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("server %s: answer cut short (run audit verify): %w", f.url, err)
+	}
+	return nil
+}

@@ -211,15 +211,19 @@ func proxyAuth(trusted, roles []string, def string) (*server.ProxyAuth, error) {
 
 func newTokensCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "tokens", Short: "Manage API tokens (stored hashed)"}
-	var path, usr, role string
+	var path, usr, role, outF string
 	create := &cobra.Command{
-		Use:   "create --user U --role viewer|operator|approver|admin [--tokens tokens.json]",
+		Use:   "create --user U --role viewer|operator|approver|admin [--tokens tokens.json] [-o json]",
 		Short: "Create a token; it is printed once, only its hash is stored",
 		Long: `Roles: viewer reads; operator also reconciles, replays, resolves and releases;
 approver reads and decides approvals for the groups it belongs to (approvers.yaml,
 by user name); admin does everything. The four-eyes rule holds for every role.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
 			tokens, err := server.LoadTokens(path)
 			if err != nil {
 				return err
@@ -228,6 +232,13 @@ by user name); admin does everything. The four-eyes rule holds for every role.`,
 			if err != nil {
 				return usageError("%v", err)
 			}
+			if format == "json" {
+				return writeJSON(s.out, struct {
+					Token string `json:"token"`
+					User  string `json:"user"`
+					Role  string `json:"role"`
+				}{secret, usr, role})
+			}
 			fmt.Fprintln(s.out, secret)
 			return nil
 		},
@@ -235,6 +246,7 @@ by user name); admin does everything. The four-eyes rule holds for every role.`,
 	create.Flags().StringVar(&path, "tokens", "tokens.json", "token file")
 	create.Flags().StringVar(&usr, "user", "", "user the token acts as (required)")
 	create.Flags().StringVar(&role, "role", "viewer", "viewer, operator, approver or admin")
+	create.Flags().StringVarP(&outF, "output", "o", "table", "output format: table (the token alone) or json")
 	cmd.AddCommand(create)
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strconv"
 	"strings"
@@ -312,4 +313,18 @@ func CheckpointFromQuery(q url.Values) (*Checkpoint, error) {
 		}
 	}
 	return cp, nil
+}
+
+// Export writes every stored record with its chain hashes, one JSON object
+// per line, for a SIEM. The CLI and the API share it so that `audit export`
+// prints the same bytes from the file and through a server. An unreadable
+// record stops the export: a silent gap would hide what verify reports.
+func Export(ctx context.Context, r Reader, w io.Writer) error {
+	return r.AuditRange(ctx, 1, func(_ uint64, sealed Sealed, derr error) error {
+		if derr != nil {
+			return fmt.Errorf("audit record unreadable (run audit verify): %w", derr)
+		}
+		_, err := fmt.Fprintf(w, `{"seq":%d,"prev":%q,"hash":%q,"record":%s}`+"\n", sealed.Seq, sealed.Prev, sealed.Hash, sealed.Body)
+		return err
+	})
 }

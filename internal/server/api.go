@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"net/http"
@@ -319,6 +320,36 @@ func (s *Server) handleListAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// handleExportAudit streams the chain as JSON lines, for `audit export
+// --server`. Once the first line is out the status is sent, so an unreadable
+// record mid-chain ends the body early; the client sees a truncated export
+// and audit verify names the record.
+func (s *Server) handleExportAudit(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	bw := bufio.NewWriter(w)
+	if err := audit.Export(r.Context(), s.cfg.Store, bw); err != nil {
+		bw.Flush()
+		panic(http.ErrAbortHandler)
+	}
+	bw.Flush()
+}
+
+// handleSnapshot serves a recorded policy snapshot (rules and policy text),
+// which `audit replay-decision --server` re-runs a decision on.
+func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	var snap triage.Snapshot
+	err := s.cfg.Store.Snapshot(r.Context(), r.PathValue("id"), &snap)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", "no policy snapshot "+r.PathValue("id"))
+		return
+	}
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, snap)
 }
 
 func (s *Server) handleShowAudit(w http.ResponseWriter, r *http.Request) {

@@ -178,6 +178,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/api/audit", "", permRead},
 		{"GET", "/api/audit/1", "", permRead},
 		{"GET", "/api/audit/verify", "", permRead},
+		{"GET", "/api/audit/export", "", permRead},
+		{"GET", "/api/snapshots/nope", "", permRead},
 		{"GET", "/api/stats", "", permRead},
 		{"POST", "/api/dead-letters/replay?preview=true", `{"filter":{"class":["poison"]}}`, permOperate},
 		{"POST", "/api/dead-letters/resolve?preview=true", `{"filter":{"class":["poison"]},"reason":"x"}`, permOperate},

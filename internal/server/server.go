@@ -28,6 +28,8 @@ type Store interface {
 	replay.Store
 	replay.Reporter
 	PutSnapshot(ctx context.Context, id string, snapshot any) error
+	// Snapshot reads a recorded policy snapshot (audit replay-decision --server).
+	Snapshot(ctx context.Context, id string, out any) error
 }
 
 // Config wires a server.
@@ -131,7 +133,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/audit", s.auth(permRead, s.handleListAudit))
 	m.HandleFunc("GET /api/audit/verify", s.auth(permRead, s.handleVerifyAudit))
 	m.HandleFunc("GET /api/audit/checkpoint", s.auth(permRead, s.handleCheckpoint))
+	m.HandleFunc("GET /api/audit/export", s.auth(permRead, s.handleExportAudit))
 	m.HandleFunc("GET /api/audit/{id}", s.auth(permRead, s.handleShowAudit))
+	m.HandleFunc("GET /api/snapshots/{id}", s.auth(permRead, s.handleSnapshot))
 	m.HandleFunc("GET /api/stats", s.auth(permRead, s.handleStats))
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such API route: "+r.Method+" "+r.URL.Path)

@@ -1,0 +1,175 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sync"
+	"testing"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/source"
+	"github.com/replayctl/replayctl/internal/store"
+)
+
+// resolvingNexora lists PENDING dead letters and answers POST
+// /api/dead-letters/{id}/resolve {"reason"} as Nexora's observability
+// server does (iamvirul/nexora nexora-cli ObserveCommand.java: 200 and
+// the record RESOLVED; 409 when no longer PENDING). fail answers that many
+// resolve calls 503 first. Each resolve call also records whether the
+// entry was already resolved in replayctl's store when it arrived.
+type resolvingNexora struct {
+	*httptest.Server
+	mu          sync.Mutex
+	state       map[string]string
+	resolves    int
+	reasons     []string
+	fail        int
+	beforeStore int // resolve calls that came before the store said resolved
+}
+
+func newResolvingNexora(t *testing.T, b *testBundle, ids ...string) *resolvingNexora {
+	f := &resolvingNexora{state: map[string]string{}}
+	for _, id := range ids {
+		f.state[id] = "PENDING"
+	}
+	resolve := regexp.MustCompile(`^/api/dead-letters/([^/]+)/resolve$`)
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+testNexoraTok {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if r.Method == http.MethodGet && r.URL.Path == "/api/dead-letters" {
+			items := []map[string]any{}
+			if r.URL.Query().Get("page") == "0" {
+				for id, st := range f.state {
+					if st == r.URL.Query().Get("state") {
+						items = append(items, map[string]any{"id": id, "reviewState": st, "failureCode": "STEP_FAILED"})
+					}
+				}
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{"items": items, "page": 0, "size": 100})
+			return
+		}
+		m := resolve.FindStringSubmatch(r.URL.Path)
+		if r.Method != http.MethodPost || m == nil {
+			http.NotFound(w, r)
+			return
+		}
+		f.resolves++
+		var body struct{ Reason string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		f.reasons = append(f.reasons, body.Reason)
+		if er := b.entry("nexora:" + m[1]); er.Status != store.StatusResolved {
+			f.beforeStore++
+		}
+		if f.fail > 0 {
+			f.fail--
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		if f.state[m[1]] != "PENDING" {
+			w.WriteHeader(http.StatusConflict)
+			return
+		}
+		f.state[m[1]] = "RESOLVED"
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *resolvingNexora) calls() (int, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.resolves, f.beforeStore
+}
+
+// writeBackAudits returns the outcomes of the write_back audit records.
+func writeBackAudits(t *testing.T, b *testBundle) []string {
+	t.Helper()
+	var out []string
+	if err := b.store.AuditRange(context.Background(), 1, func(_ uint64, s audit.Sealed, derr error) error {
+		if derr != nil {
+			return derr
+		}
+		rec, err := s.Open()
+		if err != nil {
+			return err
+		}
+		if rec.Kind == audit.KindWriteBack {
+			out = append(out, rec.Outcome)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestResolveWritesBackToNexoraAfterRecording: `dlq resolve` of an entry
+// from a live Nexora source records the resolve and the owed write-back
+// first; the next reconcile tells Nexora (POST .../resolve). Nexora
+// answering 503 leaves the write-back owed on the entry (audited); the
+// run after retries it once more and it succeeds; later runs call nothing.
+func TestResolveWritesBackToNexoraAfterRecording(t *testing.T) {
+	t.Setenv("NEXORA_TOKEN", testNexoraTok)
+	b := newBundle(t, baseRules)
+	f := newResolvingNexora(t, b, "dl-1")
+	src, err := source.Parse("nexora:" + f.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.run(b.reconciler(1), src) // ingest
+	if n, _ := f.calls(); n != 0 {
+		t.Fatalf("%d resolve calls before any resolve", n)
+	}
+	er, err := Resolve(context.Background(), b.store, "dl-1", "alice", "fixed by hand")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if er.WriteBackPending != store.WriteBackResolved {
+		t.Fatalf("resolve recorded write_back_pending %q", er.WriteBackPending)
+	}
+	if n, _ := f.calls(); n != 0 {
+		t.Fatalf("%d resolve calls during the resolve itself", n)
+	}
+
+	f.mu.Lock()
+	f.fail = 1
+	f.mu.Unlock()
+	rep := b.run(b.reconciler(1), src)
+	if n, _ := f.calls(); n != 1 {
+		t.Fatalf("first run after resolve: %d resolve calls, want 1", n)
+	}
+	if rep.WriteBackErrors != 1 {
+		t.Errorf("write_back_errors %d, want 1", rep.WriteBackErrors)
+	}
+	if got := b.entry("nexora:dl-1").WriteBackPending; got != store.WriteBackResolved {
+		t.Fatalf("failed write-back not kept on the entry: %q", got)
+	}
+
+	b.run(b.reconciler(1), src)
+	n, early := f.calls()
+	if n != 2 {
+		t.Fatalf("retry run: %d resolve calls, want 2", n)
+	}
+	if early != 0 {
+		t.Errorf("%d write-backs reached Nexora before the store said resolved", early)
+	}
+	if got := b.entry("nexora:dl-1"); got.WriteBackPending != "" || got.Status != store.StatusResolved {
+		t.Errorf("after success: status %s, write_back_pending %q", got.Status, got.WriteBackPending)
+	}
+	if got := writeBackAudits(t, b); len(got) != 2 || got[0] != "failed" || got[1] != "done" {
+		t.Errorf("write_back audit outcomes %v, want [failed done]", got)
+	}
+
+	b.run(b.reconciler(1), src)
+	if n, _ := f.calls(); n != 2 {
+		t.Errorf("a run after success called resolve again: %d calls", n)
+	}
+}

@@ -298,14 +298,14 @@ func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Sour
 	// An entry a person resolved, or one held in quarantine, stays as it
 	// is until a person changes it; the fresh decision is still shown.
 	var held *store.EntryRecord
-	owed := ""
+	owed, why := "", ""
 	if err := r.Store.View(ctx, func(tx store.Tx) error {
 		er, err := tx.Entry(e.Ref())
 		if er != nil && er.Hold != "" {
 			held = er
 		}
 		if er != nil {
-			owed = er.WriteBackPending
+			owed, why = er.WriteBackPending, er.Reason
 		}
 		return err
 	}); err != nil {
@@ -314,7 +314,7 @@ func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Sour
 	// A write-back owed from a resolve or a failed earlier attempt is
 	// retried on every run until the source takes it.
 	if owed != "" {
-		r.writeBack(ctx, e, src, &res, owed)
+		r.writeBack(ctx, e, src, &res, owed, why)
 	}
 	if held != nil {
 		// The reason stays the one that put the entry on hold (status and
@@ -562,7 +562,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 		switch out.Outcome {
 		case Succeeded:
 			if !out.SourceUpdated {
-				r.writeBack(ctx, e, src, res, store.WriteBackReplayed)
+				r.writeBack(ctx, e, src, res, store.WriteBackReplayed, "")
 			}
 			return nil
 		case HandledElsewhere:
@@ -607,10 +607,13 @@ func outcomeState(o Outcome) (idempotency.State, string) {
 // retry`; live Cordum/Nexora: their own delete/resolve call; Cordum
 // Redis: DEL+ZREM). A failure is kept on the entry (WriteBackPending) in
 // the same transaction as its audit record, so the next run retries it.
-func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult, kind string) {
+func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult, kind, reason string) {
 	wb, ok := src.(source.WriteBack)
 	var err error
-	if ok {
+	switch rs, isRes := src.(source.Resolver); {
+	case ok && isRes && kind == store.WriteBackResolved:
+		err = rs.MarkResolved(ctx, *e, reason)
+	case ok:
 		err = wb.MarkReplayed(ctx, *e)
 	}
 	outcome, reason := "done", "source updated: entry taken out of the source's DLQ ("+kind+")"

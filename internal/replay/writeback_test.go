@@ -19,7 +19,8 @@ import (
 // server does (iamvirul/nexora nexora-cli ObserveCommand.java: 200 and
 // the record RESOLVED; 409 when no longer PENDING). fail answers that many
 // resolve calls 503 first. Each resolve call also records whether the
-// entry was already resolved in replayctl's store when it arrived.
+// entry was already resolved or replayed in replayctl's store when it
+// arrived (nothing may be written back before it is recorded).
 type resolvingNexora struct {
 	*httptest.Server
 	mu          sync.Mutex
@@ -27,7 +28,8 @@ type resolvingNexora struct {
 	resolves    int
 	reasons     []string
 	fail        int
-	beforeStore int // resolve calls that came before the store said resolved
+	beforeStore int    // resolve calls that came before the store said resolved
+	msg         string // every record's failureMessage
 }
 
 func newResolvingNexora(t *testing.T, b *testBundle, ids ...string) *resolvingNexora {
@@ -48,7 +50,7 @@ func newResolvingNexora(t *testing.T, b *testBundle, ids ...string) *resolvingNe
 			if r.URL.Query().Get("page") == "0" {
 				for id, st := range f.state {
 					if st == r.URL.Query().Get("state") {
-						items = append(items, map[string]any{"id": id, "reviewState": st, "failureCode": "STEP_FAILED"})
+						items = append(items, map[string]any{"id": id, "reviewState": st, "failureCode": "STEP_FAILED", "failureMessage": f.msg})
 					}
 				}
 			}
@@ -64,7 +66,7 @@ func newResolvingNexora(t *testing.T, b *testBundle, ids ...string) *resolvingNe
 		var body struct{ Reason string }
 		_ = json.NewDecoder(r.Body).Decode(&body)
 		f.reasons = append(f.reasons, body.Reason)
-		if er := b.entry("nexora:" + m[1]); er.Status != store.StatusResolved {
+		if er := b.entry("nexora:" + m[1]); er.Status != store.StatusResolved && er.Status != store.StatusReplayed {
 			f.beforeStore++
 		}
 		if f.fail > 0 {
@@ -168,8 +170,56 @@ func TestResolveWritesBackToNexoraAfterRecording(t *testing.T) {
 		t.Errorf("write_back audit outcomes %v, want [failed done]", got)
 	}
 
+	f.mu.Lock()
+	reasons := append([]string(nil), f.reasons...)
+	f.mu.Unlock()
+	if len(reasons) != 2 || reasons[1] != "fixed by hand" {
+		t.Errorf("Nexora was told reasons %q, want the resolve's", reasons)
+	}
+
 	b.run(b.reconciler(1), src)
 	if n, _ := f.calls(); n != 2 {
 		t.Errorf("a run after success called resolve again: %d calls", n)
+	}
+}
+
+// TestFailedReplayWriteBackIsRetried: a replay to another target succeeds
+// and is recorded; telling Nexora (POST .../resolve) fails with 503, so the
+// write-back stays owed on the entry; the next run retries it without
+// replaying again, and it succeeds.
+func TestFailedReplayWriteBackIsRetried(t *testing.T) {
+	t.Setenv("NEXORA_TOKEN", testNexoraTok)
+	b := newBundle(t, `version: v1
+dlq_rules:
+  - match: {source: nexora}
+    action: auto_replay
+    max_replays: 2
+`)
+	f := newResolvingNexora(t, b, "dl-7")
+	f.fail, f.msg = 1, "step timed out"
+	src, err := source.Parse("nexora:" + f.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := b.run(b.reconciler(1), src)
+	if rep.Replays.Succeeded != 1 || rep.WriteBackErrors != 1 {
+		t.Fatalf("first run: replays %+v, write_back_errors %d", rep.Replays, rep.WriteBackErrors)
+	}
+	if got := b.entry("nexora:dl-7").WriteBackPending; got != store.WriteBackReplayed {
+		t.Fatalf("failed write-back after a replay not kept: %q", got)
+	}
+	rep = b.run(b.reconciler(1), src)
+	if rep.Replays.Dispatched != 0 {
+		t.Errorf("retry run replayed again: %+v", rep.Replays)
+	}
+	n, early := f.calls()
+	if n != 2 || early != 0 {
+		t.Errorf("resolve calls %d (want 2), %d before the outcome was recorded", n, early)
+	}
+	if got := b.entry("nexora:dl-7"); got.WriteBackPending != "" {
+		t.Errorf("write-back still owed after success: %q", got.WriteBackPending)
+	}
+	if got := writeBackAudits(t, b); len(got) != 2 || got[0] != "failed" || got[1] != "done" {
+		t.Errorf("write_back audit outcomes %v, want [failed done]", got)
 	}
 }

@@ -223,3 +223,60 @@ dlq_rules:
 		t.Errorf("write_back audit outcomes %v, want [failed done]", got)
 	}
 }
+
+// TestResolveWritesBackToLiveCordum: a resolved entry from a live Cordum
+// gateway is taken out of Cordum's DLQ by the next reconcile with
+// DELETE /api/v1/dlq/{job_id} (cordum-io/cordum core/controlplane/gateway
+// handlers_dlq.go handleDeleteDLQ: 204), once, after the resolve is stored.
+func TestResolveWritesBackToLiveCordum(t *testing.T) {
+	t.Setenv("CORDUM_API_KEY", testCordumKey)
+	b := newBundle(t, baseRules)
+	var mu sync.Mutex
+	dlq := map[string]bool{"job_9": true}
+	deletes, early := 0, 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-API-Key") != testCordumKey {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/api/v1/dlq/page":
+			items := []map[string]any{}
+			for id := range dlq {
+				items = append(items, map[string]any{"job_id": id, "topic": "tool.email.send", "status": "JOB_STATUS_FAILED",
+					"reason": "worker said no", "attempts": 1, "created_at": "2026-11-20T10:00:00Z"})
+			}
+			_ = json.NewEncoder(w).Encode(map[string]any{"items": items})
+		case r.Method == http.MethodDelete && r.URL.Path == "/api/v1/dlq/job_9":
+			deletes++
+			if b.entry("cordum:job_9").Status != store.StatusResolved {
+				early++
+			}
+			delete(dlq, "job_9")
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	src, err := source.Parse("cordum:" + srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.run(b.reconciler(1), src)
+	if _, err := Resolve(context.Background(), b.store, "job_9", "alice", "duplicate of job_8"); err != nil {
+		t.Fatal(err)
+	}
+	b.run(b.reconciler(1), src)
+	b.run(b.reconciler(1), src)
+	mu.Lock()
+	defer mu.Unlock()
+	if deletes != 1 || early != 0 || dlq["job_9"] {
+		t.Errorf("DELETE calls %d (want 1), %d before the resolve was stored, still in DLQ: %v", deletes, early, dlq["job_9"])
+	}
+	if got := b.entry("cordum:job_9").WriteBackPending; got != "" {
+		t.Errorf("write-back still owed: %q", got)
+	}
+}

@@ -9,9 +9,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
 // resolvingNexora lists PENDING dead letters and answers POST
@@ -277,6 +280,43 @@ func TestResolveWritesBackToLiveCordum(t *testing.T) {
 		t.Errorf("DELETE calls %d (want 1), %d before the resolve was stored, still in DLQ: %v", deletes, early, dlq["job_9"])
 	}
 	if got := b.entry("cordum:job_9").WriteBackPending; got != "" {
+		t.Errorf("write-back still owed: %q", got)
+	}
+}
+
+// TestResolveWritesBackToCordumRedis: against a real redis-server holding
+// Cordum's DLQ (its layout as internal/source/redis.go documents from
+// upstream: dlq:entry:<id> and the dlq:index sorted set), a resolved entry is taken
+// out with DEL+ZREM by the next reconcile; the other entry stays.
+func TestResolveWritesBackToCordumRedis(t *testing.T) {
+	b := newBundle(t, baseRules)
+	addr := testsvc.Redis(t)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	for i, id := range []string{"job_a", "job_b"} {
+		c.ZAdd(ctx, "dlq:index", redis.Z{Score: float64(i), Member: id})
+		c.Set(ctx, "dlq:entry:"+id, `{"job_id":"`+id+`","topic":"tool.email.send","status":"JOB_STATUS_FAILED","reason":"worker said no","attempts":1}`, 0)
+	}
+	src, err := source.Parse("cordum-redis:redis://" + addr + "/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.run(b.reconciler(1), src)
+	if n := c.Exists(ctx, "dlq:entry:job_a").Val(); n != 1 {
+		t.Fatalf("job_a left Cordum's DLQ before any resolve")
+	}
+	if _, err := Resolve(ctx, b.store, "job_a", "alice", "sent by hand"); err != nil {
+		t.Fatal(err)
+	}
+	b.run(b.reconciler(1), src)
+	if n := c.Exists(ctx, "dlq:entry:job_a").Val(); n != 0 {
+		t.Errorf("dlq:entry:job_a still present after the resolve's write-back")
+	}
+	if ids := c.ZRange(ctx, "dlq:index", 0, -1).Val(); len(ids) != 1 || ids[0] != "job_b" {
+		t.Errorf("dlq:index %v, want [job_b]", ids)
+	}
+	if got := b.entry("cordum-redis:job_a").WriteBackPending; got != "" {
 		t.Errorf("write-back still owed: %q", got)
 	}
 }

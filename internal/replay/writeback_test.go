@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sync"
 	"testing"
@@ -317,6 +319,51 @@ func TestResolveWritesBackToCordumRedis(t *testing.T) {
 		t.Errorf("dlq:index %v, want [job_b]", ids)
 	}
 	if got := b.entry("cordum-redis:job_a").WriteBackPending; got != "" {
+		t.Errorf("write-back still owed: %q", got)
+	}
+}
+
+// TestResolveWritesBackToProdigy: resolving an item replayctl did not
+// replay removes its file on the next run, as the replay write-back (and
+// `prodigy dlq retry`) does; items not resolved stay.
+func TestResolveWritesBackToProdigy(t *testing.T) {
+	b := newBundle(t, baseRules)
+	root := filepath.Join(b.dir, "prodigy")
+	if err := os.CopyFS(root, os.DirFS("../../testdata/prodigy")); err != nil {
+		t.Fatal(err)
+	}
+	src, err := source.Parse("prodigy:" + root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.sink.status = func(string, int) int { return http.StatusOK }
+	b.run(b.reconciler(1), src)
+	var kept []*store.EntryRecord
+	_ = b.store.Entries(context.Background(), func(er *store.EntryRecord) error {
+		if er.Entry.Source == "prodigy" && !er.Entry.Undecodable() && er.Status != store.StatusReplayed &&
+			er.Status != store.StatusResolved {
+			kept = append(kept, er)
+		}
+		return nil
+	})
+	if len(kept) < 2 {
+		t.Fatalf("need two items left after the first run, have %d", len(kept))
+	}
+	target, other := kept[0], kept[1]
+	if _, err := os.Stat(target.Entry.Origin); err != nil {
+		t.Fatalf("item file gone before any resolve: %v", err)
+	}
+	if _, err := Resolve(context.Background(), b.store, target.Entry.Ref(), "alice", "fixed upstream"); err != nil {
+		t.Fatal(err)
+	}
+	b.run(b.reconciler(1), src)
+	if _, err := os.Stat(target.Entry.Origin); !os.IsNotExist(err) {
+		t.Errorf("resolved item %s still on disk (%v)", target.Entry.Origin, err)
+	}
+	if _, err := os.Stat(other.Entry.Origin); err != nil {
+		t.Errorf("unresolved item %s removed: %v", other.Entry.Origin, err)
+	}
+	if got := b.entry(target.Entry.Ref()).WriteBackPending; got != "" {
 		t.Errorf("write-back still owed: %q", got)
 	}
 }

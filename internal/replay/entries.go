@@ -160,6 +160,9 @@ func Resolve(ctx context.Context, s Inventory, id, actor, reason string) (*store
 		}
 		before := er.Status
 		er.Status, er.Hold, er.Reason = store.StatusResolved, store.HoldResolved, reason
+		// The source is told by the next reconcile, never before this
+		// resolve is committed (a write-back that fails stays owed).
+		er.WriteBackPending = store.WriteBackResolved
 		// Its open approval request has nothing left to approve.
 		if er.ApprovalID != "" {
 			a, err := tx.Approval(er.ApprovalID)

@@ -298,14 +298,23 @@ func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Sour
 	// An entry a person resolved, or one held in quarantine, stays as it
 	// is until a person changes it; the fresh decision is still shown.
 	var held *store.EntryRecord
+	owed, why := "", ""
 	if err := r.Store.View(ctx, func(tx store.Tx) error {
 		er, err := tx.Entry(e.Ref())
 		if er != nil && er.Hold != "" {
 			held = er
 		}
+		if er != nil {
+			owed, why = er.WriteBackPending, er.Reason
+		}
 		return err
 	}); err != nil {
 		return res, err
+	}
+	// A write-back owed from a resolve or a failed earlier attempt is
+	// retried on every run until the source takes it.
+	if owed != "" {
+		r.writeBack(ctx, e, src, &res, owed, why)
 	}
 	if held != nil {
 		// The reason stays the one that put the entry on hold (status and
@@ -553,7 +562,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 		switch out.Outcome {
 		case Succeeded:
 			if !out.SourceUpdated {
-				r.writeBack(ctx, e, src, res)
+				r.writeBack(ctx, e, src, res, store.WriteBackReplayed, "")
 			}
 			return nil
 		case HandledElsewhere:
@@ -593,21 +602,41 @@ func outcomeState(o Outcome) (idempotency.State, string) {
 	return idempotency.Decided, store.StatusReplaying
 }
 
-// writeBack tells the source the entry was replayed, after the ledger
-// says succeeded (Prodigy: remove the item file, as `prodigy dlq retry`).
-func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult) {
+// writeBack tells the source the entry was replayed or resolved, after
+// the store says so (Prodigy: remove the item file, as `prodigy dlq
+// retry`; live Cordum/Nexora: their own delete/resolve call; Cordum
+// Redis: DEL+ZREM). A failure is kept on the entry (WriteBackPending) in
+// the same transaction as its audit record, so the next run retries it.
+func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult, kind, reason string) {
 	wb, ok := src.(source.WriteBack)
-	if !ok {
-		return
+	var err error
+	switch rs, isRes := src.(source.Resolver); {
+	case ok && isRes && kind == store.WriteBackResolved:
+		err = rs.MarkResolved(ctx, *e, reason)
+	case ok:
+		err = wb.MarkReplayed(ctx, *e)
 	}
-	err := wb.MarkReplayed(ctx, *e)
-	outcome, reason := "done", "source updated: entry taken out of the source's DLQ"
+	outcome, reason := "done", "source updated: entry taken out of the source's DLQ ("+kind+")"
+	pending := ""
 	if err != nil {
-		outcome, reason = "failed", err.Error()
+		outcome, reason, pending = "failed", err.Error()+" (retried by the next reconcile)", kind
 		res.Outcome = "write_back_failed"
 	}
 	_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
-		_, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindWriteBack, EntryRef: e.Ref(), EntryID: e.ID,
+		er, err := tx.Entry(e.Ref())
+		if err != nil {
+			return err
+		}
+		if er != nil && er.WriteBackPending != pending {
+			er.WriteBackPending = pending
+			if err := tx.PutEntry(er); err != nil {
+				return err
+			}
+		}
+		if !ok {
+			return nil // nothing to tell a source that has no write-back
+		}
+		_, err = tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindWriteBack, EntryRef: e.Ref(), EntryID: e.ID,
 			Source: e.Source, Key: e.IdempotencyKey, Outcome: outcome, Reason: reason})
 		return err
 	})

@@ -231,10 +231,16 @@ func (s *liveSource) redact(msg string) string {
 // POST /api/dead-letters/{id}/resolve {"reason"} (ObserveCommand.java).
 // An entry already gone (404, or 409: no longer PENDING) is not an error.
 func (s *liveSource) MarkReplayed(ctx context.Context, e entry.Entry) error {
+	return s.MarkResolved(ctx, e, "replayed by replayctl")
+}
+
+// MarkResolved is MarkReplayed carrying a person's resolve reason, which
+// Nexora keeps on the record (Cordum's DELETE takes none).
+func (s *liveSource) MarkResolved(ctx context.Context, e entry.Entry, reason string) error {
 	method, u, body := http.MethodDelete, s.base+"/api/v1/dlq/"+url.PathEscape(e.ID), []byte(nil)
 	if s.format.kind == entry.KindNexora {
 		method, u = http.MethodPost, s.base+"/api/dead-letters/"+url.PathEscape(e.ID)+"/resolve"
-		body, _ = json.Marshal(map[string]string{"reason": "replayed by replayctl"})
+		body, _ = json.Marshal(map[string]string{"reason": reason})
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
 	if err != nil {
@@ -257,3 +263,5 @@ func (s *liveSource) MarkReplayed(ctx context.Context, e entry.Entry) error {
 	}
 	return fmt.Errorf("write back %s: %s %s: HTTP %d", e.ID, method, u, resp.StatusCode)
 }
+
+var _ Resolver = (*liveSource)(nil)

@@ -28,6 +28,13 @@ type WriteBack interface {
 	MarkReplayed(ctx context.Context, e entry.Entry) error
 }
 
+// Resolver is implemented by sources whose system records why an entry
+// was resolved (Nexora: POST .../resolve {"reason"}); others take a
+// resolve's write-back through WriteBack.
+type Resolver interface {
+	MarkResolved(ctx context.Context, e entry.Entry, reason string) error
+}
+
 // Sentinel errors.
 var (
 	// ErrOutsideRoot is wrapped by MarkReplayed's error when the entry's file

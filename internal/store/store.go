@@ -67,10 +67,20 @@ type EntryRecord struct {
 	// person changes it: HoldQuarantine, HoldFailed or HoldResolved.
 	Hold string `json:"hold,omitempty"`
 	// Probe is the last compensating read's result for the entry's key.
-	Probe     string    `json:"probe,omitempty"`
-	FirstSeen time.Time `json:"first_seen"`
-	LastSeen  time.Time `json:"last_seen"`
+	Probe string `json:"probe,omitempty"`
+	// WriteBackPending names a write-back the source has not yet taken
+	// (WriteBackReplayed or WriteBackResolved): set when it fails, or by a
+	// resolve before the source is told, so the next reconcile retries it.
+	WriteBackPending string    `json:"write_back_pending,omitempty"`
+	FirstSeen        time.Time `json:"first_seen"`
+	LastSeen         time.Time `json:"last_seen"`
 }
+
+// Write-backs an entry can be owed (EntryRecord.WriteBackPending).
+const (
+	WriteBackReplayed = "replayed"
+	WriteBackResolved = "resolved"
+)
 
 // Tx is one atomic unit of work on the store. Backends implement it over
 // their own transaction; everything done through one Tx commits together.

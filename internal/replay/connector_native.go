@@ -122,6 +122,23 @@ func (t *nativeTarget) classify(status int, excerpt []byte, gone ...int) Result 
 	return res
 }
 
+// replay POSTs to the system's own replay endpoint (path under base) with
+// the entry's idempotency key, and classifies the answer; gone lists the
+// statuses that mean "no longer dead-lettered", explained by goneDetail.
+// It returns the response excerpt for the caller's own fields.
+func (t *nativeTarget) replay(ctx context.Context, path string, h http.Header, key, goneDetail string, gone ...int) (Result, []byte) {
+	h.Set("Idempotency-Key", key)
+	status, excerpt, res := t.post(ctx, t.base+path, nil, h)
+	if res != nil {
+		return *res, nil
+	}
+	out := t.classify(status, excerpt, gone...)
+	if out.Outcome == HandledElsewhere {
+		out.Detail = goneDetail + out.Detail
+	}
+	return out, excerpt
+}
+
 // CordumTarget replays a Cordum DLQ entry the way Cordum's own Retry does:
 // POST /api/v1/dlq/{job_id}/retry on the gateway, which rebuilds the job
 // from Cordum's job store, publishes it as a new job, deletes the DLQ
@@ -157,17 +174,8 @@ func (t *CordumTarget) header() http.Header {
 
 // Dispatch asks Cordum to retry the job.
 func (t *CordumTarget) Dispatch(ctx context.Context, r Request) Result {
-	u := t.base + "/api/v1/dlq/" + url.PathEscape(r.Entry.ID) + "/retry"
-	h := t.header()
-	h.Set("Idempotency-Key", r.Key)
-	status, excerpt, res := t.post(ctx, u, nil, h)
-	if res != nil {
-		return *res
-	}
-	out := t.classify(status, excerpt, http.StatusNotFound)
-	if out.Outcome == HandledElsewhere {
-		out.Detail = "cordum: job " + r.Entry.ID + " is no longer in the DLQ (retried or deleted elsewhere): " + out.Detail
-	}
+	out, excerpt := t.replay(ctx, "/api/v1/dlq/"+url.PathEscape(r.Entry.ID)+"/retry", t.header(), r.Key,
+		"cordum: job "+r.Entry.ID+" is no longer in the DLQ (retried or deleted elsewhere): ", http.StatusNotFound)
 	if out.Outcome == Succeeded {
 		out.SourceUpdated = true
 		var body struct {
@@ -211,17 +219,9 @@ func (t *NexoraTarget) header() http.Header {
 
 // Dispatch asks Nexora to replay the dead letter.
 func (t *NexoraTarget) Dispatch(ctx context.Context, r Request) Result {
-	u := t.base + "/api/dead-letters/" + url.PathEscape(r.Entry.ID) + "/replay"
-	h := t.header()
-	h.Set("Idempotency-Key", r.Key)
-	status, excerpt, res := t.post(ctx, u, nil, h)
-	if res != nil {
-		return *res
-	}
-	out := t.classify(status, excerpt, http.StatusConflict, http.StatusNotFound)
-	if out.Outcome == HandledElsewhere {
-		out.Detail = "nexora: dead letter " + r.Entry.ID + " is no longer PENDING (replayed, resolved or removed elsewhere): " + out.Detail
-	}
+	out, _ := t.replay(ctx, "/api/dead-letters/"+url.PathEscape(r.Entry.ID)+"/replay", t.header(), r.Key,
+		"nexora: dead letter "+r.Entry.ID+" is no longer PENDING (replayed, resolved or removed elsewhere): ",
+		http.StatusConflict, http.StatusNotFound)
 	out.SourceUpdated = out.Outcome == Succeeded
 	return out
 }

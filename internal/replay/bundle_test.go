@@ -46,6 +46,21 @@ dlq_rules:
     max_replays: 2
 `
 
+// prodigyCopy copies the Prodigy sample into the bundle's directory (the
+// source's write-back removes item files) and returns a source over it.
+func (b *testBundle) prodigyCopy(t *testing.T) source.Source {
+	t.Helper()
+	root := filepath.Join(b.dir, "prodigy")
+	if err := os.CopyFS(root, os.DirFS("../../testdata/prodigy")); err != nil {
+		t.Fatal(err)
+	}
+	src, err := source.Parse("prodigy:" + root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
 func newBundle(t *testing.T, rules string) *testBundle {
 	t.Helper()
 	dir := t.TempDir()

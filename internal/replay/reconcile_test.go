@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/idempotency"
-	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -401,14 +399,7 @@ func TestResolvedEntriesStayResolved(t *testing.T) {
 
 func TestProdigyItemRemovedOnlyAfterSuccess(t *testing.T) {
 	b := newBundle(t, baseRules)
-	root := filepath.Join(b.dir, "prodigy")
-	if err := os.CopyFS(root, os.DirFS("../../testdata/prodigy")); err != nil {
-		t.Fatal(err)
-	}
-	src, err := source.Parse("prodigy:" + root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := b.prodigyCopy(t)
 	b.sink.status = func(key string, _ int) int { return http.StatusOK }
 	rep := b.run(b.reconciler(2), src)
 	if rep.Replays.Succeeded == 0 {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sync"
 	"testing"
@@ -328,14 +327,7 @@ func TestResolveWritesBackToCordumRedis(t *testing.T) {
 // `prodigy dlq retry`) does; items not resolved stay.
 func TestResolveWritesBackToProdigy(t *testing.T) {
 	b := newBundle(t, baseRules)
-	root := filepath.Join(b.dir, "prodigy")
-	if err := os.CopyFS(root, os.DirFS("../../testdata/prodigy")); err != nil {
-		t.Fatal(err)
-	}
-	src, err := source.Parse("prodigy:" + root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := b.prodigyCopy(t)
 	b.sink.status = func(string, int) int { return http.StatusOK }
 	b.run(b.reconciler(1), src)
 	var kept []*store.EntryRecord

@@ -380,6 +380,9 @@ Executing records the bulk operation in the audit trail before any dispatch;
 				return runBulk(cmd, s, &bulk, format, b, "")
 			}
 			if db.remote.enabled() {
+				if tgt.url != "" {
+					return usageError("--target with --server: the server's targets apply")
+				}
 				var res replay.EntryResult
 				if err := db.remote.call(cmd.Context(), "POST", "/api/dead-letters/"+url.PathEscape(args[0])+"/replay", nil, nil, &res); err != nil {
 					return err

@@ -25,7 +25,12 @@ import (
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"replayctl": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"replayctl": func() {
+			if os.Getenv(storyRemoteEnv) != "" {
+				os.Exit(remoteStory(os.Args[1:]))
+			}
+			os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		},
 	})
 }
 
@@ -33,8 +38,20 @@ func TestMain(m *testing.M) {
 // each readable as documentation. Every script starts in a directory holding
 // the bundled rules.yaml, policies/ and testdata/, as a user's checkout
 // would, so that commands read exactly as in the README.
+// TestScriptsRemote runs the same stories again through `replayctl serve`.
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
+	p := storyParams()
+	p.Condition = func(cond string) (bool, error) {
+		if cond == "remote" {
+			return false, nil
+		}
+		return false, fmt.Errorf("unknown condition %q", cond)
+	}
+	testscript.Run(t, p)
+}
+
+func storyParams() testscript.Params {
+	return testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
@@ -56,7 +73,7 @@ func TestScripts(t *testing.T) {
 			"freeport":  freePortCmd,
 			"waitready": waitReadyCmd,
 		},
-	})
+	}
 }
 
 func copyPath(from, to string) error {

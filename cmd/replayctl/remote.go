@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -72,16 +73,11 @@ func (f *remoteFlags) call(ctx context.Context, method, path string, q url.Value
 		return err
 	}
 	if resp.StatusCode >= 400 {
-		var ae apiError
-		msg := strings.TrimSpace(string(data))
-		if json.Unmarshal(data, &ae) == nil && ae.Error.Message != "" {
-			msg = ae.Error.Message
-		}
 		code := exitError
 		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity {
 			code = exitUsage
 		}
-		return &exitErr{code: code, err: fmt.Errorf("server: %s (HTTP %d)", msg, resp.StatusCode)}
+		return &exitErr{code: code, err: f.answerError(resp.StatusCode, data)}
 	}
 	if out == nil {
 		return nil
@@ -106,19 +102,26 @@ func (f *remoteFlags) stream(ctx context.Context, path string, w io.Writer) erro
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		var ae apiError
-		msg := strings.TrimSpace(string(data))
-		if json.Unmarshal(data, &ae) == nil && ae.Error.Message != "" {
-			msg = ae.Error.Message
-		}
 		code := exitError
 		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest {
 			code = exitUsage
 		}
-		return &exitErr{code: code, err: fmt.Errorf("server: %s (HTTP %d)", msg, resp.StatusCode)}
+		return &exitErr{code: code, err: f.answerError(resp.StatusCode, data)}
 	}
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		return fmt.Errorf("server %s: answer cut short (run audit verify): %w", f.url, err)
 	}
 	return nil
+}
+
+// answerError is the error of a refused request. The server's own message
+// is printed as the local command prints it (the story suite runs every
+// story both ways and expects the same words); anything else, a proxy's
+// error page say, names the server and the status.
+func (f *remoteFlags) answerError(status int, data []byte) error {
+	var ae apiError
+	if json.Unmarshal(data, &ae) == nil && ae.Error.Message != "" {
+		return errors.New(ae.Error.Message)
+	}
+	return fmt.Errorf("server %s answered HTTP %d: %s", f.url, status, strings.TrimSpace(string(data)))
 }

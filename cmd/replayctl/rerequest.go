@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/replayctl/replayctl/internal/approval"
 	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // newApprovalsRerequestCmd asks again for an approval whose request
@@ -24,19 +26,21 @@ func newApprovalsRerequestCmd(s *streams) *cobra.Command {
 		Short: "Ask again for an approval whose request expired (new id, open for approvers.yaml's expiry)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if db.remote.enabled() {
-				return usageError("approvals rerequest works on the local store only; the server's reconcile asks again by itself")
+			var cfg *approval.Config
+			if db.remote.enabled() && cmd.Flags().Changed("approvers") {
+				return usageError("--approvers with --server: the server's approvers.yaml applies")
 			}
-			cfg, err := approval.LoadConfig(approvers.path)
-			if err != nil {
-				return err
+			if !db.remote.enabled() {
+				// Through the server, the server's approvers.yaml applies.
+				var err error
+				if cfg, err = approval.LoadConfig(approvers.path); err != nil {
+					return err
+				}
 			}
-			st, err := db.open()
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			a, err := replay.Rerequest(cmd.Context(), st, args[0], actor.as, time.Now().UTC(), cfg.Expiry)
+			a, err := change(cmd.Context(), &db, "/api/approvals/"+url.PathEscape(args[0])+"/rerequest", struct{}{},
+				func(st store.Backend) (*store.Approval, error) {
+					return replay.Rerequest(cmd.Context(), st, args[0], actor.as, time.Now().UTC(), cfg.Expiry)
+				})
 			if err != nil {
 				return entryErr(err)
 			}

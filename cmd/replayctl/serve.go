@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -210,14 +211,17 @@ func proxyAuth(trusted, roles []string, def string) (*server.ProxyAuth, error) {
 }
 
 func newTokensCmd(s *streams) *cobra.Command {
-	cmd := &cobra.Command{Use: "tokens", Short: "Manage API tokens (stored hashed)"}
+	cmd := &cobra.Command{Use: "tokens", Short: "Manage API tokens (stored hashed): create, list, revoke"}
 	var path, usr, role, outF string
+	var ttl time.Duration
 	create := &cobra.Command{
-		Use:   "create --user U --role viewer|operator|approver|admin [--tokens tokens.json] [-o json]",
+		Use:   "create --user U --role viewer|operator|approver|admin [--expires-in 720h] [--tokens tokens.json] [-o json]",
 		Short: "Create a token; it is printed once, only its hash is stored",
 		Long: `Roles: viewer reads; operator also reconciles, replays, resolves and releases;
 approver reads and decides approvals for the groups it belongs to (approvers.yaml,
-by user name); admin does everything. The four-eyes rule holds for every role.`,
+by user name); admin does everything. The four-eyes rule holds for every role.
+A running serve re-reads the token file when it changes: a new token works, and
+a revoked or expired one is refused, without a restart.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := outputFormat(outF)
@@ -228,16 +232,23 @@ by user name); admin does everything. The four-eyes rule holds for every role.`,
 			if err != nil {
 				return err
 			}
-			secret, err := tokens.Create(usr, role, time.Now())
+			secret, err := tokens.CreateExpiring(usr, role, time.Now(), ttl)
 			if err != nil {
 				return usageError("%v", err)
 			}
 			if format == "json" {
+				list, err := tokens.List()
+				if err != nil {
+					return err
+				}
+				tok := list[len(list)-1]
 				return writeJSON(s.out, struct {
-					Token string `json:"token"`
-					User  string `json:"user"`
-					Role  string `json:"role"`
-				}{secret, usr, role})
+					Token   string     `json:"token"`
+					ID      string     `json:"id"`
+					User    string     `json:"user"`
+					Role    string     `json:"role"`
+					Expires *time.Time `json:"expires,omitempty"`
+				}{secret, tok.ID, usr, role, tok.Expires})
 			}
 			fmt.Fprintln(s.out, secret)
 			return nil
@@ -246,7 +257,79 @@ by user name); admin does everything. The four-eyes rule holds for every role.`,
 	create.Flags().StringVar(&path, "tokens", "tokens.json", "token file")
 	create.Flags().StringVar(&usr, "user", "", "user the token acts as (required)")
 	create.Flags().StringVar(&role, "role", "viewer", "viewer, operator, approver or admin")
+	create.Flags().DurationVar(&ttl, "expires-in", 0, "the token stops working this long after creation (e.g. 720h; 0: never)")
 	create.Flags().StringVarP(&outF, "output", "o", "table", "output format: table (the token alone) or json")
-	cmd.AddCommand(create)
+
+	list := &cobra.Command{
+		Use:   "list [--tokens tokens.json] [-o json]",
+		Short: "List tokens: id, user, role, created, expires, status (active, expired, revoked); never a secret",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
+			tokens, err := server.LoadTokens(path)
+			if err != nil {
+				return err
+			}
+			all, err := tokens.List()
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			type row struct {
+				server.Token
+				Hash   string `json:"sha256,omitempty"`
+				Status string `json:"status"`
+			}
+			rows := make([]row, 0, len(all))
+			for _, t := range all {
+				rows = append(rows, row{Token: t, Status: t.Status(now)})
+			}
+			if format == "json" {
+				return writeJSON(s.out, rows)
+			}
+			tw := tabwriter.NewWriter(s.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tUSER\tROLE\tCREATED\tEXPIRES\tSTATUS")
+			for _, r := range rows {
+				exp := "never"
+				if r.Expires != nil {
+					exp = r.Expires.Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.User, r.Role, r.Created.Format(time.RFC3339), exp, r.Status)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(s.out, "%d token(s)\n", len(rows))
+			return nil
+		},
+	}
+	list.Flags().StringVar(&path, "tokens", "tokens.json", "token file")
+	list.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
+
+	revoke := &cobra.Command{
+		Use:   "revoke ID [--tokens tokens.json]",
+		Short: "Revoke a token (by its id from tokens list); a running serve refuses it from the next request on",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tokens, err := server.LoadTokens(path)
+			if err != nil {
+				return err
+			}
+			tok, err := tokens.Revoke(args[0], time.Now())
+			if errors.Is(err, server.ErrTokenNotFound) {
+				return usageError("%v", err)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(s.out, "%s (%s, %s) revoked at %s\n", tok.ID, tok.User, tok.Role, tok.Revoked.Format(time.RFC3339))
+			return nil
+		},
+	}
+	revoke.Flags().StringVar(&path, "tokens", "tokens.json", "token file")
+	cmd.AddCommand(create, list, revoke)
 	return cmd
 }

@@ -156,6 +156,8 @@ func (s *Server) ReplayOne(r *http.Request, id, actor string) (replay.EntryResul
 	}
 	switch er.Status {
 	case store.StatusPending, store.StatusAwaitingApproval, store.StatusManualReview, store.StatusUnknown:
+	case store.StatusReplayed:
+		// One refuses it, in the words of the local `dlq replay`.
 	default:
 		return replay.EntryResult{}, fmt.Errorf("%w: %s is %s, not pending", replay.ErrState, er.Entry.Ref(), er.Status)
 	}

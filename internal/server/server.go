@@ -130,6 +130,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/approvals", s.auth(permRead, s.handleListApprovals))
 	m.HandleFunc("POST /api/approvals/{id}/approve", s.auth(permApprove, s.handleDecideApproval(true)))
 	m.HandleFunc("POST /api/approvals/{id}/reject", s.auth(permApprove, s.handleDecideApproval(false)))
+	m.HandleFunc("POST /api/approvals/{id}/rerequest", s.auth(permOperate, s.handleRerequest))
 	m.HandleFunc("GET /api/audit", s.auth(permRead, s.handleListAudit))
 	m.HandleFunc("GET /api/audit/verify", s.auth(permRead, s.handleVerifyAudit))
 	m.HandleFunc("GET /api/audit/checkpoint", s.auth(permRead, s.handleCheckpoint))

@@ -26,35 +26,116 @@ const (
 // Roles lists every role.
 var Roles = []string{RoleViewer, RoleOperator, RoleApprover, RoleAdmin}
 
-// Token is a stored credential: only its hash is kept.
+// Token is a stored credential: only its hash is kept. A revoked or
+// expired token stays in the file (who had access, and until when) but
+// authenticates nothing.
 type Token struct {
-	User    string    `json:"user"`
-	Role    string    `json:"role"`
-	Hash    string    `json:"sha256"`
-	Created time.Time `json:"created"`
+	// ID names the token for list and revoke; it is random, not derived
+	// from the secret. Files written before ids existed get one on load
+	// (the hash's first 12 hex digits, stable across loads).
+	ID      string     `json:"id,omitempty"`
+	User    string     `json:"user"`
+	Role    string     `json:"role"`
+	Hash    string     `json:"sha256"`
+	Created time.Time  `json:"created"`
+	Expires *time.Time `json:"expires,omitempty"`
+	Revoked *time.Time `json:"revoked,omitempty"`
 }
 
-// Tokens is the token file (JSON), read at start.
+// Status is "active", "expired" or "revoked" at now.
+func (t Token) Status(now time.Time) string {
+	switch {
+	case t.Revoked != nil:
+		return "revoked"
+	case t.Expires != nil && !now.Before(*t.Expires):
+		return "expired"
+	}
+	return "active"
+}
+
+// Tokens is the token file (JSON). A running server re-reads it when it
+// changes (checked on every lookup: one stat), so `tokens revoke`, an
+// expiry and a new token take effect without a restart.
 type Tokens struct {
+	// Now is the clock for expiry (time.Now when nil).
+	Now func() time.Time
+
 	mu     sync.RWMutex
 	path   string
 	tokens []Token
+	// seen is the file as last read (nil: it did not exist); bad is set
+	// when the file changed into something unreadable: then every lookup
+	// fails (closed) until it is fixed.
+	seen os.FileInfo
+	bad  error
 }
+
+// ErrTokenNotFound: no token has the id given to Revoke.
+var ErrTokenNotFound = errors.New("no such token")
 
 // LoadTokens reads the token file; a missing file means no tokens yet.
 func LoadTokens(path string) (*Tokens, error) {
 	t := &Tokens{path: path}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return t, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read tokens: %w", err)
-	}
-	if err := json.Unmarshal(data, &t.tokens); err != nil {
-		return nil, fmt.Errorf("%s: not a token file: %w", path, err)
+	if err := t.reload(); err != nil {
+		return nil, err
 	}
 	return t, nil
+}
+
+// reload reads the file into t; the caller holds the write lock (or owns t).
+func (t *Tokens) reload() error {
+	fi, err := os.Stat(t.path)
+	if errors.Is(err, os.ErrNotExist) {
+		t.tokens, t.seen, t.bad = nil, nil, nil
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read tokens: %w", err)
+	}
+	data, err := os.ReadFile(t.path)
+	if err != nil {
+		return fmt.Errorf("read tokens: %w", err)
+	}
+	var toks []Token
+	if err := json.Unmarshal(data, &toks); err != nil {
+		return fmt.Errorf("%s: not a token file: %w", t.path, err)
+	}
+	for i := range toks {
+		if toks[i].ID == "" && len(toks[i].Hash) >= 12 {
+			toks[i].ID = "tok_" + toks[i].Hash[:12]
+		}
+	}
+	t.tokens, t.seen, t.bad = toks, fi, nil
+	return nil
+}
+
+// fresh re-reads the file when it changed since the last read. Renames
+// (how every writer here saves) change the inode, edits the size or mtime.
+func (t *Tokens) fresh() {
+	fi, err := os.Stat(t.path)
+	t.mu.RLock()
+	seen := t.seen
+	t.mu.RUnlock()
+	switch {
+	case err != nil && seen == nil:
+		return
+	case err == nil && seen != nil && os.SameFile(fi, seen) && fi.Size() == seen.Size() && fi.ModTime().Equal(seen.ModTime()):
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.reload(); err != nil {
+		// Fail closed: a token file that cannot be read authenticates no
+		// one, rather than the tokens it held before a revocation.
+		t.tokens, t.seen, t.bad = nil, fi, err
+	}
+}
+
+func (t *Tokens) now() time.Time {
+	if t.Now != nil {
+		return t.Now()
+	}
+	return time.Now()
 }
 
 func hashToken(secret string) string {
@@ -62,9 +143,16 @@ func hashToken(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Create adds a token for user with role, saves the file (mode 0600) and
-// returns the secret, which is shown once and never stored.
+// Create adds a token for user with role that never expires; see
+// CreateExpiring.
 func (t *Tokens) Create(user, role string, now time.Time) (string, error) {
+	return t.CreateExpiring(user, role, now, 0)
+}
+
+// CreateExpiring adds a token for user with role, valid for ttl (0: no
+// expiry), saves the file (mode 0600) and returns the secret, which is
+// shown once and never stored.
+func (t *Tokens) CreateExpiring(user, role string, now time.Time, ttl time.Duration) (string, error) {
 	if user == "" {
 		return "", errors.New("a user is required")
 	}
@@ -75,27 +163,87 @@ func (t *Tokens) Create(user, role string, now time.Time) (string, error) {
 	if !valid {
 		return "", fmt.Errorf("unknown role %q (want viewer, operator, approver or admin)", role)
 	}
+	if ttl < 0 {
+		return "", fmt.Errorf("expiry %s: must not be negative", ttl)
+	}
 	var raw [24]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", err
 	}
+	var id [6]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return "", err
+	}
 	secret := "rpl_" + hex.EncodeToString(raw[:])
+	tok := Token{ID: "tok_" + hex.EncodeToString(id[:]), User: user, Role: role, Hash: hashToken(secret), Created: now.UTC()}
+	if ttl > 0 {
+		exp := now.Add(ttl).UTC()
+		tok.Expires = &exp
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.tokens = append(t.tokens, Token{User: user, Role: role, Hash: hashToken(secret), Created: now.UTC()})
+	// Another process may have written the file since it was loaded.
+	if err := t.reload(); err != nil {
+		return "", err
+	}
+	t.tokens = append(t.tokens, tok)
+	return secret, t.save()
+}
+
+// List returns every token in the file (as it is now), revoked and
+// expired ones included.
+func (t *Tokens) List() ([]Token, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.reload(); err != nil {
+		return nil, err
+	}
+	return append([]Token(nil), t.tokens...), nil
+}
+
+// Revoke marks the token with id revoked at now and saves the file; a
+// server using the file refuses the token from its next request on.
+// Revoking a revoked token is not an error (it keeps its first time).
+func (t *Tokens) Revoke(id string, now time.Time) (Token, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.reload(); err != nil {
+		return Token{}, err
+	}
+	for i := range t.tokens {
+		if t.tokens[i].ID != id {
+			continue
+		}
+		if t.tokens[i].Revoked == nil {
+			r := now.UTC()
+			t.tokens[i].Revoked = &r
+			if err := t.save(); err != nil {
+				return Token{}, err
+			}
+		}
+		return t.tokens[i], nil
+	}
+	return Token{}, fmt.Errorf("%w: %q in %s (replayctl tokens list shows the ids)", ErrTokenNotFound, id, t.path)
+}
+
+// save writes the file atomically; the caller holds the write lock.
+func (t *Tokens) save() error {
 	data, err := json.MarshalIndent(t.tokens, "", "  ")
 	if err != nil {
-		return "", err
+		return err
 	}
 	tmp := t.path + ".tmp"
 	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.Rename(tmp, t.path); err != nil {
-		return "", err
+		return err
 	}
 	_ = syncDir(filepath.Dir(t.path))
-	return secret, nil
+	if fi, err := os.Stat(t.path); err == nil {
+		t.seen = fi
+	}
+	return nil
 }
 
 func syncDir(dir string) error {
@@ -107,16 +255,22 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// Lookup finds the token for a secret, comparing hashes in constant time.
+// Lookup finds the active token for a secret, comparing hashes in
+// constant time; a revoked or expired token is not found.
 func (t *Tokens) Lookup(secret string) (Token, bool) {
 	if secret == "" {
 		return Token{}, false
 	}
+	t.fresh()
 	h := hashToken(secret)
+	now := t.now()
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	for _, tok := range t.tokens {
 		if subtle.ConstantTimeCompare([]byte(tok.Hash), []byte(h)) == 1 {
+			if tok.Status(now) != "active" {
+				return Token{}, false
+			}
 			return tok, true
 		}
 	}

@@ -36,6 +36,7 @@ func newServeCmd(s *streams) *cobra.Command {
 		trustedProxies, proxyRoles    []string
 		hooksJSON, hooksSlack         []string
 		publicURL                     string
+		agingAfter, agingEvery        time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --addr 127.0.0.1:8080 --source KIND:PATH... [--every 5m] [--db F] [--tokens F]",
@@ -58,6 +59,12 @@ dispatches (or record them outcome_unknown), and exits.`,
 			}
 			if (tlsCert == "") != (tlsKey == "") {
 				return usageError("--tls-cert and --tls-key go together")
+			}
+			if agingAfter < 0 || agingEvery < 0 {
+				return usageError("--notify-aging and --notify-aging-every must not be negative")
+			}
+			if agingAfter > 0 && len(hooksJSON)+len(hooksSlack) == 0 {
+				return usageError("--notify-aging needs a --notify-webhook or --notify-slack to send reminders to")
 			}
 			proxy, err := proxyAuth(trustedProxies, proxyRoles, proxyDefault)
 			if err != nil {
@@ -93,6 +100,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 				Store: st, Tokens: tokens, Sources: srcs, Approvers: cfg, Every: every,
 				MaxParallel: par, Rate: rate, Logger: logger, AuditKey: auditKey, Proxy: proxy,
 				Notify: notifier(hooksJSON, hooksSlack), PublicURL: publicURL,
+				Remind: notify.Aging{After: agingAfter, Every: agingEvery},
 				Engine: func(ctx context.Context) (*triage.Engine, triage.Snapshot, error) { return eng.load(ctx) },
 				Router: func(rules *triage.Rules) replay.Router { return tgt.router(rules, srcs...) },
 			})
@@ -152,6 +160,8 @@ dispatches (or record them outcome_unknown), and exits.`,
 	f.StringVar(&proxyDefault, "proxy-default-role", "", "role of a proxy user in no mapped group (empty: refused)")
 	f.StringArrayVar(&hooksJSON, "notify-webhook", nil, "POST a JSON message here when a run opens approvals (repeatable)")
 	f.StringArrayVar(&hooksSlack, "notify-slack", nil, "Slack-compatible incoming webhook to tell approvers (repeatable)")
+	f.DurationVar(&agingAfter, "notify-aging", 0, "remind approvers (through the webhooks) of requests pending longer than this, after a run (e.g. 4h; 0: never)")
+	f.DurationVar(&agingEvery, "notify-aging-every", 0, "remind of a request still pending at most once per this long (default: --notify-aging)")
 	f.StringVar(&publicURL, "public-url", "http://localhost:8080", "this server's address as people reach it, for links in notifications")
 	return cmd
 }

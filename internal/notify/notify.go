@@ -22,11 +22,16 @@ type Webhook struct {
 	Format string
 }
 
-// Batch is what one run asks of approvers.
+// Batch is what one run asks of approvers: the requests it opened or,
+// with Reason "aging", the requests that have waited longer than
+// OlderThan (Requested counts them; Groups by approver group).
 type Batch struct {
-	Run       string `json:"run"`
-	Requested int    `json:"approvals_requested"`
-	Link      string `json:"link"`
+	Run       string         `json:"run"`
+	Requested int            `json:"approvals_requested"`
+	Link      string         `json:"link"`
+	Reason    string         `json:"reason,omitempty"`
+	OlderThan string         `json:"older_than,omitempty"`
+	Groups    map[string]int `json:"groups,omitempty"`
 }
 
 // Notifier delivers batches. Failed counts deliveries given up after every
@@ -63,6 +68,10 @@ func (n *Notifier) Send(ctx context.Context, b Batch) {
 func (n *Notifier) Wait() { n.wg.Wait() }
 
 func body(h Webhook, b Batch) ([]byte, error) {
+	if h.Format == "slack" && b.Reason == "aging" {
+		return json.Marshal(map[string]string{"text": fmt.Sprintf(
+			"replayctl: %d approval request(s) have waited longer than %s: <%s|open the approval queue>", b.Requested, b.OlderThan, b.Link)})
+	}
 	if h.Format == "slack" {
 		return json.Marshal(map[string]string{"text": fmt.Sprintf(
 			"replayctl run %s: %d approval request(s) wait for you: <%s|open the approval queue>", b.Run, b.Requested, b.Link)})

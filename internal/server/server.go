@@ -65,6 +65,9 @@ type Config struct {
 	// PublicURL is this server's address as people reach it (for links).
 	Notify    *notify.Notifier
 	PublicURL string
+	// Remind, with Notify, reminds approvers of requests pending past
+	// Remind.After, once per Remind.Every (zero After: never).
+	Remind notify.Aging
 }
 
 // Server is the HTTP service.
@@ -75,6 +78,7 @@ type Server struct {
 	runs    *runner
 	ui      *ui
 	unauth  chan struct{} // slots for requests without credentials
+	rem     reminders
 }
 
 // New builds the server and its routes.

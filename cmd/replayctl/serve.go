@@ -34,6 +34,7 @@ func newServeCmd(s *streams) *cobra.Command {
 	var (
 		tlsCert, tlsKey, proxyDefault string
 		trustedProxies, proxyRoles    []string
+		proxyApprovers                []string
 		hooksJSON, hooksSlack         []string
 		publicURL                     string
 		agingAfter, agingEvery        time.Duration
@@ -66,7 +67,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 			if agingAfter > 0 && len(hooksJSON)+len(hooksSlack) == 0 {
 				return usageError("--notify-aging needs a --notify-webhook or --notify-slack to send reminders to")
 			}
-			proxy, err := proxyAuth(trustedProxies, proxyRoles, proxyDefault)
+			proxy, err := proxyAuth(trustedProxies, proxyRoles, proxyApprovers, proxyDefault)
 			if err != nil {
 				return usageError("%v", err)
 			}
@@ -157,6 +158,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 	f.StringVar(&tlsKey, "tls-key", "", "private key of --tls-cert (PEM)")
 	f.StringArrayVar(&trustedProxies, "trusted-proxy", nil, "accept X-Forwarded-User/X-Forwarded-Groups from this address or CIDR (repeatable; e.g. the oauth2-proxy pod network)")
 	f.StringArrayVar(&proxyRoles, "proxy-role", nil, "map a proxy group to a role, GROUP=ROLE (repeatable)")
+	f.StringArrayVar(&proxyApprovers, "proxy-approver-group", nil, "a proxy group's members may decide an approvers.yaml group's requests, PROXY_GROUP=APPROVER_GROUP (repeatable)")
 	f.StringVar(&proxyDefault, "proxy-default-role", "", "role of a proxy user in no mapped group (empty: refused)")
 	f.StringArrayVar(&hooksJSON, "notify-webhook", nil, "POST a JSON message here when a run opens approvals (repeatable)")
 	f.StringArrayVar(&hooksSlack, "notify-slack", nil, "Slack-compatible incoming webhook to tell approvers (repeatable)")
@@ -190,10 +192,10 @@ func notifier(jsonHooks, slackHooks []string) *notify.Notifier {
 }
 
 // proxyAuth builds the trusted-proxy configuration from the flags.
-func proxyAuth(trusted, roles []string, def string) (*server.ProxyAuth, error) {
+func proxyAuth(trusted, roles, approvers []string, def string) (*server.ProxyAuth, error) {
 	if len(trusted) == 0 {
-		if len(roles) > 0 || def != "" {
-			return nil, errors.New("--proxy-role and --proxy-default-role need --trusted-proxy")
+		if len(roles)+len(approvers) > 0 || def != "" {
+			return nil, errors.New("--proxy-role, --proxy-approver-group and --proxy-default-role need --trusted-proxy")
 		}
 		return nil, nil
 	}
@@ -217,6 +219,9 @@ func proxyAuth(trusted, roles []string, def string) (*server.ProxyAuth, error) {
 		return nil, fmt.Errorf("--proxy-default-role %q: want viewer, operator, approver or admin", def)
 	}
 	p.Roles = m
+	if p.ApproverGroups, err = server.ParseApproverGroupMapping(approvers); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -95,6 +96,9 @@ type Decision struct {
 	// CurrentEvidence is the evidence hash of the entry's decision made
 	// now, against the current rules and policy; "" skips the check.
 	CurrentEvidence string
+	// Groups are approver groups Actor belongs to besides approvers.yaml
+	// (a trusted sign-in proxy's groups, mapped by serve).
+	Groups []string
 }
 
 // Decide records a person's approval or rejection, enforcing membership,
@@ -121,7 +125,7 @@ func (s *Service) Decide(ctx context.Context, d Decision) (*store.Approval, erro
 		}
 		out = a
 		switch {
-		case !s.Config.Member(a.ApproverGroup, d.Actor):
+		case !s.Config.Member(a.ApproverGroup, d.Actor) && !slices.Contains(d.Groups, a.ApproverGroup):
 			outcome = fmt.Errorf("%w: %s is not in %q (%s)", ErrForbidden, d.Actor, a.ApproverGroup, s.Config.where(a.ApproverGroup))
 			return nil
 		case a.RequestedBy == d.Actor:

@@ -299,7 +299,14 @@ func (s *Server) DecideApproval(r *http.Request, id, actor string, approve bool,
 			current = d.EvidenceHash
 		}
 	}
-	return s.approvals().Decide(r.Context(), approval.Decision{ID: id, Actor: actor, Approve: approve, Reason: reason, CurrentEvidence: current})
+	// Signed in through a trusted proxy, the user's proxy groups may make
+	// them a member of approver groups (the API and the UI alike).
+	var groups []string
+	if tok, ok := s.authenticate(r); ok && tok.User == actor {
+		groups = tok.Groups
+	}
+	return s.approvals().Decide(r.Context(), approval.Decision{ID: id, Actor: actor, Approve: approve, Reason: reason,
+		CurrentEvidence: current, Groups: groups})
 }
 
 func (s *Server) handleListAudit(w http.ResponseWriter, r *http.Request) {

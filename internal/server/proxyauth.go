@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -20,6 +21,24 @@ type ProxyAuth struct {
 	// DefaultRole is the role of a signed-in user none of whose groups is
 	// mapped ("" : such a user is not let in).
 	DefaultRole string
+	// ApproverGroups maps a proxy group to an approvers.yaml group: a user
+	// in the proxy group may decide that group's requests (as if listed in
+	// approvers.yaml), and is at least an approver.
+	ApproverGroups map[string]string
+}
+
+// ParseApproverGroupMapping reads SSO_GROUP=APPROVER_GROUP (the
+// --proxy-approver-group flag).
+func ParseApproverGroupMapping(specs []string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, s := range specs {
+		g, a, ok := strings.Cut(s, "=")
+		if !ok || strings.TrimSpace(g) == "" || strings.TrimSpace(a) == "" {
+			return nil, fmt.Errorf("proxy approver group %q: want PROXY_GROUP=APPROVER_GROUP (a group of approvers.yaml)", s)
+		}
+		m[strings.TrimSpace(g)] = strings.TrimSpace(a)
+	}
+	return m, nil
 }
 
 var roleRank = map[string]int{RoleViewer: 1, RoleApprover: 2, RoleOperator: 3, RoleAdmin: 4}
@@ -60,13 +79,24 @@ func (p *ProxyAuth) authenticate(r *http.Request) (Token, bool) {
 		return Token{}, false
 	}
 	role := p.DefaultRole
+	var groups []string
 	for _, g := range strings.Split(r.Header.Get("X-Forwarded-Groups"), ",") {
-		if mapped := p.Roles[strings.TrimSpace(g)]; roleRank[mapped] > roleRank[role] {
+		g = strings.TrimSpace(g)
+		if mapped := p.Roles[g]; roleRank[mapped] > roleRank[role] {
 			role = mapped
 		}
+		if ag, ok := p.ApproverGroups[g]; ok && !slices.Contains(groups, ag) {
+			groups = append(groups, ag)
+		}
+	}
+	// A member of an approver group must be able to approve: viewer (or
+	// nothing) becomes approver; operator cannot approve at all, so it
+	// becomes admin only if mapped so, never here.
+	if len(groups) > 0 && roleRank[role] < roleRank[RoleApprover] {
+		role = RoleApprover
 	}
 	if role == "" {
 		return Token{}, false
 	}
-	return Token{User: usr, Role: role}, true
+	return Token{User: usr, Role: role, Groups: groups}, true
 }

@@ -40,6 +40,9 @@ type Token struct {
 	Created time.Time  `json:"created"`
 	Expires *time.Time `json:"expires,omitempty"`
 	Revoked *time.Time `json:"revoked,omitempty"`
+	// Groups are approvers.yaml groups the user belongs to by a trusted
+	// proxy's group header (ProxyAuth.ApproverGroups); never stored.
+	Groups []string `json:"-"`
 }
 
 // Status is "active", "expired" or "revoked" at now.

@@ -1,11 +1,19 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -72,6 +80,8 @@ func storyParams() testscript.Params {
 			"jsonarray": jsonArrayCmd,
 			"freeport":  freePortCmd,
 			"waitready": waitReadyCmd,
+			"gencert":   genCertCmd,
+			"tlsready":  tlsReadyCmd,
 		},
 	}
 }
@@ -267,4 +277,62 @@ func waitReadyCmd(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	ts.Fatalf("server at %s not ready", args[0])
+}
+
+// genCertCmd: `gencert CERT KEY` writes a self-signed certificate for
+// 127.0.0.1 (and localhost) and its ECDSA key, PEM, for `serve --tls-cert
+// CERT --tls-key KEY`; the certificate is its own CA, so a client that
+// trusts CERT verifies the server.
+func genCertCmd(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: gencert CERT KEY")
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ts.Check(err)
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(now.UnixNano()),
+		Subject:               pkix.Name{CommonName: "replayctl test"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:              []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	ts.Check(err)
+	kb, err := x509.MarshalECPrivateKey(key)
+	ts.Check(err)
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600))
+}
+
+// tlsReadyCmd: `tlsready URL CERT` polls URL/readyz over HTTPS, trusting
+// only CERT, until it answers 200 (as waitready does over HTTP): the
+// handshake verifies the server's certificate.
+func tlsReadyCmd(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: tlsready URL CERT")
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(ts.ReadFile(args[1]))) {
+		ts.Fatalf("%s: no certificate", args[1])
+	}
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	var last error
+	for range 600 {
+		resp, err := client.Get(args[0] + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && resp.TLS != nil && len(resp.TLS.VerifiedChains) > 0 {
+				return
+			}
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	ts.Fatalf("server at %s not ready over verified TLS: %v", args[0], last)
 }

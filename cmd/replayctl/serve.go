@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -115,6 +116,11 @@ dispatches (or record them outcome_unknown), and exits.`,
 			srv.SetBase(ctx)
 			wg := srv.Start(ctx)
 			hs := srv.HTTPServer()
+			if hs.ErrorLog == nil {
+				// net/http's own errors (TLS handshakes refused, ...) go
+				// through --log-format like every other line.
+				hs.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
+			}
 			errc := make(chan error, 1)
 			go func() {
 				if tlsCert != "" {
@@ -124,7 +130,11 @@ dispatches (or record them outcome_unknown), and exits.`,
 				errc <- hs.Serve(ln)
 			}()
 			logger.Info("replayctl serving", "addr", ln.Addr().String(), "every", every.String(), "db", db.path)
-			fmt.Fprintf(s.out, "listening on http://%s\n", ln.Addr())
+			scheme := "http"
+			if tlsCert != "" {
+				scheme = "https"
+			}
+			fmt.Fprintf(s.out, "listening on %s://%s\n", scheme, ln.Addr())
 			select {
 			case err := <-errc:
 				return err

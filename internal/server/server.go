@@ -97,6 +97,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), unauth: make(chan struct{}, cfg.MaxUnauthenticated)}
 	s.metrics = newMetrics(cfg.Store, cfg.Now)
+	s.cfg.Router = timeRouter(cfg.Router, newDispatchHistogram(s.metrics.reg))
 	if cfg.Notify != nil {
 		cfg.Notify.Failed = func(string) { s.metrics.notifyFailed.Inc() }
 	}

@@ -50,7 +50,7 @@ func TestScriptsRemote(t *testing.T) {
 		t.Skip("starts a serve process per story; skipped with -short")
 	}
 	var mu sync.Mutex
-	ran := map[string][2]int{} // story -> {through serve, local}
+	ran := map[string][3]int{} // story -> {through serve, local, serve starts}
 	t.Cleanup(func() {
 		mu.Lock()
 		defer mu.Unlock()
@@ -63,7 +63,7 @@ func TestScriptsRemote(t *testing.T) {
 		})
 		for _, n := range names {
 			c := ran[n]
-			t.Logf("%-32s %3d through serve, %3d local", n, c[0], c[1])
+			t.Logf("%-32s %3d through serve, %3d local, %2d serve starts", n, c[0], c[1], c[2])
 			if c[0]+c[1] > 0 && c[0] == 0 {
 				t.Errorf("story %s ran %d commands, none through serve: give it a remote path or `[remote] skip 'why'`", n, c[1])
 			}
@@ -90,11 +90,15 @@ func TestScriptsRemote(t *testing.T) {
 		env.Defer(func() {
 			stopStoryServer(state)
 			remote, local := countStoryLog(state)
+			starts := 0
+			if b, err := os.ReadFile(filepath.Join(state, "serve.log")); err == nil {
+				starts = strings.Count(string(b), "--- serve ")
+			}
 			if b, err := os.ReadFile(filepath.Join(state, "log")); err == nil && env.T().Verbose() {
 				env.T().Log("how each command ran:\n" + string(b))
 			}
 			mu.Lock()
-			ran[name] = [2]int{remote, local}
+			ran[name] = [3]int{remote, local, starts}
 			mu.Unlock()
 			os.RemoveAll(state)
 		})

@@ -405,4 +405,3 @@ func TestBreakerCountsOnlyTargetDownAnswers(t *testing.T) {
 		t.Fatalf("changes %v", got)
 	}
 }
-

@@ -90,12 +90,6 @@ type Report struct {
 		Retried    int `json:"retried"`
 		NotSent    int `json:"not_sent"`
 	} `json:"replays"`
-	// Scheduled: entries whose retry is not due yet; Unavailable: entries
-	// held because their target's breaker is open. Neither is a failure.
-	Scheduled   int `json:"retry_scheduled"`
-	Unavailable int `json:"target_unavailable"`
-	// NextAttempt is the earliest time an entry left pending becomes due.
-	NextAttempt time.Time `json:"next_attempt_at,omitzero"`
 	ProbedCommitted int `json:"probed_committed"`
 	NoTarget        int `json:"no_target"`
 	ApprovalsOpened int `json:"approvals_requested"`
@@ -113,6 +107,12 @@ type Report struct {
 	// Notes are what sources report skipping (Redis ids whose entry expired).
 	Notes            []string `json:"notes,omitempty"`
 	DecisionsWritten int      `json:"decisions_recorded"`
+	// Scheduled: entries whose retry is not due yet; Unavailable: entries
+	// held because their target's breaker is open. Neither is a failure.
+	Scheduled   int `json:"retry_scheduled"`
+	Unavailable int `json:"target_unavailable"`
+	// NextAttempt is the earliest time an entry left pending becomes due.
+	NextAttempt time.Time `json:"next_attempt_at,omitzero"`
 }
 
 // add counts one entry's final result of the run.

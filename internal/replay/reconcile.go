@@ -111,7 +111,10 @@ type Report struct {
 	// held because their target's breaker is open. Neither is a failure.
 	Scheduled   int `json:"retry_scheduled"`
 	Unavailable int `json:"target_unavailable"`
-	// NextAttempt is the earliest time an entry left pending becomes due.
+	// Waiting: entries left pending with a next attempt time (a retry
+	// scheduled, now or earlier, or an open breaker); NextAttempt is the
+	// earliest of those times.
+	Waiting     int       `json:"waiting_for_retry"`
 	NextAttempt time.Time `json:"next_attempt_at,omitzero"`
 }
 
@@ -124,8 +127,11 @@ func (rep *Report) add(res *EntryResult) {
 	if res.Recorded {
 		rep.DecisionsWritten++
 	}
-	if !res.NextAttempt.IsZero() && (rep.NextAttempt.IsZero() || res.NextAttempt.Before(rep.NextAttempt)) {
-		rep.NextAttempt = res.NextAttempt
+	if !res.NextAttempt.IsZero() {
+		rep.Waiting++
+		if rep.NextAttempt.IsZero() || res.NextAttempt.Before(rep.NextAttempt) {
+			rep.NextAttempt = res.NextAttempt
+		}
 	}
 	switch res.Outcome {
 	case "probe_committed":

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
 )
 
@@ -403,5 +405,75 @@ func TestBreakerCountsOnlyTargetDownAnswers(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "closed>open,open>half_open,half_open>open" {
 		t.Fatalf("changes %v", got)
+	}
+}
+
+// Issue 15 item 4 (issue 14's single runner path): on PostgreSQL the same
+// loop schedules retries, and --max-wait takes the due ones again under a
+// fresh claim by ref; the next attempt time is stored with the entry.
+func TestSharedStoreSchedulesRetriesThroughTheSameLoop(t *testing.T) {
+	b, pg := sharedBundle(t)
+	b.sink.status = func(_ string, n int) int {
+		if n == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	}
+	var entries []map[string]any
+	for i := range 20 {
+		entries = append(entries, transient(fmt.Sprintf("s%02d", i), fmt.Sprintf("sk%02d", i)))
+	}
+	src := b.jsonl("dlq.jsonl", entries...)
+	r := b.worker(pg, "w1")
+	r.Clock, r.Breakers = b.clock, &Breakers{Failures: 1000} // about scheduling, not the breaker
+	rep, err := r.Run(context.Background(), []source.Source{src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Replays.Retried != 20 || rep.Replays.Succeeded != 0 || rep.Waiting != 20 {
+		t.Fatalf("first run: %+v waiting %d", rep.Replays, rep.Waiting)
+	}
+	var er *store.EntryRecord
+	if err := pg.View(context.Background(), func(tx store.Tx) error {
+		var err error
+		er, err = tx.Entry("jsonl:s00")
+		return err
+	}); err != nil || er == nil || er.NextAttemptAt.IsZero() {
+		t.Fatalf("next attempt not stored on PostgreSQL: %+v %v", er, err)
+	}
+	r = waitingFor(time.Hour, b.worker(pg, "w1"))
+	r.Clock, r.Breakers = b.clock, &Breakers{Failures: 1000}
+	rep, err = r.Run(context.Background(), []source.Source{src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Replays.Succeeded != 20 || rep.Summary.Total != 20 || len(b.clock.slept()) == 0 {
+		t.Fatalf("waiting run: %+v, %d entries, slept %v", rep.Replays, rep.Summary.Total, b.clock.slept())
+	}
+	for k, n := range b.sink.perKey() {
+		if n != 2 {
+			t.Errorf("%s sent %d times, want 2 (503, then 200)", k, n)
+		}
+	}
+}
+
+// A replay a person asks for (`dlq replay ID`, the API) goes out now,
+// whatever retry time a run scheduled.
+func TestSingleReplayDoesNotWaitForTheScheduledRetry(t *testing.T) {
+	b := newBundle(t, baseRules)
+	b.sink.status = func(_ string, n int) int {
+		if n == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	}
+	b.run(b.reconciler(1), b.jsonl("dlq.jsonl", transient("e1", "k1")))
+	er := b.entry("jsonl:e1")
+	if !er.NextAttemptAt.After(b.clock.Now()) {
+		t.Fatalf("setup: next attempt %v", er.NextAttemptAt)
+	}
+	res, err := b.reconciler(1).One(context.Background(), er)
+	if err != nil || res.Outcome != Succeeded.String() || b.sink.perKey()["k1"] != 2 {
+		t.Fatalf("single replay: %+v %v, %d sends", res, err, b.sink.perKey()["k1"])
 	}
 }

@@ -401,7 +401,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 		res.Reason = fmt.Sprintf("no replay target for topic %q from %s: add a targets entry to rules.yaml or use --target", e.Topic, e.Source)
 		return r.record(ctx, e, res, nil)
 	}
-	if stored != nil && stored.NextAttemptAt.After(r.Clock.Now()) {
+	if stored != nil && stored.NextAttemptAt.After(r.Clock.Now()) && ctx.Value(nowKey{}) == nil {
 		// Not due: nothing to write, the entry already says when.
 		res.Status, res.Outcome, res.NextAttempt = store.StatusPending, OutcomeScheduled, stored.NextAttemptAt
 		res.Reason = scheduledReason(stored.NextAttemptAt)
@@ -875,10 +875,15 @@ func (r *Reconciler) One(ctx context.Context, er *store.EntryRecord) (EntryResul
 	return r.handleOne(ctx, er)
 }
 
+// nowKey marks a replay a person asked for (single or bulk): it goes out
+// now, whatever retry time a run scheduled; the breaker still holds it.
+type nowKey struct{}
+
 // handleOne handles one stored entry outside a run (single and bulk
 // replays) through the same claim as a run.
 func (r *Reconciler) handleOne(ctx context.Context, er *store.EntryRecord) (EntryResult, error) {
 	e := er.Entry
+	ctx = context.WithValue(ctx, nowKey{}, true)
 	var (
 		res EntryResult
 		err error
@@ -899,6 +904,9 @@ func (r *Reconciler) handleOne(ctx context.Context, er *store.EntryRecord) (Entr
 	}
 	if err == nil && res.Outcome == "in_flight" {
 		return res, fmt.Errorf("%w: %s: a replay of its key is in flight; its outcome decides", ErrState, e.Ref())
+	}
+	if err == nil && res.Outcome == OutcomeUnavailable {
+		return res, fmt.Errorf("%w: %s: %s", ErrState, e.Ref(), res.Reason)
 	}
 	return res, err
 }

@@ -65,6 +65,9 @@ type Config struct {
 	// PublicURL is this server's address as people reach it (for links).
 	Notify    *notify.Notifier
 	PublicURL string
+	// Breakers are the targets' circuit breakers, shared by every run,
+	// replay and bulk replay of this server (default: a new set).
+	Breakers *replay.Breakers
 }
 
 // Server is the HTTP service.
@@ -91,8 +94,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxUnauthenticated <= 0 {
 		cfg.MaxUnauthenticated = DefaultMaxUnauthenticated
 	}
+	if cfg.Breakers == nil {
+		cfg.Breakers = replay.NewBreakers(replay.SystemClock{})
+	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), unauth: make(chan struct{}, cfg.MaxUnauthenticated)}
 	s.metrics = newMetrics(cfg.Store, cfg.Now)
+	s.metrics.reg.MustRegister(newBreakerCollector(cfg.Breakers))
 	if cfg.Notify != nil {
 		cfg.Notify.Failed = func(string) { s.metrics.notifyFailed.Inc() }
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -475,5 +476,29 @@ func TestSingleReplayDoesNotWaitForTheScheduledRetry(t *testing.T) {
 	res, err := b.reconciler(1).One(context.Background(), er)
 	if err != nil || res.Outcome != Succeeded.String() || b.sink.perKey()["k1"] != 2 {
 		t.Fatalf("single replay: %+v %v, %d sends", res, err, b.sink.perKey()["k1"])
+	}
+}
+
+// While its target's breaker is open, a single replay sends nothing and
+// says why (an error, so `dlq replay ID` exits non-zero), spending nothing.
+func TestSingleReplayIsRefusedWhileTheBreakerIsOpen(t *testing.T) {
+	b := newBundle(t, baseRules)
+	br := &Breakers{Failures: 1, Cooldown: time.Hour, Clock: b.clock}
+	dead := NewHTTPTarget(refusedURL(t), "", time.Second, nil)
+	r := b.reconciler(1)
+	r.Breakers, r.Router = br, NewRulesRouter(b.engine.Rules, &Route{Name: "dead", Dispatcher: dead})
+	b.run(r, b.jsonl("dlq.jsonl", transient("e1", "k1"), transient("e2", "k2")))
+	if st := br.States(); st[0].State != BreakerOpen {
+		t.Fatalf("breaker %+v", st)
+	}
+	before := b.ledgerRecord("k2").Replays
+	r = b.reconciler(1)
+	r.Breakers, r.Router = br, NewRulesRouter(b.engine.Rules, &Route{Name: "dead", Dispatcher: dead})
+	_, err := r.One(context.Background(), b.entry("jsonl:e2"))
+	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "target unavailable") {
+		t.Fatalf("single replay with the breaker open: %v", err)
+	}
+	if got := b.ledgerRecord("k2").Replays; got != before {
+		t.Fatalf("an attempt was made: %d -> %d", before, got)
 	}
 }

@@ -872,7 +872,12 @@ func (r *Reconciler) One(ctx context.Context, er *store.EntryRecord) (EntryResul
 		return EntryResult{}, fmt.Errorf("%w: %s was already replayed", ErrState, er.Entry.Ref())
 	}
 	r.defaults()
-	return r.handleOne(ctx, er)
+	res, err := r.handleOne(ctx, er)
+	if err == nil && res.Outcome == OutcomeUnavailable {
+		// Nothing was sent: say why rather than succeed doing nothing.
+		return res, fmt.Errorf("%w: %s: %s", ErrState, er.Entry.Ref(), res.Reason)
+	}
+	return res, err
 }
 
 // nowKey marks a replay a person asked for (single or bulk): it goes out
@@ -905,8 +910,6 @@ func (r *Reconciler) handleOne(ctx context.Context, er *store.EntryRecord) (Entr
 	if err == nil && res.Outcome == "in_flight" {
 		return res, fmt.Errorf("%w: %s: a replay of its key is in flight; its outcome decides", ErrState, e.Ref())
 	}
-	if err == nil && res.Outcome == OutcomeUnavailable {
-		return res, fmt.Errorf("%w: %s: %s", ErrState, e.Ref(), res.Reason)
-	}
+
 	return res, err
 }

@@ -502,3 +502,45 @@ func TestSingleReplayIsRefusedWhileTheBreakerIsOpen(t *testing.T) {
 		t.Fatalf("an attempt was made: %d -> %d", before, got)
 	}
 }
+
+// hookClock runs onSleep before each of the runner's sleeps.
+type hookClock struct {
+	*fakeClock
+	onSleep func()
+}
+
+func (c hookClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.onSleep()
+	return c.fakeClock.Sleep(ctx, d)
+}
+
+// On a shared store a retry taken again within the run (--max-wait) may
+// find another worker holding the entry: the run leaves it to that worker
+// instead of trying again and again.
+func TestMaxWaitLeavesAnEntryAnotherWorkerHolds(t *testing.T) {
+	b, pg := sharedBundle(t)
+	b.sink.status = func(string, int) int { return http.StatusServiceUnavailable }
+	src := b.jsonl("dlq.jsonl", transient("h1", "hk1"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sleeps := 0
+	r := waitingFor(time.Hour, b.worker(pg, "w1"))
+	r.Breakers = &Breakers{Failures: 1000}
+	r.Clock = hookClock{fakeClock: b.clock, onSleep: func() {
+		if sleeps++; sleeps == 1 {
+			if _, ok, err := pg.ClaimRef(ctx, "jsonl:h1", "w2", time.Hour); err != nil || !ok {
+				t.Errorf("w2's claim: %v %v", ok, err)
+			}
+		}
+		if sleeps > 5 {
+			cancel()
+		}
+	}}
+	rep, err := r.Run(ctx, []source.Source{src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sleeps != 1 || rep.Interrupted || rep.Summary.Total != 1 {
+		t.Fatalf("slept %d times (want 1), interrupted %v, %d entries counted", sleeps, rep.Interrupted, rep.Summary.Total)
+	}
+}

@@ -40,12 +40,14 @@ type work struct {
 	claim *store.Claim
 }
 
-// done is one handled entry; counted is false for a claim lost to another
-// worker (nothing of it was recorded).
+// done is one handled entry; counted is false when another worker has
+// it: its claim was lost (stale: nothing of it was recorded) or, for a
+// retry within the run, could not be taken.
 type done struct {
 	w       work
 	res     EntryResult
 	counted bool
+	stale   bool
 }
 
 // Run reconciles every entry of the sources once.
@@ -83,7 +85,14 @@ func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, er
 	waiting := map[string]done{}
 	account := func(d done) {
 		if !d.counted {
-			rep.StaleClaims++
+			if d.stale {
+				rep.StaleClaims++
+			}
+			// Another worker has it now: this run is done with it.
+			if prev, ok := waiting[d.w.e.Ref()]; ok {
+				delete(waiting, d.w.e.Ref())
+				rep.add(&prev.res)
+			}
 			return
 		}
 		rep.addReplays(&d.res)
@@ -222,7 +231,7 @@ func (r *Reconciler) do(ctx context.Context, w work) (done, error) {
 	res, err := r.handleClaim(ctx, sh, *c, w.src)
 	switch {
 	case errors.Is(err, store.ErrStaleFence):
-		return done{w: w}, nil
+		return done{w: w, stale: true}, nil
 	case err != nil && ctx.Err() == nil:
 		// One bad entry never stops the drain: quarantine it, audited,
 		// and free its claim.

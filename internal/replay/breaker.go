@@ -180,6 +180,10 @@ func (b *Breakers) States() []BreakerState {
 	return out
 }
 
+// BreakerStates is the breakers this Reconciler dispatches through (shared
+// with other runs when Breakers was given), for stats, metrics and the API.
+func (r *Reconciler) BreakerStates() []BreakerState { return r.Breakers.States() }
+
 // takeChanges returns the state changes not yet audited.
 func (b *Breakers) takeChanges() []BreakerChange {
 	if b == nil {

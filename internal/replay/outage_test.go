@@ -488,7 +488,7 @@ func TestSingleReplayIsRefusedWhileTheBreakerIsOpen(t *testing.T) {
 	r := b.reconciler(1)
 	r.Breakers, r.Router = br, NewRulesRouter(b.engine.Rules, &Route{Name: "dead", Dispatcher: dead})
 	b.run(r, b.jsonl("dlq.jsonl", transient("e1", "k1"), transient("e2", "k2")))
-	if st := br.States(); st[0].State != BreakerOpen {
+	if st := r.BreakerStates(); len(st) != 1 || st[0].Target != "dead" || st[0].State != BreakerOpen {
 		t.Fatalf("breaker %+v", st)
 	}
 	before := b.ledgerRecord("k2").Replays

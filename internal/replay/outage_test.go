@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -542,5 +543,56 @@ func TestMaxWaitLeavesAnEntryAnotherWorkerHolds(t *testing.T) {
 	}
 	if sleeps != 1 || rep.Interrupted || rep.Summary.Total != 1 {
 		t.Fatalf("slept %d times (want 1), interrupted %v, %d entries counted", sleeps, rep.Interrupted, rep.Summary.Total)
+	}
+}
+
+// stopAfter stops the run (SIGTERM, serve shutting down) right after a
+// worker took entry n.
+type stopAfter struct {
+	source.Source
+	n      int
+	cancel context.CancelFunc
+}
+
+func (s stopAfter) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+	return func(yield func(entry.Entry, error) bool) {
+		i := 0
+		for e, err := range s.Source.Entries(ctx) {
+			if !yield(e, err) {
+				return
+			}
+			if i++; i == s.n {
+				s.cancel()
+			}
+		}
+	}
+}
+
+// A run stopped mid-way is interrupted, not failed: an entry a worker was
+// starting when the stop came is left for the next run, and Run returns no
+// error (serve logged a clean shutdown as a failed run, "entry X: context
+// canceled", when a worker was between two steps of an entry).
+func TestStoppedRunIsInterruptedNotFailed(t *testing.T) {
+	b := newBundle(t, baseRules)
+	var entries []map[string]any
+	for i := range 10 {
+		entries = append(entries, transient(fmt.Sprintf("c%02d", i), fmt.Sprintf("ck%02d", i)))
+	}
+	src := b.jsonl("dlq.jsonl", entries...)
+	for range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		rep, err := b.reconciler(1).Run(ctx, []source.Source{stopAfter{Source: src, n: 2, cancel: cancel}})
+		if err != nil || !rep.Interrupted {
+			t.Fatalf("stopped run: err %v, interrupted %v", err, rep.Interrupted)
+		}
+	}
+	b.run(b.reconciler(1), src)
+	for k, n := range b.sink.perKey() {
+		if n != 1 {
+			t.Fatalf("%s sent %d times", k, n)
+		}
+	}
+	if len(b.sink.perKey()) != 10 {
+		t.Fatalf("%d keys delivered", len(b.sink.perKey()))
 	}
 }

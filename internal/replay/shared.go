@@ -48,6 +48,9 @@ type done struct {
 	res     EntryResult
 	counted bool
 	stale   bool
+	// stopped: the run was being stopped before the entry was handled in
+	// full; what was written stays, and the next run takes it.
+	stopped bool
 }
 
 // Run reconciles every entry of the sources once.
@@ -84,6 +87,9 @@ func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, er
 	// once, with their last result, when the run ends.
 	waiting := map[string]done{}
 	account := func(d done) {
+		if d.stopped {
+			return
+		}
 		if !d.counted {
 			if d.stale {
 				rep.StaleClaims++
@@ -182,6 +188,9 @@ func (r *Reconciler) pass(ctx context.Context, feed func(context.Context, func(w
 		go func() {
 			defer wg.Done()
 			for w := range jobs {
+				if ctx.Err() != nil {
+					continue // stopping: start no entry, drain the feed
+				}
 				d, err := r.do(ctx, w)
 				if err != nil {
 					fail(err)
@@ -204,6 +213,16 @@ func (r *Reconciler) pass(ctx context.Context, feed func(context.Context, func(w
 // do handles one entry through the claim model of its store. An error
 // returned stops the run: only one seen while the run is being stopped.
 func (r *Reconciler) do(ctx context.Context, w work) (done, error) {
+	d, err := r.doEntry(ctx, w)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// Only the stop itself: an interruption (Report.Interrupted), not
+		// a failure of the run.
+		return done{w: w, stopped: true}, nil
+	}
+	return d, err
+}
+
+func (r *Reconciler) doEntry(ctx context.Context, w work) (done, error) {
 	e := w.e
 	sh, shared := r.Store.(store.Shared)
 	if !shared {

@@ -144,8 +144,10 @@ func (b *Breakers) allow(target string) (done func(*Result), until time.Time, ok
 	}
 	gdone, err := tb.cb.Allow()
 	if err != nil {
-		// Half-open with its one trial already out: wait for its answer.
-		return nil, now.Add(b.cooldown()), false
+		// Half-open with its one trial already out: its answer, due within
+		// the target's timeout, decides; look again shortly, not after a
+		// whole cool-down.
+		return nil, now.Add(min(time.Second, b.cooldown())), false
 	}
 	return func(res *Result) {
 		b.mu.Lock()

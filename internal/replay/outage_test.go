@@ -394,8 +394,8 @@ func TestBreakerCountsOnlyTargetDownAnswers(t *testing.T) {
 	if !ok {
 		t.Fatal("no trial after the cool-down")
 	}
-	if _, _, second := br.allow("t"); second {
-		t.Fatal("a second request while the half-open trial is out")
+	if _, until, second := br.allow("t"); second || !until.Equal(clk.Now().Add(time.Second)) {
+		t.Fatalf("a second request while the half-open trial is out: allowed %v, look again at %v", second, until)
 	}
 	done(&Result{Outcome: NotSent, TargetDown: true})
 	if st := br.States()[0]; st.State != BreakerOpen || !st.Until.Equal(clk.Now().Add(time.Minute)) {

@@ -12,10 +12,10 @@ import (
 // Exit codes. Documented in README.md ("Exit codes"); scripts and cron jobs
 // rely on them, so they never change meaning.
 const (
-	exitOK       = 0 // everything handled
+	exitOK       = 0 // everything handled (reconcile: no failed dispatch; entries may wait for people)
 	exitError    = 1 // a runtime error (I/O, store, target), or failing policy tests
 	exitUsage    = 2 // bad flags or arguments, invalid rules.yaml or policies
-	exitAwaiting = 3 // reconcile: done, but entries wait for people (approval, review, quarantine)
+	exitAwaiting = 3 // reconcile --strict: done, but entries wait for people (approval, review, quarantine)
 	exitFailed   = 4 // reconcile: some replays failed or their outcome is unknown
 )
 

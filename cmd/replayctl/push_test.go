@@ -49,7 +49,7 @@ func TestReconcilePushesToPushgateway(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := run([]string{"reconcile", "--rules", "../../rules.yaml", "--policies", "../../policies", "--db", filepath.Join(dir, "r.db"),
 		"--source", "jsonl:" + dlq, "--push-url", gw.URL}, nil, &out, &errb)
-	if code != exitAwaiting {
+	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	mu.Lock()

@@ -58,6 +58,12 @@ func newReconcileCmd(s *streams) *cobra.Command {
 		dry     bool
 		verbose bool
 		lease   time.Duration
+		// Scheduling: how long a run may wait for due retries, whether
+		// entries left for people fail the run (exit 3), the breakers.
+		maxWait         time.Duration
+		strict          bool
+		breakerFailures uint32
+		breakerCooldown time.Duration
 		// approvers.yaml, as serve loads it: its expiry sets how long the
 		// approval requests this run raises stay open.
 		approvers approversFlag
@@ -70,8 +76,9 @@ func newReconcileCmd(s *streams) *cobra.Command {
 plan does, and acts through the idempotency ledger:
 
   auto_replay       dispatch to the entry's target (rules.yaml targets, or
-                    --target URL) with its idempotency key, retrying with
-                    capped exponential backoff up to max_replays
+                    --target URL) with its idempotency key; a retryable
+                    failure schedules the next attempt (the rule's capped
+                    backoff) for a later run, up to max_replays
   quarantine        hold the entry with its owner until a person releases it
   require_approval  open an approval request for the rule's approver group
   manual_review     leave it for a person
@@ -81,8 +88,15 @@ Before each dispatch the intent is fsynced to the ledger; a key that succeeded
 is never dispatched again, and one whose outcome is unknown is never retried
 without a probe or a person. Running reconcile twice is safe.
 
-Exit status: 0 all handled, 3 entries wait for people, 4 some replays failed
-or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
+Retries are not slept: a run dispatches each due entry once and moves on;
+entries whose retry is not due yet, and those of a target whose circuit
+breaker is open, stay pending for a later run (cron, a systemd timer, serve).
+--max-wait D lets one run wait up to D for retries that come due.
+
+Exit status: 0 the run completed with no failed dispatch (entries may wait
+for people: the summary says how many; --strict makes that exit 3), 4 some
+replays failed or have an unknown outcome, 1 on errors, 2 on usage or
+configuration errors.`,
 		Example: `  replayctl reconcile --source cordum:testdata/cordum/dlq.jsonl --target http://localhost:9000/replay
   replayctl reconcile --source prodigy:$HOME/.prodigy/dlq/myrepo --rate 20 --max-parallel 10 -o json`,
 		Args: noArgs,
@@ -94,14 +108,14 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			if par < 1 {
 				return usageError("--max-parallel must be at least 1")
 			}
-			if rate < 0 || limit < 0 {
-				return usageError("--rate and --limit must not be negative")
+			if rate < 0 || limit < 0 || maxWait < 0 || breakerCooldown < 0 {
+				return usageError("--rate, --limit, --max-wait and --breaker-cooldown must not be negative")
 			}
 			if dry {
 				return runPlan(cmd, s, &eng, &src, db.path, db.dsn, format)
 			}
 			if db.remote.enabled() {
-				return remoteReconcile(cmd, s, &db.remote, format)
+				return remoteReconcile(cmd, s, &db.remote, format, strict)
 			}
 			srcs, err := src.open()
 			if err != nil {
@@ -129,6 +143,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			r := &replay.Reconciler{
 				Engine: engine, Store: st, Router: tgt.router(engine.Rules, srcs...), Actor: actor.as,
 				MaxParallel: par, Rate: rate, Limit: limit, Lease: lease, ApprovalTTL: apprCfg.Expiry,
+				MaxWait: maxWait, Breakers: &replay.Breakers{Failures: breakerFailures, Cooldown: breakerCooldown},
 				OnEntry: func(res replay.EntryResult) {
 					prog.add(1)
 					if rm != nil {
@@ -166,7 +181,7 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			} else {
 				printReport(out, rep)
 			}
-			return reconcileExit(rep)
+			return reconcileExit(rep, strict)
 		},
 	}
 	f := cmd.Flags()
@@ -182,6 +197,10 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 	f.IntVar(&limit, "limit", 0, "handle at most this many entries this run (0: all)")
 	f.BoolVar(&dry, "dry-run", false, "decide and print, change nothing (same as plan)")
 	f.DurationVar(&lease, "lease", 2*time.Minute, "with --store: how long a worker's claim on an entry lasts (must exceed a dispatch's timeout)")
+	f.DurationVar(&maxWait, "max-wait", 0, "wait up to this long for retries that come due during the run (0: never wait; a later run takes them)")
+	f.BoolVar(&strict, "strict", false, "exit 3 when entries wait for people (approval, manual review, quarantine), as before")
+	f.Uint32Var(&breakerFailures, "breaker-failures", replay.DefaultBreakerFailures, "consecutive target-down answers (refused, timeout, 502/503/504) that open a target's circuit breaker")
+	f.DurationVar(&breakerCooldown, "breaker-cooldown", replay.DefaultBreakerCooldown, "how long an open breaker holds its target's entries before one trial request")
 	f.BoolVarP(&verbose, "verbose", "v", false, "list every entry's result")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	f.StringVar(&metricsFile, "metrics-file", "", "after the run, write Prometheus metrics to this file (node_exporter textfile format, written atomically; counters continue from the file's previous values)")
@@ -189,13 +208,18 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 	return cmd
 }
 
-func reconcileExit(rep *replay.Report) error {
+// reconcileExit maps a completed run to its exit code. Entries waiting
+// for people are the normal steady state of a DLQ, so by default they do
+// not fail the run (a Kubernetes CronJob or systemd timer would mark every
+// run failed); --strict restores exit 3. Retries scheduled for later and
+// targets behind an open breaker are not failures either.
+func reconcileExit(rep *replay.Report, strict bool) error {
 	switch {
 	case rep.Interrupted:
 		return &exitErr{code: exitError, err: errors.New("interrupted: the next run continues where this one stopped")}
 	case rep.Replays.Failed+rep.Replays.Unknown > 0:
 		return silent(exitFailed)
-	case rep.AwaitingPeople > 0:
+	case strict && rep.AwaitingPeople > 0:
 		return silent(exitAwaiting)
 	}
 	return nil
@@ -211,6 +235,13 @@ func printReport(w io.Writer, rep *replay.Report) {
 	printSummary(w, rep.Summary)
 	fmt.Fprintf(w, "\nreplays: %d dispatched, %d succeeded, %d failed, %d outcome unknown, %d retried\n",
 		rep.Replays.Dispatched, rep.Replays.Succeeded, rep.Replays.Failed, rep.Replays.Unknown, rep.Replays.Retried)
+	if rep.Replays.NotSent > 0 {
+		fmt.Fprintf(w, "not sent: %d attempt(s) never reached the target (not counted in max_replays)\n", rep.Replays.NotSent)
+	}
+	if rep.Waiting > 0 {
+		fmt.Fprintf(w, "waiting: %d entr(ies) with a retry due later (%d held by an open circuit breaker); next due %s\n",
+			rep.Waiting, rep.Unavailable, rep.NextAttempt.UTC().Format(time.RFC3339))
+	}
 	if rep.Ingested > 0 || rep.StaleClaims > 0 {
 		fmt.Fprintf(w, "shared store: %d new entries ingested, %d claims lost to an expired lease\n", rep.Ingested, rep.StaleClaims)
 	}
@@ -246,7 +277,7 @@ func lastOf(s []string) string {
 
 // remoteReconcile starts a run on a server (its sources and targets) and
 // waits for it.
-func remoteReconcile(cmd *cobra.Command, s *streams, rf *remoteFlags, format string) error {
+func remoteReconcile(cmd *cobra.Command, s *streams, rf *remoteFlags, format string, strict bool) error {
 	var started struct {
 		ID string `json:"id"`
 	}
@@ -284,7 +315,7 @@ func remoteReconcile(cmd *cobra.Command, s *streams, rf *remoteFlags, format str
 	if run.Error != "" {
 		return fmt.Errorf("run %s failed: %s", started.ID, run.Error)
 	}
-	return reconcileExit(run.Report)
+	return reconcileExit(run.Report, strict)
 }
 
 // httpURL is a flag holding an http(s) URL, checked when parsed so a typo

@@ -25,6 +25,7 @@ const (
 	KindWriteBack  = "write_back"  // the source was told the entry was replayed
 	KindBulk       = "bulk"        // a bulk operation (filter, counts)
 	KindIngestSkip = "ingest_skip" // reserved
+	KindBreaker    = "breaker"     // a target's circuit breaker changed state
 )
 
 // Record is one audit record. Seq is its place in the chain and also the

@@ -70,6 +70,11 @@ type Record struct {
 	// Rearmed is how many of Replays were made before a person last
 	// re-armed the key (`dlq release`): max_replays counts from there.
 	Rearmed int `json:"rearmed,omitempty"`
+	// NotSent is how many of Replays provably never reached the target
+	// (connection refused, DNS or TLS failure, request not fully written):
+	// they keep their attempt number, so fencing stays monotonic, but an
+	// outage cannot spend max_replays with them.
+	NotSent int `json:"not_sent,omitempty"`
 }
 
 // View is what triage needs of a record.
@@ -80,10 +85,10 @@ func (r *Record) View() triage.LedgerView {
 	return triage.LedgerView{State: string(r.State), Replays: r.Budget(), PayloadHash: r.PayloadHash}
 }
 
-// Budget is the replays that count against max_replays: those since the
-// key was last re-armed.
+// Budget is the replays that count against max_replays: those that may
+// have reached the target since the key was last re-armed.
 func (r *Record) Budget() int {
-	return max(r.Replays-r.Rearmed, 0)
+	return max(r.Replays-r.NotSent-r.Rearmed, 0)
 }
 
 // Transition asks the ledger to move Key from From to To, atomically.
@@ -105,6 +110,9 @@ type Transition struct {
 	Attempt int
 	// Rearm, set by a person's release, restarts the max_replays count.
 	Rearm bool
+	// NotSent, on an outcome (Dispatching -> Decided), says the attempt
+	// provably never reached the target: it is not counted in Budget.
+	NotSent bool
 }
 
 // Apply computes the next record from the current one (nil when the key
@@ -144,8 +152,16 @@ func Apply(cur *Record, t Transition, now time.Time) (Record, error) {
 		next.Dispatched = now
 		next.Owner = t.Owner
 	}
+	if t.NotSent {
+		if curState != Dispatching || t.To != Decided {
+			return Record{}, fmt.Errorf("%w: not_sent is only an outcome of a dispatch (dispatching -> decided), not %s -> %s",
+				ErrIllegal, show(curState), show(t.To))
+		}
+		next.NotSent++
+	}
 	if t.Rearm {
-		next.Rearmed = next.Replays
+		// Budget counts from here: the attempts that reached the target so far.
+		next.Rearmed = next.Replays - next.NotSent
 	}
 	next.LastError = t.Error
 	return next, nil

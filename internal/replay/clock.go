@@ -5,10 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/time/rate"
-
-	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // Clock is the runner's time: injected so that backoff, rate limits and
@@ -38,28 +35,6 @@ func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// newBackOff builds the retry schedule of a decision: capped exponential
-// (with jitter for exponential_jitter) or constant. It never gives up on
-// its own: max_replays, counted in the ledger, ends the retries.
-func newBackOff(b triage.Backoff, clk Clock) backoff.BackOff {
-	if b.Strategy == triage.BackoffConstant {
-		return backoff.NewConstantBackOff(b.Initial)
-	}
-	e := backoff.NewExponentialBackOff()
-	e.InitialInterval, e.MaxInterval, e.Multiplier = b.Initial, b.Max, b.Multiplier
-	if e.Multiplier < 1 {
-		e.Multiplier = 2
-	}
-	e.RandomizationFactor = 0
-	if b.Strategy == triage.BackoffExponentialJitter || b.Strategy == "" {
-		e.RandomizationFactor = 0.5
-	}
-	e.MaxElapsedTime = 0
-	e.Clock = clk
-	e.Reset()
-	return e
 }
 
 // pacer spaces dispatches: a token bucket of rate per second (burst 1),

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/entry"
@@ -72,8 +70,8 @@ func (t *nativeTarget) redact(s string) string {
 }
 
 // post sends one POST and reports the status and a body excerpt, or the
-// outcome when there was no response: Retry when the request never left,
-// Unknown when it may have reached the system.
+// outcome when there was no response: NotSent when the request was not
+// written in full, Unknown when it may have reached the system.
 func (t *nativeTarget) post(ctx context.Context, u string, body []byte, header http.Header) (int, []byte, *Result) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
@@ -81,16 +79,13 @@ func (t *nativeTarget) post(ctx context.Context, u string, body []byte, header h
 	}
 	req.Header = header
 	req.Header.Set("Content-Type", "application/json")
-	var wrote atomic.Bool
-	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) }}
-	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
+	var sent sendTrace
+	req = sent.with(req)
 	req.GetBody = nil // never resent by net/http: retries are ours, after the ledger
 	resp, err := t.client.Do(req)
 	if err != nil {
-		if wrote.Load() {
-			return 0, nil, &Result{Outcome: Unknown, Detail: "no response after the request was sent: " + t.redact(err.Error())}
-		}
-		return 0, nil, &Result{Outcome: Retry, Detail: "not sent: " + t.redact(err.Error())}
+		res := sent.noAnswer(err, t.redact)
+		return 0, nil, &res
 	}
 	defer resp.Body.Close()
 	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, maxDetail))
@@ -101,7 +96,7 @@ func (t *nativeTarget) post(ctx context.Context, u string, body []byte, header h
 // classify maps the statuses both systems share; gone lists the statuses
 // meaning "no longer dead-lettered here".
 func (t *nativeTarget) classify(status int, excerpt []byte, gone ...int) Result {
-	res := Result{Status: status, Detail: t.redact(fmt.Sprintf("HTTP %d %s", status, excerpt))}
+	res := Result{Status: status, Detail: t.redact(fmt.Sprintf("HTTP %d %s", status, excerpt)), TargetDown: targetDownStatus(status)}
 	for _, g := range gone {
 		if status == g {
 			res.Outcome = HandledElsewhere

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/entry"
@@ -34,11 +36,19 @@ const (
 	// replayed, resolved or deleted it. Never retried; the entry ends
 	// resolved and its key counts as committed.
 	HandledElsewhere
+	// NotSent: the attempt provably never reached the target (connection
+	// refused, DNS or TLS failure, request not fully written, a command
+	// that did not start). Retried like Retry, but it does not count
+	// against max_replays: an outage cannot burn the budget.
+	NotSent
 )
 
 func (o Outcome) String() string {
-	return [...]string{"succeeded", "failed", "retry", "outcome_unknown", "handled_elsewhere"}[o]
+	return [...]string{"succeeded", "failed", "retry", "outcome_unknown", "handled_elsewhere", "not_sent"}[o]
 }
+
+// retryable reports whether the runner schedules another attempt.
+func (o Outcome) retryable() bool { return o == Retry || o == NotSent }
 
 // Request is one replay to send.
 type Request struct {
@@ -59,7 +69,50 @@ type Result struct {
 	// of its DLQ (Cordum retry deletes it, Nexora marks it REPLAYED), so
 	// replayctl must not write back.
 	SourceUpdated bool
+	// TargetDown: the answer says the target itself is unavailable
+	// (connection refused, a timeout, 502/503/504): it counts towards
+	// opening the target's circuit breaker.
+	TargetDown bool
 }
+
+// sendTrace tells whether a request was written in full: only then may
+// it have reached the target. A request that failed before or while being
+// written (dial, DNS, TLS handshake, a write error) provably did not,
+// since the target cannot act on a request it did not get whole.
+type sendTrace struct{ wrote atomic.Bool }
+
+func (s *sendTrace) with(req *http.Request) *http.Request {
+	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+		if info.Err == nil {
+			s.wrote.Store(true)
+		}
+	}}
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+}
+
+// noAnswer is the result of a request that got no response: not_sent when
+// it was not written in full, outcome_unknown when it was.
+func (s *sendTrace) noAnswer(err error, redact func(string) string) Result {
+	down := targetDownErr(err)
+	if s.wrote.Load() {
+		return Result{Outcome: Unknown, TargetDown: down, Detail: "no response after the request was sent: " + redact(err.Error())}
+	}
+	return Result{Outcome: NotSent, TargetDown: down, Detail: "not sent: " + redact(err.Error())}
+}
+
+// targetDownErr: connection refused or a timeout (the breaker's signals).
+func targetDownErr(err error) bool {
+	var ne net.Error
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout()
+}
+
+// targetDownStatus: gateway statuses say the target behind it is down.
+func targetDownStatus(code int) bool {
+	return code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
+}
+
+func noRedact(s string) string { return s }
 
 // Dispatcher sends one replay.
 type Dispatcher interface {
@@ -122,12 +175,10 @@ func (t *HTTPTarget) Dispatch(ctx context.Context, r Request) Result {
 	req.Header.Set("Idempotency-Key", r.Key)
 	req.Header.Set("X-Replay-Entry-Id", r.Entry.ID)
 	req.Header.Set("X-Replay-Attempt", strconv.Itoa(r.Attempt))
-	// Whether the request left us decides between "certainly not
-	// committed" (retry) and "may have happened" (unknown).
-	// A write that failed half way may still have reached the target.
-	var wrote atomic.Bool
-	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) }}
-	req = req.WithContext(httptrace.WithClientTrace(ctx, trace))
+	// Whether the request was written in full decides between "certainly
+	// not committed" (not_sent) and "may have happened" (unknown).
+	var sent sendTrace
+	req = sent.with(req.WithContext(ctx))
 	// net/http resends a request with an Idempotency-Key header by itself
 	// when a reused connection drops after sending it: a blind retry of a
 	// key whose outcome is unknown. Without GetBody it cannot rewind the
@@ -135,15 +186,13 @@ func (t *HTTPTarget) Dispatch(ctx context.Context, r Request) Result {
 	req.GetBody = nil
 	resp, err := t.Client.Do(req)
 	if err != nil {
-		if wrote.Load() {
-			return Result{Outcome: Unknown, Detail: "no response after the request was sent: " + err.Error()}
-		}
-		return Result{Outcome: Retry, Detail: "not sent: " + err.Error()}
+		return sent.noAnswer(err, noRedact)
 	}
 	defer resp.Body.Close()
 	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, maxDetail))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // reuse the connection
-	res := Result{Status: resp.StatusCode, Detail: fmt.Sprintf("HTTP %d %s", resp.StatusCode, bytes.TrimSpace(excerpt))}
+	res := Result{Status: resp.StatusCode, Detail: fmt.Sprintf("HTTP %d %s", resp.StatusCode, bytes.TrimSpace(excerpt)),
+		TargetDown: targetDownStatus(resp.StatusCode)}
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300, resp.StatusCode == http.StatusConflict:
 		res.Outcome = Succeeded
@@ -233,7 +282,8 @@ func (t *ExecTarget) Dispatch(ctx context.Context, r Request) Result {
 		}
 		return res
 	}
-	return Result{Outcome: Retry, Detail: "command did not start: " + err.Error()}
+	// It never ran, so nothing was done.
+	return Result{Outcome: NotSent, Detail: "not sent: command did not start: " + err.Error()}
 }
 
 // Route is where one entry's replays go.

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
@@ -43,6 +43,14 @@ type Reconciler struct {
 	Rate        float64       // dispatches per second across workers (0: unlimited)
 	Limit       int           // entries to handle this run (0: all)
 	ApprovalTTL time.Duration // default 24h
+	// Breakers are the targets' circuit breakers; share one between runs
+	// (serve) so an outage seen by one run holds the next. Default: a
+	// fresh set for this Reconciler.
+	Breakers *Breakers
+	// MaxWait bounds how long a run waits, on Clock, for retries that come
+	// due (and breakers that half-open) after its first pass; 0 (cron):
+	// never wait, a later run takes them.
+	MaxWait time.Duration
 	// OnEntry, when set, is called after each entry (progress, listings).
 	OnEntry func(EntryResult)
 
@@ -63,6 +71,9 @@ type EntryResult struct {
 	Reason   string        `json:"reason,omitempty"`
 	Recorded bool          `json:"recorded"` // a new decision record was written
 	New      bool          `json:"new"`      // the entry was seen for the first time
+	// NextAttempt is when the entry may be dispatched again: its retry's
+	// due time, or when its target's open breaker lets a trial through.
+	NextAttempt time.Time `json:"next_attempt_at,omitzero"`
 }
 
 // Report is a run's summary.
@@ -77,6 +88,7 @@ type Report struct {
 		Failed     int `json:"failed"`
 		Unknown    int `json:"outcome_unknown"`
 		Retried    int `json:"retried"`
+		NotSent    int `json:"not_sent"`
 	} `json:"replays"`
 	ProbedCommitted int `json:"probed_committed"`
 	NoTarget        int `json:"no_target"`
@@ -95,108 +107,18 @@ type Report struct {
 	// Notes are what sources report skipping (Redis ids whose entry expired).
 	Notes            []string `json:"notes,omitempty"`
 	DecisionsWritten int      `json:"decisions_recorded"`
+	// Scheduled: entries whose retry is not due yet; Unavailable: entries
+	// held because their target's breaker is open. Neither is a failure.
+	Scheduled   int `json:"retry_scheduled"`
+	Unavailable int `json:"target_unavailable"`
+	// Waiting: entries left pending with a next attempt time (a retry
+	// scheduled, now or earlier, or an open breaker); NextAttempt is the
+	// earliest of those times.
+	Waiting     int       `json:"waiting_for_retry"`
+	NextAttempt time.Time `json:"next_attempt_at,omitzero"`
 }
 
-type job struct {
-	e   entry.Entry
-	src source.Source
-}
-
-// Run reconciles every entry of the sources once.
-func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, error) {
-	r.defaults()
-	rep := &Report{Started: r.Clock.Now().UTC(), Summary: NewSummary(), StatusCounts: map[string]int{}}
-	defer func() {
-		for _, src := range srcs {
-			if n, ok := src.(interface{ Notes() []string }); ok {
-				rep.Notes = append(rep.Notes, n.Notes()...)
-			}
-		}
-	}()
-	if sh, ok := r.Store.(store.Shared); ok {
-		err := r.runShared(ctx, srcs, sh, rep)
-		rep.Duration = r.Clock.Now().Sub(rep.Started).Round(time.Millisecond).String()
-		rep.AwaitingPeople = rep.Summary.AwaitingPeople()
-		return rep, err
-	}
-
-	n, err := Recover(ctx, r.Store, r.Actor)
-	rep.Recovered = n
-	if err != nil {
-		return rep, err
-	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	jobs := make(chan job)
-	results := make(chan EntryResult)
-	var (
-		firstErr error
-		errOnce  sync.Once
-	)
-	fail := func(err error) {
-		errOnce.Do(func() { firstErr = err; cancel() })
-	}
-
-	go func() {
-		defer close(jobs)
-		count := 0
-		for _, src := range srcs {
-			for e, err := range src.Entries(ctx) {
-				if err != nil {
-					fail(fmt.Errorf("source %s: %w", src, err))
-					return
-				}
-				if r.Limit > 0 && count >= r.Limit {
-					return
-				}
-				count++
-				select {
-				case jobs <- job{e: e, src: src}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-
-	var wg sync.WaitGroup
-	for range r.MaxParallel {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				res, err := r.handleSafely(ctx, &j.e, j.src)
-				if err != nil {
-					if ctx.Err() != nil {
-						fail(fmt.Errorf("entry %s: %w", j.e.Ref(), err))
-						return
-					}
-					res = r.isolate(ctx, &j.e, fmt.Errorf("entry %s: %w", j.e.Ref(), err))
-				}
-				results <- res
-			}
-		}()
-	}
-	go func() { wg.Wait(); close(results) }()
-
-	for res := range results {
-		rep.add(&res)
-		if r.OnEntry != nil {
-			r.OnEntry(res)
-		}
-	}
-	rep.Duration = r.Clock.Now().Sub(rep.Started).Round(time.Millisecond).String()
-	rep.AwaitingPeople = rep.Summary.AwaitingPeople()
-	if firstErr != nil {
-		return rep, firstErr
-	}
-	if err := ctx.Err(); err != nil {
-		rep.Interrupted = true
-	}
-	return rep, nil
-}
-
+// add counts one entry's final result of the run.
 func (rep *Report) add(res *EntryResult) {
 	d := res.Decision
 	d.Action = res.Final
@@ -205,17 +127,10 @@ func (rep *Report) add(res *EntryResult) {
 	if res.Recorded {
 		rep.DecisionsWritten++
 	}
-	for _, o := range res.Replays {
-		rep.Replays.Dispatched++
-		switch o {
-		case Succeeded.String():
-			rep.Replays.Succeeded++
-		case Failed.String():
-			rep.Replays.Failed++
-		case Unknown.String():
-			rep.Replays.Unknown++
-		case Retry.String():
-			rep.Replays.Retried++
+	if !res.NextAttempt.IsZero() {
+		rep.Waiting++
+		if rep.NextAttempt.IsZero() || res.NextAttempt.Before(rep.NextAttempt) {
+			rep.NextAttempt = res.NextAttempt
 		}
 	}
 	switch res.Outcome {
@@ -229,6 +144,29 @@ func (rep *Report) add(res *EntryResult) {
 		rep.WriteBackErrors++
 	case "entry_error":
 		rep.EntryErrors++
+	case OutcomeScheduled:
+		rep.Scheduled++
+	case OutcomeUnavailable:
+		rep.Unavailable++
+	}
+}
+
+// addReplays counts the dispatches one handling of an entry made.
+func (rep *Report) addReplays(res *EntryResult) {
+	for _, o := range res.Replays {
+		rep.Replays.Dispatched++
+		switch o {
+		case Succeeded.String():
+			rep.Replays.Succeeded++
+		case Failed.String():
+			rep.Replays.Failed++
+		case Unknown.String():
+			rep.Replays.Unknown++
+		case Retry.String():
+			rep.Replays.Retried++
+		case NotSent.String():
+			rep.Replays.NotSent++
+		}
 	}
 }
 
@@ -297,7 +235,7 @@ func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Sour
 
 	// An entry a person resolved, or one held in quarantine, stays as it
 	// is until a person changes it; the fresh decision is still shown.
-	var held *store.EntryRecord
+	var held, stored *store.EntryRecord
 	owed, why := "", ""
 	if err := r.Store.View(ctx, func(tx store.Tx) error {
 		er, err := tx.Entry(e.Ref())
@@ -305,7 +243,7 @@ func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Sour
 			held = er
 		}
 		if er != nil {
-			owed, why = er.WriteBackPending, er.Reason
+			owed, why, stored = er.WriteBackPending, er.Reason, er
 		}
 		return err
 	}); err != nil {
@@ -351,7 +289,7 @@ func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Sour
 		}
 	}
 	if d.Action == triage.AutoReplay {
-		err := r.replay(ctx, e, src, &res)
+		err := r.replay(ctx, e, src, &res, stored)
 		return res, err
 	}
 	err = r.record(ctx, e, &res, nil)
@@ -450,10 +388,12 @@ func commitFromProbe(e *entry.Entry, d *triage.Decision, actor string) func(stor
 	}
 }
 
-// replay dispatches with backoff until the target takes it, refuses it,
-// the outcome becomes unknown, or max_replays is reached. Every dispatch
-// is preceded by a durable intent and followed by a durable outcome.
-func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult) error {
+// replay makes at most one dispatch of the entry in this run: when its
+// scheduled retry is due and its target's breaker lets it through. Every
+// dispatch is preceded by a durable intent and followed by a durable
+// outcome; a retryable outcome records the next attempt's time, and the
+// run moves on (schedule.go) instead of sleeping.
+func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult, stored *store.EntryRecord) error {
 	d := &res.Decision
 	route, ok := r.Router.Route(e)
 	if !ok {
@@ -461,7 +401,29 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 		res.Reason = fmt.Sprintf("no replay target for topic %q from %s: add a targets entry to rules.yaml or use --target", e.Topic, e.Source)
 		return r.record(ctx, e, res, nil)
 	}
-	bo := newBackOff(d.Backoff, r.Clock)
+	if stored != nil && stored.NextAttemptAt.After(r.Clock.Now()) && ctx.Value(nowKey{}) == nil {
+		// Not due: nothing to write, the entry already says when.
+		res.Status, res.Outcome, res.NextAttempt = store.StatusPending, OutcomeScheduled, stored.NextAttemptAt
+		res.Reason = scheduledReason(stored.NextAttemptAt)
+		return nil
+	}
+	done, until, ok := r.Breakers.allow(route.Name)
+	r.auditBreakers(ctx)
+	if !ok {
+		res.Status, res.Outcome, res.NextAttempt = store.StatusPending, OutcomeUnavailable, until
+		res.Reason = fmt.Sprintf("target unavailable: circuit breaker of %s is open (next trial at %s)", route.Name, until.UTC().Format(time.RFC3339))
+		if stored != nil && stored.Status == store.StatusPending && strings.HasPrefix(stored.Reason, "target unavailable") {
+			return nil // already says so: an outage writes nothing per entry per run
+		}
+		return r.record(ctx, e, res, nil)
+	}
+	dispatched := false
+	defer func() {
+		if !dispatched {
+			done(nil) // the admitted request never went out: it counts neither way
+			r.auditBreakers(ctx)
+		}
+	}()
 	owner := instanceOf(r.Store, r.Owner)
 	var ends []func() // a panic in a dispatcher must not leave a key "in flight" for good
 	defer func() {
@@ -469,121 +431,164 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			end()
 		}
 	}()
-	for {
-		if err := r.pace.wait(ctx); err != nil {
-			res.Status, res.Reason = store.StatusPending, "run interrupted before dispatch"
-			return r.record(ctx, e, res, nil)
+	if err := r.pace.wait(ctx); err != nil {
+		res.Status, res.Reason = store.StatusPending, "run interrupted before dispatch"
+		return r.record(ctx, e, res, nil)
+	}
+	attempt, budget := 0, 0
+	res.Status = store.StatusReplaying
+	endDispatch := beginDispatch(r.Store, e.IdempotencyKey)
+	ends = append(ends, endDispatch)
+	err := r.record(ctx, e, res, func(tx store.Tx, er *store.EntryRecord) error {
+		cur, err := tx.Ledger(e.IdempotencyKey)
+		if err != nil {
+			return err
 		}
-		attempt, budget := 0, 0
-		res.Status = store.StatusReplaying
-		endDispatch := beginDispatch(r.Store, e.IdempotencyKey)
-		ends = append(ends, endDispatch)
-		err := r.record(ctx, e, res, func(tx store.Tx, er *store.EntryRecord) error {
-			cur, err := tx.Ledger(e.IdempotencyKey)
+		from := idempotency.Decided
+		switch {
+		case cur == nil:
+			if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, To: idempotency.Decided,
+				EntryRef: e.Ref(), PayloadHash: d.PayloadHash}); err != nil {
+				return err
+			}
+		case cur.State == idempotency.OutcomeUnknown && d.Ledger.Approved:
+			// A person approved replaying a key whose outcome was unknown
+			// (after a probe found it not committed).
+			if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.OutcomeUnknown,
+				To: idempotency.Decided}); err != nil {
+				return err
+			}
+		}
+		if d.Ledger.Approved {
+			id, err := currentApprovalID(tx, er, e.Ref(), d.EvidenceHash)
 			if err != nil {
 				return err
 			}
-			from := idempotency.Decided
-			switch {
-			case cur == nil:
-				if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, To: idempotency.Decided,
-					EntryRef: e.Ref(), PayloadHash: d.PayloadHash}); err != nil {
-					return err
-				}
-			case cur.State == idempotency.OutcomeUnknown && d.Ledger.Approved:
-				// A person approved replaying a key whose outcome was unknown
-				// (after a probe found it not committed).
-				if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.OutcomeUnknown,
-					To: idempotency.Decided}); err != nil {
-					return err
-				}
-			}
-			if d.Ledger.Approved {
-				id, err := currentApprovalID(tx, er, e.Ref(), d.EvidenceHash)
-				if err != nil {
-					return err
-				}
-				if err := useApproval(tx, id); err != nil {
-					return err
-				}
-			}
-			next, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: from,
-				To: idempotency.Dispatching, PayloadHash: d.PayloadHash, Owner: owner})
-			if err != nil {
+			if err := useApproval(tx, id); err != nil {
 				return err
 			}
-			attempt, budget = next.Replays, next.Budget()
-			_, err = tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindDispatch, EntryRef: e.Ref(), EntryID: e.ID,
-				Source: e.Source, Key: e.IdempotencyKey, Action: triage.AutoReplay, PolicySnapshot: d.PolicySnapshot,
-				LedgerBefore: string(from), LedgerAfter: string(idempotency.Dispatching),
-				Reason: fmt.Sprintf("replay %d of %d to %s (attempt %d)", next.Budget(), d.MaxReplays, route.Name, next.Replays)})
+		}
+		next, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: from,
+			To: idempotency.Dispatching, PayloadHash: d.PayloadHash, Owner: owner})
+		if err != nil {
+			return err
+		}
+		er.NextAttemptAt = time.Time{} // this is the attempt that was due
+		attempt, budget = next.Replays, next.Budget()
+		_, err = tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindDispatch, EntryRef: e.Ref(), EntryID: e.ID,
+			Source: e.Source, Key: e.IdempotencyKey, Action: triage.AutoReplay, PolicySnapshot: d.PolicySnapshot,
+			LedgerBefore: string(from), LedgerAfter: string(idempotency.Dispatching),
+			Reason: fmt.Sprintf("replay %d of %d to %s (attempt %d)", next.Budget(), d.MaxReplays, route.Name, next.Replays)})
+		return err
+	})
+	if err != nil {
+		endDispatch()
+		if errors.Is(err, idempotency.ErrConflict) || errors.Is(err, idempotency.ErrIllegal) {
+			// The ledger moved since we decided: decide again next run.
+			res.Final, res.Status, res.Reason = triage.ManualReview, store.StatusPending, "ledger changed while deciding: "+err.Error()
+			return nil
+		}
+		return err
+	}
+
+	// A dispatch that started is let finish (bounded by the target's own
+	// timeout) even when the run is being stopped: an answer is worth
+	// more than an outcome_unknown a person must chase. No new one
+	// starts once ctx is done.
+	out := route.Dispatcher.Dispatch(context.WithoutCancel(ctx), Request{Entry: e, Key: e.IdempotencyKey, Attempt: attempt})
+	dispatched = true
+	done(&out)
+	r.auditBreakers(ctx)
+	res.Replays = append(res.Replays, out.Outcome.String())
+	to, status := outcomeState(out.Outcome)
+	if out.Outcome == NotSent {
+		budget-- // it never reached the target: max_replays is untouched
+	}
+	// A retryable outcome under max_replays is tried again at its due
+	// time; at the ceiling it waits for a person.
+	var due time.Time
+	exhausted := out.Outcome == Retry && budget >= d.MaxReplays
+	if out.Outcome.retryable() && !exhausted {
+		due = r.Clock.Now().Add(retryDelay(d.Backoff, attempt, e.IdempotencyKey)).UTC()
+	}
+	reason := out.Detail
+	if !due.IsZero() {
+		reason = scheduledReason(due) + ": " + out.Detail
+	}
+	if err := r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching,
+			To: to, Error: out.Detail, Owner: owner, Attempt: attempt, NotSent: out.Outcome == NotSent}); err != nil {
+			return err
+		}
+		dm := map[string]any{"target": route.Name, "attempt": attempt, "status": out.Status}
+		if out.NewJobID != "" {
+			dm["new_job_id"] = out.NewJobID
+		}
+		if !due.IsZero() {
+			dm["next_attempt_at"] = due
+		}
+		detail, _ := json.Marshal(dm)
+		if _, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindOutcome, EntryRef: e.Ref(), EntryID: e.ID,
+			Source: e.Source, Key: e.IdempotencyKey, Outcome: out.Outcome.String(), Reason: out.Detail,
+			LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(to), Detail: detail}); err != nil {
+			return err
+		}
+		return setOutcomeStatus(tx, e.Ref(), status, reason, due)
+	}); err != nil {
+		endDispatch()
+		return fmt.Errorf("record outcome of %s (left dispatching: recovery makes it outcome_unknown): %w", e.IdempotencyKey, err)
+	}
+	endDispatch()
+	res.Status, res.Outcome, res.Reason, res.NextAttempt = status, out.Outcome.String(), reason, due
+
+	switch out.Outcome {
+	case Succeeded:
+		if !out.SourceUpdated {
+			r.writeBack(ctx, e, src, res, store.WriteBackReplayed, "")
+		}
+		return nil
+	case HandledElsewhere:
+		res.Final = triage.Skip
+		return nil
+	case Failed:
+		res.Final = triage.Quarantine
+		return nil
+	case Unknown:
+		res.Final = triage.ManualReview
+		return nil
+	}
+	if exhausted {
+		res.Final, res.Status = triage.ManualReview, store.StatusManualReview
+		res.Reason = fmt.Sprintf("max_replays reached (%d of %d): %s", budget, d.MaxReplays, out.Detail)
+		return r.record(ctx, e, res, nil)
+	}
+	return nil
+}
+
+// setOutcomeStatus is setStatus plus the entry's next attempt time (zero
+// when no retry is scheduled).
+func setOutcomeStatus(tx store.Tx, ref, status, reason string, due time.Time) error {
+	if err := setStatus(tx, ref, status, reason); err != nil || ref == "" {
+		return err
+	}
+	er, err := tx.Entry(ref)
+	if err != nil || er == nil || er.NextAttemptAt.Equal(due) {
+		return err
+	}
+	er.NextAttemptAt = due
+	return tx.PutEntry(er)
+}
+
+// auditBreakers writes one audit record per breaker state change not yet
+// audited (by this run or another sharing the breakers).
+func (r *Reconciler) auditBreakers(ctx context.Context) {
+	for _, c := range r.Breakers.takeChanges() {
+		detail, _ := json.Marshal(map[string]any{"target": c.Target, "from": c.From, "to": c.To, "at": c.At})
+		_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+			_, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindBreaker, Outcome: c.To, Detail: detail,
+				Reason: fmt.Sprintf("circuit breaker of target %s: %s -> %s", c.Target, c.From, c.To)})
 			return err
 		})
-		if err != nil {
-			endDispatch()
-			if errors.Is(err, idempotency.ErrConflict) || errors.Is(err, idempotency.ErrIllegal) {
-				// The ledger moved since we decided: decide again next run.
-				res.Final, res.Status, res.Reason = triage.ManualReview, store.StatusPending, "ledger changed while deciding: "+err.Error()
-				return nil
-			}
-			return err
-		}
-
-		// A dispatch that started is let finish (bounded by the target's own
-		// timeout) even when the run is being stopped: an answer is worth
-		// more than an outcome_unknown a person must chase. No new one
-		// starts once ctx is done.
-		out := route.Dispatcher.Dispatch(context.WithoutCancel(ctx), Request{Entry: e, Key: e.IdempotencyKey, Attempt: attempt})
-		res.Replays = append(res.Replays, out.Outcome.String())
-		to, status := outcomeState(out.Outcome)
-		if err := r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
-			if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching,
-				To: to, Error: out.Detail, Owner: owner, Attempt: attempt}); err != nil {
-				return err
-			}
-			dm := map[string]any{"target": route.Name, "attempt": attempt, "status": out.Status}
-			if out.NewJobID != "" {
-				dm["new_job_id"] = out.NewJobID
-			}
-			detail, _ := json.Marshal(dm)
-			if _, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindOutcome, EntryRef: e.Ref(), EntryID: e.ID,
-				Source: e.Source, Key: e.IdempotencyKey, Outcome: out.Outcome.String(), Reason: out.Detail,
-				LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(to), Detail: detail}); err != nil {
-				return err
-			}
-			return setStatus(tx, e.Ref(), status, out.Detail)
-		}); err != nil {
-			endDispatch()
-			return fmt.Errorf("record outcome of %s (left dispatching: recovery makes it outcome_unknown): %w", e.IdempotencyKey, err)
-		}
-		endDispatch()
-		res.Status, res.Outcome, res.Reason = status, out.Outcome.String(), out.Detail
-
-		switch out.Outcome {
-		case Succeeded:
-			if !out.SourceUpdated {
-				r.writeBack(ctx, e, src, res, store.WriteBackReplayed, "")
-			}
-			return nil
-		case HandledElsewhere:
-			res.Final = triage.Skip
-			return nil
-		case Failed:
-			res.Final = triage.Quarantine
-			return nil
-		case Unknown:
-			res.Final = triage.ManualReview
-			return nil
-		}
-		if budget >= d.MaxReplays {
-			res.Final, res.Status = triage.ManualReview, store.StatusManualReview
-			res.Reason = fmt.Sprintf("max_replays reached (%d of %d): %s", budget, d.MaxReplays, out.Detail)
-			return r.record(ctx, e, res, nil)
-		}
-		if err := r.Clock.Sleep(ctx, bo.NextBackOff()); err != nil {
-			res.Status, res.Reason = store.StatusPending, "run interrupted during backoff: "+out.Detail
-			return r.record(ctx, e, res, nil)
-		}
 	}
 }
 
@@ -599,7 +604,7 @@ func outcomeState(o Outcome) (idempotency.State, string) {
 		// Committed as far as replayctl is concerned: never replayed again.
 		return idempotency.Succeeded, store.StatusResolved
 	}
-	return idempotency.Decided, store.StatusReplaying
+	return idempotency.Decided, store.StatusPending // retry or not_sent: due again later
 }
 
 // writeBack tells the source the entry was replayed or resolved, after
@@ -841,6 +846,12 @@ func (r *Reconciler) defaults() {
 	if r.pace == nil {
 		r.pace = newPacer(r.Rate, r.Clock)
 	}
+	if r.Breakers == nil {
+		r.Breakers = NewBreakers(r.Clock)
+	}
+	if r.Breakers.Clock == nil {
+		r.Breakers.Clock = r.Clock
+	}
 	if r.Owner == "" {
 		host, _ := os.Hostname()
 		r.Owner = fmt.Sprintf("%s:%d", host, os.Getpid())
@@ -861,13 +872,23 @@ func (r *Reconciler) One(ctx context.Context, er *store.EntryRecord) (EntryResul
 		return EntryResult{}, fmt.Errorf("%w: %s was already replayed", ErrState, er.Entry.Ref())
 	}
 	r.defaults()
-	return r.handleOne(ctx, er)
+	res, err := r.handleOne(ctx, er)
+	if err == nil && res.Outcome == OutcomeUnavailable {
+		// Nothing was sent: say why rather than succeed doing nothing.
+		return res, fmt.Errorf("%w: %s: %s", ErrState, er.Entry.Ref(), res.Reason)
+	}
+	return res, err
 }
+
+// nowKey marks a replay a person asked for (single or bulk): it goes out
+// now, whatever retry time a run scheduled; the breaker still holds it.
+type nowKey struct{}
 
 // handleOne handles one stored entry outside a run (single and bulk
 // replays) through the same claim as a run.
 func (r *Reconciler) handleOne(ctx context.Context, er *store.EntryRecord) (EntryResult, error) {
 	e := er.Entry
+	ctx = context.WithValue(ctx, nowKey{}, true)
 	var (
 		res EntryResult
 		err error
@@ -889,5 +910,6 @@ func (r *Reconciler) handleOne(ctx context.Context, er *store.EntryRecord) (Entr
 	if err == nil && res.Outcome == "in_flight" {
 		return res, fmt.Errorf("%w: %s: a replay of its key is in flight; its outcome decides", ErrState, e.Ref())
 	}
+
 	return res, err
 }

@@ -27,7 +27,7 @@ func TestReleaseReArmsAnEntryStuckAfterMaxReplays(t *testing.T) {
 		return http.StatusOK
 	}
 	src := b.jsonl("dlq.jsonl", map[string]any{"id": "f1", "topic": "tool.flaky.sync", "reason_code": "timeout", "idempotency_key": "f1"})
-	b.run(b.reconciler(1), src)
+	b.run(waitingFor(time.Hour, b.reconciler(1)), src)
 	if er := b.entry("jsonl:f1"); er.Status != store.StatusManualReview || b.sink.perKey()["f1"] != 2 {
 		t.Fatalf("setup: %s after %d deliveries", er.Status, b.sink.perKey()["f1"])
 	}

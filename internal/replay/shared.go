@@ -4,22 +4,336 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
+	"time"
 
+	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
 )
 
 const ingestBatch = 500
 
-// runShared is a run on a store shared by many workers: every worker
-// ingests the sources (idempotently), then they share the work by claiming
-// leased entries; each entry is handled under its claim's fencing token,
-// so a worker that lost its lease can neither record nor dispatch.
-func (r *Reconciler) runShared(ctx context.Context, srcs []source.Source, sh store.Shared, rep *Report) error {
+// One runner loop for both stores (issue 14, "fold the single-process and
+// shared-store code paths into one"): a run feeds work into the same
+// worker pool, every entry goes through the same claim (claim.go) and the
+// same dispatch (schedule, breaker, ledger CAS), and the same accounting
+// builds the report. Only where the work comes from differs:
+//
+//   - bbolt (one process): the sources, entry by entry;
+//   - a shared store: every worker ingests the sources (idempotently), then
+//     the workers share the entries by claiming leased batches; each entry
+//     is handled under its claim's fencing token, so a worker that lost its
+//     lease can neither record nor dispatch.
+//
+// With MaxWait, the entries left waiting for a retry (or for their
+// target's breaker) are taken again, by ref, once they come due within
+// the run's bound: the run sleeps on its Clock, never longer than the
+// shortest pending retry.
+
+// work is one entry for the runner. On a shared store it is handled under
+// claim; a nil claim there is taken by ref (a retry within the run).
+type work struct {
+	e     entry.Entry
+	src   source.Source
+	claim *store.Claim
+}
+
+// done is one handled entry; counted is false when another worker has
+// it: its claim was lost (stale: nothing of it was recorded) or, for a
+// retry within the run, could not be taken.
+type done struct {
+	w       work
+	res     EntryResult
+	counted bool
+	stale   bool
+	// stopped: the run was being stopped before the entry was handled in
+	// full; what was written stays, and the next run takes it.
+	stopped bool
+}
+
+// Run reconciles every entry of the sources once.
+func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, error) {
+	r.defaults()
+	rep := &Report{Started: r.Clock.Now().UTC(), Summary: NewSummary(), StatusCounts: map[string]int{}}
+	defer func() {
+		for _, src := range srcs {
+			if n, ok := src.(interface{ Notes() []string }); ok {
+				rep.Notes = append(rep.Notes, n.Notes()...)
+			}
+		}
+	}()
+	sh, shared := r.Store.(store.Shared)
+	var feed func(ctx context.Context, yield func(work) bool) error
+	if shared {
+		since, bySource, err := r.ingest(ctx, srcs, sh, rep)
+		if err != nil {
+			return r.finish(rep), err
+		}
+		feed = r.claimFeed(sh, since, bySource)
+	} else {
+		// On bbolt the file lock keeps every other process out, so any
+		// dispatch left without an outcome is a dead owner's.
+		n, err := Recover(ctx, r.Store, r.Actor)
+		rep.Recovered = n
+		if err != nil {
+			return r.finish(rep), err
+		}
+		feed = r.sourceFeed(srcs)
+	}
+
+	// Entries waiting for a retry or a breaker are counted in the summary
+	// once, with their last result, when the run ends.
+	waiting := map[string]done{}
+	account := func(d done) {
+		if d.stopped {
+			return
+		}
+		if !d.counted {
+			if d.stale {
+				rep.StaleClaims++
+			}
+			// Another worker has it now: this run is done with it.
+			if prev, ok := waiting[d.w.e.Ref()]; ok {
+				delete(waiting, d.w.e.Ref())
+				rep.add(&prev.res)
+			}
+			return
+		}
+		rep.addReplays(&d.res)
+		if r.OnEntry != nil {
+			r.OnEntry(d.res)
+		}
+		if r.MaxWait > 0 && !d.res.NextAttempt.IsZero() {
+			waiting[d.res.Ref] = d
+			return
+		}
+		delete(waiting, d.res.Ref)
+		rep.add(&d.res)
+	}
+	err := r.pass(ctx, feed, account)
+	deadline := rep.Started.Add(r.MaxWait)
+	for err == nil && len(waiting) > 0 && ctx.Err() == nil {
+		next := time.Time{}
+		for _, d := range waiting {
+			if next.IsZero() || d.res.NextAttempt.Before(next) {
+				next = d.res.NextAttempt
+			}
+		}
+		if next.After(deadline) {
+			break
+		}
+		if r.Clock.Sleep(ctx, next.Sub(r.Clock.Now())) != nil {
+			break
+		}
+		now := r.Clock.Now()
+		var due []work
+		for _, d := range waiting {
+			if !d.res.NextAttempt.After(now) {
+				due = append(due, work{e: d.w.e, src: d.w.src})
+			}
+		}
+		sort.Slice(due, func(i, j int) bool { return due[i].e.Ref() < due[j].e.Ref() })
+		err = r.pass(ctx, sliceFeed(due), account)
+	}
+	for _, d := range waiting {
+		rep.add(&d.res)
+	}
+	if err == nil && ctx.Err() != nil {
+		rep.Interrupted = true
+	}
+	return r.finish(rep), err
+}
+
+func (r *Reconciler) finish(rep *Report) *Report {
+	rep.Duration = r.Clock.Now().Sub(rep.Started).Round(time.Millisecond).String()
+	rep.AwaitingPeople = rep.Summary.AwaitingPeople()
+	return rep
+}
+
+// pass handles the work feed yields with MaxParallel workers; account
+// sees every result, on the calling goroutine. It returns the first error
+// that stopped the run (one entry's failure never does: it is
+// quarantined and the run goes on).
+func (r *Reconciler) pass(ctx context.Context, feed func(context.Context, func(work) bool) error, account func(done)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		firstErr error
+		errOnce  sync.Once
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err; cancel() })
+	}
+	jobs := make(chan work)
+	results := make(chan done)
+	go func() {
+		defer close(jobs)
+		err := feed(ctx, func(w work) bool {
+			select {
+			case jobs <- w:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			fail(err)
+		}
+	}()
+	var wg sync.WaitGroup
+	for range r.MaxParallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range jobs {
+				if ctx.Err() != nil {
+					continue // stopping: start no entry, drain the feed
+				}
+				d, err := r.do(ctx, w)
+				if err != nil {
+					fail(err)
+					continue // drain: the feed stops on ctx
+				}
+				results <- d
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(results) }()
+	for d := range results {
+		account(d)
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	return nil
+}
+
+// do handles one entry through the claim model of its store. An error
+// returned stops the run: only one seen while the run is being stopped.
+func (r *Reconciler) do(ctx context.Context, w work) (done, error) {
+	d, err := r.doEntry(ctx, w)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// Only the stop itself: an interruption (Report.Interrupted), not
+		// a failure of the run.
+		return done{w: w, stopped: true}, nil
+	}
+	return d, err
+}
+
+func (r *Reconciler) doEntry(ctx context.Context, w work) (done, error) {
+	e := w.e
+	sh, shared := r.Store.(store.Shared)
+	if !shared {
+		res, err := r.handleSafely(ctx, &e, w.src)
+		if err != nil {
+			if ctx.Err() != nil {
+				return done{}, fmt.Errorf("entry %s: %w", e.Ref(), err)
+			}
+			res = r.isolate(ctx, &e, fmt.Errorf("entry %s: %w", e.Ref(), err))
+		}
+		return done{w: w, res: res, counted: true}, nil
+	}
+	c := w.claim
+	if c == nil {
+		got, ok, err := sh.ClaimRef(ctx, e.Ref(), r.Owner, r.Lease)
+		if err != nil {
+			return done{}, err
+		}
+		if !ok {
+			return done{w: w}, nil // another worker has it now
+		}
+		c = &got
+		e = c.Entry.Entry
+	}
+	res, err := r.handleClaim(ctx, sh, *c, w.src)
+	switch {
+	case errors.Is(err, store.ErrStaleFence):
+		return done{w: w, stale: true}, nil
+	case err != nil && ctx.Err() == nil:
+		// One bad entry never stops the drain: quarantine it, audited,
+		// and free its claim.
+		res = r.isolate(store.WithFence(ctx, store.Fence{Ref: e.Ref(), Token: c.Token}), &e, err)
+		_ = sh.Release(context.WithoutCancel(ctx), e.Ref(), c.Token)
+	case err != nil:
+		return done{}, err
+	}
+	return done{w: work{e: e, src: w.src}, res: res, counted: true}, nil
+}
+
+// sourceFeed yields the sources' entries (bbolt), up to Limit.
+func (r *Reconciler) sourceFeed(srcs []source.Source) func(context.Context, func(work) bool) error {
+	return func(ctx context.Context, yield func(work) bool) error {
+		count := 0
+		for _, src := range srcs {
+			for e, err := range src.Entries(ctx) {
+				if err != nil {
+					return fmt.Errorf("source %s: %w", src, err)
+				}
+				if r.Limit > 0 && count >= r.Limit {
+					return nil
+				}
+				count++
+				if !yield(work{e: e, src: src}) {
+					return nil
+				}
+			}
+		}
+		return nil
+	}
+}
+
+// claimFeed yields claimed entries of a shared store not checked since
+// the run began, batch by batch, up to Limit.
+func (r *Reconciler) claimFeed(sh store.Shared, since time.Time, bySource map[string]source.Source) func(context.Context, func(work) bool) error {
+	return func(ctx context.Context, yield func(work) bool) error {
+		claimed := 0
+		for ctx.Err() == nil {
+			want := r.MaxParallel * 2
+			if r.Limit > 0 {
+				if claimed >= r.Limit {
+					return nil
+				}
+				want = min(want, r.Limit-claimed)
+			}
+			claims, err := sh.Claim(ctx, r.Owner, since, want, r.Lease)
+			if err != nil || len(claims) == 0 {
+				return err
+			}
+			for i := range claims {
+				c := &claims[i]
+				claimed++
+				if !yield(work{e: c.Entry.Entry, src: bySource[c.Entry.Entry.Source], claim: c}) {
+					// Not handled: free it for the next run or worker.
+					for _, rest := range claims[i:] {
+						_ = sh.Release(context.WithoutCancel(ctx), rest.Entry.Entry.Ref(), rest.Token)
+					}
+					return nil
+				}
+			}
+		}
+		return nil
+	}
+}
+
+func sliceFeed(ws []work) func(context.Context, func(work) bool) error {
+	return func(_ context.Context, yield func(work) bool) error {
+		for _, w := range ws {
+			if !yield(w) {
+				return nil
+			}
+		}
+		return nil
+	}
+}
+
+// ingest adds the sources' entries to a shared store (idempotently) and
+// returns the time the run's claims start from and each source by name.
+func (r *Reconciler) ingest(ctx context.Context, srcs []source.Source, sh store.Shared, rep *Report) (time.Time, map[string]source.Source, error) {
 	since, err := sh.Now(ctx)
 	if err != nil {
-		return err
+		return since, nil, err
 	}
 	bySource := map[string]source.Source{}
 	batch := make([]*store.EntryRecord, 0, ingestBatch)
@@ -32,7 +346,7 @@ func (r *Reconciler) runShared(ctx context.Context, srcs []source.Source, sh sto
 	for _, src := range srcs {
 		for e, err := range src.Entries(ctx) {
 			if err != nil {
-				return fmt.Errorf("source %s: %w", src, err)
+				return since, nil, fmt.Errorf("source %s: %w", src, err)
 			}
 			if _, ok := bySource[e.Source]; !ok {
 				bySource[e.Source] = src
@@ -40,79 +354,15 @@ func (r *Reconciler) runShared(ctx context.Context, srcs []source.Source, sh sto
 			batch = append(batch, &store.EntryRecord{Entry: e, Status: store.StatusPending, FirstSeen: since, LastSeen: since})
 			if len(batch) == ingestBatch {
 				if err := flush(); err != nil {
-					return fmt.Errorf("ingest: %w", err)
+					return since, nil, fmt.Errorf("ingest: %w", err)
 				}
 			}
 		}
 	}
 	if err := flush(); err != nil {
-		return fmt.Errorf("ingest: %w", err)
+		return since, nil, fmt.Errorf("ingest: %w", err)
 	}
-
-	var mu sync.Mutex
-	handled := 0
-	for ctx.Err() == nil {
-		want := r.MaxParallel * 2
-		if r.Limit > 0 {
-			if handled >= r.Limit {
-				break
-			}
-			want = min(want, r.Limit-handled)
-		}
-		claims, err := sh.Claim(ctx, r.Owner, since, want, r.Lease)
-		if err != nil {
-			return err
-		}
-		if len(claims) == 0 {
-			break
-		}
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, r.MaxParallel)
-		var firstErr error
-		for _, c := range claims {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				res, err := r.handleClaim(ctx, sh, c, bySource[c.Entry.Entry.Source])
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case errors.Is(err, store.ErrStaleFence):
-					rep.StaleClaims++
-				case err != nil && ctx.Err() == nil:
-					// One bad entry never stops the drain: quarantine it,
-					// audited, and free its claim.
-					e := c.Entry.Entry
-					res := r.isolate(store.WithFence(ctx, store.Fence{Ref: e.Ref(), Token: c.Token}), &e, err)
-					_ = sh.Release(context.WithoutCancel(ctx), e.Ref(), c.Token)
-					handled++
-					rep.add(&res)
-					if r.OnEntry != nil {
-						r.OnEntry(res)
-					}
-				case err != nil:
-					if firstErr == nil {
-						firstErr = err
-					}
-				default:
-					handled++
-					rep.add(&res)
-					if r.OnEntry != nil {
-						r.OnEntry(res)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		if firstErr != nil {
-			return firstErr
-		}
-	}
-	if ctx.Err() != nil {
-		rep.Interrupted = true
-	}
-	return nil
+	return since, bySource, nil
 }
 
 // handleClaim handles the entry under its claim (handle recovers a

@@ -118,7 +118,7 @@ func (r *runner) reconcile(ctx context.Context, run *Run) error {
 	engine.Policy = s.metrics.timePolicy(engine.Policy)
 	rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules),
 		Actor: run.Actor, MaxParallel: s.cfg.MaxParallel, Rate: s.cfg.Rate, ApprovalTTL: s.cfg.Approvers.Expiry,
-		OnEntry: s.metrics.observeEntry}
+		OnEntry: s.metrics.observeEntry, Breakers: s.cfg.Breakers}
 	rep, err := rc.Run(ctx, s.cfg.Sources)
 	r.mu.Lock()
 	run.Report = rep

@@ -68,6 +68,9 @@ type Config struct {
 	// Remind, with Notify, reminds approvers of requests pending past
 	// Remind.After, once per Remind.Every (zero After: never).
 	Remind notify.Aging
+	// Breakers are the targets' circuit breakers, shared by every run,
+	// replay and bulk replay of this server (default: a new set).
+	Breakers *replay.Breakers
 }
 
 // Server is the HTTP service.
@@ -95,9 +98,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxUnauthenticated <= 0 {
 		cfg.MaxUnauthenticated = DefaultMaxUnauthenticated
 	}
+	if cfg.Breakers == nil {
+		cfg.Breakers = replay.NewBreakers(replay.SystemClock{})
+	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), unauth: make(chan struct{}, cfg.MaxUnauthenticated)}
 	s.metrics = newMetrics(cfg.Store, cfg.Now)
 	s.cfg.Router = timeRouter(cfg.Router, newDispatchHistogram(s.metrics.reg))
+	s.metrics.reg.MustRegister(newBreakerCollector(cfg.Breakers))
 	if cfg.Notify != nil {
 		cfg.Notify.Failed = func(string) { s.metrics.notifyFailed.Inc() }
 	}

@@ -74,6 +74,9 @@ type EntryRecord struct {
 	WriteBackPending string    `json:"write_back_pending,omitempty"`
 	FirstSeen        time.Time `json:"first_seen"`
 	LastSeen         time.Time `json:"last_seen"`
+	// NextAttemptAt is when a retryable failure's next attempt is due: a
+	// run dispatches the entry only once it has come (zero: now).
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
 }
 
 // Write-backs an entry can be owed (EntryRecord.WriteBackPending).

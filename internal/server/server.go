@@ -216,8 +216,8 @@ func (s *Server) authenticate(r *http.Request) (Token, bool) {
 	if tok, ok := s.cfg.Proxy.authenticate(r); ok {
 		return tok, true
 	}
-	if c, err := r.Cookie(sessionCookie); err == nil {
-		return s.cfg.Tokens.Lookup(c.Value)
+	if _, err := r.Cookie(sessionCookie); err == nil {
+		return s.ui.sessionToken(r)
 	}
 	return Token{}, false
 }

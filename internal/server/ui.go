@@ -29,9 +29,10 @@ var templateFS embed.FS
 const sessionCookie = "replayctl_session"
 
 type ui struct {
-	s    *Server
-	tmpl map[string]*template.Template
-	key  []byte
+	s        *Server
+	tmpl     map[string]*template.Template
+	key      []byte
+	sessions *sessions
 }
 
 func newUI(s *Server) (*ui, error) {
@@ -50,7 +51,7 @@ func newUI(s *Server) (*ui, error) {
 		"join":  strings.Join,
 		"mulf":  func(f float64) float64 { return 100 * f },
 	}
-	u := &ui{s: s, tmpl: map[string]*template.Template{}, key: key}
+	u := &ui{s: s, tmpl: map[string]*template.Template{}, key: key, sessions: newSessions(s.cfg.Now)}
 	for _, page := range []string{"login", "overview", "approvals", "entry", "audit", "bulk"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
@@ -228,12 +229,15 @@ func (u *ui) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	secret := strings.TrimSpace(r.PostFormValue("token"))
-	if _, ok := u.s.cfg.Tokens.Lookup(secret); !ok {
+	tok, ok := u.s.cfg.Tokens.Lookup(secret)
+	if !ok {
 		u.render(w, r, http.StatusUnauthorized, "login", Token{}, map[string]any{"Error": "unknown token"})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 12 * 3600})
+	if err := u.startSession(w, r, tok); err != nil {
+		http.Error(w, "start session: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	next := r.PostFormValue("next")
 	// Only a path on this server: browsers read "/\\host" and "/<tab>/host"
 	// as "//host", another origin.
@@ -244,7 +248,7 @@ func (u *ui) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u *ui) logout(w http.ResponseWriter, r *http.Request, _ Token) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true})
+	u.endSession(w, r)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 

@@ -131,6 +131,8 @@ type browserFixture struct {
 	http   *httptest.Server
 	store  *store.Bolt
 	tokens map[string]string // user -> secret
+	// tokenFile is the server's token set (addToken adds to it).
+	tokenFile *server.Tokens
 
 	mu  sync.Mutex
 	got map[string]int // deliveries per Idempotency-Key
@@ -192,6 +194,7 @@ func newBrowserFixture(t *testing.T, entries ...string) *browserFixture {
 		f.tokens[u.user] = secret
 	}
 
+	f.tokenFile = tokens
 	srv, err := server.New(server.Config{
 		Store:     st,
 		Tokens:    tokens,

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -17,14 +16,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/replayctl/replayctl/internal/approval"
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/replay"
-	"github.com/replayctl/replayctl/internal/store"
 )
 
 //go:embed templates/*.html
 var templateFS embed.FS
+
+// staticFS holds the console's stylesheet and its optional script.
+//
+//go:embed static
+var staticFS embed.FS
 
 const sessionCookie = "replayctl_session"
 
@@ -50,9 +52,18 @@ func newUI(s *Server) (*ui, error) {
 		"path":  url.PathEscape,
 		"join":  strings.Join,
 		"mulf":  func(f float64) float64 { return 100 * f },
+		"minus": func(a, b int) int { return a - b },
+		"list":  func(v ...string) []string { return v },
+		"ago": func(t time.Time) string {
+			if t.IsZero() {
+				return "never"
+			}
+			return humanAge(s.cfg.Now().Sub(t)) + " ago"
+		},
+		"dur": func(a, b time.Time) string { return b.Sub(a).Round(time.Millisecond).String() },
 	}
 	u := &ui{s: s, tmpl: map[string]*template.Template{}, key: key, sessions: newSessions(s.cfg.Now)}
-	for _, page := range []string{"login", "overview", "approvals", "entry", "audit", "bulk"} {
+	for _, page := range []string{"login", "overview", "approvals", "entry", "audit", "bulk", "entries", "act", "runs", "run"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -69,7 +80,16 @@ func (u *ui) routes(m *http.ServeMux) {
 	m.HandleFunc("GET /{$}", u.page(permRead, u.overview))
 	m.HandleFunc("GET /approvals", u.page(permRead, u.approvalsPage))
 	m.HandleFunc("POST /approvals/{id}/{decision}", u.page(permApprove, u.decide))
+	m.HandleFunc("POST /approvals/decide", u.page(permApprove, u.decideMany))
+	m.HandleFunc("POST /approvals/{id}/rerequest", u.page(permRead, u.rerequest))
 	m.HandleFunc("GET /entries/{id}", u.page(permRead, u.entry))
+	m.HandleFunc("GET /entries", u.page(permRead, u.entriesPage))
+	m.HandleFunc("POST /entries/{id}/{op}", u.page(permOperate, u.entryAct))
+	m.HandleFunc("GET /entries/act", u.page(permOperate, u.entryActPreview))
+	m.HandleFunc("POST /entries/act", u.page(permOperate, u.entryActExecute))
+	m.HandleFunc("GET /runs", u.page(permRead, u.runsPage))
+	m.HandleFunc("GET /runs/{id}", u.page(permRead, u.runPage))
+	m.Handle("GET /static/", http.FileServerFS(staticFS))
 	m.HandleFunc("GET /audit", u.page(permRead, u.auditPage))
 	m.HandleFunc("GET /bulk", u.page(permRead, u.bulkPage))
 	m.HandleFunc("POST /bulk", u.page(permOperate, u.bulkExecute))
@@ -279,64 +299,6 @@ func sortedCounts(m map[string]int) []count {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
-}
-
-func (u *ui) approvalsPage(w http.ResponseWriter, r *http.Request, tok Token) {
-	state := r.URL.Query().Get("state")
-	if state == "" {
-		state = store.ApprovalPending
-	}
-	if state == "all" {
-		state = ""
-	}
-	list, err := u.s.approvals().List(r.Context(), approval.Filter{State: state})
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	u.render(w, r, http.StatusOK, "approvals", tok, map[string]any{"Approvals": list, "State": state,
-		"CanDecide": tok.can(permApprove), "Flash": r.URL.Query().Get("flash")})
-}
-
-func (u *ui) decide(w http.ResponseWriter, r *http.Request, tok Token) {
-	id, decision := r.PathValue("id"), r.PathValue("decision")
-	if decision != "approve" && decision != "reject" {
-		http.NotFound(w, r)
-		return
-	}
-	a, err := u.s.DecideApproval(r, id, tok.User, decision == "approve", r.PostFormValue("reason"))
-	flash := ""
-	switch {
-	case err == nil:
-		flash = a.ID + " " + a.State + " by " + tok.User
-	case errors.Is(err, errBadRequest), errors.Is(err, approval.ErrForbidden), errors.Is(err, approval.ErrSelfApproval),
-		errors.Is(err, approval.ErrDecided), errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrNotFound):
-		flash = "not done: " + err.Error()
-	default:
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	http.Redirect(w, r, "/approvals?flash="+url.QueryEscape(flash), http.StatusSeeOther)
-}
-
-func (u *ui) entry(w http.ResponseWriter, r *http.Request, tok Token) {
-	d, err := replay.Show(r.Context(), u.s.cfg.Store, r.PathValue("id"))
-	if err != nil {
-		status := http.StatusInternalServerError
-		if errors.Is(err, replay.ErrNotFound) || errors.Is(err, replay.ErrAmbiguous) {
-			status = http.StatusNotFound
-		}
-		u.render(w, r, status, "overview", tok, map[string]any{"Error": err.Error()})
-		return
-	}
-	var apr *store.Approval
-	if d.Entry.ApprovalID != "" {
-		_ = u.s.cfg.Store.View(r.Context(), func(tx store.Tx) error {
-			apr, err = tx.Approval(d.Entry.ApprovalID)
-			return err
-		})
-	}
-	u.render(w, r, http.StatusOK, "entry", tok, map[string]any{"D": d, "Approval": apr})
 }
 
 func (u *ui) auditPage(w http.ResponseWriter, r *http.Request, tok Token) {

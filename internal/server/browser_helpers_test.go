@@ -142,6 +142,12 @@ type browserFixture struct {
 // and policy. Tokens: alice (approver, in platform-oncall), ops-bot
 // (operator: raises the requests) and carol (viewer).
 func newBrowserFixture(t *testing.T, entries ...string) *browserFixture {
+	return newBrowserFixtureWith(t, nil, entries...)
+}
+
+// newBrowserFixtureWith lets a test change the server's configuration
+// (its clock, say) before the server starts.
+func newBrowserFixtureWith(t *testing.T, configure func(*server.Config), entries ...string) *browserFixture {
 	t.Helper()
 	dir := t.TempDir()
 	f := &browserFixture{tokens: map[string]string{}, got: map[string]int{}}
@@ -195,7 +201,7 @@ func newBrowserFixture(t *testing.T, entries ...string) *browserFixture {
 	}
 
 	f.tokenFile = tokens
-	srv, err := server.New(server.Config{
+	cfg := server.Config{
 		Store:     st,
 		Tokens:    tokens,
 		Sources:   []source.Source{src},
@@ -207,7 +213,11 @@ func newBrowserFixture(t *testing.T, entries ...string) *browserFixture {
 			return replay.NewRulesRouter(rules, &replay.Route{Name: "sink",
 				Dispatcher: replay.NewHTTPTarget(sink.URL, "", 2*time.Second, nil)})
 		},
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,13 @@ func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, g
 	if err != nil {
 		return nil, 0, err
 	}
+	// Oldest first: they have waited longest.
+	slices.SortStableFunc(list, func(a, b approval.View) int {
+		if c := a.RequestedAt.Compare(b.RequestedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
 	kept := list[:0]
 	for _, v := range list {
 		if older > 0 && now.Sub(v.RequestedAt) < older {
@@ -97,7 +104,7 @@ func (u *ui) approvalsPage(w http.ResponseWriter, r *http.Request, tok Token) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	data["Cards"], data["Total"], data["Page"] = cards, total, page
+	data["Cards"], data["Total"], data["PageN"] = cards, total, page
 	link := func(p int) string {
 		v := url.Values{}
 		for _, k := range []string{"state", "group", "older"} {

@@ -11,13 +11,11 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
-	"github.com/replayctl/replayctl/internal/replay"
 )
 
 //go:embed templates/*.html
@@ -273,32 +271,12 @@ func (u *ui) logout(w http.ResponseWriter, r *http.Request, _ Token) {
 }
 
 func (u *ui) overview(w http.ResponseWriter, r *http.Request, tok Token) {
-	st, err := replay.ComputeStats(r.Context(), u.s.cfg.Store, u.s.cfg.Now())
+	o, err := u.overviewData(r.Context())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	p, err := replay.List(r.Context(), u.s.cfg.Store, replay.Filter{States: openStates}, 0, 50)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	u.render(w, r, http.StatusOK, "overview", tok, map[string]any{"Stats": st, "Open": p,
-		"Classes": sortedCounts(st.ByClass), "Actions": sortedCounts(st.ByAction), "States": sortedCounts(st.ByStatus)})
-}
-
-type count struct {
-	Name string
-	N    int
-}
-
-func sortedCounts(m map[string]int) []count {
-	out := make([]count, 0, len(m))
-	for k, v := range m {
-		out = append(out, count{k, v})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	u.render(w, r, http.StatusOK, "overview", tok, map[string]any{"Title": "Overview", "O": o})
 }
 
 func (u *ui) auditPage(w http.ResponseWriter, r *http.Request, tok Token) {

@@ -281,6 +281,16 @@ type Bulk struct {
 	Inventory  Inventory
 	Max        int           // cap on the replays (or resolves) of one operation (default 5000)
 	Spread     time.Duration // spread the replays evenly over this long
+	// Progress, when set, is called after each entry of an execution with
+	// the report so far (the console's run page shows it live); it must
+	// copy what it keeps.
+	Progress func(*BulkReport)
+}
+
+func (b *Bulk) progress(rep *BulkReport) {
+	if b.Progress != nil {
+		b.Progress(rep)
+	}
 }
 
 // capped turns an action past the cap into WhyOverCap; n counts actions.
@@ -457,6 +467,7 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 		}
 		rep.count(item, WhyReplay)
 		rep.Done++
+		b.progress(rep)
 	}
 	return rep, b.recordBulkDone(ctx, rep)
 }
@@ -601,6 +612,7 @@ func (b *Bulk) ExecuteResolve(ctx context.Context, f BulkFilter, reason string) 
 		}
 		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: cat}, WhyResolve)
 		rep.Done++
+		b.progress(rep)
 	}
 	return rep, b.recordBulkDone(ctx, rep)
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,6 +137,13 @@ type browserFixture struct {
 
 	mu  sync.Mutex
 	got map[string]int // deliveries per Idempotency-Key
+
+	// gate, when set (before the first replay), holds each delivery until
+	// the test sends on it or closes it.
+	gate chan struct{}
+	held atomic.Int32 // deliveries that reached the gate
+	// targetDown routes to no target (an outage): replays wait in manual review.
+	targetDown atomic.Bool
 }
 
 // newBrowserFixture serves entries (JSONL lines) with the bundled rules
@@ -154,6 +162,14 @@ func newBrowserFixtureWith(t *testing.T, configure func(*server.Config), entries
 
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		if f.gate != nil { // a slow target, released by the test one request at a time
+			f.held.Add(1)
+			select {
+			case <-f.gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		f.mu.Lock()
 		f.got[r.Header.Get("Idempotency-Key")]++
 		f.mu.Unlock()
@@ -210,8 +226,15 @@ func newBrowserFixtureWith(t *testing.T, configure func(*server.Config), entries
 			return policy.LoadEngine(ctx, "../../rules.yaml", "../../policies", 0)
 		},
 		Router: func(rules *triage.Rules) replay.Router {
+			if f.targetDown.Load() {
+				return replay.NewRulesRouter(rules, nil)
+			}
+			timeout := 2 * time.Second
+			if f.gate != nil { // a held delivery must outlast the test's pace
+				timeout = time.Minute
+			}
 			return replay.NewRulesRouter(rules, &replay.Route{Name: "sink",
-				Dispatcher: replay.NewHTTPTarget(sink.URL, "", 2*time.Second, nil)})
+				Dispatcher: replay.NewHTTPTarget(sink.URL, "", timeout, nil)})
 		},
 	}
 	if configure != nil {

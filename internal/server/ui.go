@@ -87,6 +87,7 @@ func (u *ui) routes(m *http.ServeMux) {
 	m.HandleFunc("POST /entries/act", u.page(permOperate, u.entryActExecute))
 	m.HandleFunc("GET /runs", u.page(permRead, u.runsPage))
 	m.HandleFunc("GET /runs/{id}", u.page(permRead, u.runPage))
+	m.HandleFunc("POST /runs/{id}/cancel", u.page(permOperate, u.cancelRunPage))
 	m.Handle("GET /static/", http.FileServerFS(staticFS))
 	m.HandleFunc("GET /audit", u.page(permRead, u.auditPage))
 	m.HandleFunc("GET /bulk", u.page(permRead, u.bulkPage))

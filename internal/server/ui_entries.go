@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -347,22 +345,11 @@ func (u *ui) startRelease(a *entryAction, actor string) (*Run, error) {
 			}
 			rep.Items = append(rep.Items, it)
 			rep.Done++
-			if rep.Done%50 == 0 {
-				u.publish(run, rep)
+			if rep.Done%max(1, rep.Matched/100) == 0 {
+				u.s.publishBulk(run, rep)
 			}
 		}
-		u.publish(run, rep)
+		u.s.publishBulk(run, rep)
 		return nil
 	})
-}
-
-// publish shows a run's progress: a copy, so the run page never reads a
-// report the run is still changing.
-func (u *ui) publish(run *Run, rep *replay.BulkReport) {
-	cp := *rep
-	cp.Items = slices.Clone(rep.Items)
-	cp.Why = maps.Clone(rep.Why)
-	u.s.runs.mu.Lock()
-	run.Bulk = &cp
-	u.s.runs.mu.Unlock()
 }

@@ -33,6 +33,7 @@ type ui struct {
 	tmpl     map[string]*template.Template
 	key      []byte
 	sessions *sessions
+	verified verifiedHead
 }
 
 func newUI(s *Server) (*ui, error) {
@@ -278,29 +279,4 @@ func (u *ui) overview(w http.ResponseWriter, r *http.Request, tok Token) {
 		return
 	}
 	u.render(w, r, http.StatusOK, "overview", tok, map[string]any{"Title": "Overview", "O": o})
-}
-
-func (u *ui) auditPage(w http.ResponseWriter, r *http.Request, tok Token) {
-	q := audit.Query{Entry: r.URL.Query().Get("entry"), Actor: r.URL.Query().Get("actor")}
-	var recs []audit.Record
-	if err := audit.Each(r.Context(), u.s.cfg.Store, q, func(rec audit.Record) error {
-		recs = append(recs, rec)
-		return nil
-	}); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	// Newest first, the last 500.
-	for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
-		recs[i], recs[j] = recs[j], recs[i]
-	}
-	if len(recs) > 500 {
-		recs = recs[:500]
-	}
-	v, err := audit.Verify(r.Context(), u.s.cfg.Store, u.s.cfg.AuditKey)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	u.render(w, r, http.StatusOK, "audit", tok, map[string]any{"Records": recs, "Verify": v, "Q": q})
 }

@@ -1,0 +1,167 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
+)
+
+// chainReader is an audit.Reader over records held in memory: the test
+// can append to, or cut, the chain between page loads.
+type chainReader struct {
+	recs []audit.Sealed
+	mac  string
+}
+
+var _ audit.Reader = (*chainReader)(nil)
+
+func (c *chainReader) add(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		prev := audit.Genesis
+		if len(c.recs) > 0 {
+			prev = c.recs[len(c.recs)-1].Hash
+		}
+		s, err := audit.Seal(&audit.Record{Seq: uint64(len(c.recs) + 1), Kind: audit.KindDecision, Actor: "t"}, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.recs = append(c.recs, s)
+	}
+}
+
+func (c *chainReader) AuditRange(_ context.Context, from uint64, fn func(uint64, audit.Sealed, error) error) error {
+	for _, s := range c.recs {
+		if s.Seq >= from {
+			if err := fn(s.Seq, s, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (c *chainReader) AuditHead(context.Context) (uint64, string, error) {
+	if len(c.recs) == 0 {
+		return 0, audit.Genesis, nil
+	}
+	last := c.recs[len(c.recs)-1]
+	return last.Seq, last.Hash, nil
+}
+
+func (c *chainReader) AuditHeadMAC(context.Context) (string, error) { return c.mac, nil }
+
+// TestAuditPageVerifiesIncrementally: issue #18 "the audit page
+// re-verifies the whole chain on every load": each load verifies only the
+// records added since; a head behind what was verified is a rollback; a
+// signed head is checked with the key.
+func TestAuditPageVerifiesIncrementally(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	key := []byte("k")
+	c := &chainReader{}
+	c.add(t, 5)
+	seq, head, _ := c.AuditHead(ctx)
+	c.mac = audit.HeadMAC(key, seq, head)
+	var vh verifiedHead
+	hv, err := vh.verify(ctx, c, key, now)
+	if err != nil || hv.Break != nil || hv.Records != 5 || hv.Checked != 5 || !hv.Signed {
+		t.Fatalf("first load: %+v %v", hv, err)
+	}
+	hv, _ = vh.verify(ctx, c, key, now)
+	if hv.Checked != 0 || hv.Records != 5 || !hv.Signed {
+		t.Fatalf("second load re-verified: %+v", hv)
+	}
+	c.add(t, 2)
+	seq, head, _ = c.AuditHead(ctx)
+	c.mac = audit.HeadMAC(key, seq, head)
+	if hv, _ = vh.verify(ctx, c, key, now); hv.Checked != 2 || hv.Records != 7 || hv.Break != nil {
+		t.Fatalf("after two more: %+v", hv)
+	}
+	// A head signed with another key is reported.
+	c.mac = audit.HeadMAC([]byte("other"), seq, head)
+	if hv, _ = (&verifiedHead{}).verify(ctx, c, key, now); hv.Break == nil || hv.Signed {
+		t.Fatalf("wrong head signature not reported: %+v", hv)
+	}
+	// Rolled back to 4 records: behind what was verified.
+	c.recs = c.recs[:4]
+	hv, _ = vh.verify(ctx, c, key, now)
+	if hv.Break == nil || !strings.Contains(hv.Break.Reason, "rolled back") {
+		t.Fatalf("rollback not reported: %+v", hv)
+	}
+	// A broken chain stays reported.
+	c.add(t, 10)
+	if hv, _ = vh.verify(ctx, c, key, now); hv.Break == nil {
+		t.Fatalf("the break was forgotten")
+	}
+}
+
+// TestConsoleCoreActionsWithoutJavaScript: the entries page's bulk action
+// (preview, confirm), an entry page action and a run's cancel form are
+// plain forms: a client without JavaScript does them all.
+func TestConsoleCoreActionsWithoutJavaScript(t *testing.T) {
+	b := newAPIBundle(t, []string{line("q1", "schema_invalid", ""), line("q2", "schema_invalid", ""), line("q3", "schema_invalid", "")})
+	b.reconcile("operator")
+	ui := newBrowser(t, b.http.URL)
+	ui.login(b.tokens["operator"], "/")
+	code, _, page := ui.get("/entries?state=quarantined")
+	if code != 200 || !strings.Contains(page, `id="total-n">3<`) {
+		t.Fatalf("entries: %d\n%s", code, page)
+	}
+	// Preview (GET) then confirm (POST with the session's CSRF token).
+	code, _, page = ui.get("/entries/act?" + url.Values{"op": {"resolve"}, "scope": {"selected"}, "id": {"jsonl:q1", "jsonl:q2"}}.Encode())
+	if code != 200 || !strings.Contains(page, `id="would">2<`) {
+		t.Fatalf("preview: %d\n%s", code, page)
+	}
+	csrf := csrfRe.FindStringSubmatch(page)[1]
+	form := url.Values{"csrf": {csrf}, "op": {"resolve"}, "scope": {"selected"}, "id": {"jsonl:q1", "jsonl:q2"}}
+	// Without a reason it is refused, nothing changes.
+	if code, loc, _ := ui.post("/entries/act", form); code != http.StatusSeeOther || !strings.Contains(loc, "reason+is+required") {
+		t.Fatalf("resolve without a reason: %d %s", code, loc)
+	}
+	form.Set("reason", "duplicates of q3")
+	code, loc, _ := ui.post("/entries/act", form)
+	if code != http.StatusSeeOther || !strings.HasPrefix(loc, "/runs/run-") {
+		t.Fatalf("confirm: %d %s", code, loc)
+	}
+	b.srv.Wait()
+	if _, _, page = ui.get(loc); !strings.Contains(page, `id="run-state">succeeded<`) {
+		t.Fatalf("run page:\n%s", page)
+	}
+	for ref, want := range map[string]string{"jsonl:q1": store.StatusResolved, "jsonl:q2": store.StatusResolved, "jsonl:q3": store.StatusQuarantined} {
+		var er *store.EntryRecord
+		_ = b.store.View(context.Background(), func(tx store.Tx) error { er, _ = tx.Entry(ref); return nil })
+		if er == nil || er.Status != want {
+			t.Fatalf("%s: %+v, want %s", ref, er, want)
+		}
+	}
+	// A forged confirmation (no CSRF token) is refused.
+	form.Del("csrf")
+	if code, _, _ := ui.post("/entries/act", form); code != http.StatusForbidden {
+		t.Fatalf("confirm without CSRF: %d", code)
+	}
+	// The entry page's Release form.
+	code, loc, _ = ui.post("/entries/jsonl:q3/release", url.Values{"csrf": {csrf}, "reason": {"schema fixed"}})
+	if code != http.StatusSeeOther || !strings.Contains(loc, "released+by+operator") {
+		t.Fatalf("release: %d %s", code, loc)
+	}
+	// Cancelling a run that is not running says so.
+	code, loc, _ = ui.post("/runs/no-such-run/cancel", url.Values{"csrf": {csrf}})
+	if code != http.StatusSeeOther || !strings.Contains(loc, "not+cancelled") {
+		t.Fatalf("cancel of an unknown run: %d %s", code, loc)
+	}
+	// A viewer may not post actions.
+	v := newBrowser(t, b.http.URL)
+	v.login(b.tokens["viewer"], "/")
+	_, _, vp := v.get("/entries")
+	vcsrf := csrfRe.FindStringSubmatch(vp)[1]
+	if code, _, _ := v.post("/entries/jsonl:q3/resolve", url.Values{"csrf": {vcsrf}, "reason": {"x"}}); code != http.StatusForbidden {
+		t.Fatalf("viewer resolving: %d", code)
+	}
+}

@@ -117,4 +117,12 @@ func TestBrowserApprovals1280(t *testing.T) {
 	if n := b.eval(`String(document.querySelectorAll("#approvals article").length)`); n != "1" {
 		b.fatalf("after re-requesting one: %s pending, want 1", n)
 	}
+	// The new request says it was asked before, and what changed (nothing:
+	// the same evidence, asked again).
+	if prev := b.text("#approvals article .previous"); !strings.Contains(prev, ids[2]) || !strings.Contains(prev, "expired") {
+		b.fatalf("the re-request's card reads %q, want the expired %s", prev, ids[2])
+	}
+	if ch := b.text("#approvals article .changed"); ch != "nothing in the decision" {
+		b.fatalf("changed since: %q", ch)
+	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -27,6 +28,47 @@ type approvalCard struct {
 	Payload    string
 	PayloadCut bool
 	Expired    bool
+	// Previous is the entry's request before this one, if any, and
+	// Changed what differs since (what the approver should look at).
+	Previous *approval.View
+	Changed  []string
+}
+
+// changedSince lists what differs between a previous request's decision
+// and this one's: what is new for the approver.
+func changedSince(prev, cur *store.Approval) []string {
+	p, c := &prev.Decision, &cur.Decision
+	var out []string
+	diff := func(what, a, b string) {
+		if a != b {
+			out = append(out, what+": "+a+" → "+b)
+		}
+	}
+	diff("payload", short(p.PayloadHash), short(c.PayloadHash))
+	diff("class", string(p.Class), string(c.Class))
+	diff("rule", p.Rule, c.Rule)
+	diff("policy said", string(p.PolicyAction), string(c.PolicyAction))
+	diff("policy snapshot", short(p.PolicySnapshot), short(c.PolicySnapshot))
+	diff("ledger", p.Ledger.State, c.Ledger.State)
+	if p.Ledger.Replays != c.Ledger.Replays {
+		out = append(out, fmt.Sprintf("replays so far: %d → %d", p.Ledger.Replays, c.Ledger.Replays))
+	}
+	diff("approver group", prev.ApproverGroup, cur.ApproverGroup)
+	if strings.Join(p.Reasons, "\x00") != strings.Join(c.Reasons, "\x00") {
+		out = append(out, "reasons changed")
+	}
+	if len(out) == 0 && prev.Evidence != cur.Evidence {
+		out = append(out, "evidence hash only")
+	}
+	return out
+}
+
+// short cuts a "sha256:..." id for display.
+func short(s string) string {
+	if len(s) > 19 {
+		return s[:19] + "…"
+	}
+	return s
 }
 
 // approvalQueue is the one place the console lists approval requests:
@@ -34,9 +76,18 @@ type approvalCard struct {
 // first: they have waited longest), one page. Today it reads every
 // request; the lead points it at an index by state when the store has one.
 func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, group string, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
-	list, err := svc.List(ctx, approval.Filter{State: state, Group: group})
+	all, err := svc.List(ctx, approval.Filter{})
 	if err != nil {
 		return nil, 0, err
+	}
+	// Each entry's requests, to show what changed since the last one.
+	byEntry := map[string][]approval.View{}
+	list := make([]approval.View, 0, len(all))
+	for _, v := range all {
+		byEntry[v.EntryRef] = append(byEntry[v.EntryRef], v)
+		if (group == "" || v.ApproverGroup == group) && (state == "" || strings.EqualFold(v.State, state)) {
+			list = append(list, v)
+		}
 	}
 	// Oldest first: they have waited longest.
 	slices.SortStableFunc(list, func(a, b approval.View) int {
@@ -58,6 +109,15 @@ func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, g
 	cards := make([]approvalCard, 0, to-from)
 	for _, v := range kept[from:to] {
 		c := approvalCard{View: v, Expired: v.State == store.ApprovalExpired}
+		for _, o := range byEntry[v.EntryRef] {
+			if o.ID != v.ID && o.RequestedAt.Before(v.RequestedAt) && (c.Previous == nil || o.RequestedAt.After(c.Previous.RequestedAt)) {
+				prev := o
+				c.Previous = &prev
+			}
+		}
+		if c.Previous != nil {
+			c.Changed = changedSince(&c.Previous.Approval, &v.Approval)
+		}
 		c.View.Age = humanAge(now.Sub(v.RequestedAt))
 		err := s.View(ctx, func(tx store.Tx) error {
 			er, err := tx.Entry(v.EntryRef)

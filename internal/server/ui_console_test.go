@@ -165,3 +165,25 @@ func TestConsoleCoreActionsWithoutJavaScript(t *testing.T) {
 		t.Fatalf("viewer resolving: %d", code)
 	}
 }
+
+// TestApprovalChangedSince: what an approver is told changed since the
+// entry's previous request.
+func TestApprovalChangedSince(t *testing.T) {
+	prev := &store.Approval{ApproverGroup: "oncall", Evidence: "e1"}
+	prev.Decision.PayloadHash, prev.Decision.PolicySnapshot, prev.Decision.Reasons = "sha256:aaaaaaaaaaaaaaaaaaaaaaaa", "sha256:p1", []string{"risk: high"}
+	prev.Decision.Ledger.Replays = 1
+	cur := *prev
+	cur.Decision.Reasons = []string{"risk: high"}
+	cur.Evidence = "e2"
+	if got := changedSince(prev, &cur); len(got) != 1 || got[0] != "evidence hash only" {
+		t.Fatalf("same decision, new evidence: %v", got)
+	}
+	cur.Decision.PayloadHash, cur.Decision.PolicySnapshot, cur.Decision.Ledger.Replays = "sha256:bbbbbbbbbbbbbbbbbbbbbbbb", "sha256:p2", 2
+	cur.Decision.Reasons = []string{"risk: high", "max_replays near"}
+	got := strings.Join(changedSince(prev, &cur), "|")
+	for _, want := range []string{"payload: sha256:aaaaaaaaaaaa… → sha256:bbbbbbbbbbbb…", "policy snapshot: sha256:p1 → sha256:p2", "replays so far: 1 → 2", "reasons changed"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("changes %q lack %q", got, want)
+		}
+	}
+}

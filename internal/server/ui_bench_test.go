@@ -20,7 +20,7 @@ import (
 
 // BenchmarkConsolePages times the overview, an entry list page and an
 // entry page against a store of n entries (each with one decision in the
-// audit chain), each as a ratio of a bare store read of what the page
+// audit chain, over 30 days), each as a ratio of a bare store read of what the page
 // shows: the whole inventory for the overview (which summarises it), the
 // 50 rows for a list page, the one row for an entry page. Sizes:
 // REPLAYCTL_BENCH_ENTRIES (comma-separated, default 10000), e.g.
@@ -59,14 +59,16 @@ func benchConsole(b *testing.B, n int) {
 				e := entry.Entry{ID: fmt.Sprintf("e%08d", j), Source: "jsonl", Topic: fmt.Sprintf("tool.t%d.send", j%20),
 					ReasonCode: "timeout", Message: fmt.Sprintf("upstream timeout after %d ms", j%997), Attempts: 3,
 					IdempotencyKey: fmt.Sprintf("k%08d", j), Payload: []byte(fmt.Sprintf(`{"order":%d,"lines":[1,2,3]}`, j)),
-					LastFailure: now.Add(-time.Duration(j%1440) * time.Minute)}
+					LastFailure: now.Add(-time.Duration(j%43200) * time.Minute)}
 				er := &store.EntryRecord{Entry: e, Status: statuses[j%len(statuses)], Class: classes[j%len(classes)],
-					Action: triage.ManualReview, FirstSeen: now.Add(-time.Duration(j%1440) * time.Minute)}
+					Action: triage.ManualReview, FirstSeen: now.Add(-time.Duration(j%43200) * time.Minute)}
 				er.LastSeen = er.FirstSeen
 				if err := tx.PutEntry(er); err != nil {
 					return err
 				}
-				if _, err := tx.Append(&audit.Record{Kind: audit.KindDecision, Actor: "bench", EntryRef: e.Ref(), Time: er.FirstSeen,
+				// The chain grows in time order over 30 days, as a store's does.
+				at := now.Add(-30 * 24 * time.Hour).Add(time.Duration(j) * 30 * 24 * time.Hour / time.Duration(n))
+				if _, err := tx.Append(&audit.Record{Kind: audit.KindDecision, Actor: "bench", EntryRef: e.Ref(), Time: at,
 					Action: triage.ManualReview, Reason: "benchmark"}); err != nil {
 					return err
 				}

@@ -175,7 +175,13 @@ func (u *ui) page(p perm, h func(http.ResponseWriter, *http.Request, Token)) htt
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := u.s.authenticate(r)
 		if !ok {
-			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.Path), http.StatusSeeOther)
+			// Back to the same page, filters included (a shared link to a
+			// filtered list survives the login).
+			next := r.URL.Path
+			if r.Method == http.MethodGet && r.URL.RawQuery != "" {
+				next = r.URL.RequestURI()
+			}
+			http.Redirect(w, r, "/login?next="+url.QueryEscape(next), http.StatusSeeOther)
 			return
 		}
 		if !tok.can(p) {

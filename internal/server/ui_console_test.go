@@ -213,3 +213,22 @@ func TestOverviewReadsOnlyTheLastDay(t *testing.T) {
 		}
 	}
 }
+
+// TestLoginKeepsTheFilteredPage: a link to a filtered list opened without
+// a session comes back to that list, filters included, after login.
+func TestLoginKeepsTheFilteredPage(t *testing.T) {
+	b := newAPIBundle(t, []string{line("e1", "timeout", "")})
+	ui := newBrowser(t, b.http.URL)
+	code, loc, _ := ui.get("/entries?state=open&topic=tool.*.send")
+	if code != http.StatusSeeOther {
+		t.Fatalf("anonymous: %d", code)
+	}
+	next, _ := url.Parse(loc)
+	want := "/entries?state=open&topic=tool.*.send"
+	if got := next.Query().Get("next"); got != want {
+		t.Fatalf("login next = %q, want %q", got, want)
+	}
+	if code, loc, _ := ui.login(b.tokens["viewer"], want); code != http.StatusSeeOther || loc != want {
+		t.Fatalf("after login: %d %s, want %s", code, loc, want)
+	}
+}

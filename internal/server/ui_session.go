@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -133,8 +134,14 @@ func (u *ui) startSession(w http.ResponseWriter, r *http.Request, tok Token) err
 	// Strict: another site can neither post with nor link into a session;
 	// every change also needs the session's CSRF token.
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(SessionAbsolute / time.Second)})
+		SameSite: http.SameSiteStrictMode, Secure: u.secure(r), MaxAge: int(SessionAbsolute / time.Second)})
 	return nil
+}
+
+// secure: the browser reaches this server over TLS, directly or through a
+// proxy that terminates it (PublicURL is https).
+func (u *ui) secure(r *http.Request) bool {
+	return r.TLS != nil || strings.HasPrefix(u.s.cfg.PublicURL, "https://")
 }
 
 func (u *ui) endSession(w http.ResponseWriter, r *http.Request) {
@@ -142,5 +149,5 @@ func (u *ui) endSession(w http.ResponseWriter, r *http.Request) {
 		u.sessions.remove(c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		SameSite: http.SameSiteStrictMode, Secure: u.secure(r)})
 }

@@ -146,3 +146,32 @@ func TestUICSRFTokenBelongsToItsSession(t *testing.T) {
 		t.Fatalf("logout with another session's CSRF token: %d, want 403", code)
 	}
 }
+
+// TestUISessionCookieSecureBehindTLSProxy: behind a proxy that terminates
+// TLS (PublicURL https) the cookie is Secure though the request is plain
+// HTTP; without one it is not (the browser would drop it on http).
+func TestUISessionCookieSecureBehindTLSProxy(t *testing.T) {
+	for _, tc := range []struct {
+		public string
+		secure bool
+	}{{"https://replayctl.example.com", true}, {"", false}} {
+		b := newAPIBundle(t, []string{line("e1", "timeout", "")}, func(c *Config) { c.PublicURL = tc.public })
+		ui := newBrowser(t, b.http.URL)
+		_, _, page := ui.get("/login")
+		m := loginCSRFRe.FindStringSubmatch(page)
+		resp, err := ui.c.PostForm(b.http.URL+"/login", url.Values{"token": {b.tokens["alice"]}, "csrf": {m[1]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		var set string
+		for _, h := range resp.Header.Values("Set-Cookie") {
+			if strings.HasPrefix(h, sessionCookie+"=") {
+				set = h
+			}
+		}
+		if set == "" || strings.Contains(set, "; Secure") != tc.secure || !strings.Contains(set, "HttpOnly") || !strings.Contains(set, "SameSite=Strict") {
+			t.Fatalf("PublicURL %q: Set-Cookie %q, want Secure=%v, HttpOnly, SameSite=Strict", tc.public, set, tc.secure)
+		}
+	}
+}

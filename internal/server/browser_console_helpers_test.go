@@ -31,7 +31,16 @@ func (b *browserTab) viewport(w, h int64) {
 // REPLAYCTL_SCREENSHOTS set (make screenshots) it is copied there too.
 func (b *browserTab) shot(name string) string {
 	b.t.Helper()
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)) // 100: PNG (below it is JPEG)
+	// A page that has just loaded (or refreshed itself) can report no
+	// layout yet: try again briefly.
+	var png []byte
+	var err error
+	for try := 0; try < 20; try++ {
+		if png, err = chromedp.Run(b.ctx, chromedp.FullScreenshot(100)); err == nil { // 100: PNG (below it is JPEG)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
 		b.fatalf("screenshot %s: %v", name, err)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
 )
 
@@ -230,5 +232,55 @@ func TestLoginKeepsTheFilteredPage(t *testing.T) {
 	}
 	if code, loc, _ := ui.login(b.tokens["viewer"], want); code != http.StatusSeeOther || loc != want {
 		t.Fatalf("after login: %d %s, want %s", code, loc, want)
+	}
+}
+
+// TestEntryPageSortsAcrossPages: sorted by last failure, pages continue
+// one another whatever the store order, and the total counts every match.
+func TestEntryPageSortsAcrossPages(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.OpenBolt(t.TempDir()+"/s.db", store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	// Refs in one order, failure times in another: e00 failed last.
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		for i := range 25 {
+			er := &store.EntryRecord{Status: store.StatusPending, FirstSeen: t0}
+			er.Entry.ID, er.Entry.Source, er.Entry.IdempotencyKey = fmt.Sprintf("e%02d", i), "jsonl", fmt.Sprintf("k%02d", i)
+			er.Entry.LastFailure = t0.Add(time.Duration(25-i) * time.Minute)
+			if err := tx.PutEntry(er); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f := replay.BulkFilter{All: true}
+	if err := f.Compile(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for page := 1; page <= 3; page++ {
+		p, err := entryPage(ctx, st, &f, t0, "oldest", page, 10)
+		if err != nil || p.Total != 25 {
+			t.Fatalf("page %d: total %d, %v", page, p.Total, err)
+		}
+		for _, it := range p.Items {
+			got = append(got, it.Entry.ID)
+		}
+	}
+	if len(got) != 25 || got[0] != "e24" || got[9] != "e15" || got[10] != "e14" || got[24] != "e00" {
+		t.Fatalf("oldest first over 3 pages: %v", got)
+	}
+	p, _ := entryPage(ctx, st, &f, t0, "newest", 1, 3)
+	if ids := []string{p.Items[0].Entry.ID, p.Items[1].Entry.ID, p.Items[2].Entry.ID}; ids[0] != "e00" || ids[2] != "e02" {
+		t.Fatalf("newest first: %v", ids)
+	}
+	if p, _ := entryPage(ctx, st, &f, t0, "oldest", 4, 10); len(p.Items) != 0 {
+		t.Fatalf("page past the end: %d items", len(p.Items))
 	}
 }

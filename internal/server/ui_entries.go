@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +29,9 @@ const (
 // them: a filtered list is a link anyone can share.
 type entryQuery struct {
 	Q, State, Class, Action, Source, Topic, Label, Age string
-	Page, Size                                         int
+	// Sort: "" (by entry ref), "oldest" or "newest" (by last failure).
+	Sort       string
+	Page, Size int
 }
 
 // entryQueryFields are the filter fields carried from the list to the
@@ -39,6 +42,9 @@ func parseEntryQuery(get func(string) string) entryQuery {
 	q := entryQuery{Q: strings.TrimSpace(get("q")), State: get("state"), Class: get("class"), Action: get("action"),
 		Source: strings.TrimSpace(get("source")), Topic: strings.TrimSpace(get("topic")),
 		Label: strings.TrimSpace(get("label")), Age: strings.TrimSpace(get("age"))}
+	if s := get("sort"); s == "oldest" || s == "newest" {
+		q.Sort = s
+	}
 	q.Page, _ = strconv.Atoi(get("page"))
 	if q.Page < 1 {
 		q.Page = 1
@@ -71,6 +77,9 @@ func (q entryQuery) link(p int) string {
 	}
 	if q.Size != defaultPageSize {
 		v.Set("size", strconv.Itoa(q.Size))
+	}
+	if q.Sort != "" {
+		v.Set("sort", q.Sort)
 	}
 	if len(v) == 0 {
 		return "/entries"
@@ -119,23 +128,68 @@ func (q entryQuery) filter() (replay.BulkFilter, error) {
 }
 
 // entryPage is the one place the console lists entries: one page of the
-// entries matching f, in store (ref) order, with the total. Today it
-// scans the store; the lead points it at the store's indexes and cursor
-// paging when they land.
-func entryPage(ctx context.Context, s replay.Inventory, f *replay.BulkFilter, now time.Time, page, size int) (*replay.Page, error) {
+// entries matching f, in store (ref) order or by last failure (sort
+// "oldest" or "newest"), with the total. Today it scans the store; the
+// lead points it at the store's indexes and cursor paging when they land.
+func entryPage(ctx context.Context, s replay.Inventory, f *replay.BulkFilter, now time.Time, sortBy string, page, size int) (*replay.Page, error) {
 	p := &replay.Page{Page: page, Size: size, Items: []*store.EntryRecord{}}
 	skip := (page - 1) * size
+	if sortBy == "" {
+		err := s.Entries(ctx, func(r *store.EntryRecord) error {
+			if !f.Match(r, now) {
+				return nil
+			}
+			p.Total++
+			if p.Total > skip && len(p.Items) < size {
+				p.Items = append(p.Items, r)
+			}
+			return nil
+		})
+		return p, err
+	}
+	// Sorted: keep only the first skip+size in that order while scanning.
+	keep := skip + size
+	var top []*store.EntryRecord
+	less := func(a, b *store.EntryRecord) int {
+		c := lastFailure(a).Compare(lastFailure(b))
+		if sortBy == "newest" {
+			c = -c
+		}
+		if c == 0 {
+			c = strings.Compare(a.Entry.Ref(), b.Entry.Ref())
+		}
+		return c
+	}
+	trim := func() {
+		slices.SortFunc(top, less)
+		if len(top) > keep {
+			top = top[:keep]
+		}
+	}
 	err := s.Entries(ctx, func(r *store.EntryRecord) error {
 		if !f.Match(r, now) {
 			return nil
 		}
 		p.Total++
-		if p.Total > skip && len(p.Items) < size {
-			p.Items = append(p.Items, r)
+		top = append(top, r)
+		if len(top) >= 2*keep {
+			trim()
 		}
 		return nil
 	})
+	trim()
+	if skip < len(top) {
+		p.Items = top[skip:]
+	}
 	return p, err
+}
+
+// lastFailure is when an entry last failed (or was first seen).
+func lastFailure(r *store.EntryRecord) time.Time {
+	if !r.Entry.LastFailure.IsZero() {
+		return r.Entry.LastFailure
+	}
+	return r.FirstSeen
 }
 
 func (u *ui) entriesPage(w http.ResponseWriter, r *http.Request, tok Token) {
@@ -149,7 +203,7 @@ func (u *ui) entriesPage(w http.ResponseWriter, r *http.Request, tok Token) {
 		u.render(w, r, http.StatusBadRequest, "entries", tok, data)
 		return
 	}
-	p, err := entryPage(r.Context(), u.s.cfg.Store, &f, u.s.cfg.Now(), q.Page, q.Size)
+	p, err := entryPage(r.Context(), u.s.cfg.Store, &f, u.s.cfg.Now(), q.Sort, q.Page, q.Size)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

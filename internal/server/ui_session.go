@@ -127,6 +127,11 @@ func (u *ui) sessionToken(r *http.Request) (Token, bool) {
 
 // startSession signs the browser in as tok.
 func (u *ui) startSession(w http.ResponseWriter, r *http.Request, tok Token) error {
+	// A new login never continues an old session (nor one an attacker
+	// planted): the browser's previous session, if any, ends here.
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		u.sessions.remove(c.Value)
+	}
 	id, err := u.sessions.create(tok.Hash)
 	if err != nil {
 		return err

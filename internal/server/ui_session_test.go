@@ -175,3 +175,19 @@ func TestUISessionCookieSecureBehindTLSProxy(t *testing.T) {
 		}
 	}
 }
+
+// TestUILoginEndsThePreviousSession: logging in again (as the same or
+// another user) gives a new session id and ends the old one.
+func TestUILoginEndsThePreviousSession(t *testing.T) {
+	b := newAPIBundle(t, []string{line("e1", "timeout", "")})
+	ui := newBrowser(t, b.http.URL)
+	ui.login(b.tokens["viewer"], "/")
+	old := sessionCookieOf(t, ui).Value
+	ui.login(b.tokens["alice"], "/")
+	if now := sessionCookieOf(t, ui).Value; now == old {
+		t.Fatal("login kept the session id")
+	}
+	if code, _ := getWithCookie(t, b.http.URL, "/approvals", old); code != http.StatusSeeOther {
+		t.Fatalf("the previous session still works: %d", code)
+	}
+}

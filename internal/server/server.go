@@ -201,6 +201,10 @@ func (s *Server) auth(p perm, h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("role %s may not do this", tok.Role))
 			return
 		}
+		if s.cookieOnlyWrite(r) {
+			writeError(w, http.StatusForbidden, "forbidden", "API writes need a bearer token: the session cookie only works for the web UI's forms, which carry a CSRF token")
+			return
+		}
 		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, tok)))
 	}
 }

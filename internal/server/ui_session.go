@@ -156,3 +156,23 @@ func (u *ui) endSession(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: u.secure(r)})
 }
+
+// cookieOnlyWrite reports an API request that changes something and is
+// authenticated by nothing but the UI's session cookie. The API has no
+// CSRF token, so such a request could have been made by another page
+// the browser has open; the web UI's own forms post to UI routes, never
+// to the API.
+func (s *Server) cookieOnlyWrite(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	if r.Header.Get("Authorization") != "" {
+		return false
+	}
+	if _, ok := s.cfg.Proxy.authenticate(r); ok {
+		return false
+	}
+	_, err := r.Cookie(sessionCookie)
+	return err == nil
+}

@@ -191,3 +191,40 @@ func TestUILoginEndsThePreviousSession(t *testing.T) {
 		t.Fatalf("the previous session still works: %d", code)
 	}
 }
+
+// TestAPIWritesRefuseTheSessionCookie: the session cookie reads the API
+// but cannot change anything through it (the API has no CSRF token); a
+// bearer token can.
+func TestAPIWritesRefuseTheSessionCookie(t *testing.T) {
+	b := newAPIBundle(t, []string{line("e1", "timeout", "")})
+	ui := newBrowser(t, b.http.URL)
+	ui.login(b.tokens["operator"], "/")
+	id := sessionCookieOf(t, ui).Value
+	do := func(method, path string) int {
+		req, _ := http.NewRequest(method, b.http.URL+path, nil)
+		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: id})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := do(http.MethodGet, "/api/dead-letters"); code != http.StatusOK {
+		t.Fatalf("GET with the session cookie: %d", code)
+	}
+	if code := do(http.MethodPost, "/api/reconcile"); code != http.StatusForbidden {
+		t.Fatalf("POST /api/reconcile with only the session cookie: %d, want 403", code)
+	}
+	req, _ := http.NewRequest(http.MethodPost, b.http.URL+"/api/reconcile", nil)
+	req.Header.Set("Authorization", "Bearer "+b.tokens["operator"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST /api/reconcile with a bearer token: %d", resp.StatusCode)
+	}
+	b.srv.Wait()
+}

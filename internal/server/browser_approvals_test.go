@@ -34,7 +34,8 @@ func highRisk(id string) string {
 // TestBrowserApprovals1280: issue #18 "an approver approves from the
 // queue without horizontal scrolling at 1280x800 (assert the button is in
 // the viewport)"; filters by group and age; several approved at once,
-// each checked on its own; an expired request re-requested.
+// each checked on its own; one approved by keyboard alone; an expired
+// request re-requested, with what changed since, and four-eyes kept.
 func TestBrowserApprovals1280(t *testing.T) {
 	chromium := requireChromium(t)
 	clock := &offsetClock{}
@@ -84,7 +85,7 @@ func TestBrowserApprovals1280(t *testing.T) {
 	b.do(chromedp.Click(chromedp.CSS(`input[name=id][value="`+ids[0]+`"]`)), chromedp.Click(chromedp.CSS(`input[name=id][value="`+ids[1]+`"]`)),
 		chromedp.SendKeys(chromedp.CSS("#many-reason"), "customer confirmed both"))
 	b.submit(chromedp.Click(chromedp.CSS("#approve-many")))
-	for i, id := range ids {
+	for i, id := range ids[:3] { // the fourth is decided by keyboard below
 		a := f.approvalRecord(t, id)
 		want := store.ApprovalPending
 		if i < 2 {
@@ -98,12 +99,22 @@ func TestBrowserApprovals1280(t *testing.T) {
 		b.fatalf("flash after approving two: %q", flash)
 	}
 
-	// Two hours later the other two have expired: shown so, with Re-request.
+	// By keyboard alone: Tab to the fourth request's Approve, Enter.
+	b.tabTo("approve-"+ids[3], 80)
+	b.submit(chromedp.KeyEvent("\r"))
+	if flash := b.text("#flash"); !strings.Contains(flash, ids[3]+" approved by alice") {
+		b.fatalf("keyboard approve: flash %q", flash)
+	}
+	if a := f.approvalRecord(t, ids[3]); a.State != store.ApprovalApproved {
+		t.Fatalf("keyboard approve: %s is %s", ids[3], a.State)
+	}
+
+	// Two hours later the third has expired: shown so, with Re-request.
 	clock.Skip(2 * time.Hour)
 	b.login(base, f.tokens["alice"]) // the idle session ended too
 	b.navigate(base + "/approvals?state=expired")
-	if n := b.eval(`String(document.querySelectorAll("#approvals article").length)`); n != "2" {
-		b.fatalf("expired: %s requests, want 2", n)
+	if n := b.eval(`String(document.querySelectorAll("#approvals article").length)`); n != "1" {
+		b.fatalf("expired: %s requests, want 1", n)
 	}
 	if b.exists("#approvals article button.approve") {
 		b.fatalf("an expired request still offers Approve")
@@ -124,5 +135,13 @@ func TestBrowserApprovals1280(t *testing.T) {
 	}
 	if ch := b.text("#approvals article .changed"); ch != "nothing in the decision" {
 		b.fatalf("changed since: %q", ch)
+	}
+
+	// Four-eyes still holds per request: alice asked again, so another
+	// approver must decide it.
+	newID := b.eval(`document.querySelector("#approvals article").id`)
+	b.submit(chromedp.Click(chromedp.CSS("#approve-" + newID)))
+	if flash := b.text("#flash"); !strings.Contains(flash, "four-eyes") {
+		b.fatalf("approving one's own re-request: flash %q", flash)
 	}
 }

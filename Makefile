@@ -2,7 +2,7 @@
 GO      ?= go
 FUZZTIME ?= 5s
 
-.PHONY: test fmt vet unit fuzz-smoke bench bench-quick build
+.PHONY: test fmt vet unit fuzz-smoke bench bench-quick build screenshots
 
 test: fmt vet unit fuzz-smoke
 
@@ -40,3 +40,12 @@ bench:
 
 bench-quick:
 	$(GO) run ./cmd/replayctl bench --quick
+
+# The console's browser tests (real headless Chromium) with their
+# screenshots copied to $(SCREENSHOTS) for review; each test also keeps
+# its own under its temp dir.
+SCREENSHOTS ?= screenshots
+screenshots:
+	@mkdir -p $(SCREENSHOTS)
+	REPLAYCTL_SCREENSHOTS=$(abspath $(SCREENSHOTS)) $(GO) test -count=1 -run '^TestBrowser' ./internal/server/
+	@echo "screenshots in $(SCREENSHOTS)/:"; ls $(SCREENSHOTS)

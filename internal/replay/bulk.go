@@ -14,6 +14,7 @@ import (
 	"github.com/gobwas/glob"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -36,6 +37,12 @@ type BulkFilter struct {
 	OlderThan Duration          `json:"older_than,omitzero"` // last failure (or first seen) at least this long ago
 	NewerThan Duration          `json:"newer_than,omitzero"`
 	Labels    map[string]string `json:"labels,omitempty"`
+	// IDs, Actions and Text let the console act on what a person selected
+	// or searched: entry refs (or bare ids), triage actions, and a
+	// case-insensitive substring of the id, key, topic or message.
+	IDs     []string `json:"id,omitempty"`
+	Actions []string `json:"action,omitempty"`
+	Text    string   `json:"q,omitempty"`
 	// All must be set to select every entry: an empty filter is refused, so
 	// that a forgotten or mistyped filter flag never acts on the whole DLQ.
 	All bool `json:"all,omitempty"`
@@ -71,7 +78,8 @@ func (d Duration) IsZero() bool { return d.Duration == 0 }
 // empty reports whether no filter field is set.
 func (f *BulkFilter) empty() bool {
 	return len(f.Classes) == 0 && len(f.Reasons) == 0 && len(f.Topics) == 0 && len(f.Sources) == 0 &&
-		len(f.States) == 0 && f.OlderThan.Duration == 0 && f.NewerThan.Duration == 0 && len(f.Labels) == 0
+		len(f.States) == 0 && f.OlderThan.Duration == 0 && f.NewerThan.Duration == 0 && len(f.Labels) == 0 &&
+		len(f.IDs) == 0 && len(f.Actions) == 0 && f.Text == ""
 }
 
 // Compile validates the filter.
@@ -129,7 +137,12 @@ func (f *BulkFilter) Match(er *store.EntryRecord, now time.Time) bool {
 	if len(f.Classes) > 0 && !contains(f.Classes, string(er.Class)) ||
 		len(f.Reasons) > 0 && !contains(f.Reasons, e.ReasonCode) ||
 		len(f.Sources) > 0 && !contains(f.Sources, e.Source) ||
-		len(f.States) > 0 && !contains(f.States, er.Status) {
+		len(f.States) > 0 && !contains(f.States, er.Status) ||
+		len(f.Actions) > 0 && !contains(f.Actions, string(er.Action)) ||
+		len(f.IDs) > 0 && !contains(f.IDs, e.Ref()) && !contains(f.IDs, e.ID) {
+		return false
+	}
+	if f.Text != "" && !matchText(e, f.Text) {
 		return false
 	}
 	if len(f.topics) > 0 {
@@ -158,6 +171,18 @@ func (f *BulkFilter) Match(er *store.EntryRecord, now time.Time) bool {
 		return false
 	}
 	return true
+}
+
+// matchText reports whether q (case-insensitive) occurs in the entry's
+// id, key, topic or message.
+func matchText(e *entry.Entry, q string) bool {
+	q = strings.ToLower(q)
+	for _, v := range []string{e.Ref(), e.IdempotencyKey, e.Topic, e.Message} {
+		if strings.Contains(strings.ToLower(v), q) {
+			return true
+		}
+	}
+	return false
 }
 
 // Why-not categories of a bulk preview, as the issue names them.
@@ -256,6 +281,16 @@ type Bulk struct {
 	Inventory  Inventory
 	Max        int           // cap on the replays (or resolves) of one operation (default 5000)
 	Spread     time.Duration // spread the replays evenly over this long
+	// Progress, when set, is called after each entry of an execution with
+	// the report so far (the console's run page shows it live); it must
+	// copy what it keeps.
+	Progress func(*BulkReport)
+}
+
+func (b *Bulk) progress(rep *BulkReport) {
+	if b.Progress != nil {
+		b.Progress(rep)
+	}
 }
 
 // capped turns an action past the cap into WhyOverCap; n counts actions.
@@ -432,6 +467,7 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 		}
 		rep.count(item, WhyReplay)
 		rep.Done++
+		b.progress(rep)
 	}
 	return rep, b.recordBulkDone(ctx, rep)
 }
@@ -576,6 +612,7 @@ func (b *Bulk) ExecuteResolve(ctx context.Context, f BulkFilter, reason string) 
 		}
 		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: cat}, WhyResolve)
 		rep.Done++
+		b.progress(rep)
 	}
 	return rep, b.recordBulkDone(ctx, rep)
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,21 +132,44 @@ type browserFixture struct {
 	http   *httptest.Server
 	store  *store.Bolt
 	tokens map[string]string // user -> secret
+	// tokenFile is the server's token set (addToken adds to it).
+	tokenFile *server.Tokens
 
 	mu  sync.Mutex
 	got map[string]int // deliveries per Idempotency-Key
+
+	// gate, when set (before the first replay), holds each delivery until
+	// the test sends on it or closes it.
+	gate chan struct{}
+	held atomic.Int32 // deliveries that reached the gate
+	// targetDown routes to no target (an outage): replays wait in manual review.
+	targetDown atomic.Bool
 }
 
 // newBrowserFixture serves entries (JSONL lines) with the bundled rules
 // and policy. Tokens: alice (approver, in platform-oncall), ops-bot
 // (operator: raises the requests) and carol (viewer).
 func newBrowserFixture(t *testing.T, entries ...string) *browserFixture {
+	return newBrowserFixtureWith(t, nil, entries...)
+}
+
+// newBrowserFixtureWith lets a test change the server's configuration
+// (its clock, say) before the server starts.
+func newBrowserFixtureWith(t *testing.T, configure func(*server.Config), entries ...string) *browserFixture {
 	t.Helper()
 	dir := t.TempDir()
 	f := &browserFixture{tokens: map[string]string{}, got: map[string]int{}}
 
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		if f.gate != nil { // a slow target, released by the test one request at a time
+			f.held.Add(1)
+			select {
+			case <-f.gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		f.mu.Lock()
 		f.got[r.Header.Get("Idempotency-Key")]++
 		f.mu.Unlock()
@@ -192,7 +216,8 @@ func newBrowserFixture(t *testing.T, entries ...string) *browserFixture {
 		f.tokens[u.user] = secret
 	}
 
-	srv, err := server.New(server.Config{
+	f.tokenFile = tokens
+	cfg := server.Config{
 		Store:     st,
 		Tokens:    tokens,
 		Sources:   []source.Source{src},
@@ -201,10 +226,21 @@ func newBrowserFixture(t *testing.T, entries ...string) *browserFixture {
 			return policy.LoadEngine(ctx, "../../rules.yaml", "../../policies", 0)
 		},
 		Router: func(rules *triage.Rules) replay.Router {
+			if f.targetDown.Load() {
+				return replay.NewRulesRouter(rules, nil)
+			}
+			timeout := 2 * time.Second
+			if f.gate != nil { // a held delivery must outlast the test's pace
+				timeout = time.Minute
+			}
 			return replay.NewRulesRouter(rules, &replay.Route{Name: "sink",
-				Dispatcher: replay.NewHTTPTarget(sink.URL, "", 2*time.Second, nil)})
+				Dispatcher: replay.NewHTTPTarget(sink.URL, "", timeout, nil)})
 		},
-	})
+	}
+	if configure != nil {
+		configure(&cfg)
+	}
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func TestBrowserApprovesARequest(t *testing.T) {
 	}
 
 	// The pending request's row.
-	row := `table#approvals tr[id="` + id + `"]`
+	row := `#approvals article[id="` + id + `"]`
 	if !b.exists(row) {
 		b.fatalf("no row %s on the approvals page", row)
 	}
@@ -153,8 +153,8 @@ func TestBrowserApprovesARequest(t *testing.T) {
 
 	// The entry's page shows the approval and the audit story.
 	b.navigate(base + "/entries/" + url.PathEscape(ref))
-	if !b.exists("p#approval") || !b.exists("pre#story") {
-		b.fatalf("entry page lacks p#approval or pre#story")
+	if !b.exists("p#approval") || !b.exists("#timeline") {
+		b.fatalf("entry page lacks p#approval or #timeline")
 	}
 	apr := b.text("p#approval")
 	for _, want := range []string{id, "approved", "alice", reason, "platform-oncall"} {
@@ -162,8 +162,8 @@ func TestBrowserApprovesARequest(t *testing.T) {
 			b.fatalf("p#approval reads %q, want it to contain %q", apr, want)
 		}
 	}
-	if story := b.text("pre#story"); !strings.Contains(story, "approval approved") {
-		b.fatalf("pre#story lacks the approval:\n%s", story)
+	if story := b.text("#timeline"); !strings.Contains(story, "approval approved") {
+		b.fatalf("#timeline lacks the approval:\n%s", story)
 	}
 
 	// The store agrees, and the approval takes effect: the next reconcile

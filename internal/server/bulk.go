@@ -88,6 +88,12 @@ func (s *Server) StartBulk(ctx context.Context, req *BulkRequest, actor string, 
 		return nil, nil, err
 	}
 	run, err := s.runs.startWork(trigger, actor, op, func(ctx context.Context, run *Run) error {
+		b.Progress = func(rep *replay.BulkReport) {
+			// At most about a hundred copies per run, however large.
+			if rep.Done%max(1, rep.Matched/100) == 0 {
+				s.publishBulk(run, rep)
+			}
+		}
 		var rep *replay.BulkReport
 		var err error
 		if resolve {

@@ -29,6 +29,8 @@ type Run struct {
 	Report   *replay.Report     `json:"report,omitempty"`
 	Bulk     *replay.BulkReport `json:"bulk,omitempty"`
 	Error    string             `json:"error,omitempty"`
+	// CancelledBy names who cancelled the run (state "cancelled").
+	CancelledBy string `json:"cancelled_by,omitempty"`
 }
 
 // runner allows one reconcile at a time; a scheduled run that finds one
@@ -42,6 +44,8 @@ type runner struct {
 	order  []string
 	active *Run
 	wg     sync.WaitGroup
+	// cancels stops a running run (the console's Cancel).
+	cancels map[string]context.CancelFunc
 }
 
 const keepRuns = 100
@@ -72,10 +76,16 @@ func (r *runner) startWork(trigger, actor, op string, work func(context.Context,
 		r.order = r.order[1:]
 	}
 	r.active = run
+	ctx, cancel := context.WithCancel(base)
+	if r.cancels == nil {
+		r.cancels = map[string]context.CancelFunc{}
+	}
+	r.cancels[run.ID] = cancel
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		r.execute(base, run, work)
+		defer cancel()
+		r.execute(ctx, run, work)
 	}()
 	return run, nil
 }
@@ -140,8 +150,14 @@ func (r *runner) execute(ctx context.Context, run *Run, work func(context.Contex
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	run.Finished = s.cfg.Now().UTC()
+	delete(r.cancels, run.ID)
 	m.runDuration.Observe(run.Finished.Sub(run.Started).Seconds())
-	if errors.Is(err, errElsewhere) {
+	if run.CancelledBy != "" {
+		run.State = "cancelled"
+		if err != nil && !errors.Is(err, context.Canceled) {
+			run.Error = err.Error()
+		}
+	} else if errors.Is(err, errElsewhere) {
 		run.State, run.Error = "skipped", err.Error()
 	} else if err != nil {
 		run.State, run.Error = "failed", err.Error()

@@ -214,6 +214,10 @@ func (s *Server) auth(p perm, h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("role %s may not do this", tok.Role))
 			return
 		}
+		if s.cookieOnlyWrite(r) {
+			writeError(w, http.StatusForbidden, "forbidden", "API writes need a bearer token: the session cookie only works for the web UI's forms, which carry a CSRF token")
+			return
+		}
 		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, tok)))
 	}
 }
@@ -229,8 +233,8 @@ func (s *Server) authenticate(r *http.Request) (Token, bool) {
 	if tok, ok := s.cfg.Proxy.authenticate(r); ok {
 		return tok, true
 	}
-	if c, err := r.Cookie(sessionCookie); err == nil {
-		return s.cfg.Tokens.Lookup(c.Value)
+	if _, err := r.Cookie(sessionCookie); err == nil {
+		return s.ui.sessionToken(r)
 	}
 	return Token{}, false
 }

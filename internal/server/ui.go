@@ -7,31 +7,33 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/replayctl/replayctl/internal/approval"
 	"github.com/replayctl/replayctl/internal/audit"
-	"github.com/replayctl/replayctl/internal/replay"
-	"github.com/replayctl/replayctl/internal/store"
 )
 
 //go:embed templates/*.html
 var templateFS embed.FS
 
+// staticFS holds the console's stylesheet and its optional script.
+//
+//go:embed static
+var staticFS embed.FS
+
 const sessionCookie = "replayctl_session"
 
 type ui struct {
-	s    *Server
-	tmpl map[string]*template.Template
-	key  []byte
+	s        *Server
+	tmpl     map[string]*template.Template
+	key      []byte
+	sessions *sessions
+	verified verifiedHead
 }
 
 func newUI(s *Server) (*ui, error) {
@@ -49,9 +51,18 @@ func newUI(s *Server) (*ui, error) {
 		"path":  url.PathEscape,
 		"join":  strings.Join,
 		"mulf":  func(f float64) float64 { return 100 * f },
+		"minus": func(a, b int) int { return a - b },
+		"list":  func(v ...string) []string { return v },
+		"ago": func(t time.Time) string {
+			if t.IsZero() {
+				return "never"
+			}
+			return humanAge(s.cfg.Now().Sub(t)) + " ago"
+		},
+		"dur": func(a, b time.Time) string { return b.Sub(a).Round(time.Millisecond).String() },
 	}
-	u := &ui{s: s, tmpl: map[string]*template.Template{}, key: key}
-	for _, page := range []string{"login", "overview", "approvals", "entry", "audit", "bulk"} {
+	u := &ui{s: s, tmpl: map[string]*template.Template{}, key: key, sessions: newSessions(s.cfg.Now)}
+	for _, page := range []string{"login", "overview", "approvals", "entry", "audit", "bulk", "entries", "act", "runs", "run"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -68,7 +79,17 @@ func (u *ui) routes(m *http.ServeMux) {
 	m.HandleFunc("GET /{$}", u.page(permRead, u.overview))
 	m.HandleFunc("GET /approvals", u.page(permRead, u.approvalsPage))
 	m.HandleFunc("POST /approvals/{id}/{decision}", u.page(permApprove, u.decide))
+	m.HandleFunc("POST /approvals/decide", u.page(permApprove, u.decideMany))
+	m.HandleFunc("POST /approvals/{id}/rerequest", u.page(permRead, u.rerequest))
 	m.HandleFunc("GET /entries/{id}", u.page(permRead, u.entry))
+	m.HandleFunc("GET /entries", u.page(permRead, u.entriesPage))
+	m.HandleFunc("POST /entries/{id}/{op}", u.page(permOperate, u.entryAct))
+	m.HandleFunc("GET /entries/act", u.page(permOperate, u.entryActPreview))
+	m.HandleFunc("POST /entries/act", u.page(permOperate, u.entryActExecute))
+	m.HandleFunc("GET /runs", u.page(permRead, u.runsPage))
+	m.HandleFunc("GET /runs/{id}", u.page(permRead, u.runPage))
+	m.HandleFunc("POST /runs/{id}/cancel", u.page(permOperate, u.cancelRunPage))
+	m.Handle("GET /static/", http.FileServerFS(staticFS))
 	m.HandleFunc("GET /audit", u.page(permRead, u.auditPage))
 	m.HandleFunc("GET /bulk", u.page(permRead, u.bulkPage))
 	m.HandleFunc("POST /bulk", u.page(permOperate, u.bulkExecute))
@@ -154,7 +175,13 @@ func (u *ui) page(p perm, h func(http.ResponseWriter, *http.Request, Token)) htt
 	return func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := u.s.authenticate(r)
 		if !ok {
-			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.Path), http.StatusSeeOther)
+			// Back to the same page, filters included (a shared link to a
+			// filtered list survives the login).
+			next := r.URL.Path
+			if r.Method == http.MethodGet && r.URL.RawQuery != "" {
+				next = r.URL.RequestURI()
+			}
+			http.Redirect(w, r, "/login?next="+url.QueryEscape(next), http.StatusSeeOther)
 			return
 		}
 		if !tok.can(p) {
@@ -228,12 +255,15 @@ func (u *ui) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	secret := strings.TrimSpace(r.PostFormValue("token"))
-	if _, ok := u.s.cfg.Tokens.Lookup(secret); !ok {
+	tok, ok := u.s.cfg.Tokens.Lookup(secret)
+	if !ok {
 		u.render(w, r, http.StatusUnauthorized, "login", Token{}, map[string]any{"Error": "unknown token"})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 12 * 3600})
+	if err := u.startSession(w, r, tok); err != nil {
+		http.Error(w, "start session: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	next := r.PostFormValue("next")
 	// Only a path on this server: browsers read "/\\host" and "/<tab>/host"
 	// as "//host", another origin.
@@ -244,118 +274,15 @@ func (u *ui) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u *ui) logout(w http.ResponseWriter, r *http.Request, _ Token) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true})
+	u.endSession(w, r)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
 func (u *ui) overview(w http.ResponseWriter, r *http.Request, tok Token) {
-	st, err := replay.ComputeStats(r.Context(), u.s.cfg.Store, u.s.cfg.Now())
+	o, err := u.overviewData(r.Context())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	p, err := replay.List(r.Context(), u.s.cfg.Store, replay.Filter{States: openStates}, 0, 50)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	u.render(w, r, http.StatusOK, "overview", tok, map[string]any{"Stats": st, "Open": p,
-		"Classes": sortedCounts(st.ByClass), "Actions": sortedCounts(st.ByAction), "States": sortedCounts(st.ByStatus)})
-}
-
-type count struct {
-	Name string
-	N    int
-}
-
-func sortedCounts(m map[string]int) []count {
-	out := make([]count, 0, len(m))
-	for k, v := range m {
-		out = append(out, count{k, v})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-func (u *ui) approvalsPage(w http.ResponseWriter, r *http.Request, tok Token) {
-	state := r.URL.Query().Get("state")
-	if state == "" {
-		state = store.ApprovalPending
-	}
-	if state == "all" {
-		state = ""
-	}
-	list, err := u.s.approvals().List(r.Context(), approval.Filter{State: state})
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	u.render(w, r, http.StatusOK, "approvals", tok, map[string]any{"Approvals": list, "State": state,
-		"CanDecide": tok.can(permApprove), "Flash": r.URL.Query().Get("flash")})
-}
-
-func (u *ui) decide(w http.ResponseWriter, r *http.Request, tok Token) {
-	id, decision := r.PathValue("id"), r.PathValue("decision")
-	if decision != "approve" && decision != "reject" {
-		http.NotFound(w, r)
-		return
-	}
-	a, err := u.s.DecideApproval(r, id, tok.User, decision == "approve", r.PostFormValue("reason"))
-	flash := ""
-	switch {
-	case err == nil:
-		flash = a.ID + " " + a.State + " by " + tok.User
-	case errors.Is(err, errBadRequest), errors.Is(err, approval.ErrForbidden), errors.Is(err, approval.ErrSelfApproval),
-		errors.Is(err, approval.ErrDecided), errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrNotFound):
-		flash = "not done: " + err.Error()
-	default:
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	http.Redirect(w, r, "/approvals?flash="+url.QueryEscape(flash), http.StatusSeeOther)
-}
-
-func (u *ui) entry(w http.ResponseWriter, r *http.Request, tok Token) {
-	d, err := replay.Show(r.Context(), u.s.cfg.Store, r.PathValue("id"))
-	if err != nil {
-		status := http.StatusInternalServerError
-		if errors.Is(err, replay.ErrNotFound) || errors.Is(err, replay.ErrAmbiguous) {
-			status = http.StatusNotFound
-		}
-		u.render(w, r, status, "overview", tok, map[string]any{"Error": err.Error()})
-		return
-	}
-	var apr *store.Approval
-	if d.Entry.ApprovalID != "" {
-		_ = u.s.cfg.Store.View(r.Context(), func(tx store.Tx) error {
-			apr, err = tx.Approval(d.Entry.ApprovalID)
-			return err
-		})
-	}
-	u.render(w, r, http.StatusOK, "entry", tok, map[string]any{"D": d, "Approval": apr})
-}
-
-func (u *ui) auditPage(w http.ResponseWriter, r *http.Request, tok Token) {
-	q := audit.Query{Entry: r.URL.Query().Get("entry"), Actor: r.URL.Query().Get("actor")}
-	var recs []audit.Record
-	if err := audit.Each(r.Context(), u.s.cfg.Store, q, func(rec audit.Record) error {
-		recs = append(recs, rec)
-		return nil
-	}); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	// Newest first, the last 500.
-	for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
-		recs[i], recs[j] = recs[j], recs[i]
-	}
-	if len(recs) > 500 {
-		recs = recs[:500]
-	}
-	v, err := audit.Verify(r.Context(), u.s.cfg.Store, u.s.cfg.AuditKey)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	u.render(w, r, http.StatusOK, "audit", tok, map[string]any{"Records": recs, "Verify": v, "Q": q})
+	u.render(w, r, http.StatusOK, "overview", tok, map[string]any{"Title": "Overview", "O": o})
 }

@@ -91,7 +91,7 @@ func TestWebUIApprovalFlowWithoutJavaScript(t *testing.T) {
 	if m == nil {
 		t.Fatal("no CSRF token in the form")
 	}
-	id := regexp.MustCompile(`<tr id="(apr_[0-9a-f]+)">`).FindStringSubmatch(page)[1]
+	id := regexp.MustCompile(`<article class="approval" id="(apr_[0-9a-f]+)"`).FindStringSubmatch(page)[1]
 
 	// A forged form (no or wrong CSRF token) is refused and changes nothing.
 	if code, _, _ := ui.post("/approvals/"+id+"/approve", url.Values{}); code != http.StatusForbidden {

@@ -1,0 +1,278 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/store"
+)
+
+// approvalsPerPage keeps the queue page small: the whole queue at 5k
+// entries was 1.4 MB of HTML.
+const approvalsPerPage = 20
+
+// approvalCard is one request as the queue shows it, with what the
+// approver is asked to approve: the entry, its payload, the reasons.
+type approvalCard struct {
+	approval.View
+	Entry      *store.EntryRecord
+	Payload    string
+	PayloadCut bool
+	Expired    bool
+	// Previous is the entry's request before this one, if any, and
+	// Changed what differs since (what the approver should look at).
+	Previous *approval.View
+	Changed  []string
+}
+
+// changedSince lists what differs between a previous request's decision
+// and this one's: what is new for the approver.
+func changedSince(prev, cur *store.Approval) []string {
+	p, c := &prev.Decision, &cur.Decision
+	var out []string
+	diff := func(what, a, b string) {
+		if a != b {
+			out = append(out, what+": "+a+" → "+b)
+		}
+	}
+	diff("payload", short(p.PayloadHash), short(c.PayloadHash))
+	diff("class", string(p.Class), string(c.Class))
+	diff("rule", p.Rule, c.Rule)
+	diff("policy said", string(p.PolicyAction), string(c.PolicyAction))
+	diff("policy snapshot", short(p.PolicySnapshot), short(c.PolicySnapshot))
+	diff("ledger", p.Ledger.State, c.Ledger.State)
+	if p.Ledger.Replays != c.Ledger.Replays {
+		out = append(out, fmt.Sprintf("replays so far: %d → %d", p.Ledger.Replays, c.Ledger.Replays))
+	}
+	diff("approver group", prev.ApproverGroup, cur.ApproverGroup)
+	if strings.Join(p.Reasons, "\x00") != strings.Join(c.Reasons, "\x00") {
+		out = append(out, "reasons changed")
+	}
+	if len(out) == 0 && prev.Evidence != cur.Evidence {
+		out = append(out, "evidence hash only")
+	}
+	return out
+}
+
+// short cuts a "sha256:..." id for display.
+func short(s string) string {
+	if len(s) > 19 {
+		return s[:19] + "…"
+	}
+	return s
+}
+
+// approvalQueue is the one place the console lists approval requests:
+// filtered by state, group and minimum age, newest requests last (oldest
+// first: they have waited longest), one page. Today it reads every
+// request; the lead points it at an index by state when the store has one.
+func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, group string, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
+	all, err := svc.List(ctx, approval.Filter{})
+	if err != nil {
+		return nil, 0, err
+	}
+	// Each entry's requests, to show what changed since the last one.
+	byEntry := map[string][]approval.View{}
+	list := make([]approval.View, 0, len(all))
+	for _, v := range all {
+		byEntry[v.EntryRef] = append(byEntry[v.EntryRef], v)
+		if (group == "" || v.ApproverGroup == group) && (state == "" || strings.EqualFold(v.State, state)) {
+			list = append(list, v)
+		}
+	}
+	// Oldest first: they have waited longest.
+	slices.SortStableFunc(list, func(a, b approval.View) int {
+		if c := a.RequestedAt.Compare(b.RequestedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	kept := list[:0]
+	for _, v := range list {
+		if older > 0 && now.Sub(v.RequestedAt) < older {
+			continue
+		}
+		kept = append(kept, v)
+	}
+	total := len(kept)
+	from := min((page-1)*approvalsPerPage, total)
+	to := min(from+approvalsPerPage, total)
+	cards := make([]approvalCard, 0, to-from)
+	for _, v := range kept[from:to] {
+		c := approvalCard{View: v, Expired: v.State == store.ApprovalExpired}
+		for _, o := range byEntry[v.EntryRef] {
+			if o.ID != v.ID && o.RequestedAt.Before(v.RequestedAt) && (c.Previous == nil || o.RequestedAt.After(c.Previous.RequestedAt)) {
+				prev := o
+				c.Previous = &prev
+			}
+		}
+		if c.Previous != nil {
+			c.Changed = changedSince(&c.Previous.Approval, &v.Approval)
+		}
+		c.View.Age = humanAge(now.Sub(v.RequestedAt))
+		err := s.View(ctx, func(tx store.Tx) error {
+			er, err := tx.Entry(v.EntryRef)
+			c.Entry = er
+			return err
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		if c.Entry != nil {
+			c.Payload, _, c.PayloadCut = prettyPayload(c.Entry.Entry.Payload)
+			if len(c.Payload) > 4096 {
+				c.Payload, c.PayloadCut = c.Payload[:4096], true
+			}
+		}
+		cards = append(cards, c)
+	}
+	return cards, total, nil
+}
+
+func (u *ui) approvalsPage(w http.ResponseWriter, r *http.Request, tok Token) {
+	q := r.URL.Query()
+	state := q.Get("state")
+	if state == "" {
+		state = store.ApprovalPending
+	}
+	if state == "all" {
+		state = ""
+	}
+	data := map[string]any{"Title": "Approvals", "State": state, "StateParam": q.Get("state"), "Group": q.Get("group"),
+		"Older": q.Get("older"), "CanDecide": tok.can(permApprove), "CanAsk": tok.can(permOperate) || tok.can(permApprove),
+		"Flash": q.Get("flash"), "Groups": u.approverGroups()}
+	var older time.Duration
+	if v := q.Get("older"); v != "" {
+		var err error
+		if older, err = time.ParseDuration(v); err != nil {
+			data["Error"] = "waiting longer than " + strconv.Quote(v) + ": want a duration such as 30m or 2h"
+		}
+	}
+	page, _ := strconv.Atoi(q.Get("page"))
+	page = max(page, 1)
+	cards, total, err := approvalQueue(r.Context(), u.s.approvals(), u.s.cfg.Store, state, q.Get("group"), older, u.s.cfg.Now(), page)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	data["Cards"], data["Total"], data["PageN"] = cards, total, page
+	link := func(p int) string {
+		v := url.Values{}
+		for _, k := range []string{"state", "group", "older"} {
+			if q.Get(k) != "" {
+				v.Set(k, q.Get(k))
+			}
+		}
+		v.Set("page", strconv.Itoa(p))
+		return "/approvals?" + v.Encode()
+	}
+	if page > 1 {
+		data["Prev"] = link(page - 1)
+	}
+	if page*approvalsPerPage < total {
+		data["Next"] = link(page + 1)
+	}
+	u.render(w, r, http.StatusOK, "approvals", tok, data)
+}
+
+func (u *ui) approverGroups() []string {
+	var out []string
+	for g := range u.s.cfg.Approvers.Groups {
+		out = append(out, g)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// decisionFlash says what happened to one request, or why not.
+func decisionFlash(a *store.Approval, err error, user string) (string, error) {
+	switch {
+	case err == nil:
+		return a.ID + " " + a.State + " by " + user, nil
+	case errors.Is(err, errBadRequest), errors.Is(err, approval.ErrForbidden), errors.Is(err, approval.ErrSelfApproval),
+		errors.Is(err, approval.ErrDecided), errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrNotFound):
+		return "not done: " + err.Error(), nil
+	}
+	// Other errors (the reject-needs-a-reason check among them) are the
+	// person's to fix, but a store failure is the server's.
+	if strings.Contains(err.Error(), "reason is required") {
+		return "not done: " + err.Error(), nil
+	}
+	return "", err
+}
+
+func (u *ui) decide(w http.ResponseWriter, r *http.Request, tok Token) {
+	id, decision := r.PathValue("id"), r.PathValue("decision")
+	if decision != "approve" && decision != "reject" {
+		http.NotFound(w, r)
+		return
+	}
+	a, err := u.s.DecideApproval(r, id, tok.User, decision == "approve", r.PostFormValue("reason"))
+	flash, err := decisionFlash(a, err, tok.User)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	http.Redirect(w, r, "/approvals?flash="+url.QueryEscape(flash), http.StatusSeeOther)
+}
+
+// decideMany approves or rejects every ticked request with one reason:
+// each is still its own decision (four-eyes, group and staleness checked
+// per request), and the flash says how each went.
+func (u *ui) decideMany(w http.ResponseWriter, r *http.Request, tok Token) {
+	ids := r.PostForm["id"]
+	decision := r.PostFormValue("decision")
+	if decision != "approve" && decision != "reject" {
+		http.Error(w, "decision must be approve or reject", http.StatusBadRequest)
+		return
+	}
+	if len(ids) == 0 {
+		http.Redirect(w, r, "/approvals?flash="+url.QueryEscape("nothing ticked"), http.StatusSeeOther)
+		return
+	}
+	var lines []string
+	for _, id := range ids {
+		a, err := u.s.DecideApproval(r, id, tok.User, decision == "approve", r.PostFormValue("reason"))
+		flash, err := decisionFlash(a, err, tok.User)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if !strings.HasPrefix(flash, "not done") {
+			lines = append(lines, flash)
+		} else {
+			lines = append(lines, id+": "+flash)
+		}
+	}
+	http.Redirect(w, r, "/approvals?flash="+url.QueryEscape(strings.Join(lines, "; ")), http.StatusSeeOther)
+}
+
+// rerequest asks again for an expired request (replay.Rerequest, as
+// `approvals rerequest` does).
+func (u *ui) rerequest(w http.ResponseWriter, r *http.Request, tok Token) {
+	if !tok.can(permOperate) && !tok.can(permApprove) {
+		http.Error(w, "your role ("+tok.Role+") may not ask for approvals", http.StatusForbidden)
+		return
+	}
+	a, err := replay.Rerequest(r.Context(), u.s.cfg.Store, r.PathValue("id"), tok.User, u.s.cfg.Now(), u.s.cfg.Approvers.Expiry)
+	flash := ""
+	switch {
+	case err == nil:
+		flash = "asked again as " + a.ID + ", open until " + a.ExpiresAt.UTC().Format(time.RFC3339)
+	case errors.Is(err, replay.ErrState), errors.Is(err, replay.ErrNotFound):
+		flash = "not done: " + err.Error()
+	default:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	http.Redirect(w, r, "/approvals?flash="+url.QueryEscape(flash), http.StatusSeeOther)
+}

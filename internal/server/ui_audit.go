@@ -1,0 +1,224 @@
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/audit"
+)
+
+const auditPerPage = 100
+
+// verifiedHead caches the audit chain's verification: each page load
+// checks only the records added since the last one (audit.Verifier is
+// incremental), then the stored head (and its signature with the key).
+// A break, once found, stays reported until the process restarts. A
+// rewrite of records already verified is the full check's to find:
+// `replayctl audit verify` and GET /api/audit/verify walk the whole chain.
+type verifiedHead struct {
+	mu     sync.Mutex
+	v      *audit.Verifier
+	brk    *audit.Break
+	at     time.Time
+	signed bool
+}
+
+// headView is what the audit page says about the chain.
+type headView struct {
+	Records   int
+	Head      string
+	Break     *audit.Break
+	Signed    bool
+	Checked   int // records verified by this page load
+	At        time.Time
+	Unchecked []string
+}
+
+var errStopVerify = errors.New("stop")
+
+// verify extends the cached verification to the chain's current end.
+func (c *verifiedHead) verify(ctx context.Context, r audit.Reader, key []byte, now time.Time) (*headView, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.v == nil {
+		c.v = audit.NewVerifier()
+	}
+	before := c.v.Count()
+	if c.brk == nil {
+		err := r.AuditRange(ctx, uint64(before)+1, func(k uint64, s audit.Sealed, derr error) error {
+			if derr != nil {
+				c.brk = &audit.Break{Seq: k, Reason: "undecodable record: " + derr.Error()}
+				return errStopVerify
+			}
+			if b := c.v.Next(k, s); b != nil {
+				c.brk = b
+				return errStopVerify
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopVerify) {
+			return nil, err
+		}
+	}
+	c.signed = false
+	if c.brk == nil {
+		seq, head, err := r.AuditHead(ctx)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case seq < uint64(c.v.Count()):
+			c.brk = &audit.Break{Seq: seq, Reason: fmt.Sprintf("the store's head is record %d, but %d records were verified earlier: the chain was rolled back or truncated", seq, c.v.Count())}
+		case seq == uint64(c.v.Count()) && head != c.v.Head():
+			c.brk = &audit.Break{Seq: seq, Reason: "recorded head does not match the chain's last record"}
+		case seq == uint64(c.v.Count()) && len(key) > 0:
+			mac, err := r.AuditHeadMAC(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if !hmac.Equal([]byte(mac), []byte(audit.HeadMAC(key, seq, head))) {
+				c.brk = &audit.Break{Seq: seq, Reason: "head signature does not match: the chain was rewritten without the key (or the key is wrong)"}
+			} else {
+				c.signed = true
+			}
+		}
+	}
+	c.at = now
+	hv := &headView{Records: c.v.Count(), Head: c.v.Head(), Break: c.brk, Signed: c.signed, Checked: c.v.Count() - before, At: now}
+	if len(key) == 0 {
+		hv.Unchecked = append(hv.Unchecked, audit.UncheckedSignature)
+	}
+	return hv, nil
+}
+
+// auditQuery is the audit page's filter.
+type auditQuery struct {
+	audit.Query
+	Until      time.Time
+	SinceText  string
+	UntilText  string
+	Page, Size int
+}
+
+const auditTimeLayout = "2006-01-02T15:04"
+
+func parseAuditQuery(q url.Values) (auditQuery, error) {
+	aq := auditQuery{Query: audit.Query{Entry: strings.TrimSpace(q.Get("entry")), Actor: strings.TrimSpace(q.Get("actor")),
+		Kind: q.Get("kind")}, SinceText: q.Get("since"), UntilText: q.Get("until")}
+	aq.Page, _ = strconv.Atoi(q.Get("page"))
+	aq.Page = max(aq.Page, 1)
+	aq.Size, _ = strconv.Atoi(q.Get("size"))
+	if aq.Size < 1 {
+		aq.Size = auditPerPage
+	}
+	aq.Size = min(aq.Size, 500)
+	var err error
+	if aq.SinceText != "" {
+		if aq.Since, err = time.ParseInLocation(auditTimeLayout, aq.SinceText, time.UTC); err != nil {
+			return aq, fmt.Errorf("from %q: want YYYY-MM-DDTHH:MM (UTC)", aq.SinceText)
+		}
+	}
+	if aq.UntilText != "" {
+		if aq.Until, err = time.ParseInLocation(auditTimeLayout, aq.UntilText, time.UTC); err != nil {
+			return aq, fmt.Errorf("until %q: want YYYY-MM-DDTHH:MM (UTC)", aq.UntilText)
+		}
+	}
+	return aq, nil
+}
+
+func (aq auditQuery) link(page int) string {
+	v := url.Values{}
+	for k, s := range map[string]string{"entry": aq.Entry, "actor": aq.Actor, "kind": aq.Kind, "since": aq.SinceText, "until": aq.UntilText} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if page > 1 {
+		v.Set("page", strconv.Itoa(page))
+	}
+	if aq.Size != auditPerPage {
+		v.Set("size", strconv.Itoa(aq.Size))
+	}
+	if len(v) == 0 {
+		return "/audit"
+	}
+	return "/audit?" + v.Encode()
+}
+
+// auditPage is the one place the console lists audit records: newest
+// first, one page, with the total matching. Today it reads the chain; the
+// lead points it at the store's audit indexes when they land.
+func auditPage(ctx context.Context, r audit.Reader, aq auditQuery) ([]audit.Record, int, error) {
+	keep := aq.Page * aq.Size
+	var recs []audit.Record
+	total := 0
+	err := audit.Each(ctx, r, aq.Query, func(rec audit.Record) error {
+		if !aq.Until.IsZero() && rec.Time.After(aq.Until) {
+			return nil
+		}
+		total++
+		recs = append(recs, rec)
+		if len(recs) > 2*keep { // keep only the newest `keep`
+			recs = append(recs[:0], recs[len(recs)-keep:]...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(recs) > keep {
+		recs = recs[len(recs)-keep:]
+	}
+	// recs holds the newest `keep` (or fewer), oldest first; the page is
+	// its first Size counted from the newest.
+	end := len(recs) - (aq.Page-1)*aq.Size
+	if end <= 0 {
+		return []audit.Record{}, total, nil
+	}
+	start := max(0, end-aq.Size)
+	page := make([]audit.Record, 0, end-start)
+	for i := end - 1; i >= start; i-- {
+		page = append(page, recs[i])
+	}
+	return page, total, nil
+}
+
+// auditKinds are the record kinds the filter offers.
+var auditKinds = []string{audit.KindDecision, audit.KindDispatch, audit.KindOutcome, audit.KindRecovery, audit.KindProbe,
+	audit.KindResolve, audit.KindRelease, audit.KindApproval, audit.KindWriteBack, audit.KindBulk}
+
+func (u *ui) auditPage(w http.ResponseWriter, r *http.Request, tok Token) {
+	aq, err := parseAuditQuery(r.URL.Query())
+	data := map[string]any{"Title": "Audit", "Q": aq, "Kinds": auditKinds}
+	if err != nil {
+		data["Error"] = err.Error()
+		u.render(w, r, http.StatusBadRequest, "audit", tok, data)
+		return
+	}
+	recs, total, err := auditPage(r.Context(), u.s.cfg.Store, aq)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	hv, err := u.verified.verify(r.Context(), u.s.cfg.Store, u.s.cfg.AuditKey, u.s.cfg.Now())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	data["Records"], data["Total"], data["Verify"] = recs, total, hv
+	if aq.Page > 1 {
+		data["Prev"] = aq.link(aq.Page - 1)
+	}
+	if aq.Page*aq.Size < total {
+		data["Next"] = aq.link(aq.Page + 1)
+	}
+	u.render(w, r, http.StatusOK, "audit", tok, data)
+}

@@ -1,0 +1,117 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/store"
+)
+
+// payloadCap bounds the payload an entry page shows: a 5 MB payload must
+// not make a 5 MB page. The API's GET /api/dead-letters/{id} has it all.
+const payloadCap = 64 << 10
+
+// entryDetail is the one place the entry page reads an entry: the record,
+// its ledger state, its audit story (today a scan of the audit chain; the
+// lead points it at a per-entry audit index when the store has one) and
+// its approval request.
+func entryDetail(ctx context.Context, s Store, id string) (*replay.Detail, *store.Approval, error) {
+	d, err := replay.Show(ctx, s, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	var apr *store.Approval
+	if d.Entry.ApprovalID != "" {
+		err = s.View(ctx, func(tx store.Tx) error {
+			apr, err = tx.Approval(d.Entry.ApprovalID)
+			return err
+		})
+	}
+	return d, apr, err
+}
+
+// prettyPayload indents a JSON payload (any other bytes are shown as they
+// are) and cuts it at payloadCap; it says how much was cut.
+func prettyPayload(raw []byte) (text string, size int, cut bool) {
+	size = len(raw)
+	var buf bytes.Buffer
+	if len(raw) <= 4*payloadCap && json.Indent(&buf, raw, "", "  ") == nil {
+		raw = buf.Bytes()
+	}
+	if len(raw) > payloadCap {
+		return strings.ToValidUTF8(string(raw[:payloadCap]), ""), size, true
+	}
+	return string(raw), size, false
+}
+
+func (u *ui) entry(w http.ResponseWriter, r *http.Request, tok Token) {
+	d, apr, err := entryDetail(r.Context(), u.s.cfg.Store, r.PathValue("id"))
+	if err != nil {
+		status := http.StatusInternalServerError
+		if errors.Is(err, replay.ErrNotFound) || errors.Is(err, replay.ErrAmbiguous) {
+			status = http.StatusNotFound
+		}
+		u.render(w, r, status, "overview", tok, map[string]any{"Error": err.Error()})
+		return
+	}
+	er := d.Entry
+	payload, size, cut := prettyPayload(er.Entry.Payload)
+	open := false
+	switch er.Status {
+	case store.StatusPending, store.StatusAwaitingApproval, store.StatusRejected, store.StatusManualReview,
+		store.StatusQuarantined, store.StatusUnknown:
+		open = true
+	}
+	u.render(w, r, http.StatusOK, "entry", tok, map[string]any{"Title": er.Entry.Ref(), "D": d, "Approval": apr,
+		"Payload": payload, "PayloadSize": size, "PayloadCut": cut, "Flash": r.URL.Query().Get("flash"),
+		"CanOperate": tok.can(permOperate), "CanApprove": tok.can(permApprove), "Open": open,
+		"CanRelease": releasable(er), "Ref": er.Entry.Ref()})
+}
+
+// entryAct replays, resolves or releases one entry from its page: the
+// same calls as the API's POST /api/dead-letters/{id}/{op} and the CLI.
+func (u *ui) entryAct(w http.ResponseWriter, r *http.Request, tok Token) {
+	id, op := r.PathValue("id"), r.PathValue("op")
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	var flash string
+	var err error
+	switch op {
+	case "replay":
+		var res replay.EntryResult
+		if res, err = u.s.ReplayOne(r, id, tok.User); err == nil {
+			flash = "replay: " + string(res.Final) + ", now " + res.Status
+			if res.Outcome != "" {
+				flash += " (" + res.Outcome + ")"
+			}
+			if res.Reason != "" {
+				flash += ": " + res.Reason
+			}
+		}
+	case "resolve", "release":
+		if reason == "" {
+			err = errors.New("a reason is required to " + op)
+			break
+		}
+		if op == "resolve" {
+			_, err = replay.Resolve(r.Context(), u.s.cfg.Store, id, tok.User, reason)
+		} else {
+			_, err = replay.Release(r.Context(), u.s.cfg.Store, id, tok.User, reason)
+		}
+		if err == nil {
+			flash = op + "d by " + tok.User
+		}
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	if err != nil {
+		flash = op + " not done: " + err.Error()
+	}
+	http.Redirect(w, r, "/entries/"+url.PathEscape(id)+"?flash="+url.QueryEscape(flash), http.StatusSeeOther)
+}

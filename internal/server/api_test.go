@@ -35,6 +35,7 @@ type apiBundle struct {
 	hang   time.Duration
 	// noTarget: the router has no default route (set before any request).
 	noTarget bool
+	sessions map[string]string // token secret -> UI session id (uiSession)
 }
 
 // newAPIBundle serves a real server over a real store, OPA and sink, with

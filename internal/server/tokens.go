@@ -264,8 +264,14 @@ func (t *Tokens) Lookup(secret string) (Token, bool) {
 	if secret == "" {
 		return Token{}, false
 	}
+	return t.byHash(hashToken(secret))
+}
+
+// byHash finds an active token by its stored hash, after reloading a
+// changed file. A UI session follows its token through it, so a token
+// revoked, expired or removed from the file ends its sessions too.
+func (t *Tokens) byHash(h string) (Token, bool) {
 	t.fresh()
-	h := hashToken(secret)
 	now := t.now()
 	t.mu.RLock()
 	defer t.mu.RUnlock()

@@ -37,7 +37,7 @@ func getWith(t *testing.T, b *apiBundle, path, secret string, cookie bool) int {
 		t.Fatal(err)
 	}
 	if cookie {
-		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: secret})
+		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: uiSession(t, b, secret)})
 	} else {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}
@@ -47,6 +47,31 @@ func getWith(t *testing.T, b *apiBundle, path, secret string, cookie bool) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// uiSession is the session id a UI login with secret started: logged in
+// once per bundle and token while the token is still valid, then reused, so
+// a later revoke or expiry is seen through the session it left behind.
+func uiSession(t *testing.T, b *apiBundle, secret string) string {
+	t.Helper()
+	b.mu.Lock()
+	id, ok := b.sessions[secret]
+	b.mu.Unlock()
+	if ok {
+		return id
+	}
+	ui := newBrowser(t, b.http.URL)
+	if code, _, _ := ui.login(secret, "/"); code != http.StatusSeeOther {
+		t.Fatalf("UI login: %d", code)
+	}
+	id = sessionCookieOf(t, ui).Value
+	b.mu.Lock()
+	if b.sessions == nil {
+		b.sessions = map[string]string{}
+	}
+	b.sessions[secret] = id
+	b.mu.Unlock()
+	return id
 }
 
 // tokenID finds the id of user's token in the file, as `tokens list` shows it.
@@ -123,6 +148,7 @@ func TestExpiringTokenOnARunningServer(t *testing.T) {
 	if code := getWith(t, b, "/api/dead-letters", secret, false); code != http.StatusOK {
 		t.Fatalf("new token on the running server: %d", code)
 	}
+	uiSession(t, b, secret) // a browser signed in before the expiry
 	clock.advance(59 * time.Minute)
 	if code := getWith(t, b, "/api/dead-letters", secret, false); code != http.StatusOK {
 		t.Fatalf("a minute before expiry: %d", code)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
 	"strings"
@@ -97,19 +96,6 @@ func (s *sessions) sweep(now time.Time) {
 			delete(s.m, k)
 		}
 	}
-}
-
-// byHash finds a token by its stored hash: a session follows its token,
-// so a token removed from the file ends its sessions too.
-func (t *Tokens) byHash(h string) (Token, bool) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	for _, tok := range t.tokens {
-		if subtle.ConstantTimeCompare([]byte(tok.Hash), []byte(h)) == 1 {
-			return tok, true
-		}
-	}
-	return Token{}, false
 }
 
 // sessionToken authenticates a request by its session cookie.

@@ -316,12 +316,20 @@ func newDLQReleaseCmd(s *streams) *cobra.Command {
 	return cmd
 }
 
+// printOne prints a single replay's result; one that dispatched nothing
+// says why on stderr and exits 1 (a script must not read "replayed").
 func printOne(s *streams, format string, res *replay.EntryResult) error {
 	if format == "json" {
-		return writeJSON(s.out, res)
+		if err := writeJSON(s.out, res); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(s.out, resultRow, "ENTRY", "CLASS", "ACTION", "STATUS", "WHY")
+		printResultRow(s.out, res)
 	}
-	fmt.Fprintf(s.out, resultRow, "ENTRY", "CLASS", "ACTION", "STATUS", "WHY")
-	printResultRow(s.out, res)
+	if err := replay.NothingDone(res); err != nil {
+		return &exitErr{code: exitError, err: err}
+	}
 	return nil
 }
 

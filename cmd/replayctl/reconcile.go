@@ -24,7 +24,8 @@ type targetFlags struct {
 }
 
 // router routes by --target, else entries of live Cordum/Nexora sources
-// through those systems, else by rules.yaml targets.
+// (the run's, or the stored entry's origin) through those systems, else by
+// rules.yaml targets.
 func (f *targetFlags) router(rules *triage.Rules, srcs ...source.Source) replay.Router {
 	var def *replay.Route
 	creds := replay.CredentialsFromEnv(os.Getenv)
@@ -32,7 +33,9 @@ func (f *targetFlags) router(rules *triage.Rules, srcs ...source.Source) replay.
 		// The flag was checked when set, so this cannot fail.
 		def, _ = replay.ParseTarget(f.url, f.probe, creds)
 	}
-	next := replay.NewRulesRouter(rules, def)
+	// Stored entries of live sources go back through their own system too
+	// (dlq replay ID, approvals --replay-now, bulk), as a run's do.
+	next := replay.NewOriginRouter(replay.NewRulesRouter(rules, def), def != nil, creds)
 	live := make([]any, len(srcs))
 	for i, s := range srcs {
 		live[i] = s

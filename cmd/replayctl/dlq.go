@@ -384,7 +384,8 @@ Executing records the bulk operation in the audit trail before any dispatch;
 				}
 				defer st.Close()
 				r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as, Rate: rate}
-				b := &replay.Bulk{Reconciler: r, Inventory: st, Max: bulk.max, Spread: bulk.spread}
+				b := &replay.Bulk{Reconciler: r, Inventory: st, Max: bulk.max, Spread: bulk.spread,
+					ResetBudget: bulk.resetBudget, Reason: bulk.reason}
 				return runBulk(cmd, s, &bulk, format, b, "")
 			}
 			if db.remote.enabled() {

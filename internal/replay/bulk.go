@@ -176,6 +176,15 @@ const (
 	WhyNoTarget        = "no target"
 	WhyRejected        = "approval rejected"
 	WhyResolve         = "resolve"
+	// WhyReArm: --reset-budget re-arms the entry (max_replays reached, or
+	// failed) and replays it in the same operation.
+	WhyReArm = "re-arm and replay"
+	// WhyReArmOnly prefixes the category of an entry --reset-budget
+	// re-arms that would still not be replayed now (it awaits approval,
+	// say): "re-arm, then awaits approval".
+	WhyReArmOnly = "re-arm, then "
+	// WhyChanged: the entry changed between the preview and its turn.
+	WhyChanged = "changed since the preview"
 	WhyNotOpen         = "not open (replayed, resolved or replaying)"
 	bulkVerbReplay     = "replay"
 	bulkVerbResolve    = "resolve"
@@ -216,6 +225,7 @@ func category(er *store.EntryRecord, d *triage.Decision) string {
 type BulkItem struct {
 	Ref      string `json:"entry_ref"`
 	Category string `json:"category"`
+	ReArm    bool   `json:"rearm,omitempty"`   // --reset-budget re-arms it (or did)
 	Outcome  string `json:"outcome,omitempty"` // execution: what the dispatch did
 }
 
@@ -229,7 +239,12 @@ type BulkReport struct {
 	Would    int            `json:"would"`    // would replay / resolve
 	WouldNot int            `json:"would_not"`
 	Why      map[string]int `json:"would_not_by_reason"`
-	Max      int            `json:"max"`
+	// ResetBudget: entries that reached max_replays or failed are re-armed
+	// (ReArm counts them; most are then replayed and counted in Would too).
+	ResetBudget bool   `json:"reset_budget,omitempty"`
+	ReArm       int    `json:"rearm,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	Max         int    `json:"max"`
 	Spread   string         `json:"spread,omitempty"`
 	Items    []BulkItem     `json:"items,omitempty"`
 	AuditSeq uint64         `json:"audit_record,omitempty"`
@@ -242,7 +257,10 @@ func (b *BulkReport) count(item BulkItem, will string) {
 	if len(b.Items) < maxPreviewItems {
 		b.Items = append(b.Items, item)
 	}
-	if item.Category == will {
+	if item.ReArm {
+		b.ReArm++
+	}
+	if acts(item.Category, will) {
 		b.Would++
 		return
 	}
@@ -256,11 +274,22 @@ type Bulk struct {
 	Inventory  Inventory
 	Max        int           // cap on the replays (or resolves) of one operation (default 5000)
 	Spread     time.Duration // spread the replays evenly over this long
+	// ResetBudget re-arms matching entries that reached max_replays or
+	// failed (as `dlq release` does, one audit record each) before
+	// replaying them; Reason, required with it, says why.
+	ResetBudget bool
+	Reason      string
+}
+
+// acts reports whether an entry in category cat is acted on by an
+// operation whose action is will (a re-armed replay is a replay).
+func acts(cat, will string) bool {
+	return cat == will || will == WhyReplay && cat == WhyReArm
 }
 
 // capped turns an action past the cap into WhyOverCap; n counts actions.
 func (b *Bulk) capped(cat, will string, n *int) string {
-	if cat != will {
+	if !acts(cat, will) {
 		return cat
 	}
 	if *n >= b.max() {
@@ -305,11 +334,12 @@ func (b *Bulk) PreviewReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 	rep := b.newReport(bulkVerbReplay, f, true, len(sel))
 	n := 0
 	for _, er := range sel {
-		d, err := r.decideForBulk(ctx, er)
+		cat, rearm, err := b.replayPlan(ctx, er)
 		if err != nil {
 			return nil, err
 		}
-		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: b.capped(b.replayCategory(er, &d), WhyReplay, &n)}, WhyReplay)
+		cat = b.capped(cat, WhyReplay, &n)
+		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: cat, ReArm: rearm && cat != WhyOverCap}, WhyReplay)
 	}
 	return rep, nil
 }
@@ -344,6 +374,9 @@ func (b *Bulk) CheckReplay(ctx context.Context, f BulkFilter) (*BulkReport, erro
 
 func (b *Bulk) newReport(op string, f BulkFilter, preview bool, matched int) *BulkReport {
 	rep := &BulkReport{Op: op, Filter: f, Preview: preview, Matched: matched, Max: b.max(), Why: map[string]int{}}
+	if op == bulkVerbReplay && b.ResetBudget {
+		rep.ResetBudget, rep.Reason = true, b.Reason
+	}
 	if b.Spread > 0 {
 		rep.Spread = b.Spread.String()
 	}
@@ -376,6 +409,9 @@ func (r *Reconciler) decideForBulk(ctx context.Context, er *store.EntryRecord) (
 // backoff path as reconcile, spreading the replays over b.Spread. An
 // interrupted operation run again resumes: committed keys are skipped.
 func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, error) {
+	if b.ResetBudget && strings.TrimSpace(b.Reason) == "" {
+		return nil, fmt.Errorf("%w: --reset-budget needs a reason (--reason TEXT): it is recorded with every re-arm", ErrBadFilter)
+	}
 	preview, err := b.CheckReplay(ctx, f)
 	if err != nil {
 		return nil, err
@@ -400,19 +436,28 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 			rep.Stopped = "interrupted: run the same operation again to resume (committed keys are skipped)"
 			break
 		}
-		d, err := r.decideForBulk(ctx, er)
+		cat, rearm, err := b.replayPlan(ctx, er)
 		if err != nil {
 			return rep, err
 		}
-		cat := b.capped(b.replayCategory(er, &d), WhyReplay, &n)
-		if cat == WhyReplay && sent > 0 && gap > 0 {
+		cat = b.capped(cat, WhyReplay, &n)
+		rearm = rearm && cat != WhyOverCap
+		if rearm {
+			why := fmt.Sprintf("reset-budget by bulk replay (record %d): %s", rep.AuditSeq, b.Reason)
+			if _, err := Release(ctx, b.Inventory, er.Entry.Ref(), r.Actor, why); errors.Is(err, ErrState) {
+				cat, rearm = WhyChanged, false
+			} else if err != nil {
+				return rep, err
+			}
+		}
+		if acts(cat, WhyReplay) && sent > 0 && gap > 0 {
 			if err := r.Clock.Sleep(ctx, gap); err != nil {
 				rep.Stopped = "interrupted: run the same operation again to resume (committed keys are skipped)"
 				break
 			}
 		}
-		item := BulkItem{Ref: er.Entry.Ref(), Category: cat}
-		if cat == WhyReplay {
+		item := BulkItem{Ref: er.Entry.Ref(), Category: cat, ReArm: rearm}
+		if acts(cat, WhyReplay) {
 			sent++
 			res, err := r.handleOne(ctx, er)
 			switch {
@@ -447,6 +492,10 @@ type bulkStarted struct {
 	Why     map[string]int `json:"not_planned_by_reason"`
 	Max     int            `json:"max"`
 	Spread  string         `json:"spread,omitempty"`
+	// ResetBudget: entries to re-arm (ReArm of them) and why.
+	ResetBudget bool   `json:"reset_budget,omitempty"`
+	ReArm       int    `json:"rearm,omitempty"`
+	Reason      string `json:"reason,omitempty"`
 }
 
 // bulkFinished is the detail of the record written after an execution:
@@ -460,6 +509,7 @@ type bulkFinished struct {
 	Acted   int            `json:"acted"` // replayed / resolved
 	Replays map[string]int `json:"replays,omitempty"`
 	Why     map[string]int `json:"not_acted_by_reason"`
+	ReArmed int            `json:"rearmed,omitempty"`
 	Stopped string         `json:"stopped,omitempty"`
 }
 
@@ -468,14 +518,19 @@ type bulkFinished struct {
 func (b *Bulk) recordBulk(ctx context.Context, op string, preview *BulkReport) (uint64, error) {
 	r := b.Reconciler
 	detail, err := json.Marshal(bulkStarted{Op: op, Phase: "started", Filter: preview.Filter, Matched: preview.Matched,
-		Planned: preview.Would, Why: preview.Why, Max: preview.Max, Spread: preview.Spread})
+		Planned: preview.Would, Why: preview.Why, Max: preview.Max, Spread: preview.Spread,
+		ResetBudget: preview.ResetBudget, ReArm: preview.ReArm, Reason: preview.Reason})
 	if err != nil {
 		return 0, err
+	}
+	rearm := ""
+	if preview.ResetBudget {
+		rearm = fmt.Sprintf(", %d to re-arm (reset-budget: %s)", preview.ReArm, preview.Reason)
 	}
 	var seq uint64
 	err = r.Store.Update(ctx, func(tx store.Tx) error {
 		sealed, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindBulk, Outcome: op,
-			Reason: fmt.Sprintf("bulk %s started: %d matching entries, %d to %s (cap %d)", op, preview.Matched, preview.Would, op, preview.Max),
+			Reason: fmt.Sprintf("bulk %s started: %d matching entries, %d to %s (cap %d)%s", op, preview.Matched, preview.Would, op, preview.Max, rearm),
 			Detail: detail})
 		seq = sealed.Seq
 		return err
@@ -493,7 +548,7 @@ func (b *Bulk) recordBulkDone(ctx context.Context, rep *BulkReport) error {
 		phase = "stopped"
 	}
 	detail, err := json.Marshal(bulkFinished{Op: rep.Op, Phase: phase, Started: rep.AuditSeq, Matched: rep.Matched,
-		Done: rep.Done, Acted: rep.Would, Replays: rep.Replays, Why: rep.Why, Stopped: rep.Stopped})
+		Done: rep.Done, Acted: rep.Would, Replays: rep.Replays, Why: rep.Why, ReArmed: rep.ReArm, Stopped: rep.Stopped})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -52,4 +53,76 @@ func actionOr(a, def triage.Action) triage.Action {
 		return def
 	}
 	return a
+}
+
+// replayPlan is what a bulk replay does with one entry: its category and,
+// with ResetBudget, whether it is re-armed first. An entry is re-armed when
+// it reached max_replays or its replay failed; what happens after the
+// re-arm is decided as the runner will decide it then (a fresh budget,
+// a failed key decided again), so the preview says what execution does.
+func (b *Bulk) replayPlan(ctx context.Context, er *store.EntryRecord) (string, bool, error) {
+	r := b.Reconciler
+	d, err := r.decideForBulk(ctx, er)
+	if err != nil {
+		return "", false, err
+	}
+	cat := b.replayCategory(er, &d)
+	if !b.ResetBudget || !rearmable(er, cat) {
+		return cat, false, nil
+	}
+	after, err := r.decideRearmed(ctx, er)
+	if errors.Is(err, ErrState) {
+		return cat, false, nil // Release would refuse it too
+	} else if err != nil {
+		return "", false, err
+	}
+	released := *er
+	released.Hold = ""
+	switch next := b.replayCategory(&released, &after); next {
+	case WhyReplay:
+		return WhyReArm, true, nil
+	case WhyNoTarget:
+		// Re-arming it would change nothing; the operation is refused
+		// for it as for any replay with nowhere to go.
+		return WhyNoTarget, false, nil
+	default:
+		return WhyReArmOnly + next, true, nil
+	}
+}
+
+// rearmable: reached max_replays (in manual review, not held), or failed
+// definitively (held failed, ledger failed). Never outcome_unknown: a
+// probe or a person decides those.
+func rearmable(er *store.EntryRecord, cat string) bool {
+	return cat == WhyMaxReplays && er.Hold == "" && er.Status == store.StatusManualReview ||
+		er.Hold == store.HoldFailed
+}
+
+// decideRearmed decides an entry as it will be decided after Release:
+// the max_replays count restarts and a failed key is decided again.
+func (r *Reconciler) decideRearmed(ctx context.Context, er *store.EntryRecord) (triage.Decision, error) {
+	e := er.Entry
+	view, err := r.Store.LedgerView(ctx, e.IdempotencyKey)
+	if err != nil {
+		return triage.Decision{}, err
+	}
+	switch view.State {
+	case triage.StateFailed, triage.StateDecided:
+		view.State, view.Replays = triage.StateDecided, 0
+	case "":
+	default:
+		return triage.Decision{}, fmt.Errorf("%w: %s: its key is %s, not re-armable", ErrState, e.Ref(), view.State)
+	}
+	d := r.Engine.Decide(ctx, &e, view)
+	if d.Action == triage.RequireApproval {
+		ok, err := r.approved(ctx, &e, &d)
+		if err != nil {
+			return d, err
+		}
+		if ok {
+			view.Approved = true
+			d = r.Engine.Decide(ctx, &e, view)
+		}
+	}
+	return d, nil
 }

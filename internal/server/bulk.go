@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/replayctl/replayctl/internal/replay"
 )
@@ -15,7 +16,10 @@ type BulkRequest struct {
 	Filter replay.BulkFilter `json:"filter"`
 	Max    int               `json:"max,omitempty"`
 	Spread replay.Duration   `json:"spread,omitzero"`
-	Reason string            `json:"reason,omitempty"` // resolve: required
+	Reason string            `json:"reason,omitempty"` // resolve, and replay with reset_budget: required
+	// ResetBudget (replay): re-arm matching entries that reached
+	// max_replays or failed, then replay them (operator role).
+	ResetBudget bool `json:"reset_budget,omitempty"`
 }
 
 // bulk builds the service for one bulk request.
@@ -29,7 +33,8 @@ func (s *Server) bulk(ctx context.Context, req *BulkRequest, actor string) (*rep
 	}
 	rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules), Actor: actor,
 		Rate: s.cfg.Rate, ApprovalTTL: s.cfg.Approvers.Expiry, OnEntry: s.metrics.observeEntry}
-	return &replay.Bulk{Reconciler: rc, Inventory: s.cfg.Store, Max: req.Max, Spread: req.Spread.Duration}, nil
+	return &replay.Bulk{Reconciler: rc, Inventory: s.cfg.Store, Max: req.Max, Spread: req.Spread.Duration,
+		ResetBudget: req.ResetBudget, Reason: req.Reason}, nil
 }
 
 // handleBulk previews (?preview=true) or starts a bulk replay or resolve
@@ -46,6 +51,14 @@ func (s *Server) handleBulk(resolve bool) http.HandlerFunc {
 		}
 		if resolve && req.Reason == "" {
 			writeError(w, http.StatusBadRequest, "bad_request", `a reason is required: {"filter": {...}, "reason": "..."}`)
+			return
+		}
+		if resolve && req.ResetBudget {
+			writeError(w, http.StatusBadRequest, "bad_request", "reset_budget is for replays, not resolves")
+			return
+		}
+		if req.ResetBudget && strings.TrimSpace(req.Reason) == "" {
+			writeError(w, http.StatusBadRequest, "bad_request", `reset_budget needs a reason: {"filter": {...}, "reset_budget": true, "reason": "..."}`)
 			return
 		}
 		preview, _ := strconv.ParseBool(r.URL.Query().Get("preview"))

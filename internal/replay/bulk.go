@@ -184,11 +184,11 @@ const (
 	// say): "re-arm, then awaits approval".
 	WhyReArmOnly = "re-arm, then "
 	// WhyChanged: the entry changed between the preview and its turn.
-	WhyChanged = "changed since the preview"
-	WhyNotOpen         = "not open (replayed, resolved or replaying)"
-	bulkVerbReplay     = "replay"
-	bulkVerbResolve    = "resolve"
-	maxPreviewItems    = 10000
+	WhyChanged      = "changed since the preview"
+	WhyNotOpen      = "not open (replayed, resolved or replaying)"
+	bulkVerbReplay  = "replay"
+	bulkVerbResolve = "resolve"
+	maxPreviewItems = 10000
 )
 
 // category says what a bulk replay does with an entry given its stored
@@ -241,16 +241,16 @@ type BulkReport struct {
 	Why      map[string]int `json:"would_not_by_reason"`
 	// ResetBudget: entries that reached max_replays or failed are re-armed
 	// (ReArm counts them; most are then replayed and counted in Would too).
-	ResetBudget bool   `json:"reset_budget,omitempty"`
-	ReArm       int    `json:"rearm,omitempty"`
-	Reason      string `json:"reason,omitempty"`
-	Max         int    `json:"max"`
-	Spread   string         `json:"spread,omitempty"`
-	Items    []BulkItem     `json:"items,omitempty"`
-	AuditSeq uint64         `json:"audit_record,omitempty"`
-	Replays  map[string]int `json:"replays,omitempty"` // execution: outcomes
-	Done     int            `json:"done"`              // execution: entries handled
-	Stopped  string         `json:"stopped,omitempty"`
+	ResetBudget bool           `json:"reset_budget,omitempty"`
+	ReArm       int            `json:"rearm,omitempty"`
+	Reason      string         `json:"reason,omitempty"`
+	Max         int            `json:"max"`
+	Spread      string         `json:"spread,omitempty"`
+	Items       []BulkItem     `json:"items,omitempty"`
+	AuditSeq    uint64         `json:"audit_record,omitempty"`
+	Replays     map[string]int `json:"replays,omitempty"` // execution: outcomes
+	Done        int            `json:"done"`              // execution: entries handled
+	Stopped     string         `json:"stopped,omitempty"`
 }
 
 func (b *BulkReport) count(item BulkItem, will string) {

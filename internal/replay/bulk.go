@@ -176,19 +176,10 @@ const (
 	WhyNoTarget        = "no target"
 	WhyRejected        = "approval rejected"
 	WhyResolve         = "resolve"
-	// WhyReArm: --reset-budget re-arms the entry (max_replays reached, or
-	// failed) and replays it in the same operation.
-	WhyReArm = "re-arm and replay"
-	// WhyReArmOnly prefixes the category of an entry --reset-budget
-	// re-arms that would still not be replayed now (it awaits approval,
-	// say): "re-arm, then awaits approval".
-	WhyReArmOnly = "re-arm, then "
-	// WhyChanged: the entry changed between the preview and its turn.
-	WhyChanged      = "changed since the preview"
-	WhyNotOpen      = "not open (replayed, resolved or replaying)"
-	bulkVerbReplay  = "replay"
-	bulkVerbResolve = "resolve"
-	maxPreviewItems = 10000
+	WhyNotOpen         = "not open (replayed, resolved or replaying)"
+	bulkVerbReplay     = "replay"
+	bulkVerbResolve    = "resolve"
+	maxPreviewItems    = 10000
 )
 
 // category says what a bulk replay does with an entry given its stored
@@ -239,18 +230,19 @@ type BulkReport struct {
 	Would    int            `json:"would"`    // would replay / resolve
 	WouldNot int            `json:"would_not"`
 	Why      map[string]int `json:"would_not_by_reason"`
+	Max      int            `json:"max"`
+	Spread   string         `json:"spread,omitempty"`
+	Items    []BulkItem     `json:"items,omitempty"`
+	AuditSeq uint64         `json:"audit_record,omitempty"`
+	Replays  map[string]int `json:"replays,omitempty"` // execution: outcomes
+	Done     int            `json:"done"`              // execution: entries handled
+	Stopped  string         `json:"stopped,omitempty"`
+
 	// ResetBudget: entries that reached max_replays or failed are re-armed
 	// (ReArm counts them; most are then replayed and counted in Would too).
-	ResetBudget bool           `json:"reset_budget,omitempty"`
-	ReArm       int            `json:"rearm,omitempty"`
-	Reason      string         `json:"reason,omitempty"`
-	Max         int            `json:"max"`
-	Spread      string         `json:"spread,omitempty"`
-	Items       []BulkItem     `json:"items,omitempty"`
-	AuditSeq    uint64         `json:"audit_record,omitempty"`
-	Replays     map[string]int `json:"replays,omitempty"` // execution: outcomes
-	Done        int            `json:"done"`              // execution: entries handled
-	Stopped     string         `json:"stopped,omitempty"`
+	ResetBudget bool   `json:"reset_budget,omitempty"`
+	ReArm       int    `json:"rearm,omitempty"`
+	Reason      string `json:"reason,omitempty"`
 }
 
 func (b *BulkReport) count(item BulkItem, will string) {

@@ -9,6 +9,19 @@ import (
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
+// Categories of a --reset-budget redrive (see the Why constants).
+const (
+	// WhyReArm: --reset-budget re-arms the entry (max_replays reached, or
+	// failed) and replays it in the same operation.
+	WhyReArm = "re-arm and replay"
+	// WhyReArmOnly prefixes the category of an entry --reset-budget
+	// re-arms that would still not be replayed now (it awaits approval,
+	// say): "re-arm, then awaits approval".
+	WhyReArmOnly = "re-arm, then "
+	// WhyChanged: the entry changed between the preview and its turn.
+	WhyChanged = "changed since the preview"
+)
+
 // ErrNothingDone: a single replay (`dlq replay ID`, `approvals approve
 // --replay-now`) decided not to dispatch. It is an error so that a script
 // never takes "exit 0" for "replayed" (issue 15: it used to say nothing).

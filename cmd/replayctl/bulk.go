@@ -161,6 +161,9 @@ func printBulk(w io.Writer, rep *replay.BulkReport, f *bulkFlags) {
 		}
 		fmt.Fprintln(w)
 	}
+	if rep.Run != "" {
+		fmt.Fprintf(w, "run %s %s\n", rep.Run, rep.RunState)
+	}
 	if rep.Stopped != "" {
 		fmt.Fprintln(w, rep.Stopped)
 	}
@@ -185,14 +188,27 @@ func runBulk(cmd *cobra.Command, s *streams, f *bulkFlags, format string, b *rep
 		return bulkErr(err)
 	}
 	if !f.previewOnly(rep) {
+		op := "bulk-replay"
 		if resolveReason != "" {
-			rep, err = b.ExecuteResolve(ctx, bf, resolveReason)
-		} else {
-			rep, err = b.ExecuteReplay(ctx, bf)
+			op = "bulk-resolve"
 		}
+		run, rctx, err := startCLIRun(ctx, b.Inventory, op, b.Reconciler.Actor, rep.Matched, s.err)
+		if err != nil {
+			return err
+		}
+		if run.t != nil {
+			b.Run = run.t
+		}
+		if resolveReason != "" {
+			rep, err = b.ExecuteResolve(rctx, bf, resolveReason)
+		} else {
+			rep, err = b.ExecuteReplay(rctx, bf)
+		}
+		rec := run.finish(ctx, err, rep != nil && rep.Stopped != "")
 		if err != nil {
 			return bulkErr(err)
 		}
+		rep.Run, rep.RunState = rec.ID, rec.State
 	}
 	if format == "json" {
 		return writeJSON(s.out, rep)
@@ -248,6 +264,7 @@ func runBulkRemote(cmd *cobra.Command, s *streams, f *bulkFlags, format string, 
 			return fmt.Errorf("run %s %s: %s", started.ID, run.State, run.Error)
 		}
 		rep = *run.Bulk
+		rep.Run, rep.RunState = started.ID, run.State
 		if run.Error != "" {
 			rep.Stopped = firstNonEmpty(rep.Stopped, "run "+started.ID+" failed: "+run.Error)
 		}

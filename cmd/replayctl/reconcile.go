@@ -126,14 +126,18 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 					return err
 				}
 			}
-			prog := startProgress(s.err, "reconciled")
+			// A run others can follow and cancel (`runs show|cancel`).
+			run, rctx, err := startCLIRun(cmd.Context(), st, "reconcile", actor.as, 0, s.err)
+			if err != nil {
+				return err
+			}
 			out := bufio.NewWriter(s.out)
 			defer out.Flush()
 			r := &replay.Reconciler{
 				Engine: engine, Store: st, Router: tgt.router(engine.Rules, srcs...), Actor: actor.as,
 				MaxParallel: par, Rate: rate, Limit: limit, Lease: lease, ApprovalTTL: apprCfg.Expiry,
 				OnEntry: func(res replay.EntryResult) {
-					prog.add(1)
+					run.observe(res.RunOutcome())
 					if rm != nil {
 						rm.ObserveEntry(res)
 					}
@@ -145,8 +149,8 @@ or have an unknown outcome, 1 on errors, 2 on usage or configuration errors.`,
 			if verbose && format == "table" {
 				fmt.Fprintf(out, resultRow, "ENTRY", "CLASS", "ACTION", "STATUS", "WHY")
 			}
-			rep, err := r.Run(cmd.Context(), srcs)
-			prog.done()
+			rep, err := r.Run(rctx, srcs)
+			run.finish(cmd.Context(), err, rep != nil && rep.Interrupted)
 			if rm != nil {
 				merr := rm.Finish(err)
 				if merr == nil && pushURL != "" {

@@ -14,6 +14,7 @@ import (
 	"github.com/gobwas/glob"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/runs"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -243,6 +244,10 @@ type BulkReport struct {
 	ResetBudget bool   `json:"reset_budget,omitempty"`
 	ReArm       int    `json:"rearm,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+
+	// Run is the id of the run that executed it, RunState how it ended.
+	Run      string `json:"run,omitempty"`
+	RunState string `json:"run_state,omitempty"`
 }
 
 func (b *BulkReport) count(item BulkItem, will string) {
@@ -271,6 +276,10 @@ type Bulk struct {
 	// replaying them; Reason, required with it, says why.
 	ResetBudget bool
 	Reason      string
+	// Run, when set, follows the execution: its total, each entry's
+	// outcome, and (through the context the caller passes, which the run
+	// cancels) a cancel that stops new dispatches.
+	Run *runs.Tracker
 }
 
 // acts reports whether an entry in category cat is acted on by an
@@ -418,6 +427,7 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 	if err != nil {
 		return nil, err
 	}
+	b.track(len(sel), nil)
 	var gap time.Duration
 	if b.Spread > 0 && preview.Would > 1 {
 		gap = b.Spread / time.Duration(preview.Would)
@@ -469,6 +479,7 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 		}
 		rep.count(item, WhyReplay)
 		rep.Done++
+		b.track(0, &item)
 	}
 	return rep, b.recordBulkDone(ctx, rep)
 }
@@ -606,6 +617,7 @@ func (b *Bulk) ExecuteResolve(ctx context.Context, f BulkFilter, reason string) 
 	if err != nil {
 		return nil, err
 	}
+	b.track(len(sel), nil)
 	n := 0
 	for _, er := range sel {
 		if ctx.Err() != nil {
@@ -621,8 +633,10 @@ func (b *Bulk) ExecuteResolve(ctx context.Context, f BulkFilter, reason string) 
 				cat = WhyNotOpen
 			}
 		}
-		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: cat}, WhyResolve)
+		item := BulkItem{Ref: er.Entry.Ref(), Category: cat}
+		rep.count(item, WhyResolve)
 		rep.Done++
+		b.track(0, &item)
 	}
 	return rep, b.recordBulkDone(ctx, rep)
 }

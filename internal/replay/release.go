@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/replayctl/replayctl/internal/runs"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -138,4 +140,56 @@ func (r *Reconciler) decideRearmed(ctx context.Context, er *store.EntryRecord) (
 		}
 	}
 	return d, nil
+}
+
+// track reports to b.Run: the total when item is nil, else one entry.
+func (b *Bulk) track(total int, item *BulkItem) {
+	if b.Run == nil {
+		return
+	}
+	if item == nil {
+		b.Run.SetTotal(total)
+		return
+	}
+	b.Run.Observe(context.Background(), item.RunOutcome())
+}
+
+// RunOutcome is how an entry of a bulk operation counts in its run:
+// succeeded or failed when acted on, held when it waits for people.
+func (it BulkItem) RunOutcome() runs.Outcome {
+	switch {
+	case it.Category == WhyResolve:
+		return runs.Success
+	case acts(it.Category, WhyReplay):
+		switch it.Outcome {
+		case Succeeded.String():
+			return runs.Success
+		case "", "in_flight":
+			return runs.Other
+		}
+		return runs.Failure
+	case strings.HasPrefix(it.Category, WhyReArmOnly):
+		return runs.Held
+	}
+	switch it.Category {
+	case WhyApproval, WhyMaxReplays, WhyManual, WhyQuarantined, WhyPolicy, WhyUnknown, WhyRejected, WhyNoTarget:
+		return runs.Held
+	}
+	return runs.Other
+}
+
+// RunOutcome is how an entry of a reconcile counts in its run: by its
+// last dispatch, or held when it waits for people.
+func (res EntryResult) RunOutcome() runs.Outcome {
+	if n := len(res.Replays); n > 0 {
+		if res.Replays[n-1] == Succeeded.String() {
+			return runs.Success
+		}
+		return runs.Failure
+	}
+	switch res.Final {
+	case triage.RequireApproval, triage.ManualReview, triage.Quarantine:
+		return runs.Held
+	}
+	return runs.Other
 }

@@ -103,6 +103,7 @@ func (s *Server) StartBulk(ctx context.Context, req *BulkRequest, actor string, 
 	run, err := s.runs.startWork(trigger, actor, op, func(ctx context.Context, run *Run) error {
 		var rep *replay.BulkReport
 		var err error
+		b.Run = run.tracker // progress, and a cancel that stops new dispatches
 		if resolve {
 			rep, err = b.ExecuteResolve(ctx, req.Filter, req.Reason)
 		} else {

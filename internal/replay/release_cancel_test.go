@@ -1,0 +1,123 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/runs"
+	"github.com/replayctl/replayctl/internal/store"
+)
+
+// Issue 15, the cancel test: a 5,000-entry redrive cancelled mid-way (as
+// the API cancels a run of its process, while a dispatch is in flight;
+// the stored cancel of another process is proven in internal/runs) leaves
+// no dispatch unrecorded: the in-flight one records its
+// outcome, no key stays dispatching, every dispatch record has its outcome
+// record. The resumed redrive delivers every other key, and no key twice
+// (counted per key at a real httptest sink).
+func TestCancelledRedriveLeavesNothingUnrecordedAndResumesWithoutDuplicates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("5,000 entries")
+	}
+	const total, cancelAt = 5000, 2000
+	b := newBundle(t, baseRules)
+	ctx := context.Background()
+	entries := make([]map[string]any, total)
+	for i := range entries {
+		entries[i] = transient(fmt.Sprintf("c%04d", i), fmt.Sprintf("ck%04d", i))
+	}
+	ingest := b.reconciler(4)
+	ingest.Router = NewRulesRouter(b.engine.Rules, nil) // the outage: nowhere to send
+	b.run(ingest, b.jsonl("dlq.jsonl", entries...))
+
+	// The run, and a cancel stored from elsewhere when the cancelAt-th
+	// dispatch has reached the target and not yet been answered.
+	var current atomic.Pointer[runs.Tracker]
+	var seen atomic.Int64
+	b.sink.status = func(string, int) int {
+		if seen.Add(1) == cancelAt {
+			current.Load().Cancel("bob")
+		}
+		return 200
+	}
+	redrive := func() (*BulkReport, runs.Record) {
+		t.Helper()
+		tr, runCtx, err := runs.Start(ctx, b.store, runs.Options{Op: "bulk-replay", Actor: "alice", Now: b.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		current.Store(tr)
+		bk := b.bulk(0, 0)
+		bk.Run = tr
+		rep, err := bk.ExecuteReplay(runCtx, BulkFilter{Classes: []string{"transient"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := tr.Finish(ctx, runCtx.Err())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep, rec
+	}
+	noneUnrecorded := func(wantDispatches int) {
+		t.Helper()
+		dispatching := 0
+		_ = b.store.LedgerRecords(ctx, func(r *idempotency.Record) error {
+			if r.State == idempotency.Dispatching {
+				dispatching++
+			}
+			return nil
+		})
+		var dispatches, outcomes int
+		_ = audit.Each(ctx, b.store, audit.Query{}, func(r audit.Record) error {
+			switch r.Kind {
+			case audit.KindDispatch:
+				dispatches++
+			case audit.KindOutcome:
+				outcomes++
+			}
+			return nil
+		})
+		if dispatching != 0 || dispatches != wantDispatches || outcomes != dispatches {
+			t.Fatalf("%d keys left dispatching; %d dispatch records, %d outcome records (want %d each)",
+				dispatching, dispatches, outcomes, wantDispatches)
+		}
+	}
+
+	rep, rec := redrive()
+	delivered := b.sink.perKey()
+	if rec.State != runs.Cancelled || rec.CancelledBy != "bob" || rec.Total != total {
+		t.Fatalf("run: %+v", rec)
+	}
+	// Cancelled during the cancelAt-th dispatch: that one finished and was
+	// recorded, no later one started.
+	if len(delivered) != cancelAt || rep.Replays["succeeded"] != cancelAt || rep.Done != cancelAt || rec.Done != cancelAt ||
+		rec.Succeeded != cancelAt || rep.Stopped == "" {
+		t.Fatalf("cancelled run: %d keys delivered, report done %d replays %v stopped %q, run %+v",
+			len(delivered), rep.Done, rep.Replays, rep.Stopped, rec)
+	}
+	noneUnrecorded(cancelAt)
+	if er := b.entry(fmt.Sprintf("jsonl:c%04d", cancelAt-1)); er.Status != store.StatusReplayed {
+		t.Fatalf("the in-flight entry: %s %q", er.Status, er.Reason)
+	}
+
+	// Resume: the same redrive again sends the rest, nothing twice.
+	rep, rec = redrive()
+	if rec.State != runs.Succeeded || rep.Replays["succeeded"] != total-cancelAt || rep.Why[WhyCommitted] != cancelAt {
+		t.Fatalf("resumed: %s, replays %v, why %v", rec.State, rep.Replays, rep.Why)
+	}
+	perKey := b.sink.perKey()
+	if len(perKey) != total {
+		t.Fatalf("%d keys delivered, want %d", len(perKey), total)
+	}
+	for k, n := range perKey {
+		if n != 1 {
+			t.Fatalf("key %s delivered %d times", k, n)
+		}
+	}
+	noneUnrecorded(total)
+}

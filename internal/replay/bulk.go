@@ -433,13 +433,19 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 		gap = b.Spread / time.Duration(preview.Would)
 	}
 	sent, n := 0, 0
+	// A cancel (Ctrl-C, `runs cancel`) can land in the middle of an entry's
+	// store calls: that is a stop, recorded as one, not a failed operation.
+	const resume = "interrupted: run the same operation again to resume (committed keys are skipped)"
 	for _, er := range sel {
 		if ctx.Err() != nil {
-			rep.Stopped = "interrupted: run the same operation again to resume (committed keys are skipped)"
+			rep.Stopped = resume
 			break
 		}
 		cat, rearm, err := b.replayPlan(ctx, er)
-		if err != nil {
+		if err != nil && ctx.Err() != nil {
+			rep.Stopped = resume
+			break
+		} else if err != nil {
 			return rep, err
 		}
 		cat = b.capped(cat, WhyReplay, &n)
@@ -448,13 +454,16 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 			why := fmt.Sprintf("reset-budget by bulk replay (record %d): %s", rep.AuditSeq, b.Reason)
 			if _, err := Release(ctx, b.Inventory, er.Entry.Ref(), r.Actor, why); errors.Is(err, ErrState) {
 				cat, rearm = WhyChanged, false
+			} else if err != nil && ctx.Err() != nil {
+				rep.Stopped = resume
+				break
 			} else if err != nil {
 				return rep, err
 			}
 		}
 		if acts(cat, WhyReplay) && sent > 0 && gap > 0 {
 			if err := r.Clock.Sleep(ctx, gap); err != nil {
-				rep.Stopped = "interrupted: run the same operation again to resume (committed keys are skipped)"
+				rep.Stopped = resume
 				break
 			}
 		}
@@ -467,8 +476,15 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 				// In flight elsewhere (another replay, or another worker's
 				// claim): its outcome decides; not an error of the bulk.
 				res.Final = "in_flight"
+			case err != nil && ctx.Err() != nil:
+				// Stopped: before its dispatch began (nothing to count), or
+				// after its outcome was recorded (counted below).
+				rep.Stopped = resume
 			case err != nil:
 				return rep, err
+			}
+			if rep.Stopped != "" && len(res.Replays) == 0 {
+				break
 			}
 			if len(res.Replays) > 0 {
 				item.Outcome = res.Replays[len(res.Replays)-1]
@@ -480,6 +496,9 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 		rep.count(item, WhyReplay)
 		rep.Done++
 		b.track(0, &item)
+		if rep.Stopped != "" {
+			break
+		}
 	}
 	return rep, b.recordBulkDone(ctx, rep)
 }
@@ -627,6 +646,10 @@ func (b *Bulk) ExecuteResolve(ctx context.Context, f BulkFilter, reason string) 
 		cat := b.capped(resolveCategory(er), WhyResolve, &n)
 		if cat == WhyResolve {
 			if _, err := Resolve(ctx, b.Inventory, er.Entry.Ref(), b.Reconciler.Actor, reason); err != nil {
+				if ctx.Err() != nil {
+					rep.Stopped = "interrupted: run it again to resolve the rest"
+					break
+				}
 				if !errors.Is(err, ErrState) {
 					return rep, err
 				}

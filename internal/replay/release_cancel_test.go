@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/runs"
 	"github.com/replayctl/replayctl/internal/store"
@@ -120,4 +121,59 @@ func TestCancelledRedriveLeavesNothingUnrecordedAndResumesWithoutDuplicates(t *t
 		}
 	}
 	noneUnrecorded(total)
+}
+
+// cancellingRouter cancels the run the first time it routes entry id
+// after the sink got a delivery: a cancel landing between an entry's
+// planning and its store calls.
+type cancellingRouter struct {
+	Router
+	id     string
+	sink   *sink
+	cancel context.CancelFunc
+}
+
+func (c *cancellingRouter) Route(e *entry.Entry) (Route, bool) {
+	if e.ID == c.id && len(c.sink.deliveries()) == 1 {
+		c.cancel()
+	}
+	return c.Router.Route(e)
+}
+
+// A cancel can land while an entry is being decided, not only between
+// entries: the redrive stops (recorded as stopped, resumable), it does not
+// fail with "context canceled" and lose its finished record.
+func TestRedriveCancelledMidEntryStopsCleanly(t *testing.T) {
+	b := newBundle(t, baseRules)
+	ctx := context.Background()
+	ingest := b.reconciler(1)
+	ingest.Router = NewRulesRouter(b.engine.Rules, nil)
+	b.run(ingest, b.jsonl("dlq.jsonl", transient("t1", "k1"), transient("t2", "k2"), transient("t3", "k3")))
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	bk := b.bulk(0, 0)
+	bk.Reconciler.Router = &cancellingRouter{Router: bk.Reconciler.Router, id: "t2", sink: b.sink, cancel: cancel}
+	rep, err := bk.ExecuteReplay(runCtx, BulkFilter{Classes: []string{"transient"}})
+	if err != nil {
+		t.Fatalf("a cancel mid-entry failed the redrive: %v", err)
+	}
+	if rep.Stopped == "" || rep.Done != 1 || len(b.sink.deliveries()) != 1 {
+		t.Fatalf("stopped %q, done %d, delivered %d", rep.Stopped, rep.Done, len(b.sink.deliveries()))
+	}
+	var phase string
+	_ = audit.Each(ctx, b.store, audit.Query{Kind: audit.KindBulk}, func(r audit.Record) error {
+		phase = r.Outcome
+		return nil
+	})
+	if phase != "replay stopped" {
+		t.Fatalf("last bulk record %q, want the stopped record", phase)
+	}
+	// Resumed: the other two, nothing twice.
+	if _, err := b.bulk(0, 0).ExecuteReplay(ctx, BulkFilter{Classes: []string{"transient"}}); err != nil {
+		t.Fatal(err)
+	}
+	if pk := b.sink.perKey(); len(pk) != 3 || pk["k1"] != 1 || pk["k2"] != 1 || pk["k3"] != 1 {
+		t.Fatalf("after resume: %v", pk)
+	}
 }

@@ -66,11 +66,14 @@ func (r *runner) start(trigger, actor string) (*Run, error) {
 
 // startWork runs work as the one operation in progress (reconciles and
 // bulk operations share the slot: they would compete for the same keys).
+// It returns a copy of the run as it started (the run itself is the
+// runner's, written by its goroutine), never nil.
 func (r *runner) startWork(trigger, actor, op string, work func(context.Context, *Run) error) (*Run, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.active != nil {
-		return r.active, fmt.Errorf("%w (run %s since %s)", errRunning, r.active.ID, r.active.Started.Format(time.RFC3339))
+		active := *r.active
+		return &active, fmt.Errorf("%w (run %s since %s)", errRunning, active.ID, active.Started.Format(time.RFC3339))
 	}
 	base := r.base
 	if base == nil {
@@ -83,9 +86,10 @@ func (r *runner) startWork(trigger, actor, op string, work func(context.Context,
 	}
 	tracker, ctx, err := runs.Start(base, r.store(), runs.Options{Op: op, Trigger: trigger, Actor: actor, Owner: owner, Now: r.srv.cfg.Now})
 	if err != nil {
-		return nil, err
+		return &Run{}, err
 	}
 	run := &Run{Record: tracker.Record(), tracker: tracker}
+	started := *run
 	r.runs[run.ID] = run
 	r.order = append(r.order, run.ID)
 	if len(r.order) > keepRuns {
@@ -98,7 +102,7 @@ func (r *runner) startWork(trigger, actor, op string, work func(context.Context,
 		defer r.wg.Done()
 		r.execute(ctx, run, work)
 	}()
-	return run, nil
+	return &started, nil
 }
 
 func (r *runner) get(id string) (Run, bool) {

@@ -47,6 +47,16 @@ func runStore(st store.Backend) (runs.Store, error) {
 	return rs, nil
 }
 
+// localView: a bbolt file is held by one process at a time, so when this
+// process could open it, a run still recorded as running has no process
+// left (killed, or the machine went down).
+func localView(st store.Backend, r runs.Record) runs.Record {
+	if _, shared := st.(store.Shared); shared {
+		return r
+	}
+	return runs.Orphaned(r)
+}
+
 func runsErr(err error) error {
 	switch {
 	case errors.Is(err, runs.ErrNotFound):
@@ -83,6 +93,9 @@ func newRunsListCmd(s *streams) *cobra.Command {
 						return listing{}, err
 					}
 					items, err := runs.List(cmd.Context(), rs, limit)
+					for i := range items {
+						items[i] = localView(st, items[i])
+					}
 					return listing{Items: items}, err
 				})
 			if err != nil {
@@ -153,7 +166,8 @@ func getRun(ctx context.Context, st store.Backend, id string) (runs.Record, erro
 	if err != nil {
 		return runs.Record{}, err
 	}
-	return runs.Get(ctx, rs, id)
+	r, err := runs.Get(ctx, rs, id)
+	return localView(st, r), err
 }
 
 func printRun(w io.Writer, r runs.Record) {
@@ -193,10 +207,14 @@ func newRunsCancelCmd(s *streams) *cobra.Command {
 			}
 			r, err := change(cmd.Context(), &db, "/api/runs/"+url.PathEscape(args[0])+"/cancel", nil,
 				func(st store.Backend) (runs.Record, error) {
-					rs, err := runStore(st)
+					r, err := getRun(cmd.Context(), st, args[0])
 					if err != nil {
-						return runs.Record{}, err
+						return r, err
 					}
+					if r.State != runs.Running {
+						return r, fmt.Errorf("%w: %s is %s", runs.ErrFinished, r.ID, r.Describe())
+					}
+					rs, _ := runStore(st)
 					return runs.Cancel(cmd.Context(), rs, args[0], actor.as)
 				})
 			if err != nil {

@@ -318,3 +318,24 @@ func Cancel(ctx context.Context, st Store, id, by string) (Record, error) {
 	})
 	return r, err
 }
+
+// Orphaned marks a run recorded as running whose process is known to be
+// gone (with a bbolt file only one process holds it: a reader that opened
+// it, or a server that owns it, knows any other owner ended): it is shown
+// interrupted, with why, and is no longer cancellable.
+func Orphaned(r Record) Record {
+	if r.State == Running {
+		r.State = Interrupted
+		r.Error = "its process (" + r.Owner + ") ended without finishing it; run the same operation again to resume"
+		r.ETA = ""
+	}
+	return r
+}
+
+// Describe is the state with, for an interrupted run, why.
+func (r Record) Describe() string {
+	if r.State == Interrupted && r.Error != "" {
+		return r.State + ": " + r.Error
+	}
+	return r.State
+}

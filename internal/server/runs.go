@@ -131,6 +131,16 @@ func (r *runner) cancel(ctx context.Context, id, by string) (runs.Record, error)
 		return rec, nil
 	}
 	r.mu.Unlock()
+	if _, shared := r.srv.cfg.Store.(store.Shared); !shared {
+		// Only this process holds the store: a run it is not running has
+		// no process left to cancel it.
+		rec, err := runs.Get(ctx, r.store(), id)
+		if err != nil {
+			return rec, err
+		}
+		rec = runs.Orphaned(rec)
+		return rec, fmt.Errorf("%w: %s is %s", runs.ErrFinished, id, rec.Describe())
+	}
 	return runs.Cancel(ctx, r.store(), id, by)
 }
 
@@ -260,10 +270,15 @@ func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 		serviceError(w, err)
 		return
 	}
-	// This process's runs show live progress.
+	// This process's runs show live progress; with a store only this
+	// process can hold (bbolt), any other run still marked running has no
+	// process left.
+	_, shared := s.cfg.Store.(store.Shared)
 	for i := range list {
 		if run, ok := s.runs.get(list[i].ID); ok {
 			list[i] = run.Record
+		} else if !shared {
+			list[i] = runs.Orphaned(list[i])
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"items": list})
@@ -279,6 +294,9 @@ func (s *Server) handleStoredRun(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		serviceError(w, err)
 		return
+	}
+	if _, shared := s.cfg.Store.(store.Shared); !shared {
+		rec = runs.Orphaned(rec) // not this process's: its owner is gone
 	}
 	writeJSON(w, http.StatusOK, Run{Record: rec})
 }

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +81,33 @@ func TestBulkRunCanBeFollowedAndCancelled(t *testing.T) {
 	var list struct{ Items []runs.Record }
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &list) != nil || len(list.Items) != 2 || list.Items[0].ID != started.ID {
 		t.Fatalf("list: %d %s", code, body)
+	}
+}
+
+// A run recorded as running by a process that is gone (killed mid-run)
+// must not show as running forever: with a bbolt file only the serving
+// process can own runs, so any other is shown interrupted, with why, and
+// a cancel of it is refused (409) rather than waiting for nobody.
+func TestRunOfAGoneProcessIsShownInterrupted(t *testing.T) {
+	b := newAPIBundle(t, []string{line("t1", "timeout", "")})
+	ctx := context.Background()
+	// What a `dlq replay --filter` killed mid-run leaves behind.
+	tr, _, err := runs.Start(ctx, b.store, runs.Options{Op: "bulk-replay", Actor: "alice", Owner: "replayctl pid 4242", Total: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Observe(ctx, runs.Success)
+	code, body := b.do("GET", "/api/runs/"+tr.ID(), "viewer", "")
+	var run Run
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &run) != nil || run.State != runs.Interrupted ||
+		!strings.Contains(run.Error, "replayctl pid 4242") {
+		t.Fatalf("GET: %d %s", code, body)
+	}
+	code, body = b.do("GET", "/api/runs", "viewer", "")
+	if code != http.StatusOK || !strings.Contains(body, `"state":"interrupted"`) || strings.Contains(body, `"state":"running"`) {
+		t.Fatalf("list: %d %s", code, body)
+	}
+	if code, body := b.do("POST", "/api/runs/"+tr.ID()+"/cancel", "operator", ""); code != http.StatusConflict {
+		t.Fatalf("cancel: %d %s", code, body)
 	}
 }

@@ -343,6 +343,7 @@ func newDLQReplayCmd(s *streams) *cobra.Command {
 	)
 	var bulk bulkFlags
 	var rate float64
+	var par int
 	cmd := &cobra.Command{
 		Use:   "replay (ID | --filter [filter flags]) [--target URL]",
 		Short: "Reconcile one entry (or every entry matching a filter) now, through the policy and the ledger",
@@ -383,7 +384,10 @@ Executing records the bulk operation in the audit trail before any dispatch;
 					return err
 				}
 				defer st.Close()
-				r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as, Rate: rate}
+				if par < 1 {
+					return usageError("--max-parallel must be at least 1")
+				}
+				r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as, Rate: rate, MaxParallel: par}
 				b := &replay.Bulk{Reconciler: r, Inventory: st, Max: bulk.max, Spread: bulk.spread,
 					ResetBudget: bulk.resetBudget, Reason: bulk.reason}
 				return runBulk(cmd, s, &bulk, format, b, "")
@@ -420,6 +424,7 @@ Executing records the bulk operation in the audit trail before any dispatch;
 	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	f.Float64Var(&rate, "rate", 0, "with --filter: at most this many dispatches per second")
+	f.IntVar(&par, "max-parallel", 5, "with --filter: dispatches at once (1 with --spread)")
 	bulk.register(f, true)
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gobwas/glob"
@@ -336,6 +337,9 @@ func (b *Bulk) PreviewReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 	n := 0
 	for _, er := range sel {
 		cat, rearm, err := b.replayPlan(ctx, er)
+		if err == nil {
+			err = ctx.Err() // a decision made while being cancelled is not one
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -432,21 +436,95 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 	if b.Spread > 0 && preview.Would > 1 {
 		gap = b.Spread / time.Duration(preview.Would)
 	}
-	sent, n := 0, 0
+	// Entries are planned (decided, capped, re-armed) one by one, in order,
+	// and dispatched by up to MaxParallel workers through the same
+	// handleOne as a single replay: concurrent ledger writes share fsyncs
+	// (bbolt group commit). A spread paces dispatches one at a time.
+	par := r.MaxParallel
+	if gap > 0 || par < 1 {
+		par = 1
+	}
 	// A cancel (Ctrl-C, `runs cancel`) can land in the middle of an entry's
 	// store calls: that is a stop, recorded as one, not a failed operation.
 	const resume = "interrupted: run the same operation again to resume (committed keys are skipped)"
-	for _, er := range sel {
-		if ctx.Err() != nil {
-			rep.Stopped = resume
+	var (
+		items   = make([]BulkItem, len(sel))
+		handled = make([]bool, len(sel))
+		mu      sync.Mutex // items, handled, stopped, fatal
+		stopped bool
+		fatal   error
+		wg      sync.WaitGroup
+	)
+	stop := func() { mu.Lock(); stopped = true; mu.Unlock() }
+	failed := func() bool { mu.Lock(); defer mu.Unlock(); return fatal != nil }
+	jobs := make(chan int)
+	for range par {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if ctx.Err() != nil || failed() {
+					stop()
+					continue // never started: not counted, the resumed run sends it
+				}
+				res, err := r.handleOne(ctx, sel[i])
+				switch {
+				case errors.Is(err, ErrState):
+					// In flight elsewhere (another replay, or another worker's
+					// claim): its outcome decides; not an error of the bulk.
+					res.Final = "in_flight"
+				case err != nil && ctx.Err() != nil:
+					// Stopped: before its dispatch began (nothing to count), or
+					// after its outcome was recorded (counted).
+					stop()
+					if len(res.Replays) == 0 {
+						continue
+					}
+				case err != nil:
+					mu.Lock()
+					if fatal == nil {
+						fatal = err
+					}
+					mu.Unlock()
+					continue
+				case len(res.Replays) == 0 && ctx.Err() != nil:
+					// Cancelled before its dispatch ("run interrupted before
+					// dispatch"): left for the resumed run, not counted.
+					stop()
+					continue
+				}
+				mu.Lock()
+				it := &items[i]
+				if len(res.Replays) > 0 {
+					it.Outcome = res.Replays[len(res.Replays)-1]
+				} else {
+					it.Outcome = string(res.Final)
+				}
+				handled[i] = true
+				done := *it
+				mu.Unlock()
+				b.track(0, &done)
+			}
+		}()
+	}
+	sent, n := 0, 0
+plan:
+	for i, er := range sel {
+		if ctx.Err() != nil || failed() {
+			stop()
 			break
 		}
 		cat, rearm, err := b.replayPlan(ctx, er)
-		if err != nil && ctx.Err() != nil {
-			rep.Stopped = resume
+		if ctx.Err() != nil {
+			// A decision made while being cancelled is not one (the
+			// policy fails closed on a cancelled context): leave it.
+			stop()
 			break
 		} else if err != nil {
-			return rep, err
+			mu.Lock()
+			fatal = err
+			mu.Unlock()
+			break
 		}
 		cat = b.capped(cat, WhyReplay, &n)
 		rearm = rearm && cat != WhyOverCap
@@ -455,50 +533,56 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 			if _, err := Release(ctx, b.Inventory, er.Entry.Ref(), r.Actor, why); errors.Is(err, ErrState) {
 				cat, rearm = WhyChanged, false
 			} else if err != nil && ctx.Err() != nil {
-				rep.Stopped = resume
+				stop()
 				break
 			} else if err != nil {
-				return rep, err
+				mu.Lock()
+				fatal = err
+				mu.Unlock()
+				break
 			}
 		}
 		if acts(cat, WhyReplay) && sent > 0 && gap > 0 {
 			if err := r.Clock.Sleep(ctx, gap); err != nil {
-				rep.Stopped = resume
+				stop()
 				break
 			}
 		}
-		item := BulkItem{Ref: er.Entry.Ref(), Category: cat, ReArm: rearm}
-		if acts(cat, WhyReplay) {
-			sent++
-			res, err := r.handleOne(ctx, er)
-			switch {
-			case errors.Is(err, ErrState):
-				// In flight elsewhere (another replay, or another worker's
-				// claim): its outcome decides; not an error of the bulk.
-				res.Final = "in_flight"
-			case err != nil && ctx.Err() != nil:
-				// Stopped: before its dispatch began (nothing to count), or
-				// after its outcome was recorded (counted below).
-				rep.Stopped = resume
-			case err != nil:
-				return rep, err
-			}
-			if rep.Stopped != "" && len(res.Replays) == 0 {
-				break
-			}
-			if len(res.Replays) > 0 {
-				item.Outcome = res.Replays[len(res.Replays)-1]
-			} else {
-				item.Outcome = string(res.Final)
-			}
-			rep.Replays[item.Outcome]++
+		mu.Lock()
+		items[i] = BulkItem{Ref: er.Entry.Ref(), Category: cat, ReArm: rearm}
+		if !acts(cat, WhyReplay) {
+			handled[i] = true
+			done := items[i]
+			mu.Unlock()
+			b.track(0, &done)
+			continue
 		}
-		rep.count(item, WhyReplay)
+		mu.Unlock()
+		sent++
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			stop()
+			break plan
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if fatal != nil {
+		return rep, fatal
+	}
+	if stopped || ctx.Err() != nil {
+		rep.Stopped = resume
+	}
+	for i := range sel {
+		if !handled[i] {
+			continue
+		}
+		if acts(items[i].Category, WhyReplay) {
+			rep.Replays[items[i].Outcome]++
+		}
+		rep.count(items[i], WhyReplay)
 		rep.Done++
-		b.track(0, &item)
-		if rep.Stopped != "" {
-			break
-		}
 	}
 	return rep, b.recordBulkDone(ctx, rep)
 }

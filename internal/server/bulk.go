@@ -32,7 +32,7 @@ func (s *Server) bulk(ctx context.Context, req *BulkRequest, actor string) (*rep
 		return nil, err
 	}
 	rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules), Actor: actor,
-		Rate: s.cfg.Rate, ApprovalTTL: s.cfg.Approvers.Expiry, OnEntry: s.metrics.observeEntry}
+		Rate: s.cfg.Rate, MaxParallel: s.cfg.MaxParallel, ApprovalTTL: s.cfg.Approvers.Expiry, OnEntry: s.metrics.observeEntry}
 	return &replay.Bulk{Reconciler: rc, Inventory: s.cfg.Store, Max: req.Max, Spread: req.Spread.Duration,
 		ResetBudget: req.ResetBudget, Reason: req.Reason}, nil
 }

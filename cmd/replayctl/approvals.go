@@ -222,10 +222,16 @@ func approvalErr(err error) error {
 // JSON: {"approval": {...}, "replay": {...}}.
 func printDecided(s *streams, format string, a *store.Approval, one *replay.EntryResult) error {
 	if format == "json" {
-		return writeJSON(s.out, struct {
+		if err := writeJSON(s.out, struct {
 			Approval *store.Approval     `json:"approval"`
 			Replay   *replay.EntryResult `json:"replay,omitempty"`
-		}{a, one})
+		}{a, one}); err != nil {
+			return err
+		}
+		if err := replay.NothingDone(one); err != nil {
+			return &exitErr{code: exitError, err: err}
+		}
+		return nil
 	}
 	fmt.Fprintf(s.out, "%s %s by %s\n", a.ID, a.State, a.DecidedBy)
 	if one != nil {

@@ -24,6 +24,8 @@ type bulkFlags struct {
 	olderThan, newerThan, spread time.Duration
 	preview, yes, all            bool
 	confirmOver, max             int
+	resetBudget                  bool
+	reason                       string // replay: why the budget is reset
 }
 
 // register adds the flags. The reason-code filter is only ever
@@ -47,6 +49,8 @@ func (f *bulkFlags) register(fs *pflag.FlagSet, replayCmd bool) {
 	fs.IntVar(&f.max, "max", replay.DefaultBulkMax, "cap on the replays (or resolves) of one operation")
 	if replayCmd {
 		fs.DurationVar(&f.spread, "spread", 0, "spread the replays evenly over this long (on top of --rate)")
+		fs.BoolVar(&f.resetBudget, "reset-budget", false, "with --filter: re-arm entries that reached max_replays or failed, then replay them (needs --reason)")
+		fs.StringVar(&f.reason, "reason", "", "with --reset-budget: why the entries are re-armed (recorded with every re-arm)")
 	}
 }
 
@@ -85,6 +89,15 @@ func (f *bulkFlags) checkArgs(cmd *cobra.Command, args []string) error {
 	if f.all && !f.filter {
 		return usageError("--all needs --filter")
 	}
+	if f.resetBudget && !f.filter {
+		return usageError("--reset-budget needs --filter; to re-arm one entry use `dlq release ID`")
+	}
+	if f.resetBudget && strings.TrimSpace(f.reason) == "" {
+		return usageError("--reset-budget needs --reason TEXT: it is recorded with every re-arm")
+	}
+	if !f.resetBudget && f.reason != "" && cmd.Name() == "replay" {
+		return usageError("--reason on a replay is only the justification of --reset-budget; to filter by reason code use --reason-code")
+	}
 	if f.filter {
 		var set []string
 		for _, n := range filterFlags {
@@ -117,6 +130,13 @@ func printBulk(w io.Writer, rep *replay.BulkReport, f *bulkFlags) {
 	} else {
 		fmt.Fprintf(w, "bulk %s (audit record %d): %d entries matched; %d handled; %d would %s, %d would not\n", verb, rep.AuditSeq, rep.Matched, rep.Done, rep.Would, verb, rep.WouldNot)
 	}
+	if rep.ResetBudget {
+		would := "would be"
+		if !rep.Preview {
+			would = "were"
+		}
+		fmt.Fprintf(w, "reset-budget: %d %s re-armed (max_replays reached or failed), reason: %s\n", rep.ReArm, would, rep.Reason)
+	}
 	keys := make([]string, 0, len(rep.Why))
 	for k := range rep.Why {
 		keys = append(keys, k)
@@ -140,6 +160,9 @@ func printBulk(w io.Writer, rep *replay.BulkReport, f *bulkFlags) {
 			fmt.Fprintf(w, " %d %s", rep.Replays[k], k)
 		}
 		fmt.Fprintln(w)
+	}
+	if rep.Run != "" {
+		fmt.Fprintf(w, "run %s %s\n", rep.Run, rep.RunState)
 	}
 	if rep.Stopped != "" {
 		fmt.Fprintln(w, rep.Stopped)
@@ -165,14 +188,27 @@ func runBulk(cmd *cobra.Command, s *streams, f *bulkFlags, format string, b *rep
 		return bulkErr(err)
 	}
 	if !f.previewOnly(rep) {
+		op := "bulk-replay"
 		if resolveReason != "" {
-			rep, err = b.ExecuteResolve(ctx, bf, resolveReason)
-		} else {
-			rep, err = b.ExecuteReplay(ctx, bf)
+			op = "bulk-resolve"
 		}
+		run, rctx, err := startCLIRun(ctx, b.Inventory, op, b.Reconciler.Actor, rep.Matched, s.err)
+		if err != nil {
+			return err
+		}
+		if run.t != nil {
+			b.Run = run.t
+		}
+		if resolveReason != "" {
+			rep, err = b.ExecuteResolve(rctx, bf, resolveReason)
+		} else {
+			rep, err = b.ExecuteReplay(rctx, bf)
+		}
+		rec := run.finish(ctx, err, rep != nil && rep.Stopped != "")
 		if err != nil {
 			return bulkErr(err)
 		}
+		rep.Run, rep.RunState = rec.ID, rec.State
 	}
 	if format == "json" {
 		return writeJSON(s.out, rep)
@@ -205,6 +241,9 @@ func runBulkRemote(cmd *cobra.Command, s *streams, f *bulkFlags, format string, 
 		path = "/api/dead-letters/resolve"
 	}
 	req := server.BulkRequest{Filter: bf, Max: f.max, Spread: replay.Duration{Duration: f.spread}, Reason: resolveReason}
+	if f.resetBudget {
+		req.ResetBudget, req.Reason = true, f.reason
+	}
 	ctx := cmd.Context()
 	var rep replay.BulkReport
 	if err := rf.call(ctx, "POST", path, url.Values{"preview": {"true"}}, req, &rep); err != nil {
@@ -225,6 +264,7 @@ func runBulkRemote(cmd *cobra.Command, s *streams, f *bulkFlags, format string, 
 			return fmt.Errorf("run %s %s: %s", started.ID, run.State, run.Error)
 		}
 		rep = *run.Bulk
+		rep.Run, rep.RunState = started.ID, run.State
 		if run.Error != "" {
 			rep.Stopped = firstNonEmpty(rep.Stopped, "run "+started.ID+" failed: "+run.Error)
 		}

@@ -316,12 +316,20 @@ func newDLQReleaseCmd(s *streams) *cobra.Command {
 	return cmd
 }
 
+// printOne prints a single replay's result; one that dispatched nothing
+// says why on stderr and exits 1 (a script must not read "replayed").
 func printOne(s *streams, format string, res *replay.EntryResult) error {
 	if format == "json" {
-		return writeJSON(s.out, res)
+		if err := writeJSON(s.out, res); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(s.out, resultRow, "ENTRY", "CLASS", "ACTION", "STATUS", "WHY")
+		printResultRow(s.out, res)
 	}
-	fmt.Fprintf(s.out, resultRow, "ENTRY", "CLASS", "ACTION", "STATUS", "WHY")
-	printResultRow(s.out, res)
+	if err := replay.NothingDone(res); err != nil {
+		return &exitErr{code: exitError, err: err}
+	}
 	return nil
 }
 
@@ -335,6 +343,7 @@ func newDLQReplayCmd(s *streams) *cobra.Command {
 	)
 	var bulk bulkFlags
 	var rate float64
+	var par int
 	cmd := &cobra.Command{
 		Use:   "replay (ID | --filter [filter flags]) [--target URL]",
 		Short: "Reconcile one entry (or every entry matching a filter) now, through the policy and the ledger",
@@ -375,8 +384,12 @@ Executing records the bulk operation in the audit trail before any dispatch;
 					return err
 				}
 				defer st.Close()
-				r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as, Rate: rate}
-				b := &replay.Bulk{Reconciler: r, Inventory: st, Max: bulk.max, Spread: bulk.spread}
+				if par < 1 {
+					return usageError("--max-parallel must be at least 1")
+				}
+				r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as, Rate: rate, MaxParallel: par}
+				b := &replay.Bulk{Reconciler: r, Inventory: st, Max: bulk.max, Spread: bulk.spread,
+					ResetBudget: bulk.resetBudget, Reason: bulk.reason}
 				return runBulk(cmd, s, &bulk, format, b, "")
 			}
 			if db.remote.enabled() {
@@ -414,6 +427,7 @@ Executing records the bulk operation in the audit trail before any dispatch;
 	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	f.Float64Var(&rate, "rate", 0, "with --filter: at most this many dispatches per second")
+	f.IntVar(&par, "max-parallel", 5, "with --filter: dispatches at once (1 with --spread)")
 	bulk.register(f, true)
 	return cmd
 }

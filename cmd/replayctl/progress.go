@@ -1,56 +1,137 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/replayctl/replayctl/internal/runs"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
-// progress shows a running count on a terminal's stderr during long runs;
-// it prints nothing when stderr is not a terminal (cron, pipes, tests).
+// progress shows a bar (known total) or a counting spinner on a terminal's
+// stderr during long runs, through progressbar; it prints nothing when
+// stderr is not a terminal (cron, pipes, tests).
 type progress struct {
-	w     io.Writer
-	verb  string
-	n     atomic.Int64
-	start time.Time
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	bar *progressbar.ProgressBar // nil: not a terminal
 }
 
-func startProgress(w io.Writer, verb string) *progress {
-	p := &progress{w: w, verb: verb, start: time.Now(), stop: make(chan struct{})}
+func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return p
-	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-p.stop:
-				fmt.Fprint(p.w, "\r\033[K")
-				return
-			case <-t.C:
-				n := p.n.Load()
-				rate := float64(n) / time.Since(p.start).Seconds()
-				fmt.Fprintf(p.w, "\r\033[K%s %d entries (%.0f/s)", p.verb, n, rate)
-			}
-		}
-	}()
-	return p
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-func (p *progress) add(n int64) { p.n.Add(n) }
+func startProgress(w io.Writer, verb string) *progress { return startProgressOf(w, verb, -1) }
+
+// startProgressOf shows progress towards total entries (-1: unknown).
+func startProgressOf(w io.Writer, verb string, total int64) *progress {
+	if !isTerminal(w) {
+		return &progress{}
+	}
+	return &progress{bar: progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(verb),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("entries"),
+		progressbar.OptionSetPredictTime(total > 0),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)}
+}
+
+func (p *progress) add(n int64) {
+	if p.bar != nil {
+		_ = p.bar.Add64(n)
+	}
+}
+
+func (p *progress) describe(s string) {
+	if p.bar != nil {
+		p.bar.Describe(s)
+	}
+}
 
 func (p *progress) done() {
-	close(p.stop)
-	p.wg.Wait()
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+}
+
+// cliRun is a run of this process (a bulk operation or a reconcile): a
+// stored record others can follow (`runs show`) and cancel (`runs
+// cancel`), and a progress bar on a terminal.
+type cliRun struct {
+	t    *runs.Tracker // nil when the store keeps no runs
+	prog *progress
+	verb string
+}
+
+// startCLIRun records the run and returns the context the work must use:
+// it is cancelled when someone cancels the run.
+func startCLIRun(ctx context.Context, st any, op, actor string, total int, w io.Writer) (*cliRun, context.Context, error) {
+	verb, bar := op, int64(-1) // -1: a spinner while the total is unknown
+	if total > 0 {
+		bar = int64(total)
+	}
+	c := &cliRun{prog: startProgressOf(w, verb, bar), verb: verb}
+	rs, ok := st.(runs.Store)
+	if !ok {
+		return c, ctx, nil
+	}
+	owner := fmt.Sprintf("replayctl pid %d", os.Getpid())
+	if in, ok := st.(interface{ Instance() string }); ok {
+		owner = in.Instance()
+	}
+	t, rctx, err := runs.Start(ctx, rs, runs.Options{Op: op, Trigger: "cli", Actor: actor, Owner: owner, Total: total})
+	if err != nil {
+		c.prog.done()
+		return nil, nil, err
+	}
+	t.OnChange = func(r runs.Record) {
+		c.prog.add(1)
+		c.prog.describe(fmt.Sprintf("%s %s: %d ok, %d failed, %d held", verb, r.ID, r.Succeeded, r.Failed, r.Held))
+	}
+	c.t = t
+	return c, rctx, nil
+}
+
+func (c *cliRun) observe(o runs.Outcome) {
+	if c.t != nil {
+		c.t.Observe(context.Background(), o)
+		return
+	}
+	c.prog.add(1)
+}
+
+// id is the run's id ("" when the store keeps no runs).
+func (c *cliRun) id() string {
+	if c.t == nil {
+		return ""
+	}
+	return c.t.ID()
+}
+
+// finish records how the run ended: interrupted when it stopped early
+// without a cancel (Ctrl-C), else as runs.Finish decides.
+func (c *cliRun) finish(ctx context.Context, err error, stopped bool) runs.Record {
+	c.prog.done()
+	if c.t == nil {
+		return runs.Record{}
+	}
+	state := ""
+	if stopped && !c.t.Record().CancelRequested {
+		state = runs.Interrupted
+	}
+	rec, serr := c.t.FinishAs(ctx, state, err)
+	if serr != nil && !errors.Is(serr, store.ErrReadOnly) {
+		rec.Error = firstNonEmpty(rec.Error, "run record not saved: "+serr.Error())
+	}
+	return rec
 }

@@ -24,7 +24,8 @@ type targetFlags struct {
 }
 
 // router routes by --target, else entries of live Cordum/Nexora sources
-// through those systems, else by rules.yaml targets.
+// (the run's, or the stored entry's origin) through those systems, else by
+// rules.yaml targets.
 func (f *targetFlags) router(rules *triage.Rules, srcs ...source.Source) replay.Router {
 	var def *replay.Route
 	creds := replay.CredentialsFromEnv(os.Getenv)
@@ -32,7 +33,9 @@ func (f *targetFlags) router(rules *triage.Rules, srcs ...source.Source) replay.
 		// The flag was checked when set, so this cannot fail.
 		def, _ = replay.ParseTarget(f.url, f.probe, creds)
 	}
-	next := replay.NewRulesRouter(rules, def)
+	// Stored entries of live sources go back through their own system too
+	// (dlq replay ID, approvals --replay-now, bulk), as a run's do.
+	next := replay.NewOriginRouter(replay.NewRulesRouter(rules, def), def != nil, creds)
 	live := make([]any, len(srcs))
 	for i, s := range srcs {
 		live[i] = s
@@ -137,7 +140,11 @@ configuration errors.`,
 					return err
 				}
 			}
-			prog := startProgress(s.err, "reconciled")
+			// A run others can follow and cancel (`runs show|cancel`).
+			run, rctx, err := startCLIRun(cmd.Context(), st, "reconcile", actor.as, 0, s.err)
+			if err != nil {
+				return err
+			}
 			out := bufio.NewWriter(s.out)
 			defer out.Flush()
 			r := &replay.Reconciler{
@@ -145,7 +152,7 @@ configuration errors.`,
 				MaxParallel: par, Rate: rate, Limit: limit, Lease: lease, ApprovalTTL: apprCfg.Expiry,
 				MaxWait: maxWait, Breakers: &replay.Breakers{Failures: breakerFailures, Cooldown: breakerCooldown},
 				OnEntry: func(res replay.EntryResult) {
-					prog.add(1)
+					run.observe(res.RunOutcome())
 					if rm != nil {
 						rm.ObserveEntry(res)
 					}
@@ -157,8 +164,8 @@ configuration errors.`,
 			if verbose && format == "table" {
 				fmt.Fprintf(out, resultRow, "ENTRY", "CLASS", "ACTION", "STATUS", "WHY")
 			}
-			rep, err := r.Run(cmd.Context(), srcs)
-			prog.done()
+			rep, err := r.Run(rctx, srcs)
+			run.finish(cmd.Context(), err, rep != nil && rep.Interrupted)
 			if rm != nil {
 				merr := rm.Finish(err)
 				if merr == nil && pushURL != "" {

@@ -9,12 +9,14 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gobwas/glob"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/runs"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -241,6 +243,7 @@ func category(er *store.EntryRecord, d *triage.Decision) string {
 type BulkItem struct {
 	Ref      string `json:"entry_ref"`
 	Category string `json:"category"`
+	ReArm    bool   `json:"rearm,omitempty"`   // --reset-budget re-arms it (or did)
 	Outcome  string `json:"outcome,omitempty"` // execution: what the dispatch did
 }
 
@@ -261,13 +264,26 @@ type BulkReport struct {
 	Replays  map[string]int `json:"replays,omitempty"` // execution: outcomes
 	Done     int            `json:"done"`              // execution: entries handled
 	Stopped  string         `json:"stopped,omitempty"`
+
+	// ResetBudget: entries that reached max_replays or failed are re-armed
+	// (ReArm counts them; most are then replayed and counted in Would too).
+	ResetBudget bool   `json:"reset_budget,omitempty"`
+	ReArm       int    `json:"rearm,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+
+	// Run is the id of the run that executed it, RunState how it ended.
+	Run      string `json:"run,omitempty"`
+	RunState string `json:"run_state,omitempty"`
 }
 
 func (b *BulkReport) count(item BulkItem, will string) {
 	if len(b.Items) < maxPreviewItems {
 		b.Items = append(b.Items, item)
 	}
-	if item.Category == will {
+	if item.ReArm {
+		b.ReArm++
+	}
+	if acts(item.Category, will) {
 		b.Would++
 		return
 	}
@@ -281,21 +297,26 @@ type Bulk struct {
 	Inventory  Inventory
 	Max        int           // cap on the replays (or resolves) of one operation (default 5000)
 	Spread     time.Duration // spread the replays evenly over this long
-	// Progress, when set, is called after each entry of an execution with
-	// the report so far (the console's run page shows it live); it must
-	// copy what it keeps.
-	Progress func(*BulkReport)
+	// ResetBudget re-arms matching entries that reached max_replays or
+	// failed (as `dlq release` does, one audit record each) before
+	// replaying them; Reason, required with it, says why.
+	ResetBudget bool
+	Reason      string
+	// Run, when set, follows the execution: its total, each entry's
+	// outcome, and (through the context the caller passes, which the run
+	// cancels) a cancel that stops new dispatches.
+	Run *runs.Tracker
 }
 
-func (b *Bulk) progress(rep *BulkReport) {
-	if b.Progress != nil {
-		b.Progress(rep)
-	}
+// acts reports whether an entry in category cat is acted on by an
+// operation whose action is will (a re-armed replay is a replay).
+func acts(cat, will string) bool {
+	return cat == will || will == WhyReplay && cat == WhyReArm
 }
 
 // capped turns an action past the cap into WhyOverCap; n counts actions.
 func (b *Bulk) capped(cat, will string, n *int) string {
-	if cat != will {
+	if !acts(cat, will) {
 		return cat
 	}
 	if *n >= b.max() {
@@ -340,11 +361,15 @@ func (b *Bulk) PreviewReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 	rep := b.newReport(bulkVerbReplay, f, true, len(sel))
 	n := 0
 	for _, er := range sel {
-		d, err := r.decideForBulk(ctx, er)
+		cat, rearm, err := b.replayPlan(ctx, er)
+		if err == nil {
+			err = ctx.Err() // a decision made while being cancelled is not one
+		}
 		if err != nil {
 			return nil, err
 		}
-		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: b.capped(b.replayCategory(er, &d), WhyReplay, &n)}, WhyReplay)
+		cat = b.capped(cat, WhyReplay, &n)
+		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: cat, ReArm: rearm && cat != WhyOverCap}, WhyReplay)
 	}
 	return rep, nil
 }
@@ -379,6 +404,9 @@ func (b *Bulk) CheckReplay(ctx context.Context, f BulkFilter) (*BulkReport, erro
 
 func (b *Bulk) newReport(op string, f BulkFilter, preview bool, matched int) *BulkReport {
 	rep := &BulkReport{Op: op, Filter: f, Preview: preview, Matched: matched, Max: b.max(), Why: map[string]int{}}
+	if op == bulkVerbReplay && b.ResetBudget {
+		rep.ResetBudget, rep.Reason = true, b.Reason
+	}
 	if b.Spread > 0 {
 		rep.Spread = b.Spread.String()
 	}
@@ -411,6 +439,9 @@ func (r *Reconciler) decideForBulk(ctx context.Context, er *store.EntryRecord) (
 // backoff path as reconcile, spreading the replays over b.Spread. An
 // interrupted operation run again resumes: committed keys are skipped.
 func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, error) {
+	if b.ResetBudget && strings.TrimSpace(b.Reason) == "" {
+		return nil, fmt.Errorf("%w: --reset-budget needs a reason (--reason TEXT): it is recorded with every re-arm", ErrBadFilter)
+	}
 	preview, err := b.CheckReplay(ctx, f)
 	if err != nil {
 		return nil, err
@@ -425,49 +456,158 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 	if err != nil {
 		return nil, err
 	}
+	b.track(len(sel), nil)
 	var gap time.Duration
 	if b.Spread > 0 && preview.Would > 1 {
 		gap = b.Spread / time.Duration(preview.Would)
 	}
+	// Entries are planned (decided, capped, re-armed) one by one, in order,
+	// and dispatched by up to MaxParallel workers through the same
+	// handleOne as a single replay: concurrent ledger writes share fsyncs
+	// (bbolt group commit). A spread paces dispatches one at a time.
+	par := r.MaxParallel
+	if gap > 0 || par < 1 {
+		par = 1
+	}
+	// A cancel (Ctrl-C, `runs cancel`) can land in the middle of an entry's
+	// store calls: that is a stop, recorded as one, not a failed operation.
+	const resume = "interrupted: run the same operation again to resume (committed keys are skipped)"
+	var (
+		items   = make([]BulkItem, len(sel))
+		handled = make([]bool, len(sel))
+		mu      sync.Mutex // items, handled, stopped, fatal
+		stopped bool
+		fatal   error
+		wg      sync.WaitGroup
+	)
+	stop := func() { mu.Lock(); stopped = true; mu.Unlock() }
+	failed := func() bool { mu.Lock(); defer mu.Unlock(); return fatal != nil }
+	jobs := make(chan int)
+	for range par {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if ctx.Err() != nil || failed() {
+					stop()
+					continue // never started: not counted, the resumed run sends it
+				}
+				res, err := r.handleOne(ctx, sel[i])
+				switch {
+				case errors.Is(err, ErrState):
+					// In flight elsewhere (another replay, or another worker's
+					// claim): its outcome decides; not an error of the bulk.
+					res.Final = "in_flight"
+				case err != nil && ctx.Err() != nil:
+					// Stopped: before its dispatch began (nothing to count), or
+					// after its outcome was recorded (counted).
+					stop()
+					if len(res.Replays) == 0 {
+						continue
+					}
+				case err != nil:
+					mu.Lock()
+					if fatal == nil {
+						fatal = err
+					}
+					mu.Unlock()
+					continue
+				case len(res.Replays) == 0 && ctx.Err() != nil:
+					// Cancelled before its dispatch ("run interrupted before
+					// dispatch"): left for the resumed run, not counted.
+					stop()
+					continue
+				}
+				mu.Lock()
+				it := &items[i]
+				if len(res.Replays) > 0 {
+					it.Outcome = res.Replays[len(res.Replays)-1]
+				} else {
+					it.Outcome = string(res.Final)
+				}
+				handled[i] = true
+				done := *it
+				mu.Unlock()
+				b.track(0, &done)
+			}
+		}()
+	}
 	sent, n := 0, 0
-	for _, er := range sel {
-		if ctx.Err() != nil {
-			rep.Stopped = "interrupted: run the same operation again to resume (committed keys are skipped)"
+plan:
+	for i, er := range sel {
+		if ctx.Err() != nil || failed() {
+			stop()
 			break
 		}
-		d, err := r.decideForBulk(ctx, er)
-		if err != nil {
-			return rep, err
+		cat, rearm, err := b.replayPlan(ctx, er)
+		if ctx.Err() != nil {
+			// A decision made while being cancelled is not one (the
+			// policy fails closed on a cancelled context): leave it.
+			stop()
+			break
+		} else if err != nil {
+			mu.Lock()
+			fatal = err
+			mu.Unlock()
+			break
 		}
-		cat := b.capped(b.replayCategory(er, &d), WhyReplay, &n)
-		if cat == WhyReplay && sent > 0 && gap > 0 {
-			if err := r.Clock.Sleep(ctx, gap); err != nil {
-				rep.Stopped = "interrupted: run the same operation again to resume (committed keys are skipped)"
+		cat = b.capped(cat, WhyReplay, &n)
+		rearm = rearm && cat != WhyOverCap
+		if rearm {
+			why := fmt.Sprintf("reset-budget by bulk replay (record %d): %s", rep.AuditSeq, b.Reason)
+			if _, err := Release(ctx, b.Inventory, er.Entry.Ref(), r.Actor, why); errors.Is(err, ErrState) {
+				cat, rearm = WhyChanged, false
+			} else if err != nil && ctx.Err() != nil {
+				stop()
+				break
+			} else if err != nil {
+				mu.Lock()
+				fatal = err
+				mu.Unlock()
 				break
 			}
 		}
-		item := BulkItem{Ref: er.Entry.Ref(), Category: cat}
-		if cat == WhyReplay {
-			sent++
-			res, err := r.handleOne(ctx, er)
-			switch {
-			case errors.Is(err, ErrState):
-				// In flight elsewhere (another replay, or another worker's
-				// claim): its outcome decides; not an error of the bulk.
-				res.Final = "in_flight"
-			case err != nil:
-				return rep, err
+		if acts(cat, WhyReplay) && sent > 0 && gap > 0 {
+			if err := r.Clock.Sleep(ctx, gap); err != nil {
+				stop()
+				break
 			}
-			if len(res.Replays) > 0 {
-				item.Outcome = res.Replays[len(res.Replays)-1]
-			} else {
-				item.Outcome = string(res.Final)
-			}
-			rep.Replays[item.Outcome]++
 		}
-		rep.count(item, WhyReplay)
+		mu.Lock()
+		items[i] = BulkItem{Ref: er.Entry.Ref(), Category: cat, ReArm: rearm}
+		if !acts(cat, WhyReplay) {
+			handled[i] = true
+			done := items[i]
+			mu.Unlock()
+			b.track(0, &done)
+			continue
+		}
+		mu.Unlock()
+		sent++
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			stop()
+			break plan
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if fatal != nil {
+		return rep, fatal
+	}
+	if stopped || ctx.Err() != nil {
+		rep.Stopped = resume
+	}
+	for i := range sel {
+		if !handled[i] {
+			continue
+		}
+		if acts(items[i].Category, WhyReplay) {
+			rep.Replays[items[i].Outcome]++
+		}
+		rep.count(items[i], WhyReplay)
 		rep.Done++
-		b.progress(rep)
 	}
 	return rep, b.recordBulkDone(ctx, rep)
 }
@@ -483,6 +623,10 @@ type bulkStarted struct {
 	Why     map[string]int `json:"not_planned_by_reason"`
 	Max     int            `json:"max"`
 	Spread  string         `json:"spread,omitempty"`
+	// ResetBudget: entries to re-arm (ReArm of them) and why.
+	ResetBudget bool   `json:"reset_budget,omitempty"`
+	ReArm       int    `json:"rearm,omitempty"`
+	Reason      string `json:"reason,omitempty"`
 }
 
 // bulkFinished is the detail of the record written after an execution:
@@ -496,6 +640,7 @@ type bulkFinished struct {
 	Acted   int            `json:"acted"` // replayed / resolved
 	Replays map[string]int `json:"replays,omitempty"`
 	Why     map[string]int `json:"not_acted_by_reason"`
+	ReArmed int            `json:"rearmed,omitempty"`
 	Stopped string         `json:"stopped,omitempty"`
 }
 
@@ -504,14 +649,19 @@ type bulkFinished struct {
 func (b *Bulk) recordBulk(ctx context.Context, op string, preview *BulkReport) (uint64, error) {
 	r := b.Reconciler
 	detail, err := json.Marshal(bulkStarted{Op: op, Phase: "started", Filter: preview.Filter, Matched: preview.Matched,
-		Planned: preview.Would, Why: preview.Why, Max: preview.Max, Spread: preview.Spread})
+		Planned: preview.Would, Why: preview.Why, Max: preview.Max, Spread: preview.Spread,
+		ResetBudget: preview.ResetBudget, ReArm: preview.ReArm, Reason: preview.Reason})
 	if err != nil {
 		return 0, err
+	}
+	rearm := ""
+	if preview.ResetBudget {
+		rearm = fmt.Sprintf(", %d to re-arm (reset-budget: %s)", preview.ReArm, preview.Reason)
 	}
 	var seq uint64
 	err = r.Store.Update(ctx, func(tx store.Tx) error {
 		sealed, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindBulk, Outcome: op,
-			Reason: fmt.Sprintf("bulk %s started: %d matching entries, %d to %s (cap %d)", op, preview.Matched, preview.Would, op, preview.Max),
+			Reason: fmt.Sprintf("bulk %s started: %d matching entries, %d to %s (cap %d)%s", op, preview.Matched, preview.Would, op, preview.Max, rearm),
 			Detail: detail})
 		seq = sealed.Seq
 		return err
@@ -529,7 +679,7 @@ func (b *Bulk) recordBulkDone(ctx context.Context, rep *BulkReport) error {
 		phase = "stopped"
 	}
 	detail, err := json.Marshal(bulkFinished{Op: rep.Op, Phase: phase, Started: rep.AuditSeq, Matched: rep.Matched,
-		Done: rep.Done, Acted: rep.Would, Replays: rep.Replays, Why: rep.Why, Stopped: rep.Stopped})
+		Done: rep.Done, Acted: rep.Would, Replays: rep.Replays, Why: rep.Why, ReArmed: rep.ReArm, Stopped: rep.Stopped})
 	if err != nil {
 		return err
 	}
@@ -595,6 +745,7 @@ func (b *Bulk) ExecuteResolve(ctx context.Context, f BulkFilter, reason string) 
 	if err != nil {
 		return nil, err
 	}
+	b.track(len(sel), nil)
 	n := 0
 	for _, er := range sel {
 		if ctx.Err() != nil {
@@ -604,15 +755,20 @@ func (b *Bulk) ExecuteResolve(ctx context.Context, f BulkFilter, reason string) 
 		cat := b.capped(resolveCategory(er), WhyResolve, &n)
 		if cat == WhyResolve {
 			if _, err := Resolve(ctx, b.Inventory, er.Entry.Ref(), b.Reconciler.Actor, reason); err != nil {
+				if ctx.Err() != nil {
+					rep.Stopped = "interrupted: run it again to resolve the rest"
+					break
+				}
 				if !errors.Is(err, ErrState) {
 					return rep, err
 				}
 				cat = WhyNotOpen
 			}
 		}
-		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: cat}, WhyResolve)
+		item := BulkItem{Ref: er.Entry.Ref(), Category: cat}
+		rep.count(item, WhyResolve)
 		rep.Done++
-		b.progress(rep)
+		b.track(0, &item)
 	}
 	return rep, b.recordBulkDone(ctx, rep)
 }

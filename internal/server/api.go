@@ -215,7 +215,7 @@ func (s *Server) handleStartRun(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleGetRun(w http.ResponseWriter, r *http.Request) {
 	run, ok := s.runs.get(r.PathValue("id"))
 	if !ok {
-		writeError(w, http.StatusNotFound, "not_found", "no such run (the last 100 are kept)")
+		s.handleStoredRun(w, r) // a run of another process, or of before a restart
 		return
 	}
 	writeJSON(w, http.StatusOK, run)

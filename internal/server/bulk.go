@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/replayctl/replayctl/internal/replay"
 )
@@ -15,7 +16,10 @@ type BulkRequest struct {
 	Filter replay.BulkFilter `json:"filter"`
 	Max    int               `json:"max,omitempty"`
 	Spread replay.Duration   `json:"spread,omitzero"`
-	Reason string            `json:"reason,omitempty"` // resolve: required
+	Reason string            `json:"reason,omitempty"` // resolve, and replay with reset_budget: required
+	// ResetBudget (replay): re-arm matching entries that reached
+	// max_replays or failed, then replay them (operator role).
+	ResetBudget bool `json:"reset_budget,omitempty"`
 }
 
 // bulk builds the service for one bulk request.
@@ -28,8 +32,9 @@ func (s *Server) bulk(ctx context.Context, req *BulkRequest, actor string) (*rep
 		return nil, err
 	}
 	rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules), Actor: actor,
-		Rate: s.cfg.Rate, ApprovalTTL: s.cfg.Approvers.Expiry, OnEntry: s.metrics.observeEntry, Breakers: s.cfg.Breakers}
-	return &replay.Bulk{Reconciler: rc, Inventory: s.cfg.Store, Max: req.Max, Spread: req.Spread.Duration}, nil
+		Rate: s.cfg.Rate, MaxParallel: s.cfg.MaxParallel, ApprovalTTL: s.cfg.Approvers.Expiry, OnEntry: s.metrics.observeEntry, Breakers: s.cfg.Breakers}
+	return &replay.Bulk{Reconciler: rc, Inventory: s.cfg.Store, Max: req.Max, Spread: req.Spread.Duration,
+		ResetBudget: req.ResetBudget, Reason: req.Reason}, nil
 }
 
 // handleBulk previews (?preview=true) or starts a bulk replay or resolve
@@ -46,6 +51,14 @@ func (s *Server) handleBulk(resolve bool) http.HandlerFunc {
 		}
 		if resolve && req.Reason == "" {
 			writeError(w, http.StatusBadRequest, "bad_request", `a reason is required: {"filter": {...}, "reason": "..."}`)
+			return
+		}
+		if resolve && req.ResetBudget {
+			writeError(w, http.StatusBadRequest, "bad_request", "reset_budget is for replays, not resolves")
+			return
+		}
+		if req.ResetBudget && strings.TrimSpace(req.Reason) == "" {
+			writeError(w, http.StatusBadRequest, "bad_request", `reset_budget needs a reason: {"filter": {...}, "reset_budget": true, "reason": "..."}`)
 			return
 		}
 		preview, _ := strconv.ParseBool(r.URL.Query().Get("preview"))
@@ -88,14 +101,9 @@ func (s *Server) StartBulk(ctx context.Context, req *BulkRequest, actor string, 
 		return nil, nil, err
 	}
 	run, err := s.runs.startWork(trigger, actor, op, func(ctx context.Context, run *Run) error {
-		b.Progress = func(rep *replay.BulkReport) {
-			// At most about a hundred copies per run, however large.
-			if rep.Done%max(1, rep.Matched/100) == 0 {
-				s.publishBulk(run, rep)
-			}
-		}
 		var rep *replay.BulkReport
 		var err error
+		b.Run = run.tracker // progress, and a cancel that stops new dispatches
 		if resolve {
 			rep, err = b.ExecuteResolve(ctx, req.Filter, req.Reason)
 		} else {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/runs"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -17,20 +20,16 @@ var (
 	errElsewhere = errors.New("another replayctl instance is reconciling this store: skipped")
 )
 
-// Run is one reconcile run, as GET /api/runs/{id} shows it.
+// Run is one reconcile or bulk operation, as GET /api/runs/{id} shows it:
+// the stored run record (id, operation, trigger (schedule, api or ui),
+// actor, state (running, succeeded, failed, cancelled, skipped), progress)
+// and, for runs of this process, the report.
 type Run struct {
-	ID       string             `json:"id"`
-	Op       string             `json:"operation"` // reconcile, bulk-replay, bulk-resolve
-	Trigger  string             `json:"trigger"`   // schedule, api or ui
-	Actor    string             `json:"actor"`
-	State    string             `json:"state"` // running, succeeded, failed
-	Started  time.Time          `json:"started"`
-	Finished time.Time          `json:"finished,omitzero"`
-	Report   *replay.Report     `json:"report,omitempty"`
-	Bulk     *replay.BulkReport `json:"bulk,omitempty"`
-	Error    string             `json:"error,omitempty"`
-	// CancelledBy names who cancelled the run (state "cancelled").
-	CancelledBy string `json:"cancelled_by,omitempty"`
+	runs.Record
+	Report *replay.Report     `json:"report,omitempty"`
+	Bulk   *replay.BulkReport `json:"bulk,omitempty"`
+
+	tracker *runs.Tracker
 }
 
 // runner allows one reconcile at a time; a scheduled run that finds one
@@ -44,8 +43,19 @@ type runner struct {
 	order  []string
 	active *Run
 	wg     sync.WaitGroup
-	// cancels stops a running run (the console's Cancel).
-	cancels map[string]context.CancelFunc
+	mem    *runs.Memory // run records, when the store cannot keep them
+}
+
+// store is where run records are kept: the state store when it can (so
+// other processes see them), else this process's memory.
+func (r *runner) store() runs.Store {
+	if rs, ok := r.srv.cfg.Store.(runs.Store); ok {
+		return rs
+	}
+	if r.mem == nil {
+		r.mem = runs.NewMemory()
+	}
+	return r.mem
 }
 
 const keepRuns = 100
@@ -56,19 +66,30 @@ func (r *runner) start(trigger, actor string) (*Run, error) {
 
 // startWork runs work as the one operation in progress (reconciles and
 // bulk operations share the slot: they would compete for the same keys).
+// It returns a copy of the run as it started (the run itself is the
+// runner's, written by its goroutine), never nil.
 func (r *runner) startWork(trigger, actor, op string, work func(context.Context, *Run) error) (*Run, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.active != nil {
-		return r.active, fmt.Errorf("%w (run %s since %s)", errRunning, r.active.ID, r.active.Started.Format(time.RFC3339))
+		active := *r.active
+		return &active, fmt.Errorf("%w (run %s since %s)", errRunning, active.ID, active.Started.Format(time.RFC3339))
 	}
 	base := r.base
 	if base == nil {
 		base = context.Background()
 	}
 	r.seq++
-	run := &Run{ID: fmt.Sprintf("run-%d-%d", r.srv.cfg.Now().Unix(), r.seq), Op: op, Trigger: trigger, Actor: actor,
-		State: "running", Started: r.srv.cfg.Now().UTC()}
+	owner := "serve"
+	if in, ok := r.srv.cfg.Store.(interface{ Instance() string }); ok {
+		owner = "serve " + in.Instance()
+	}
+	tracker, ctx, err := runs.Start(base, r.store(), runs.Options{Op: op, Trigger: trigger, Actor: actor, Owner: owner, Now: r.srv.cfg.Now})
+	if err != nil {
+		return &Run{}, err
+	}
+	run := &Run{Record: tracker.Record(), tracker: tracker}
+	started := *run
 	r.runs[run.ID] = run
 	r.order = append(r.order, run.ID)
 	if len(r.order) > keepRuns {
@@ -76,18 +97,12 @@ func (r *runner) startWork(trigger, actor, op string, work func(context.Context,
 		r.order = r.order[1:]
 	}
 	r.active = run
-	ctx, cancel := context.WithCancel(base)
-	if r.cancels == nil {
-		r.cancels = map[string]context.CancelFunc{}
-	}
-	r.cancels[run.ID] = cancel
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		defer cancel()
 		r.execute(ctx, run, work)
 	}()
-	return run, nil
+	return &started, nil
 }
 
 func (r *runner) get(id string) (Run, bool) {
@@ -97,7 +112,36 @@ func (r *runner) get(id string) (Run, bool) {
 	if !ok {
 		return Run{}, false
 	}
-	return *run, true
+	out := *run
+	if run.State == runs.Running {
+		out.Record = run.tracker.Record() // live progress
+	}
+	return out, true
+}
+
+// cancel asks a run to stop: at once when this process runs it, else by
+// the stored request the owning process picks up.
+func (r *runner) cancel(ctx context.Context, id, by string) (runs.Record, error) {
+	r.mu.Lock()
+	run, ok := r.runs[id]
+	if ok && run.State == runs.Running {
+		run.tracker.Cancel(by)
+		rec := run.tracker.Record()
+		r.mu.Unlock()
+		return rec, nil
+	}
+	r.mu.Unlock()
+	if _, shared := r.srv.cfg.Store.(store.Shared); !shared {
+		// Only this process holds the store: a run it is not running has
+		// no process left to cancel it.
+		rec, err := runs.Get(ctx, r.store(), id)
+		if err != nil {
+			return rec, err
+		}
+		rec = runs.Orphaned(rec)
+		return rec, fmt.Errorf("%w: %s is %s", runs.ErrFinished, id, rec.Describe())
+	}
+	return runs.Cancel(ctx, r.store(), id, by)
 }
 
 func (r *runner) wait() { r.wg.Wait() }
@@ -128,7 +172,10 @@ func (r *runner) reconcile(ctx context.Context, run *Run) error {
 	engine.Policy = s.metrics.timePolicy(engine.Policy)
 	rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules),
 		Actor: run.Actor, MaxParallel: s.cfg.MaxParallel, Rate: s.cfg.Rate, ApprovalTTL: s.cfg.Approvers.Expiry,
-		OnEntry: s.metrics.observeEntry, Breakers: s.cfg.Breakers}
+		OnEntry: func(res replay.EntryResult) {
+			s.metrics.observeEntry(res)
+			run.tracker.Observe(ctx, res.RunOutcome())
+		}}
 	rep, err := rc.Run(ctx, s.cfg.Sources)
 	r.mu.Lock()
 	run.Report = rep
@@ -147,23 +194,27 @@ func (r *runner) execute(ctx context.Context, run *Run, work func(context.Contex
 	s := r.srv
 	m := s.metrics
 	err := work(ctx, run)
+	state := ""
+	if errors.Is(err, errElsewhere) {
+		state = "skipped"
+	}
+	rec, serr := run.tracker.FinishAs(ctx, state, err)
+	if serr != nil {
+		s.cfg.Logger.Error("run record not saved", "run", run.ID, "err", serr)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	run.Finished = s.cfg.Now().UTC()
-	delete(r.cancels, run.ID)
+	run.Record = rec
 	m.runDuration.Observe(run.Finished.Sub(run.Started).Seconds())
-	if run.CancelledBy != "" {
-		run.State = "cancelled"
-		if err != nil && !errors.Is(err, context.Canceled) {
-			run.Error = err.Error()
-		}
-	} else if errors.Is(err, errElsewhere) {
-		run.State, run.Error = "skipped", err.Error()
-	} else if err != nil {
-		run.State, run.Error = "failed", err.Error()
+	switch {
+	case run.State == "skipped":
+	case run.State == runs.Cancelled:
+		m.runs.WithLabelValues("cancelled").Inc()
+		s.cfg.Logger.Warn("run cancelled", "run", run.ID, "operation", run.Op, "by", run.CancelledBy, "done", run.Done)
+	case err != nil:
 		m.runs.WithLabelValues("failed").Inc()
 		s.cfg.Logger.Error("run failed", "run", run.ID, "operation", run.Op, "err", err)
-	} else {
+	default:
 		run.State = "succeeded"
 		m.runs.WithLabelValues("succeeded").Inc()
 		if run.Op == "reconcile" {
@@ -202,3 +253,71 @@ func (s *Server) SetBase(ctx context.Context) {
 }
 
 var _ triage.Policy = timedPolicy{}
+
+// handleListRuns lists stored runs, newest first (?limit=N, default 50).
+func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
+	limit := 50
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "bad_request", "limit must be a positive number")
+			return
+		}
+		limit = n
+	}
+	list, err := runs.List(r.Context(), s.runs.store(), limit)
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	// This process's runs show live progress; with a store only this
+	// process can hold (bbolt), any other run still marked running has no
+	// process left.
+	_, shared := s.cfg.Store.(store.Shared)
+	for i := range list {
+		if run, ok := s.runs.get(list[i].ID); ok {
+			list[i] = run.Record
+		} else if !shared {
+			list[i] = runs.Orphaned(list[i])
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": list})
+}
+
+// handleStoredRun answers GET /api/runs/{id} from the stored record.
+func (s *Server) handleStoredRun(w http.ResponseWriter, r *http.Request) {
+	rec, err := runs.Get(r.Context(), s.runs.store(), r.PathValue("id"))
+	if errors.Is(err, runs.ErrNotFound) {
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		return
+	}
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	if _, shared := s.cfg.Store.(store.Shared); !shared {
+		rec = runs.Orphaned(rec) // not this process's: its owner is gone
+	}
+	writeJSON(w, http.StatusOK, Run{Record: rec})
+}
+
+// handleCancelRun asks a run to stop (202): no new dispatch starts, those
+// in flight record their outcome. 404 unknown, 409 already finished.
+func (s *Server) handleCancelRun(w http.ResponseWriter, r *http.Request) {
+	var body struct{}
+	if !readJSON(w, r, &body) {
+		return
+	}
+	rec, err := s.runs.cancel(r.Context(), r.PathValue("id"), user(r).User)
+	switch {
+	case errors.Is(err, runs.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, runs.ErrFinished):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case err != nil:
+		serviceError(w, err)
+	default:
+		s.cfg.Logger.Info("run cancel requested", "run", rec.ID, "by", user(r).User)
+		writeJSON(w, http.StatusAccepted, rec)
+	}
+}

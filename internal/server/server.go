@@ -139,6 +139,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/plan", s.auth(permRead, s.handlePlan))
 	m.HandleFunc("POST /api/reconcile", s.auth(permOperate, s.handleStartRun))
 	m.HandleFunc("GET /api/runs/{id}", s.auth(permRead, s.handleGetRun))
+	m.HandleFunc("GET /api/runs", s.auth(permRead, s.handleListRuns))
+	m.HandleFunc("POST /api/runs/{id}/cancel", s.auth(permOperate, s.handleCancelRun))
 	m.HandleFunc("GET /api/approvals", s.auth(permRead, s.handleListApprovals))
 	m.HandleFunc("POST /api/approvals/{id}/approve", s.auth(permApprove, s.handleDecideApproval(true)))
 	m.HandleFunc("POST /api/approvals/{id}/reject", s.auth(permApprove, s.handleDecideApproval(false)))

@@ -1,7 +1,7 @@
 package server
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -74,24 +74,12 @@ func (s *Server) publishBulk(run *Run, rep *replay.BulkReport) {
 	s.runs.mu.Unlock()
 }
 
-// errNotRunning: a cancel of a run that has ended (or never was).
-var errNotRunning = errors.New("run is not running")
-
-// cancelRun is the one place the console cancels a run: the run's work
-// sees its context cancelled, stops between entries (an entry in flight
-// finishes and is recorded) and the run ends "cancelled".
+// cancelRun is the one place the console cancels a run, through the same
+// path as the API: the run stops new dispatches at once, an entry in flight
+// finishes and is recorded, and the run ends "cancelled".
 func (s *Server) cancelRun(id, actor string) error {
-	r := s.runs
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	run, ok := r.runs[id]
-	cancel, running := r.cancels[id]
-	if !ok || !running || run.State != "running" {
-		return fmt.Errorf("%w: %s", errNotRunning, id)
-	}
-	run.CancelledBy = actor
-	cancel()
-	return nil
+	_, err := s.runs.cancel(context.Background(), id, actor)
+	return err
 }
 
 func (u *ui) cancelRunPage(w http.ResponseWriter, r *http.Request, tok Token) {

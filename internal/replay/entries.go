@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/idempotency"
@@ -36,25 +36,43 @@ type Filter struct {
 	Classes []string
 	Actions []string
 	Sources []string
+	// Topic is a glob ('*' any run, '?' one character); "" = any.
+	Topic string
+	// Labels must all be present with these values.
+	Labels map[string]string
+	// Q is a case-insensitive substring of the ref, id, key, topic or message.
+	Q string
+	// FirstSeenBefore keeps entries first seen before it (an age filter).
+	FirstSeenBefore time.Time
+}
+
+func (f *Filter) storeFilter() store.EntryFilter {
+	return store.EntryFilter{States: f.States, Classes: f.Classes, Actions: f.Actions, Sources: f.Sources,
+		Topic: f.Topic, Labels: f.Labels, Q: f.Q, FirstSeenBefore: f.FirstSeenBefore}
 }
 
 // Match reports whether the record passes the filter.
 func (f *Filter) Match(r *store.EntryRecord) bool {
-	in := func(list []string, v string) bool {
-		return len(list) == 0 || slices.ContainsFunc(list, func(s string) bool { return strings.EqualFold(s, v) })
-	}
-	return in(f.States, r.Status) && in(f.Classes, string(r.Class)) && in(f.Actions, string(r.Action)) && in(f.Sources, r.Entry.Source)
+	sf := f.storeFilter()
+	return sf.Match(r)
 }
 
-// Page is one page of a listing (Nexora's shape: items, page, size, plus total).
+// Page is one page of a listing (Nexora's shape: items, page, size, plus
+// total), with the cursor of the next page. Items carry no payload (a
+// listing never reads one; Show has it). Total is exact when TotalExact;
+// otherwise (labels, q, age, or a topic with other filters) an upper bound.
 type Page struct {
-	Items []*store.EntryRecord `json:"items"`
-	Page  int                  `json:"page"`
-	Size  int                  `json:"size"`
-	Total int                  `json:"total"`
+	Items      []*store.EntryRecord `json:"items"`
+	Page       int                  `json:"page"`
+	Size       int                  `json:"size"`
+	Total      int                  `json:"total"`
+	TotalExact bool                 `json:"total_exact"`
+	Next       string               `json:"next_cursor,omitempty"`
 }
 
 // List returns one page (0-based) of the entries matching f, in ref order.
+// A page number skips that many pages through the cursor; a cursor
+// (ListAfter) costs the page alone.
 func List(ctx context.Context, s Inventory, f Filter, page, size int) (*Page, error) {
 	if size <= 0 {
 		size = 20
@@ -62,7 +80,59 @@ func List(ctx context.Context, s Inventory, f Filter, page, size int) (*Page, er
 	if page < 0 {
 		page = 0
 	}
-	p := &Page{Page: page, Size: size, Items: []*store.EntryRecord{}}
+	if ix, ok := s.(store.Indexed); ok {
+		cursor := ""
+		for i := 0; ; i++ {
+			p, err := listIndexed(ctx, ix, f, cursor, size)
+			if errors.Is(err, store.ErrNotIndexed) {
+				break
+			}
+			if err != nil || i == page {
+				if p != nil {
+					p.Page = page
+				}
+				return p, err
+			}
+			if p.Next == "" {
+				p.Items, p.Page, p.Next = []*store.EntryRecord{}, page, ""
+				return p, nil
+			}
+			cursor = p.Next
+		}
+	}
+	return listScan(ctx, s, f, page, size)
+}
+
+// ListAfter returns up to size entries matching f after cursor ("" = the
+// first page); Page.Next is the cursor of the following page.
+func ListAfter(ctx context.Context, s Inventory, f Filter, cursor string, size int) (*Page, error) {
+	if size <= 0 {
+		size = 20
+	}
+	if ix, ok := s.(store.Indexed); ok {
+		p, err := listIndexed(ctx, ix, f, cursor, size)
+		if !errors.Is(err, store.ErrNotIndexed) {
+			return p, err
+		}
+	}
+	if cursor != "" {
+		return nil, fmt.Errorf("%w: a cursor needs an indexed store (open it read-write once, e.g. with reconcile)", store.ErrNotIndexed)
+	}
+	return listScan(ctx, s, f, 0, size)
+}
+
+func listIndexed(ctx context.Context, ix store.Indexed, f Filter, cursor string, size int) (*Page, error) {
+	ep, err := ix.Page(ctx, f.storeFilter(), cursor, size)
+	if err != nil {
+		return nil, err
+	}
+	return &Page{Items: ep.Items, Size: size, Total: int(ep.Total), TotalExact: ep.TotalExact, Next: ep.Next}, nil
+}
+
+// listScan reads every entry: the fallback for a file opened read-only
+// before it was ever indexed.
+func listScan(ctx context.Context, s Inventory, f Filter, page, size int) (*Page, error) {
+	p := &Page{Page: page, Size: size, Items: []*store.EntryRecord{}, TotalExact: true}
 	skip := page * size
 	err := s.Entries(ctx, func(r *store.EntryRecord) error {
 		if !f.Match(r) {
@@ -70,6 +140,7 @@ func List(ctx context.Context, s Inventory, f Filter, page, size int) (*Page, er
 		}
 		p.Total++
 		if p.Total > skip && len(p.Items) < size {
+			r.Entry.Payload = nil
 			p.Items = append(p.Items, r)
 		}
 		return nil

@@ -131,7 +131,9 @@ func entryFacets(r *EntryRecord) facets {
 	f.counters = append(f.counters, "n", string(cell), string(appendLP([]byte{'t'}, valKey(e.Topic))),
 		"d"+r.FirstSeen.UTC().Format("2006-01-02"), string(appendLP([]byte{'g'}, valKey(f.sig))))
 	if f.open {
-		f.idx[string(append(append([]byte{dimOldest}, timeKey(r.FirstSeen)...), ik...))] = val
+		if !r.FirstSeen.IsZero() { // an age needs a first-seen time
+			f.idx[string(append(append([]byte{dimOldest}, timeKey(r.FirstSeen)...), ik...))] = val
+		}
 		f.counters = append(f.counters, string(appendLP(appendLP([]byte{'o'}, e.Source), valKey(e.Topic))))
 	}
 	return f
@@ -531,7 +533,7 @@ func decodeCursor(c string) ([]byte, error) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return nil, fmt.Errorf("bad cursor %q: %w", c, err)
+		return nil, fmt.Errorf("%w: %q: %v", ErrBadCursor, c, err)
 	}
 	return b, nil
 }

@@ -14,6 +14,9 @@ import (
 // Callers fall back to a scan.
 var ErrNotIndexed = errors.New("the state file has no indexes yet (any read-write open, such as the next reconcile, builds them)")
 
+// ErrBadCursor: a page cursor that this store did not hand out.
+var ErrBadCursor = errors.New("bad page cursor (pass the next_cursor of the previous page, or none)")
+
 // Indexed is what a backend offers for reads that do not grow with the
 // store: cursor pages, counters and per-hour series, all kept up to date in
 // the same transaction as the entries and audit records they describe.

@@ -74,7 +74,7 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 	if cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(cursor)
 		if err != nil {
-			return nil, fmt.Errorf("bad cursor %q: %w", cursor, err)
+			return nil, fmt.Errorf("%w: %q: %v", ErrBadCursor, cursor, err)
 		}
 		after = string(b)
 	}
@@ -156,7 +156,7 @@ func (p *Postgres) Counters(ctx context.Context) (*Counters, error) {
 		out.Days[first.UTC().Format("2006-01-02")] += n
 		if IsOpen(c.State) {
 			open[Depth{Source: c.Source, Topic: valKey(topic)}] += n
-			if out.OldestOpen.IsZero() || first.Before(out.OldestOpen) {
+			if !first.IsZero() && (out.OldestOpen.IsZero() || first.Before(out.OldestOpen)) {
 				out.OldestOpen = first.UTC()
 			}
 		}

@@ -147,7 +147,7 @@ func countersFromScan(t *testing.T, s store.Backend) (cells map[store.Cell]int64
 		sigs[store.Signature(r)]++
 		if store.IsOpen(r.Status) {
 			open[store.Depth{Source: r.Entry.Source, Topic: r.Entry.Topic}]++
-			if oldest.IsZero() || r.FirstSeen.Before(oldest) {
+			if !r.FirstSeen.IsZero() && (oldest.IsZero() || r.FirstSeen.Before(oldest)) {
 				oldest = r.FirstSeen
 			}
 		}

@@ -159,13 +159,7 @@ func Find(ctx context.Context, s Inventory, id string) (*store.EntryRecord, erro
 	}); err != nil || exact != nil {
 		return exact, err
 	}
-	var found []*store.EntryRecord
-	err := s.Entries(ctx, func(r *store.EntryRecord) error {
-		if r.Entry.ID == id {
-			found = append(found, r)
-		}
-		return nil
-	})
+	found, err := findByID(ctx, s, id)
 	switch {
 	case err != nil:
 		return nil, err
@@ -179,6 +173,50 @@ func Find(ctx context.Context, s Inventory, id string) (*store.EntryRecord, erro
 		return nil, fmt.Errorf("%w %q: use one of %s", ErrAmbiguous, id, strings.Join(refs, ", "))
 	}
 	return found[0], nil
+}
+
+// idIndex is a store that finds entries by their source id (bbolt).
+type idIndex interface {
+	RefsByID(ctx context.Context, id string) ([]string, error)
+}
+
+// entryAudit is a store that indexes audit records by entry (bbolt).
+type entryAudit interface {
+	EntryAudit(ctx context.Context, ref, key string, fn func(uint64, audit.Sealed, error) error) error
+}
+
+// findByID returns the entries whose source id is id: from the id index
+// when the store keeps one, else by reading every entry.
+func findByID(ctx context.Context, s Inventory, id string) ([]*store.EntryRecord, error) {
+	var found []*store.EntryRecord
+	if ix, ok := s.(idIndex); ok {
+		refs, err := ix.RefsByID(ctx, id)
+		if err == nil {
+			err = s.View(ctx, func(tx store.Tx) error {
+				for _, ref := range refs {
+					r, err := tx.Entry(ref)
+					if err != nil {
+						return err
+					}
+					if r != nil {
+						found = append(found, r)
+					}
+				}
+				return nil
+			})
+			return found, err
+		}
+		if !errors.Is(err, store.ErrNotIndexed) {
+			return nil, err
+		}
+	}
+	err := s.Entries(ctx, func(r *store.EntryRecord) error {
+		if r.Entry.ID == id {
+			found = append(found, r)
+		}
+		return nil
+	})
+	return found, err
 }
 
 // Detail is everything known about one entry.
@@ -203,7 +241,7 @@ func Show(ctx context.Context, s Inventory, id string) (*Detail, error) {
 		return nil, err
 	}
 	ref := er.Entry.Ref()
-	err = s.AuditRange(ctx, 1, func(_ uint64, sealed audit.Sealed, derr error) error {
+	collect := func(_ uint64, sealed audit.Sealed, derr error) error {
 		if derr != nil {
 			return nil
 		}
@@ -212,7 +250,17 @@ func Show(ctx context.Context, s Inventory, id string) (*Detail, error) {
 			d.Decisions = append(d.Decisions, rec)
 		}
 		return nil
-	})
+	}
+	// The entry's own records from the per-entry audit index; the whole
+	// chain only where the store keeps none.
+	if ea, ok := s.(entryAudit); ok {
+		err = ea.EntryAudit(ctx, ref, er.Entry.IdempotencyKey, collect)
+		if !errors.Is(err, store.ErrNotIndexed) {
+			return d, err
+		}
+		d.Decisions = d.Decisions[:0]
+	}
+	err = s.AuditRange(ctx, 1, collect)
 	return d, err
 }
 

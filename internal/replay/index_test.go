@@ -116,3 +116,37 @@ func TestListByCursorFromTheIndexes(t *testing.T) {
 		t.Fatalf("page past the end: %+v %v", p, err)
 	}
 }
+
+// One entry is read from its own index ranges: a bare id through the id
+// index, its history through the per-entry audit index, with the same
+// records a walk of the whole chain finds.
+func TestShowReadsTheEntryIndexesNotTheChain(t *testing.T) {
+	b := statsBundle(t)
+	ctx := context.Background()
+	var want []uint64
+	if err := audit.Each(ctx, b.store, audit.Query{}, func(r audit.Record) error {
+		if r.EntryRef == "jsonl:h1" || (r.EntryRef == "" && r.Key == "k3") {
+			want = append(want, r.Seq)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Show(ctx, noScan{b.store, t}, "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for _, r := range d.Decisions {
+		got = append(got, r.Seq)
+	}
+	if len(want) < 3 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("history %v, want %v", got, want)
+	}
+	if d.Entry.Entry.Ref() != "jsonl:h1" || d.Entry.Entry.Payload == nil {
+		t.Fatalf("entry %+v", d.Entry)
+	}
+	if _, err := Find(ctx, noScan{b.store, t}, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown id: %v", err)
+	}
+}

@@ -40,7 +40,7 @@ var (
 	keyIndexVer    = []byte("index_version")
 )
 
-const indexVersion = "1"
+const indexVersion = "2"
 
 // Dimensions of the entry index.
 const (
@@ -50,6 +50,11 @@ const (
 	dimSource = 'o'
 	dimTopic  = 't'
 	dimOldest = 'f'
+	dimID     = 'i' // the source's id, for a bare-id lookup
+	// Audit records by entry: 'r' lp(ikey(ref)) seq, and 'k' lp(key) seq
+	// for records that name only a key.
+	dimAuditRef = 'r'
+	dimAuditKey = 'k'
 )
 
 // maxIndexValue bounds an indexed value; longer ones (a pathological
@@ -124,7 +129,7 @@ func entryFacets(r *EntryRecord) facets {
 	for _, d := range []struct {
 		dim byte
 		v   string
-	}{{dimState, r.Status}, {dimClass, string(r.Class)}, {dimAction, string(r.Action)}, {dimSource, e.Source}, {dimTopic, e.Topic}} {
+	}{{dimState, r.Status}, {dimClass, string(r.Class)}, {dimAction, string(r.Action)}, {dimSource, e.Source}, {dimTopic, e.Topic}, {dimID, e.ID}} {
 		f.idx[string(append(dimPrefix(d.dim, d.v), ik...))] = val
 	}
 	cell := appendLP(appendLP(appendLP(appendLP([]byte{'c'}, e.Source), string(r.Class)), string(r.Action)), r.Status)
@@ -248,10 +253,28 @@ func auditCounts(r *audit.Record) (decision, denied bool, outcome string) {
 	return false, false, ""
 }
 
+// auditIndexKey is the index key naming the entry an audit record is
+// about (nil when it names none).
+func auditIndexKey(r *audit.Record) []byte {
+	switch {
+	case r.EntryRef != "":
+		return appendLP([]byte{dimAuditRef}, string(ikey(r.EntryRef)))
+	case r.Key != "":
+		return appendLP([]byte{dimAuditKey}, string(ikey(r.Key)))
+	}
+	return nil
+}
+
+// countAudit counts the record and indexes it under its entry.
 func countAudit(tx *bolt.Tx, r *audit.Record) error {
-	cnt := tx.Bucket(bucketCounters)
-	if cnt == nil {
+	cnt, idx := tx.Bucket(bucketCounters), tx.Bucket(bucketIdx)
+	if cnt == nil || idx == nil {
 		return ErrReadOnly
+	}
+	if k := auditIndexKey(r); k != nil {
+		if err := idx.Put(append(k, seqKey(r.Seq)...), nil); err != nil {
+			return err
+		}
 	}
 	dec, den, out := auditCounts(r)
 	var keys [][]byte
@@ -701,4 +724,71 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 		return nil, err
 	}
 	return page, nil
+}
+
+// EntryAudit calls fn, oldest first, with the audit records about one
+// entry: those naming its ref, and those naming only its idempotency key
+// (key may be ""). It reads the entry's own index range, not the chain.
+func (s *Bolt) EntryAudit(ctx context.Context, ref, key string, fn func(seq uint64, rec audit.Sealed, decodeErr error) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		if !indexed(tx) {
+			return ErrNotIndexed
+		}
+		idx, ab := tx.Bucket(bucketIdx), tx.Bucket(bucketAudit)
+		var seqs []uint64
+		collect := func(prefix []byte) {
+			c := idx.Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				if len(k) == len(prefix)+8 {
+					seqs = append(seqs, binary.BigEndian.Uint64(k[len(prefix):]))
+				}
+			}
+		}
+		collect(auditIndexKey(&audit.Record{EntryRef: ref}))
+		if key != "" {
+			collect(auditIndexKey(&audit.Record{Key: key}))
+		}
+		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+		for _, seq := range seqs {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			v := ab.Get(seqKey(seq))
+			if v == nil {
+				continue
+			}
+			var sealed audit.Sealed
+			derr := json.Unmarshal(v, &sealed)
+			if err := fn(seq, sealed, derr); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// RefsByID returns the refs of the entries whose source id is id (a
+// bare id the user typed), from the id index.
+func (s *Bolt) RefsByID(ctx context.Context, id string) ([]string, error) {
+	var refs []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if !indexed(tx) {
+			return ErrNotIndexed
+		}
+		idx, eb := tx.Bucket(bucketIdx), tx.Bucket(bucketEntries)
+		prefix := dimPrefix(dimID, id)
+		c := idx.Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			ek := k[len(prefix):]
+			if len(v) > 0 {
+				ek = v
+			}
+			var se storedEntry
+			if raw := eb.Get(ek); raw != nil && json.Unmarshal(raw, &se) == nil && se.Entry.ID == id {
+				refs = append(refs, se.Entry.Ref())
+			}
+		}
+		return ctx.Err()
+	})
+	return refs, err
 }

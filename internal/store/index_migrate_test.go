@@ -139,6 +139,17 @@ func TestUnindexedFileIsIndexedOnceOnOpen(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// The audit chain was indexed by entry as well.
+	var seqs []uint64
+	if err := s.EntryAudit(ctx, "jsonl:m3", "", func(seq uint64, _ audit.Sealed, derr error) error {
+		seqs = append(seqs, seq)
+		return derr
+	}); err != nil || len(seqs) != 1 || seqs[0] != 4 {
+		t.Fatalf("audit of jsonl:m3 after migration: %v %v", seqs, err)
+	}
+	if refs, err := s.RefsByID(ctx, "m5"); err != nil || len(refs) != 1 || refs[0] != "jsonl:m5" {
+		t.Fatalf("by id after migration: %v %v", refs, err)
+	}
 	// Mark the counters: a second open must not rebuild them.
 	if err := s.db.Update(func(tx *bolt.Tx) error { return addCount(tx.Bucket(bucketCounters), []byte("n"), 1000) }); err != nil {
 		t.Fatal(err)

@@ -632,10 +632,60 @@ func resolveDims(f *EntryFilter, cells []Cell, topics map[string]int64) (choices
 	return choices, total, exact
 }
 
+// valueCursor walks the index range of one value of a dimension.
+type valueCursor struct {
+	c      *bolt.Cursor
+	prefix []byte
+	k, v   []byte
+}
+
+func (h *valueCursor) ref() []byte {
+	if h.k == nil || !bytes.HasPrefix(h.k, h.prefix) {
+		return nil
+	}
+	return h.k[len(h.prefix):]
+}
+
+// seek moves to the first ref >= target (> target when strict).
+func (h *valueCursor) seek(target []byte, strict bool) {
+	h.k, h.v = h.c.Seek(append(bytes.Clone(h.prefix), target...))
+	if strict {
+		if r := h.ref(); r != nil && bytes.Equal(r, target) {
+			h.k, h.v = h.c.Next()
+		}
+	}
+}
+
+// dimCursor is the union of a dimension's values, in ref order.
+type dimCursor []*valueCursor
+
+// min returns the smallest ref under any value, and its cursor.
+func (d dimCursor) min() ([]byte, *valueCursor) {
+	var best []byte
+	var at *valueCursor
+	for _, h := range d {
+		if r := h.ref(); r != nil && (best == nil || bytes.Compare(r, best) < 0) {
+			best, at = r, h
+		}
+	}
+	return best, at
+}
+
+// seek moves every value cursor behind target up to it.
+func (d dimCursor) seek(target []byte) {
+	for _, h := range d {
+		if r := h.ref(); r != nil && bytes.Compare(r, target) < 0 {
+			h.seek(target, false)
+		}
+	}
+}
+
 // Page returns up to limit entries matching f after cursor, in ref order.
-// It walks the index of the filter's most selective dimension (merging
-// the ranges of its values), reads only the payload-less entry records,
-// and stops at limit+1 matches: its cost follows the page, not the store.
+// Every dimension the filter names is an index range (a union over its
+// values); Page intersects them by leapfrogging (each dimension seeks to
+// the largest ref another one proposes), reads only the payload-less
+// records that are in all of them, and stops at limit+1 matches: its cost
+// follows the page, not the store.
 func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int) (*EntryPage, error) {
 	if limit <= 0 {
 		limit = 20
@@ -656,51 +706,65 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 		}
 		choices, total, exact := resolveDims(&f, readCells(cnt), topics)
 		page.Total, page.TotalExact = total, exact
-		best := -1
-		for i, ch := range choices {
-			if ch.set && (best < 0 || ch.n < choices[best].n) {
-				best = i
+		var use []dimChoice
+		for _, ch := range choices {
+			if ch.set {
+				use = append(use, ch)
 			}
 		}
-		if best < 0 {
-			best = 0 // every state: the whole store, in ref order
+		if len(use) == 0 {
+			use = choices[:1] // every state: the whole store, in ref order
 		}
-		ch := choices[best]
-		type head struct {
-			c      *bolt.Cursor
-			prefix []byte
-			k, v   []byte
-		}
-		var heads []*head
-		for _, v := range ch.values {
-			h := &head{c: idx.Cursor(), prefix: dimPrefix(ch.dim, v)}
-			h.k, h.v = h.c.Seek(append(bytes.Clone(h.prefix), after...))
-			if after != nil && bytes.HasPrefix(h.k, h.prefix) && bytes.Equal(h.k[len(h.prefix):], after) {
-				h.k, h.v = h.c.Next()
+		var dims []dimCursor
+		for _, ch := range use {
+			var d dimCursor
+			for _, v := range ch.values {
+				h := &valueCursor{c: idx.Cursor(), prefix: dimPrefix(ch.dim, v)}
+				h.seek(after, after != nil)
+				d = append(d, h)
 			}
-			heads = append(heads, h)
+			dims = append(dims, d)
 		}
 		var last []byte
 		for {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			var min *head
-			for _, h := range heads {
-				if h.k == nil || !bytes.HasPrefix(h.k, h.prefix) {
-					continue
+			// The candidate is the largest of the dimensions' smallest refs;
+			// every dimension seeks to it until all agree.
+			var cand []byte
+			for _, d := range dims {
+				m, _ := d.min()
+				if m == nil {
+					return nil
 				}
-				if min == nil || bytes.Compare(h.k[len(h.prefix):], min.k[len(min.prefix):]) < 0 {
-					min = h
+				if cand == nil || bytes.Compare(m, cand) > 0 {
+					cand = m
 				}
 			}
-			if min == nil {
-				return nil
+			cand = bytes.Clone(cand)
+			agree := true
+			var at *valueCursor
+			for _, d := range dims {
+				d.seek(cand)
+				m, h := d.min()
+				if m == nil {
+					return nil
+				}
+				if !bytes.Equal(m, cand) {
+					agree = false
+					break
+				}
+				if at == nil {
+					at = h
+				}
 			}
-			ik := min.k[len(min.prefix):]
-			ek := ik
-			if len(min.v) > 0 {
-				ek = min.v
+			if !agree {
+				continue
+			}
+			ek := cand
+			if len(at.v) > 0 {
+				ek = at.v
 			}
 			if v := eb.Get(ek); v != nil {
 				var se storedEntry
@@ -714,10 +778,17 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 						return nil
 					}
 					page.Items = append(page.Items, &r)
-					last = bytes.Clone(ik)
+					last = cand
 				}
 			}
-			min.k, min.v = min.c.Next()
+			// Past the candidate in every dimension.
+			for _, d := range dims {
+				for _, h := range d {
+					if r := h.ref(); r != nil && bytes.Equal(r, cand) {
+						h.k, h.v = h.c.Next()
+					}
+				}
+			}
 		}
 	})
 	if err != nil {

@@ -35,6 +35,7 @@ import (
 func reads(ctx context.Context, c *Config) ([]Row, error) {
 	var rows []Row
 	sizes := []int{c.size(100_000, 1_000), c.size(1_000_000, 10_000)}
+	// The stores stay in c.Dir (removed with it): a rerun with --dir reuses them.
 	var last string
 	for _, n := range sizes {
 		path := filepath.Join(c.Dir, fmt.Sprintf("reads-%d.db", n))
@@ -47,9 +48,6 @@ func reads(ctx context.Context, c *Config) ([]Row, error) {
 			return rows, err
 		}
 		rows = append(rows, r...)
-		if last != "" {
-			_ = os.Remove(last)
-		}
 		last = path
 	}
 	n := sizes[len(sizes)-1]
@@ -62,7 +60,6 @@ func reads(ctx context.Context, c *Config) ([]Row, error) {
 		row.Figure = rss
 		rows = append(rows, row)
 	}
-	_ = os.Remove(last)
 	return rows, nil
 }
 

@@ -32,6 +32,11 @@ func (n noScanStore) AuditRange(context.Context, uint64, func(uint64, audit.Seal
 	return nil
 }
 
+func (n noScanStore) Approvals(context.Context, func(*store.Approval) error) error {
+	n.t.Error("Approvals called: a scrape reads the open requests from their index")
+	return nil
+}
+
 func TestMetricsScrapeReadsCountersNotEntries(t *testing.T) {
 	b := newAPIBundle(t, []string{line("e1", "timeout", ""), line("p1", "schema_invalid", ""), line("p2", "schema_invalid", `,"topic":"orders.eu"`)})
 	b.reconcile("operator")

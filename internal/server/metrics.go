@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -201,7 +202,19 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	pending := map[string]int{}
 	var oldest time.Duration
-	_ = c.st.Approvals(ctx, func(a *store.Approval) error {
+	// The open requests from their index where the store keeps one.
+	each := c.st.Approvals
+	if pa, ok := c.st.(interface {
+		PendingApprovals(context.Context, func(*store.Approval) error) error
+	}); ok {
+		each = func(ctx context.Context, fn func(*store.Approval) error) error {
+			if err := pa.PendingApprovals(ctx, fn); !errors.Is(err, store.ErrNotIndexed) {
+				return err
+			}
+			return c.st.Approvals(ctx, fn)
+		}
+	}
+	_ = each(ctx, func(a *store.Approval) error {
 		if a.State == store.ApprovalPending && (a.ExpiresAt.IsZero() || now.Before(a.ExpiresAt)) {
 			pending[a.ApproverGroup]++
 			if age := now.Sub(a.RequestedAt); age > oldest {

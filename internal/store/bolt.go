@@ -318,6 +318,13 @@ func (t *boltTx) Approval(id string) (*Approval, error) {
 }
 
 func (t *boltTx) PutApproval(a *Approval) error {
+	old, err := getJSON[Approval](t.bucket(bucketApprovals), dbKey(a.ID))
+	if err != nil {
+		old = nil // a corrupt record is overwritten
+	}
+	if err := reindexApproval(t.tx, old, a); err != nil {
+		return err
+	}
 	return putJSON(t.bucket(bucketApprovals), dbKey(a.ID), a)
 }
 

@@ -40,7 +40,7 @@ var (
 	keyIndexVer    = []byte("index_version")
 )
 
-const indexVersion = "2"
+const indexVersion = "3"
 
 // Dimensions of the entry index.
 const (
@@ -55,6 +55,8 @@ const (
 	// for records that name only a key.
 	dimAuditRef = 'r'
 	dimAuditKey = 'k'
+	// Open approval requests, oldest first: 'q' + 8-byte requested-at + ikey(id).
+	dimPendingApproval = 'q'
 )
 
 // maxIndexValue bounds an indexed value; longer ones (a pathological
@@ -233,6 +235,65 @@ func reindex(tx *bolt.Tx, old, new *EntryRecord, now time.Time) error {
 	return nil
 }
 
+func pendingApprovalKey(a *Approval) []byte {
+	return append(append([]byte{dimPendingApproval}, timeKey(a.RequestedAt)...), ikey(a.ID)...)
+}
+
+// reindexApproval keeps the index of open approval requests.
+func reindexApproval(tx *bolt.Tx, old, new *Approval) error {
+	idx := tx.Bucket(bucketIdx)
+	if idx == nil {
+		return ErrReadOnly
+	}
+	if old != nil && old.State == ApprovalPending {
+		if err := idx.Delete(pendingApprovalKey(old)); err != nil {
+			return err
+		}
+	}
+	if new != nil && new.State == ApprovalPending {
+		var val []byte
+		if ik, ek := ikey(new.ID), dbKey(new.ID); !bytes.Equal(ik, ek) {
+			val = ek
+		}
+		return idx.Put(pendingApprovalKey(new), val)
+	}
+	return nil
+}
+
+// PendingApprovals calls fn with the open approval requests, oldest
+// first, from their index: a scrape reads the open ones, not every
+// request ever made.
+func (s *Bolt) PendingApprovals(ctx context.Context, fn func(*Approval) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		if !indexed(tx) {
+			return ErrNotIndexed
+		}
+		idx, ab := tx.Bucket(bucketIdx), tx.Bucket(bucketApprovals)
+		c := idx.Cursor()
+		for k, v := c.Seek([]byte{dimPendingApproval}); len(k) > 9 && k[0] == dimPendingApproval; k, v = c.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			ak := k[9:]
+			if len(v) > 0 {
+				ak = v
+			}
+			raw := ab.Get(ak)
+			if raw == nil {
+				continue
+			}
+			var a Approval
+			if err := json.Unmarshal(raw, &a); err != nil {
+				return fmt.Errorf("decode approval %q: %w", ak, err)
+			}
+			if err := fn(&a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 type sigMeta struct {
 	Class   string `json:"class"`
 	Example string `json:"example"`
@@ -383,6 +444,17 @@ func (s *Bolt) ensureIndex(ctx context.Context) error {
 		if n < migrateChunk {
 			break
 		}
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketApprovals).ForEach(func(k, v []byte) error {
+			var a Approval
+			if err := json.Unmarshal(v, &a); err != nil {
+				return nil // unreadable: listed by Approvals, never indexed
+			}
+			return reindexApproval(tx, nil, &a)
+		})
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", s.path, err)
 	}
 	var from uint64 = 1
 	for {

@@ -198,3 +198,54 @@ func TestInterruptedIndexingStartsOver(t *testing.T) {
 		t.Fatalf("counters\n got %+v\nwant %+v", got, want)
 	}
 }
+
+func TestPendingApprovalsComeFromTheirIndex(t *testing.T) {
+	ctx := context.Background()
+	s, path := openTemp(t)
+	base := time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)
+	put := func(a *Approval) {
+		t.Helper()
+		if err := s.Update(ctx, func(tx Tx) error { return tx.PutApproval(a) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(&Approval{ID: "a-new", State: ApprovalPending, ApproverGroup: "ops", RequestedAt: base.Add(time.Hour)})
+	put(&Approval{ID: "a-old", State: ApprovalPending, ApproverGroup: "ops", RequestedAt: base})
+	put(&Approval{ID: "a-done", State: ApprovalApproved, RequestedAt: base.Add(-time.Hour)})
+	put(&Approval{ID: "a-mid", State: ApprovalPending, ApproverGroup: "sec", RequestedAt: base.Add(30 * time.Minute)})
+	put(&Approval{ID: "a-mid", State: ApprovalRejected, ApproverGroup: "sec", RequestedAt: base.Add(30 * time.Minute)})
+	pending := func(s *Bolt) []string {
+		t.Helper()
+		var ids []string
+		if err := s.PendingApprovals(ctx, func(a *Approval) error { ids = append(ids, a.ID); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	if got := pending(s); !reflect.DeepEqual(got, []string{"a-old", "a-new"}) {
+		t.Fatalf("pending %v, want a-old a-new", got)
+	}
+	// Indexed again from the approvals themselves on a file without it.
+	s.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketIdx); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Delete(keyIndexVer)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s2, err := OpenBolt(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := pending(s2); !reflect.DeepEqual(got, []string{"a-old", "a-new"}) {
+		t.Fatalf("pending after reindexing %v", got)
+	}
+}

@@ -71,7 +71,8 @@ func newDLQListCmd(s *streams) *cobra.Command {
 --state takes a status (pending, awaiting_approval, manual_review, quarantined,
 replaying, replayed, resolved, failed, outcome_unknown), "open" (the default:
 everything not finished) or ALL; it and the other filters may be repeated.
---topic takes a glob (* and ?), --q a text searched in ref, id, key, topic
+--topic takes a glob as in rules.yaml (orders.* one segment, orders.** any
+depth), --q a text searched in ref, id, key, topic
 and message, --older-than an age since first seen (24h). A listing reads
 indexes, never payloads; --cursor continues from the "next" a page printed.`,
 		Args: noArgs,
@@ -155,7 +156,7 @@ indexes, never payloads; --cursor continues from the "next" a page printed.`,
 	fl.StringArrayVar(&classes, "class", nil, "class filter (repeatable)")
 	fl.StringArrayVar(&actions, "action", nil, "action filter (repeatable)")
 	fl.StringArrayVar(&srcs, "source", nil, "source kind filter (repeatable)")
-	fl.StringVar(&topic, "topic", "", "topic glob filter (* and ?)")
+	fl.StringVar(&topic, "topic", "", "topic glob filter, as in rules.yaml (orders.*, orders.**)")
 	fl.StringArrayVar(&labels, "label", nil, "label filter KEY=VALUE (repeatable, all must match)")
 	fl.StringVar(&search, "q", "", "search text in ref, id, idempotency key, topic and message")
 	fl.DurationVar(&olderThan, "older-than", 0, "only entries first seen longer ago than this (e.g. 24h)")

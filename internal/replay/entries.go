@@ -36,7 +36,7 @@ type Filter struct {
 	Classes []string
 	Actions []string
 	Sources []string
-	// Topic is a glob ('*' any run, '?' one character); "" = any.
+	// Topic is a glob as in rules.yaml ("orders.*", "tool.**"); "" = any.
 	Topic string
 	// Labels must all be present with these values.
 	Labels map[string]string
@@ -134,8 +134,9 @@ func listIndexed(ctx context.Context, ix store.Indexed, f Filter, cursor string,
 func listScan(ctx context.Context, s Inventory, f Filter, page, size int) (*Page, error) {
 	p := &Page{Page: page, Size: size, Items: []*store.EntryRecord{}, TotalExact: true}
 	skip := page * size
+	sf := f.storeFilter()
 	err := s.Entries(ctx, func(r *store.EntryRecord) error {
-		if !f.Match(r) {
+		if !sf.Match(r) {
 			return nil
 		}
 		p.Total++

@@ -82,7 +82,9 @@ func TestListByCursorFromTheIndexes(t *testing.T) {
 		{Filter{Topic: "orders.*"}, []string{"jsonl:p1", "jsonl:p2"}},
 		{Filter{Q: "FIELD 99"}, []string{"jsonl:p2"}},
 		{Filter{Labels: map[string]string{"team": "billing"}}, []string{"jsonl:p1"}},
-		{Filter{States: []string{store.StatusReplayed}, Topic: "tool.*"}, []string{"jsonl:e1", "jsonl:e2"}}, // h1 approved, not yet replayed
+		{Filter{States: []string{store.StatusReplayed}, Topic: "tool.**"}, []string{"jsonl:e1", "jsonl:e2"}}, // h1 approved, not yet replayed
+		// As in rules.yaml: '*' stays within one segment of the topic.
+		{Filter{Topic: "tool.*"}, nil},
 	} {
 		var got []string
 		cursor := ""

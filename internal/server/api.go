@@ -108,7 +108,7 @@ func (s *Server) handleListEntries(w http.ResponseWriter, r *http.Request) {
 	} else {
 		p, err = replay.List(r.Context(), s.cfg.Store, f, page, size)
 	}
-	if errors.Is(err, store.ErrBadCursor) || errors.Is(err, store.ErrNotIndexed) {
+	if errors.Is(err, store.ErrBadCursor) || errors.Is(err, store.ErrBadFilter) || errors.Is(err, store.ErrNotIndexed) {
 		err = fmt.Errorf("%w: %v", errBadRequest, err)
 	}
 	if err != nil {

@@ -111,6 +111,9 @@ func TestListHonoursTopicSearchAndCursor(t *testing.T) {
 	if code, body := b.do("GET", "/api/dead-letters?cursor=%25%25", "viewer", ""); code != http.StatusBadRequest {
 		t.Fatalf("bad cursor: %d %s", code, body)
 	}
+	if code, body := b.do("GET", "/api/dead-letters?topic=orders.%5Ba", "viewer", ""); code != http.StatusBadRequest {
+		t.Fatalf("bad topic glob: %d %s", code, body)
+	}
 	if code, body := b.do("GET", "/api/dead-letters?label=nokey", "viewer", ""); code != http.StatusBadRequest {
 		t.Fatalf("bad label: %d %s", code, body)
 	}

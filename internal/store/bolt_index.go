@@ -688,7 +688,7 @@ func resolveDims(f *EntryFilter, cells []Cell, topics map[string]int64) (choices
 	if f.Topic != "" {
 		ch := dimChoice{dim: dimTopic, set: true}
 		for t, n := range topics {
-			if Glob(f.Topic, t) {
+			if f.TopicMatch(t) {
 				ch.values = append(ch.values, t)
 				ch.n += n
 			}
@@ -764,6 +764,9 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 	}
 	after, err := decodeCursor(cursor)
 	if err != nil {
+		return nil, err
+	}
+	if err := f.prepare(); err != nil {
 		return nil, err
 	}
 	page := &EntryPage{Items: []*EntryRecord{}}

@@ -3,10 +3,13 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gobwas/glob"
 )
 
 // ErrNotIndexed: a bbolt file written before indexes existed, opened
@@ -42,7 +45,8 @@ type EntryFilter struct {
 	Classes []string
 	Actions []string
 	Sources []string
-	// Topic is a glob: '*' matches any run of characters, '?' one.
+	// Topic is a glob as in rules.yaml, '.' the separator: '*' matches
+	// within one segment, '**' across segments ("orders.**").
 	Topic string
 	// Labels must all be present with these values.
 	Labels map[string]string
@@ -52,6 +56,35 @@ type EntryFilter struct {
 	// FirstSeenBefore keeps entries first seen before it (an age filter:
 	// now minus the age).
 	FirstSeenBefore time.Time
+
+	topic *glob.Pattern // Topic compiled (prepare)
+}
+
+// ErrBadFilter: a filter that cannot be applied (a malformed topic glob).
+var ErrBadFilter = errors.New("bad filter")
+
+// prepare compiles the topic glob once.
+func (f *EntryFilter) prepare() error {
+	if f.Topic == "" || f.topic != nil {
+		return nil
+	}
+	g, err := glob.Compile(f.Topic, '.')
+	if err != nil {
+		return fmt.Errorf("%w: topic glob %q: %v", ErrBadFilter, f.Topic, err)
+	}
+	f.topic = g
+	return nil
+}
+
+// TopicMatch reports whether topic passes the filter's topic glob.
+func (f *EntryFilter) TopicMatch(topic string) bool {
+	if f.Topic == "" {
+		return true
+	}
+	if f.prepare() != nil {
+		return false
+	}
+	return f.topic.Match(topic)
 }
 
 // EntryPage is one page of a cursor listing.
@@ -75,7 +108,7 @@ func (f *EntryFilter) Match(r *EntryRecord) bool {
 	if !in(f.States, r.Status) || !in(f.Classes, string(r.Class)) || !in(f.Actions, string(r.Action)) || !in(f.Sources, e.Source) {
 		return false
 	}
-	if f.Topic != "" && !Glob(f.Topic, e.Topic) {
+	if !f.TopicMatch(e.Topic) {
 		return false
 	}
 	for k, v := range f.Labels {
@@ -105,34 +138,6 @@ func (f *EntryFilter) Match(r *EntryRecord) bool {
 // residual reports whether the filter has parts no counter covers.
 func (f *EntryFilter) residual() bool {
 	return len(f.Labels) > 0 || f.Q != "" || !f.FirstSeenBefore.IsZero()
-}
-
-// Glob matches s against a pattern where '*' is any run of characters
-// (including '/' and '.', which topics use as separators) and '?' any one.
-func Glob(pattern, s string) bool {
-	// Iterative wildcard matching with one backtrack point: linear in
-	// practice, never exponential on hostile patterns.
-	p, i, star, mark := 0, 0, -1, 0
-	for i < len(s) {
-		switch {
-		case p < len(pattern) && (pattern[p] == '?' || pattern[p] == s[i]):
-			p++
-			i++
-		case p < len(pattern) && pattern[p] == '*':
-			star, mark = p, i
-			p++
-		case star >= 0:
-			p = star + 1
-			mark++
-			i = mark
-		default:
-			return false
-		}
-	}
-	for p < len(pattern) && pattern[p] == '*' {
-		p++
-	}
-	return p == len(pattern)
 }
 
 // IsOpen reports whether an entry in this status still needs something

@@ -19,7 +19,8 @@ import (
 const pgDoc = `convert_from(rec, 'UTF8')::jsonb`
 
 // pgWhere turns the indexed parts of f into SQL; args continue from $n.
-func pgWhere(f *EntryFilter, args []any) (string, []any) {
+// topics are the stored topics the glob matches (when f.Topic is set).
+func pgWhere(f *EntryFilter, topics []string, args []any) (string, []any) {
 	var conds []string
 	add := func(expr string, want []string) {
 		if len(want) == 0 {
@@ -37,32 +38,13 @@ func pgWhere(f *EntryFilter, args []any) (string, []any) {
 	add(pgDoc+`->>'action'`, f.Actions)
 	add(pgDoc+`->'entry'->>'source'`, f.Sources)
 	if f.Topic != "" {
-		args = append(args, globToLike(f.Topic))
-		conds = append(conds, fmt.Sprintf(`coalesce(%s->'entry'->>'topic', '') LIKE $%d ESCAPE '\'`, pgDoc, len(args)))
+		args = append(args, topics)
+		conds = append(conds, fmt.Sprintf(`coalesce(%s->'entry'->>'topic', '') = ANY($%d)`, pgDoc, len(args)))
 	}
 	if len(conds) == 0 {
 		return "TRUE", args
 	}
 	return strings.Join(conds, " AND "), args
-}
-
-// globToLike turns a Glob pattern into a LIKE pattern with '\' escapes.
-func globToLike(g string) string {
-	var b strings.Builder
-	for _, r := range g {
-		switch r {
-		case '*':
-			b.WriteByte('%')
-		case '?':
-			b.WriteByte('_')
-		case '%', '_', '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 // Page returns up to limit entries matching f after cursor, in ref order.
@@ -78,8 +60,34 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 		}
 		after = string(b)
 	}
+	if err := f.prepare(); err != nil {
+		return nil, err
+	}
 	page := &EntryPage{Items: []*EntryRecord{}, TotalExact: !f.residual()}
-	where, args := pgWhere(&f, nil)
+	// A topic glob (with '.' as separator, as in rules.yaml) becomes the
+	// list of stored topics it matches.
+	topics := []string{}
+	if f.Topic != "" {
+		rows, err := p.pool.Query(ctx, `SELECT DISTINCT coalesce(`+pgDoc+`->'entry'->>'topic', '') FROM entries`)
+		if err != nil {
+			return nil, fmt.Errorf("list topics: %w", err)
+		}
+		for rows.Next() {
+			var t string
+			if err := rows.Scan(&t); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if f.TopicMatch(t) {
+				topics = append(topics, t)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	where, args := pgWhere(&f, topics, nil)
 	if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM entries WHERE `+where, args...).Scan(&page.Total); err != nil {
 		return nil, fmt.Errorf("count entries: %w", err)
 	}

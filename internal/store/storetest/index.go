@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -99,6 +100,8 @@ func pageMatchesScan(t *testing.T, s store.Backend) {
 		{States: []string{"PENDING"}, Classes: []string{"transient"}},
 		{Actions: []string{string(triage.Quarantine)}, Sources: []string{entry.KindNexora}},
 		{Topic: "orders.*"},
+		{Topic: "*"},
+		{Topic: "**"},
 		{Topic: "orders.*", States: []string{store.StatusReplayed}},
 		{Topic: "payments"},
 		{Labels: map[string]string{"team": "billing"}},
@@ -132,8 +135,11 @@ func pageMatchesScan(t *testing.T, s store.Backend) {
 			}
 		}
 	}
-	if _, err := s.Page(ctx, store.EntryFilter{}, "%%%not-a-cursor", 5); err == nil {
-		t.Error("a malformed cursor was accepted")
+	if _, err := s.Page(ctx, store.EntryFilter{}, "%%%not-a-cursor", 5); !errors.Is(err, store.ErrBadCursor) {
+		t.Errorf("a malformed cursor: %v, want ErrBadCursor", err)
+	}
+	if _, err := s.Page(ctx, store.EntryFilter{Topic: "orders.[a"}, "", 5); !errors.Is(err, store.ErrBadFilter) {
+		t.Errorf("a malformed topic glob: %v, want ErrBadFilter", err)
 	}
 }
 

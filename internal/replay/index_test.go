@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/store"
 )
@@ -150,5 +152,56 @@ func TestShowReadsTheEntryIndexesNotTheChain(t *testing.T) {
 	}
 	if _, err := Find(ctx, noScan{b.store, t}, "nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("unknown id: %v", err)
+	}
+}
+
+// A file written before the indexes, opened read-only (dlq list and stats
+// open it so), still lists and reports: by the scan it always used.
+func TestUnindexedReadOnlyFileFallsBackToTheScan(t *testing.T) {
+	b := statsBundle(t)
+	ctx := context.Background()
+	want, err := ComputeStats(ctx, b.store, b.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantList, err := List(ctx, b.store, Filter{Topic: "orders.*"}, 0, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := b.store.Path()
+	b.store.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for _, name := range []string{"idx", "counters", "sigmeta"} {
+			if err := tx.DeleteBucket([]byte(name)); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket([]byte("meta")).Delete([]byte("index_version"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	ro, err := store.OpenBolt(path, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	got, err := ComputeStats(ctx, ro, b.clock.Now())
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("stats of the unindexed file: %+v %v\nwant %+v", got, err, want)
+	}
+	list, err := List(ctx, ro, Filter{Topic: "orders.*"}, 0, 20)
+	if err != nil || len(list.Items) != len(wantList.Items) || list.Total != wantList.Total {
+		t.Fatalf("list of the unindexed file: %+v %v, want %+v", list, err, wantList)
+	}
+	if _, err := ListAfter(ctx, ro, Filter{}, "abc", 5); !errors.Is(err, store.ErrNotIndexed) {
+		t.Fatalf("a cursor on an unindexed file: %v", err)
+	}
+	if d, err := Show(ctx, ro, "h1"); err != nil || len(d.Decisions) == 0 {
+		t.Fatalf("show on the unindexed file: %v", err)
 	}
 }

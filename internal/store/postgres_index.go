@@ -15,8 +15,9 @@ import (
 // clauses over the record's JSON, counts become COUNT ... GROUP BY, and
 // the database does the work next to the data (no rows shipped to count).
 
-// pgDoc is an entry record as jsonb.
-const pgDoc = `convert_from(rec, 'UTF8')::jsonb`
+// pgDoc is an entry record as jsonb; the expression indexes of migration 2
+// are on it, so filters must spell it the same way.
+const pgDoc = `replayctl_doc(rec)`
 
 // pgWhere turns the indexed parts of f into SQL; args continue from $n.
 // topics are the stored topics the glob matches (when f.Topic is set).

@@ -379,10 +379,21 @@ func changeEntry(ctx context.Context, s Inventory, id string, fn func(store.Tx, 
 // CountByStatus counts stored entries per status (reports).
 func CountByStatus(ctx context.Context, s Inventory) (map[string]int, []string, error) {
 	counts := map[string]int{}
-	err := s.Entries(ctx, func(r *store.EntryRecord) error {
-		counts[r.Status]++
-		return nil
-	})
+	var err error
+	var c *store.Counters
+	if ix, ok := s.(store.Indexed); ok {
+		c, err = ix.Counters(ctx)
+	}
+	if c != nil && err == nil {
+		for _, cl := range c.Cells {
+			counts[cl.State] += int(cl.N)
+		}
+	} else {
+		err = s.Entries(ctx, func(r *store.EntryRecord) error {
+			counts[r.Status]++
+			return nil
+		})
+	}
 	keys := make([]string, 0, len(counts))
 	for k := range counts {
 		keys = append(keys, k)

@@ -68,6 +68,10 @@ func TestStatsFromCountersEqualTheScan(t *testing.T) {
 	if got.Decisions == 0 || got.Entries != 5 {
 		t.Fatalf("degenerate fixture: %+v", got)
 	}
+	counts, _, err := CountByStatus(ctx, noScan{b.store, t})
+	if err != nil || !reflect.DeepEqual(counts, want.ByStatus) {
+		t.Fatalf("count by status %v %v, want %v", counts, err, want.ByStatus)
+	}
 }
 
 // Listing follows cursors from the indexes, honours topic globs, labels

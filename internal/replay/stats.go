@@ -31,7 +31,10 @@ type Stats struct {
 	Decisions  int     `json:"replay_decisions"`
 	Denied     int     `json:"replays_denied"`
 	DenialRate float64 `json:"replay_denial_rate"`
-	Approvals  struct {
+	// Hourly is the last 24 hours' activity, oldest first, where the store
+	// keeps per-hour counters (hours without activity are left out).
+	Hourly    []store.HourCount `json:"hourly,omitempty"`
+	Approvals struct {
 		Pending    int    `json:"pending"`
 		Decided    int    `json:"decided"`
 		LatencyP50 string `json:"latency_p50,omitempty"`
@@ -102,6 +105,13 @@ func statsFromCounters(ctx context.Context, s Reporter, c *store.Counters, now t
 	st.Decisions, st.Denied = int(c.Decisions), int(c.Denied)
 	if st.Decisions > 0 {
 		st.DenialRate = float64(st.Denied) / float64(st.Decisions)
+	}
+	if ix, ok := s.(store.Indexed); ok {
+		h, err := ix.Series(ctx, now.Add(-23*time.Hour), now)
+		if err != nil {
+			return nil, err
+		}
+		st.Hourly = h
 	}
 	return st, approvalStats(ctx, s, st)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,5 +248,53 @@ func TestPendingApprovalsComeFromTheirIndex(t *testing.T) {
 	defer s2.Close()
 	if got := pending(s2); !reflect.DeepEqual(got, []string{"a-old", "a-new"}) {
 		t.Fatalf("pending after reindexing %v", got)
+	}
+}
+
+// An entry whose ref is too long to sit in an index key beside a value is
+// indexed under its hash and still listed, found and moved (issue 14 made
+// such refs legal).
+func TestLongRefsAreIndexed(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTemp(t)
+	long := strings.Repeat("x", 5000)
+	put := func(r *EntryRecord) {
+		t.Helper()
+		if err := s.Update(ctx, func(tx Tx) error { return tx.PutEntry(r) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &EntryRecord{Entry: entry.Entry{ID: long, Source: entry.KindJSONL, Topic: "t"}, Status: StatusPending, FirstSeen: time.Now()}
+	put(r)
+	put(&EntryRecord{Entry: entry.Entry{ID: "short", Source: entry.KindJSONL, Topic: "t"}, Status: StatusPending, FirstSeen: time.Now()})
+	var got []string
+	cursor := ""
+	for {
+		p, err := s.Page(ctx, EntryFilter{States: []string{StatusPending}, Topic: "t"}, cursor, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range p.Items {
+			got = append(got, it.Entry.ID)
+		}
+		if p.Next == "" {
+			break
+		}
+		cursor = p.Next
+	}
+	if len(got) != 2 || (got[0] != long && got[1] != long) {
+		t.Fatalf("pages: %d items", len(got))
+	}
+	if refs, err := s.RefsByID(ctx, long); err != nil || len(refs) != 1 || refs[0] != r.Entry.Ref() {
+		t.Fatalf("by id: %d refs %v", len(refs), err)
+	}
+	r.Status = StatusReplayed
+	put(r)
+	p, err := s.Page(ctx, EntryFilter{States: []string{StatusReplayed}}, "", 5)
+	if err != nil || len(p.Items) != 1 || p.Items[0].Entry.ID != long || p.Total != 1 {
+		t.Fatalf("after the move: %+v %v", p, err)
+	}
+	if p, _ := s.Page(ctx, EntryFilter{States: []string{StatusPending}}, "", 5); len(p.Items) != 1 || p.Items[0].Entry.ID != "short" {
+		t.Fatalf("pending after the move: %+v", p.Items)
 	}
 }

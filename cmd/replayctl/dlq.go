@@ -58,23 +58,46 @@ func newDLQListCmd(s *streams) *cobra.Command {
 	var (
 		db                             dbFlags
 		states, classes, actions, srcs []string
+		labels                         []string
+		topic, search, cursor          string
+		olderThan                      time.Duration
 		page, size                     int
 		outF                           string
 	)
 	cmd := &cobra.Command{
-		Use:   "list [--state S] [--class C] [--action A] [--source KIND] [--page N --size N] [-o json]",
+		Use:   "list [--state S] [--class C] [--action A] [--source KIND] [--topic GLOB] [--label K=V] [--q TEXT] [--older-than D] [--page N | --cursor C] [--size N] [-o json]",
 		Short: "List stored entries (open ones by default)",
 		Long: `list shows stored entries, 0-based pages of --size (default 20).
 --state takes a status (pending, awaiting_approval, manual_review, quarantined,
 replaying, replayed, resolved, failed, outcome_unknown), "open" (the default:
-everything not finished) or ALL; it and the other filters may be repeated.`,
+everything not finished) or ALL; it and the other filters may be repeated.
+--topic takes a glob as in rules.yaml (orders.* one segment, orders.** any
+depth), --q a text searched in ref, id, key, topic
+and message, --older-than an age since first seen (24h). A listing reads
+indexes, never payloads; --cursor continues from the "next" a page printed.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := outputFormat(outF)
 			if err != nil {
 				return err
 			}
-			f := replay.Filter{Classes: classes, Actions: actions, Sources: srcs}
+			f := replay.Filter{Classes: classes, Actions: actions, Sources: srcs, Topic: topic, Q: search}
+			for _, l := range labels {
+				k, v, ok := strings.Cut(l, "=")
+				if !ok || k == "" {
+					return usageError("--label takes KEY=VALUE, got %q", l)
+				}
+				if f.Labels == nil {
+					f.Labels = map[string]string{}
+				}
+				f.Labels[k] = v
+			}
+			if olderThan < 0 {
+				return usageError("--older-than must not be negative")
+			}
+			if olderThan > 0 {
+				f.FirstSeenBefore = time.Now().Add(-olderThan)
+			}
 			for _, st := range states {
 				switch strings.ToLower(st) {
 				case "all":
@@ -97,10 +120,26 @@ everything not finished) or ALL; it and the other filters may be repeated.`,
 			if page < 0 || size < 1 {
 				return usageError("--page must be >= 0 and --size >= 1")
 			}
-			q := url.Values{"state": states, "class": classes, "action": actions, "source": srcs,
-				"page": {strconv.Itoa(page)}, "size": {strconv.Itoa(size)}}
+			q := url.Values{"state": states, "class": classes, "action": actions, "source": srcs, "label": labels,
+				"size": {strconv.Itoa(size)}}
+			for k, v := range map[string]string{"topic": topic, "q": search, "cursor": cursor} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			if olderThan > 0 {
+				q.Set("older_than", olderThan.String())
+			}
+			if cursor == "" {
+				q.Set("page", strconv.Itoa(page))
+			}
 			p, err := fetch(cmd.Context(), &db, "/api/dead-letters", q,
-				func(st store.Backend) (*replay.Page, error) { return replay.List(cmd.Context(), st, f, page, size) })
+				func(st store.Backend) (*replay.Page, error) {
+					if cursor != "" {
+						return replay.ListAfter(cmd.Context(), st, f, cursor, size)
+					}
+					return replay.List(cmd.Context(), st, f, page, size)
+				})
 			if err != nil {
 				return err
 			}
@@ -117,6 +156,11 @@ everything not finished) or ALL; it and the other filters may be repeated.`,
 	fl.StringArrayVar(&classes, "class", nil, "class filter (repeatable)")
 	fl.StringArrayVar(&actions, "action", nil, "action filter (repeatable)")
 	fl.StringArrayVar(&srcs, "source", nil, "source kind filter (repeatable)")
+	fl.StringVar(&topic, "topic", "", "topic glob filter, as in rules.yaml (orders.*, orders.**)")
+	fl.StringArrayVar(&labels, "label", nil, "label filter KEY=VALUE (repeatable, all must match)")
+	fl.StringVar(&search, "q", "", "search text in ref, id, idempotency key, topic and message")
+	fl.DurationVar(&olderThan, "older-than", 0, "only entries first seen longer ago than this (e.g. 24h)")
+	fl.StringVar(&cursor, "cursor", "", "continue after this cursor (the \"next\" of the previous page)")
 	fl.IntVar(&page, "page", 0, "page number, from 0")
 	fl.IntVar(&size, "size", 20, "entries per page")
 	fl.StringVarP(&outF, "output", "o", "table", "output format: table or json")
@@ -149,7 +193,14 @@ func printEntryTable(w io.Writer, p *replay.Page) {
 		return
 	}
 	first := p.Page*p.Size + 1
-	fmt.Fprintf(w, "%d-%d of %d (page %d, size %d)\n", first, first+len(p.Items)-1, p.Total, p.Page, p.Size)
+	of := strconv.Itoa(p.Total)
+	if !p.TotalExact {
+		of = "at most " + of
+	}
+	fmt.Fprintf(w, "%d-%d of %s (page %d, size %d)\n", first, first+len(p.Items)-1, of, p.Page, p.Size)
+	if p.Next != "" {
+		fmt.Fprintf(w, "next: --cursor %s\n", p.Next)
+	}
 }
 
 func newDLQShowCmd(s *streams) *cobra.Command {

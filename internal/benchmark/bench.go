@@ -31,7 +31,7 @@ type Config struct {
 	// Progress, when set, is told what is being measured.
 	Progress func(string)
 	// Only, when set, runs only the steps whose name contains it
-	// (decisions, ledger, replays, memory, micro, workers).
+	// (decisions, ledger, replays, memory, micro, workers, reads).
 	Only string
 }
 
@@ -80,7 +80,7 @@ func Run(ctx context.Context, c Config) ([]Row, error) {
 	steps := []struct {
 		name string
 		fn   func(context.Context, *Config) ([]Row, error)
-	}{{"decisions", decisions}, {"ledger", ledger}, {"replays", replays}, {"memory", memory}, {"micro", micro}, {"workers", workers}}
+	}{{"decisions", decisions}, {"ledger", ledger}, {"replays", replays}, {"memory", memory}, {"micro", micro}, {"workers", workers}, {"reads", reads}}
 	for _, step := range steps {
 		if c.Only != "" && !strings.Contains(step.name, c.Only) {
 			continue

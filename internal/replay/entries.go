@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/idempotency"
@@ -36,25 +36,43 @@ type Filter struct {
 	Classes []string
 	Actions []string
 	Sources []string
+	// Topic is a glob as in rules.yaml ("orders.*", "tool.**"); "" = any.
+	Topic string
+	// Labels must all be present with these values.
+	Labels map[string]string
+	// Q is a case-insensitive substring of the ref, id, key, topic or message.
+	Q string
+	// FirstSeenBefore keeps entries first seen before it (an age filter).
+	FirstSeenBefore time.Time
+}
+
+func (f *Filter) storeFilter() store.EntryFilter {
+	return store.EntryFilter{States: f.States, Classes: f.Classes, Actions: f.Actions, Sources: f.Sources,
+		Topic: f.Topic, Labels: f.Labels, Q: f.Q, FirstSeenBefore: f.FirstSeenBefore}
 }
 
 // Match reports whether the record passes the filter.
 func (f *Filter) Match(r *store.EntryRecord) bool {
-	in := func(list []string, v string) bool {
-		return len(list) == 0 || slices.ContainsFunc(list, func(s string) bool { return strings.EqualFold(s, v) })
-	}
-	return in(f.States, r.Status) && in(f.Classes, string(r.Class)) && in(f.Actions, string(r.Action)) && in(f.Sources, r.Entry.Source)
+	sf := f.storeFilter()
+	return sf.Match(r)
 }
 
-// Page is one page of a listing (Nexora's shape: items, page, size, plus total).
+// Page is one page of a listing (Nexora's shape: items, page, size, plus
+// total), with the cursor of the next page. Items carry no payload (a
+// listing never reads one; Show has it). Total is exact when TotalExact;
+// otherwise (labels, q, age, or a topic with other filters) an upper bound.
 type Page struct {
-	Items []*store.EntryRecord `json:"items"`
-	Page  int                  `json:"page"`
-	Size  int                  `json:"size"`
-	Total int                  `json:"total"`
+	Items      []*store.EntryRecord `json:"items"`
+	Page       int                  `json:"page"`
+	Size       int                  `json:"size"`
+	Total      int                  `json:"total"`
+	TotalExact bool                 `json:"total_exact"`
+	Next       string               `json:"next_cursor,omitempty"`
 }
 
 // List returns one page (0-based) of the entries matching f, in ref order.
+// A page number skips that many pages through the cursor; a cursor
+// (ListAfter) costs the page alone.
 func List(ctx context.Context, s Inventory, f Filter, page, size int) (*Page, error) {
 	if size <= 0 {
 		size = 20
@@ -62,14 +80,68 @@ func List(ctx context.Context, s Inventory, f Filter, page, size int) (*Page, er
 	if page < 0 {
 		page = 0
 	}
-	p := &Page{Page: page, Size: size, Items: []*store.EntryRecord{}}
+	if ix, ok := s.(store.Indexed); ok {
+		cursor := ""
+		for i := 0; ; i++ {
+			p, err := listIndexed(ctx, ix, f, cursor, size)
+			if errors.Is(err, store.ErrNotIndexed) {
+				break
+			}
+			if err != nil || i == page {
+				if p != nil {
+					p.Page = page
+				}
+				return p, err
+			}
+			if p.Next == "" {
+				p.Items, p.Page, p.Next = []*store.EntryRecord{}, page, ""
+				return p, nil
+			}
+			cursor = p.Next
+		}
+	}
+	return listScan(ctx, s, f, page, size)
+}
+
+// ListAfter returns up to size entries matching f after cursor ("" = the
+// first page); Page.Next is the cursor of the following page.
+func ListAfter(ctx context.Context, s Inventory, f Filter, cursor string, size int) (*Page, error) {
+	if size <= 0 {
+		size = 20
+	}
+	if ix, ok := s.(store.Indexed); ok {
+		p, err := listIndexed(ctx, ix, f, cursor, size)
+		if !errors.Is(err, store.ErrNotIndexed) {
+			return p, err
+		}
+	}
+	if cursor != "" {
+		return nil, fmt.Errorf("%w: a cursor needs an indexed store (open it read-write once, e.g. with reconcile)", store.ErrNotIndexed)
+	}
+	return listScan(ctx, s, f, 0, size)
+}
+
+func listIndexed(ctx context.Context, ix store.Indexed, f Filter, cursor string, size int) (*Page, error) {
+	ep, err := ix.Page(ctx, f.storeFilter(), cursor, size)
+	if err != nil {
+		return nil, err
+	}
+	return &Page{Items: ep.Items, Size: size, Total: int(ep.Total), TotalExact: ep.TotalExact, Next: ep.Next}, nil
+}
+
+// listScan reads every entry: the fallback for a file opened read-only
+// before it was ever indexed.
+func listScan(ctx context.Context, s Inventory, f Filter, page, size int) (*Page, error) {
+	p := &Page{Page: page, Size: size, Items: []*store.EntryRecord{}, TotalExact: true}
 	skip := page * size
+	sf := f.storeFilter()
 	err := s.Entries(ctx, func(r *store.EntryRecord) error {
-		if !f.Match(r) {
+		if !sf.Match(r) {
 			return nil
 		}
 		p.Total++
 		if p.Total > skip && len(p.Items) < size {
+			r.Entry.Payload = nil
 			p.Items = append(p.Items, r)
 		}
 		return nil
@@ -88,13 +160,7 @@ func Find(ctx context.Context, s Inventory, id string) (*store.EntryRecord, erro
 	}); err != nil || exact != nil {
 		return exact, err
 	}
-	var found []*store.EntryRecord
-	err := s.Entries(ctx, func(r *store.EntryRecord) error {
-		if r.Entry.ID == id {
-			found = append(found, r)
-		}
-		return nil
-	})
+	found, err := findByID(ctx, s, id)
 	switch {
 	case err != nil:
 		return nil, err
@@ -108,6 +174,50 @@ func Find(ctx context.Context, s Inventory, id string) (*store.EntryRecord, erro
 		return nil, fmt.Errorf("%w %q: use one of %s", ErrAmbiguous, id, strings.Join(refs, ", "))
 	}
 	return found[0], nil
+}
+
+// idIndex is a store that finds entries by their source id (bbolt).
+type idIndex interface {
+	RefsByID(ctx context.Context, id string) ([]string, error)
+}
+
+// entryAudit is a store that indexes audit records by entry (bbolt).
+type entryAudit interface {
+	EntryAudit(ctx context.Context, ref, key string, fn func(uint64, audit.Sealed, error) error) error
+}
+
+// findByID returns the entries whose source id is id: from the id index
+// when the store keeps one, else by reading every entry.
+func findByID(ctx context.Context, s Inventory, id string) ([]*store.EntryRecord, error) {
+	var found []*store.EntryRecord
+	if ix, ok := s.(idIndex); ok {
+		refs, err := ix.RefsByID(ctx, id)
+		if err == nil {
+			err = s.View(ctx, func(tx store.Tx) error {
+				for _, ref := range refs {
+					r, err := tx.Entry(ref)
+					if err != nil {
+						return err
+					}
+					if r != nil {
+						found = append(found, r)
+					}
+				}
+				return nil
+			})
+			return found, err
+		}
+		if !errors.Is(err, store.ErrNotIndexed) {
+			return nil, err
+		}
+	}
+	err := s.Entries(ctx, func(r *store.EntryRecord) error {
+		if r.Entry.ID == id {
+			found = append(found, r)
+		}
+		return nil
+	})
+	return found, err
 }
 
 // Detail is everything known about one entry.
@@ -132,7 +242,7 @@ func Show(ctx context.Context, s Inventory, id string) (*Detail, error) {
 		return nil, err
 	}
 	ref := er.Entry.Ref()
-	err = s.AuditRange(ctx, 1, func(_ uint64, sealed audit.Sealed, derr error) error {
+	collect := func(_ uint64, sealed audit.Sealed, derr error) error {
 		if derr != nil {
 			return nil
 		}
@@ -141,7 +251,17 @@ func Show(ctx context.Context, s Inventory, id string) (*Detail, error) {
 			d.Decisions = append(d.Decisions, rec)
 		}
 		return nil
-	})
+	}
+	// The entry's own records from the per-entry audit index; the whole
+	// chain only where the store keeps none.
+	if ea, ok := s.(entryAudit); ok {
+		err = ea.EntryAudit(ctx, ref, er.Entry.IdempotencyKey, collect)
+		if !errors.Is(err, store.ErrNotIndexed) {
+			return d, err
+		}
+		d.Decisions = d.Decisions[:0]
+	}
+	err = s.AuditRange(ctx, 1, collect)
 	return d, err
 }
 
@@ -259,10 +379,21 @@ func changeEntry(ctx context.Context, s Inventory, id string, fn func(store.Tx, 
 // CountByStatus counts stored entries per status (reports).
 func CountByStatus(ctx context.Context, s Inventory) (map[string]int, []string, error) {
 	counts := map[string]int{}
-	err := s.Entries(ctx, func(r *store.EntryRecord) error {
-		counts[r.Status]++
-		return nil
-	})
+	var err error
+	var c *store.Counters
+	if ix, ok := s.(store.Indexed); ok {
+		c, err = ix.Counters(ctx)
+	}
+	if c != nil && err == nil {
+		for _, cl := range c.Cells {
+			counts[cl.State] += int(cl.N)
+		}
+	} else {
+		err = s.Entries(ctx, func(r *store.EntryRecord) error {
+			counts[r.Status]++
+			return nil
+		})
+	}
 	keys := make([]string, 0, len(counts))
 	for k := range counts {
 		keys = append(keys, k)

@@ -2,9 +2,8 @@ package replay
 
 import (
 	"context"
-	"regexp"
+	"errors"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
@@ -32,7 +31,10 @@ type Stats struct {
 	Decisions  int     `json:"replay_decisions"`
 	Denied     int     `json:"replays_denied"`
 	DenialRate float64 `json:"replay_denial_rate"`
-	Approvals  struct {
+	// Hourly is the last 24 hours' activity, oldest first, where the store
+	// keeps per-hour counters (hours without activity are left out).
+	Hourly    []store.HourCount `json:"hourly,omitempty"`
+	Approvals struct {
 		Pending    int    `json:"pending"`
 		Decided    int    `json:"decided"`
 		LatencyP50 string `json:"latency_p50,omitempty"`
@@ -61,34 +63,76 @@ type Reporter interface {
 	Approvals(ctx context.Context, fn func(*store.Approval) error) error
 }
 
-var (
-	digitsRe = regexp.MustCompile(`[0-9]+`)
-	hexIDRe  = regexp.MustCompile(`\b[0-9a-f]{8,}\b`)
-)
-
 // Signature groups similar failures: the source's own signature when it
 // has one (Prodigy), else the reason code and the message with ids and
 // numbers blanked out.
-func Signature(er *store.EntryRecord) string {
-	e := &er.Entry
-	if e.State.ErrorSignature != "" {
-		return e.State.ErrorSignature
+func Signature(er *store.EntryRecord) string { return store.Signature(er) }
+
+// ComputeStats computes the stats at now: from the store's counters when
+// it keeps them (the cost does not grow with the store), else by reading
+// every entry and the audit chain.
+func ComputeStats(ctx context.Context, s Reporter, now time.Time) (*Stats, error) {
+	if ix, ok := s.(store.Indexed); ok {
+		c, err := ix.Counters(ctx)
+		switch {
+		case err == nil:
+			return statsFromCounters(ctx, s, c, now)
+		case !errors.Is(err, store.ErrNotIndexed):
+			return nil, err
+		}
 	}
-	msg := strings.ToLower(e.Message)
-	msg = hexIDRe.ReplaceAllString(msg, "*")
-	msg = digitsRe.ReplaceAllString(msg, "#")
-	if len(msg) > 60 {
-		msg = msg[:60]
-	}
-	code := strings.ToLower(e.ReasonCode)
-	if code == "" {
-		code = "-"
-	}
-	return code + ": " + msg
+	return scanStats(ctx, s, now)
 }
 
-// ComputeStats computes the stats at now.
-func ComputeStats(ctx context.Context, s Reporter, now time.Time) (*Stats, error) {
+func statsFromCounters(ctx context.Context, s Reporter, c *store.Counters, now time.Time) (*Stats, error) {
+	st := &Stats{Entries: int(c.Entries), ByClass: map[string]int{}, ByAction: map[string]int{}, ByStatus: map[string]int{}, Patterns: []Pattern{}, Growth: []DayCount{}}
+	for _, cl := range c.Cells {
+		st.ByClass[cl.Class] += int(cl.N)
+		st.ByAction[cl.Action] += int(cl.N)
+		st.ByStatus[cl.State] += int(cl.N)
+	}
+	for _, sc := range c.Signatures {
+		if len(st.Patterns) == 10 {
+			break
+		}
+		st.Patterns = append(st.Patterns, Pattern{Signature: sc.Signature, Count: int(sc.N), Class: sc.Class, Example: sc.Example})
+	}
+	days := map[string]int{}
+	for d, n := range c.Days {
+		days[d] = int(n)
+	}
+	growth(st, days, now)
+	st.Decisions, st.Denied = int(c.Decisions), int(c.Denied)
+	if st.Decisions > 0 {
+		st.DenialRate = float64(st.Denied) / float64(st.Decisions)
+	}
+	if ix, ok := s.(store.Indexed); ok {
+		h, err := ix.Series(ctx, now.Add(-23*time.Hour), now)
+		if err != nil {
+			return nil, err
+		}
+		st.Hourly = h
+	}
+	return st, approvalStats(ctx, s, st)
+}
+
+func growth(st *Stats, days map[string]int, now time.Time) {
+	for d, n := range days {
+		st.Growth = append(st.Growth, DayCount{Day: d, Count: n})
+	}
+	sort.Slice(st.Growth, func(i, j int) bool { return st.Growth[i].Day < st.Growth[j].Day })
+	week := 0
+	for d, n := range days {
+		if t, err := time.Parse("2006-01-02", d); err == nil && now.Sub(t) < 7*24*time.Hour {
+			week += n
+		}
+	}
+	st.GrowthPerDay = float64(week) / 7
+}
+
+// scanStats reads every entry and the audit chain (an unindexed file
+// opened read-only).
+func scanStats(ctx context.Context, s Reporter, now time.Time) (*Stats, error) {
 	st := &Stats{ByClass: map[string]int{}, ByAction: map[string]int{}, ByStatus: map[string]int{}, Patterns: []Pattern{}, Growth: []DayCount{}}
 	patterns := map[string]*Pattern{}
 	days := map[string]int{}
@@ -122,18 +166,7 @@ func ComputeStats(ctx context.Context, s Reporter, now time.Time) (*Stats, error
 	if len(st.Patterns) > 10 {
 		st.Patterns = st.Patterns[:10]
 	}
-	for d, n := range days {
-		st.Growth = append(st.Growth, DayCount{Day: d, Count: n})
-	}
-	sort.Slice(st.Growth, func(i, j int) bool { return st.Growth[i].Day < st.Growth[j].Day })
-	week := 0
-	for d, n := range days {
-		if t, err := time.Parse("2006-01-02", d); err == nil && now.Sub(t) < 7*24*time.Hour {
-			week += n
-		}
-	}
-	st.GrowthPerDay = float64(week) / 7
-
+	growth(st, days, now)
 	err = audit.Each(ctx, s, audit.Query{Kind: audit.KindDecision}, func(r audit.Record) error {
 		// A skip (already committed, handled at the source) is not a
 		// replay that was denied: nothing was left to replay.
@@ -151,9 +184,12 @@ func ComputeStats(ctx context.Context, s Reporter, now time.Time) (*Stats, error
 	if st.Decisions > 0 {
 		st.DenialRate = float64(st.Denied) / float64(st.Decisions)
 	}
+	return st, approvalStats(ctx, s, st)
+}
 
+func approvalStats(ctx context.Context, s Reporter, st *Stats) error {
 	var lat []time.Duration
-	err = s.Approvals(ctx, func(a *store.Approval) error {
+	err := s.Approvals(ctx, func(a *store.Approval) error {
 		switch {
 		case a.State == store.ApprovalPending:
 			st.Approvals.Pending++
@@ -164,12 +200,12 @@ func ComputeStats(ctx context.Context, s Reporter, now time.Time) (*Stats, error
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(lat) > 0 {
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		q := func(f float64) string { return lat[int(f*float64(len(lat)-1))].Round(time.Second).String() }
 		st.Approvals.LatencyP50, st.Approvals.LatencyP90, st.Approvals.LatencyMax = q(0.5), q(0.9), q(1)
 	}
-	return st, nil
+	return nil
 }

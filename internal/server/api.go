@@ -81,8 +81,36 @@ func (s *Server) handleListEntries(w http.ResponseWriter, r *http.Request) {
 		serviceError(w, err)
 		return
 	}
-	f := replay.Filter{States: states, Classes: q["class"], Actions: q["action"], Sources: q["source"]}
-	p, err := replay.List(r.Context(), s.cfg.Store, f, page, size)
+	f := replay.Filter{States: states, Classes: q["class"], Actions: q["action"], Sources: q["source"],
+		Topic: q.Get("topic"), Q: q.Get("q")}
+	for _, l := range q["label"] {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			serviceError(w, fmt.Errorf("%w: label must be KEY=VALUE, got %q", errBadRequest, l))
+			return
+		}
+		if f.Labels == nil {
+			f.Labels = map[string]string{}
+		}
+		f.Labels[k] = v
+	}
+	if a := q.Get("older_than"); a != "" {
+		age, err := time.ParseDuration(a)
+		if err != nil || age < 0 {
+			serviceError(w, fmt.Errorf("%w: older_than must be a duration such as 24h, got %q", errBadRequest, a))
+			return
+		}
+		f.FirstSeenBefore = s.cfg.Now().Add(-age)
+	}
+	var p *replay.Page
+	if c := q.Get("cursor"); c != "" || q.Get("page") == "" {
+		p, err = replay.ListAfter(r.Context(), s.cfg.Store, f, c, size)
+	} else {
+		p, err = replay.List(r.Context(), s.cfg.Store, f, page, size)
+	}
+	if errors.Is(err, store.ErrBadCursor) || errors.Is(err, store.ErrBadFilter) || errors.Is(err, store.ErrNotIndexed) {
+		err = fmt.Errorf("%w: %v", errBadRequest, err)
+	}
 	if err != nil {
 		serviceError(w, err)
 		return
@@ -385,7 +413,14 @@ func (s *Server) handleVerifyAudit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	res, err := audit.VerifyWith(r.Context(), s.cfg.Store, audit.VerifyOptions{Key: s.cfg.AuditKey, Checkpoint: cp})
+	var res *audit.VerifyResult
+	if cp == nil && r.URL.Query().Get("incremental") == "1" {
+		// Only the records appended since the last verification
+		// (verified_from says where it started); the default stays a full walk.
+		res, err = s.verified.Verify(r.Context(), s.cfg.Store, s.cfg.AuditKey)
+	} else {
+		res, err = audit.VerifyWith(r.Context(), s.cfg.Store, audit.VerifyOptions{Key: s.cfg.AuditKey, Checkpoint: cp})
+	}
 	if errors.Is(err, audit.ErrCheckpointSignature) {
 		writeError(w, http.StatusUnprocessableEntity, "bad_checkpoint", err.Error())
 		return

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -124,6 +125,37 @@ func (t timedPolicy) Evaluate(ctx context.Context, in *triage.PolicyInput) (tria
 	return res, err
 }
 
+// entryCounts reads entries by (class, action, state), open depth by
+// (source, topic) and the oldest open entry's first-seen time from the
+// store's counters: a scrape costs the same at any store size. An
+// unindexed file opened read-only is counted by a scan.
+func (c *stateCollector) entryCounts(ctx context.Context) (map[[3]string]int64, map[[2]string]int64, time.Time) {
+	entries, depth := map[[3]string]int64{}, map[[2]string]int64{}
+	if ix, ok := c.st.(store.Indexed); ok {
+		if cn, err := ix.Counters(ctx); err == nil {
+			for _, cl := range cn.Cells {
+				entries[[3]string{cl.Class, cl.Action, cl.State}] += cl.N
+			}
+			for _, d := range cn.Open {
+				depth[[2]string{d.Source, d.Topic}] += d.N
+			}
+			return entries, depth, cn.OldestOpen
+		}
+	}
+	var oldest time.Time
+	_ = c.st.Entries(ctx, func(er *store.EntryRecord) error {
+		entries[[3]string{string(er.Class), string(er.Action), er.Status}]++
+		if store.IsOpen(er.Status) {
+			depth[[2]string{er.Entry.Source, er.Entry.Topic}]++
+			if !er.FirstSeen.IsZero() && (oldest.IsZero() || er.FirstSeen.Before(oldest)) {
+				oldest = er.FirstSeen
+			}
+		}
+		return nil
+	})
+	return entries, depth, oldest
+}
+
 // stateCollector reads the store at scrape time: entries by class, action
 // and state; approvals pending and the age of the oldest.
 type stateCollector struct {
@@ -155,31 +187,34 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	type cell struct{ class, action, state string }
-	counts := map[cell]int{}
 	now := c.now()
+	entries, depth, oldestFirst := c.entryCounts(ctx)
 	var oldestEntry time.Duration
-	depth := map[[2]string]int{}
-	_ = c.st.Entries(ctx, func(er *store.EntryRecord) error {
-		counts[cell{string(er.Class), string(er.Action), er.Status}]++
-		if er.Status != store.StatusReplayed && er.Status != store.StatusResolved {
-			depth[[2]string{er.Entry.Source, er.Entry.Topic}]++
-			if !er.FirstSeen.IsZero() {
-				oldestEntry = max(oldestEntry, now.Sub(er.FirstSeen))
-			}
-		}
-		return nil
-	})
+	if !oldestFirst.IsZero() {
+		oldestEntry = max(0, now.Sub(oldestFirst))
+	}
 	ch <- prometheus.MustNewConstMetric(oldestEntryDesc, prometheus.GaugeValue, oldestEntry.Seconds())
 	for k, n := range depth {
 		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(n), k[0], k[1])
 	}
-	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(entriesDesc, prometheus.GaugeValue, float64(n), k.class, k.action, k.state)
+	for k, n := range entries {
+		ch <- prometheus.MustNewConstMetric(entriesDesc, prometheus.GaugeValue, float64(n), k[0], k[1], k[2])
 	}
 	pending := map[string]int{}
 	var oldest time.Duration
-	_ = c.st.Approvals(ctx, func(a *store.Approval) error {
+	// The open requests from their index where the store keeps one.
+	each := c.st.Approvals
+	if pa, ok := c.st.(interface {
+		PendingApprovals(context.Context, func(*store.Approval) error) error
+	}); ok {
+		each = func(ctx context.Context, fn func(*store.Approval) error) error {
+			if err := pa.PendingApprovals(ctx, fn); !errors.Is(err, store.ErrNotIndexed) {
+				return err
+			}
+			return c.st.Approvals(ctx, fn)
+		}
+	}
+	_ = each(ctx, func(a *store.Approval) error {
 		if a.State == store.ApprovalPending && (a.ExpiresAt.IsZero() || now.Before(a.ExpiresAt)) {
 			pending[a.ApproverGroup]++
 			if age := now.Sub(a.RequestedAt); age > oldest {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/notify"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
@@ -82,6 +83,8 @@ type Server struct {
 	ui      *ui
 	unauth  chan struct{} // slots for requests without credentials
 	rem     reminders
+	// verified is the audit head verified so far (incremental verification).
+	verified audit.Incremental
 }
 
 // New builds the server and its routes.

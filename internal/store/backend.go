@@ -15,6 +15,7 @@ import (
 type Backend interface {
 	Store
 	audit.Reader
+	Indexed
 	LedgerView(ctx context.Context, key string) (triage.LedgerView, error)
 	LedgerRecords(ctx context.Context, fn func(*idempotency.Record) error) error
 	Entries(ctx context.Context, fn func(*EntryRecord) error) error

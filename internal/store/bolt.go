@@ -28,7 +28,8 @@ var (
 	bucketApprovals = []byte("approvals")
 	bucketSnapshots = []byte("snapshots")
 	bucketMeta      = []byte("meta")
-	allBuckets      = [][]byte{bucketLedger, bucketEntries, bucketPayloads, bucketAudit, bucketApprovals, bucketSnapshots, bucketMeta}
+	allBuckets      = [][]byte{bucketLedger, bucketEntries, bucketPayloads, bucketAudit, bucketApprovals, bucketSnapshots, bucketMeta,
+		bucketIdx, bucketCounters, bucketSigMeta}
 
 	keyAuditHead = []byte("audit_head")
 	keyAuditMAC  = []byte("audit_head_mac")
@@ -118,6 +119,11 @@ func OpenBolt(path string, o Options) (*Bolt, error) {
 		}); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("init %s: %w", path, err)
+		}
+		// A file written before the indexes existed is indexed once here.
+		if err := s.ensureIndex(context.Background()); err != nil {
+			db.Close()
+			return nil, err
 		}
 		// Best effort: lets a second process name who holds the lock.
 		_ = os.WriteFile(pidPath(path), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
@@ -288,6 +294,15 @@ func (t *boltTx) payload(ref string) []byte {
 
 func (t *boltTx) PutEntry(r *EntryRecord) error {
 	ref := dbKey(r.Entry.Ref())
+	// The old record tells which index keys and counters to move; a
+	// corrupt one is overwritten and counted as new.
+	var old *EntryRecord
+	if se, err := getJSON[storedEntry](t.bucket(bucketEntries), ref); err == nil && se != nil {
+		old = &se.EntryRecord
+	}
+	if err := reindex(t.tx, old, r, t.now().UTC()); err != nil {
+		return err
+	}
 	if pb := t.bucket(bucketPayloads); pb != nil && r.Entry.Payload != nil {
 		if cur := pb.Get(ref); !bytes.Equal(cur, r.Entry.Payload) {
 			if err := pb.Put(ref, r.Entry.Payload); err != nil {
@@ -303,6 +318,13 @@ func (t *boltTx) Approval(id string) (*Approval, error) {
 }
 
 func (t *boltTx) PutApproval(a *Approval) error {
+	old, err := getJSON[Approval](t.bucket(bucketApprovals), dbKey(a.ID))
+	if err != nil {
+		old = nil // a corrupt record is overwritten
+	}
+	if err := reindexApproval(t.tx, old, a); err != nil {
+		return err
+	}
 	return putJSON(t.bucket(bucketApprovals), dbKey(a.ID), a)
 }
 
@@ -340,6 +362,9 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 		return audit.Sealed{}, err
 	}
 	if err := putJSON(b, seqKey(r.Seq), &sealed); err != nil {
+		return audit.Sealed{}, err
+	}
+	if err := countAudit(t.tx, r); err != nil {
 		return audit.Sealed{}, err
 	}
 	if len(t.key) > 0 {

@@ -32,6 +32,15 @@ var migrations = []string{
 	 CREATE TABLE audit_head (id int PRIMARY KEY CHECK (id = 1), seq bigint NOT NULL, hash text NOT NULL, mac text NOT NULL DEFAULT '');
 	 INSERT INTO audit_head VALUES (1, 0, '` + audit.Genesis + `', '');
 	 CREATE SEQUENCE fence_seq;`,
+	// 2: indexes for filtered listings and counts (postgres_index.go).
+	// replayctl_doc is immutable because rec is always UTF-8 JSON.
+	`CREATE FUNCTION replayctl_doc(bytea) RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	   AS $$ SELECT convert_from($1, 'UTF8')::jsonb $$;
+	 CREATE INDEX entries_status ON entries (lower(coalesce(replayctl_doc(rec)->>'status', '')), ref);
+	 CREATE INDEX entries_class ON entries (lower(coalesce(replayctl_doc(rec)->>'class', '')), ref);
+	 CREATE INDEX entries_action ON entries (lower(coalesce(replayctl_doc(rec)->>'action', '')), ref);
+	 CREATE INDEX entries_source ON entries (lower(coalesce(replayctl_doc(rec)->'entry'->>'source', '')), ref);
+	 CREATE INDEX entries_topic ON entries (coalesce(replayctl_doc(rec)->'entry'->>'topic', ''), ref);`,
 }
 
 // advisory lock ids (pg_advisory_lock's bigint space).

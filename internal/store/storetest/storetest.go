@@ -29,6 +29,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		"ApprovalsRoundTrip":          approvals,
 		"SnapshotsKeptOnce":           snapshots,
 		"OutcomeIsGuardedByAttempt":   outcomeCAS,
+		"PageMatchesScan":             pageMatchesScan,
+		"CountersFollowWrites":        countersFollowWrites,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, open(t)) })

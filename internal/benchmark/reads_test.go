@@ -1,0 +1,30 @@
+package benchmark
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestReadsRows runs the read rows at their quick sizes: every row
+// measured something. It asserts no time.
+func TestReadsRows(t *testing.T) {
+	rows, err := Run(context.Background(), Config{Quick: true, Only: "reads", Dir: t.TempDir(), Rules: "../../rules.yaml", Policies: "../../policies"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 12 {
+		t.Fatalf("%d rows, want 5 reads at 2 sizes and 2 RSS rows", len(rows))
+	}
+	var b strings.Builder
+	Print(&b, rows)
+	t.Log("\n" + b.String())
+	for _, r := range rows {
+		if strings.HasPrefix(r.Note, "skipped") {
+			continue
+		}
+		if r.Figure <= 0 || r.Ratio <= 0 {
+			t.Errorf("row measured nothing: %+v", r)
+		}
+	}
+}

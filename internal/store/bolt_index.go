@@ -1,0 +1,940 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// The indexes and counters live in three buckets, written in the same
+// transaction as the entry or audit record they describe, so they can
+// never disagree with the data after a crash.
+//
+//	idx:      dim byte + lp(value) + ikey(ref) -> entries key when it differs from ikey
+//	          ('s' state, 'c' class, 'a' action, 'o' source, 't' topic), and
+//	          'f' + 8-byte first-seen + ikey for open entries (oldest first)
+//	counters: 'n' entries; 'c' lp(source) lp(class) lp(action) lp(state);
+//	          't' lp(topic); 'o' lp(source) lp(topic) (open only); 'd' day;
+//	          'g' lp(signature); 'D' decisions; 'X' denied; 'O' outcome;
+//	          'h' + 8-byte hour + kind ('i','r','D','X', 'O'+outcome)
+//	sigmeta:  lp(signature) -> {class, example} of its first entry
+//
+// lp is a uvarint length then the bytes: values may hold any byte.
+var (
+	bucketIdx      = []byte("idx")
+	bucketCounters = []byte("counters")
+	bucketSigMeta  = []byte("sigmeta")
+	keyIndexVer    = []byte("index_version")
+)
+
+const indexVersion = "3"
+
+// Dimensions of the entry index.
+const (
+	dimState  = 's'
+	dimClass  = 'c'
+	dimAction = 'a'
+	dimSource = 'o'
+	dimTopic  = 't'
+	dimOldest = 'f'
+	dimID     = 'i' // the source's id, for a bare-id lookup
+	// Audit records by entry: 'r' lp(ikey(ref)) seq, and 'k' lp(key) seq
+	// for records that name only a key.
+	dimAuditRef = 'r'
+	dimAuditKey = 'k'
+	// Open approval requests, oldest first: 'q' + 8-byte requested-at + ikey(id).
+	dimPendingApproval = 'q'
+)
+
+// maxIndexValue bounds an indexed value; longer ones (a pathological
+// topic) are indexed under their hash so no key passes bbolt's limit.
+const maxIndexValue = 1024
+
+func valKey(v string) string {
+	if len(v) <= maxIndexValue {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return hashedKeyPrefix + hex.EncodeToString(sum[:])
+}
+
+// ikey is the sort key of a ref in the indexes: its bbolt key, hashed
+// when too long to sit beside an indexed value.
+func ikey(ref string) []byte {
+	k := dbKey(ref)
+	if len(k) <= 2048 {
+		return k
+	}
+	sum := sha256.Sum256(k)
+	return []byte(hashedKeyPrefix + hex.EncodeToString(sum[:]))
+}
+
+func appendLP(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// readLP reads one lp value from b, returning it and the rest.
+func readLP(b []byte) (string, []byte, bool) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || uint64(len(b)-w) < n {
+		return "", nil, false
+	}
+	return string(b[w : w+int(n)]), b[w+int(n):], true
+}
+
+func dimPrefix(dim byte, v string) []byte { return appendLP([]byte{dim}, valKey(v)) }
+
+func timeKey(t time.Time) []byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], uint64(t.UnixNano())^(1<<63))
+	return k[:]
+}
+
+func timeFromKey(k []byte) time.Time {
+	return time.Unix(0, int64(binary.BigEndian.Uint64(k)^(1<<63))).UTC()
+}
+
+// facets are the index keys and counter keys one entry record stands for.
+type facets struct {
+	idx      map[string][]byte // index key -> value
+	counters []string
+	sig      string
+	open     bool
+}
+
+func entryFacets(r *EntryRecord) facets {
+	if r == nil {
+		return facets{}
+	}
+	e := &r.Entry
+	ref := e.Ref()
+	ik, ek := ikey(ref), dbKey(ref)
+	var val []byte
+	if !bytes.Equal(ik, ek) {
+		val = ek
+	}
+	f := facets{idx: map[string][]byte{}, sig: Signature(r), open: IsOpen(r.Status)}
+	for _, d := range []struct {
+		dim byte
+		v   string
+	}{{dimState, r.Status}, {dimClass, string(r.Class)}, {dimAction, string(r.Action)}, {dimSource, e.Source}, {dimTopic, e.Topic}, {dimID, e.ID}} {
+		f.idx[string(append(dimPrefix(d.dim, d.v), ik...))] = val
+	}
+	cell := appendLP(appendLP(appendLP(appendLP([]byte{'c'}, e.Source), string(r.Class)), string(r.Action)), r.Status)
+	f.counters = append(f.counters, "n", string(cell), string(appendLP([]byte{'t'}, valKey(e.Topic))),
+		"d"+r.FirstSeen.UTC().Format("2006-01-02"), string(appendLP([]byte{'g'}, valKey(f.sig))))
+	if f.open {
+		if !r.FirstSeen.IsZero() { // an age needs a first-seen time
+			f.idx[string(append(append([]byte{dimOldest}, timeKey(r.FirstSeen)...), ik...))] = val
+		}
+		f.counters = append(f.counters, string(appendLP(appendLP([]byte{'o'}, e.Source), valKey(e.Topic))))
+	}
+	return f
+}
+
+func hourKey(t time.Time, kind string) []byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], uint64(t.UTC().Truncate(time.Hour).Unix()))
+	return append(append([]byte{'h'}, k[:]...), kind...)
+}
+
+// addCount adds delta to a counter, deleting it at zero so enumerations
+// only see values that are present.
+func addCount(b *bolt.Bucket, key []byte, delta int64) error {
+	var n int64
+	if v := b.Get(key); len(v) == 8 {
+		n = int64(binary.BigEndian.Uint64(v))
+	}
+	n += delta
+	if n <= 0 {
+		return b.Delete(key)
+	}
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], uint64(n))
+	return b.Put(key, v[:])
+}
+
+func readCount(v []byte) int64 {
+	if len(v) != 8 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(v))
+}
+
+// reindex moves the entry's index keys and counters from old to new (nil
+// old: a new entry; nil new: none) in the caller's transaction.
+func reindex(tx *bolt.Tx, old, new *EntryRecord, now time.Time) error {
+	idx, cnt, sm := tx.Bucket(bucketIdx), tx.Bucket(bucketCounters), tx.Bucket(bucketSigMeta)
+	if idx == nil || cnt == nil || sm == nil {
+		return ErrReadOnly
+	}
+	of, nf := entryFacets(old), entryFacets(new)
+	for k := range of.idx {
+		if _, keep := nf.idx[k]; !keep {
+			if err := idx.Delete([]byte(k)); err != nil {
+				return err
+			}
+		}
+	}
+	for k, v := range nf.idx {
+		if _, had := of.idx[k]; !had {
+			if err := idx.Put([]byte(k), v); err != nil {
+				return err
+			}
+		}
+	}
+	delta := map[string]int64{}
+	for _, k := range of.counters {
+		delta[k]--
+	}
+	for _, k := range nf.counters {
+		delta[k]++
+	}
+	for k, d := range delta {
+		if d == 0 {
+			continue
+		}
+		if d > 0 && k[0] == 'g' && cnt.Get([]byte(k)) == nil {
+			// The first entry of a signature names its class and example.
+			meta, err := json.Marshal(sigMeta{Class: string(new.Class), Example: new.Entry.Ref()})
+			if err != nil {
+				return err
+			}
+			if err := sm.Put([]byte(k[1:]), meta); err != nil {
+				return err
+			}
+		}
+		if err := addCount(cnt, []byte(k), d); err != nil {
+			return err
+		}
+	}
+	switch {
+	case old == nil && new != nil:
+		at := new.FirstSeen
+		if at.IsZero() {
+			at = now
+		}
+		return addCount(cnt, hourKey(at, "i"), 1)
+	case old != nil && new != nil && of.open && !nf.open:
+		return addCount(cnt, hourKey(now, "r"), 1)
+	}
+	return nil
+}
+
+func pendingApprovalKey(a *Approval) []byte {
+	return append(append([]byte{dimPendingApproval}, timeKey(a.RequestedAt)...), ikey(a.ID)...)
+}
+
+// reindexApproval keeps the index of open approval requests.
+func reindexApproval(tx *bolt.Tx, old, new *Approval) error {
+	idx := tx.Bucket(bucketIdx)
+	if idx == nil {
+		return ErrReadOnly
+	}
+	if old != nil && old.State == ApprovalPending {
+		if err := idx.Delete(pendingApprovalKey(old)); err != nil {
+			return err
+		}
+	}
+	if new != nil && new.State == ApprovalPending {
+		var val []byte
+		if ik, ek := ikey(new.ID), dbKey(new.ID); !bytes.Equal(ik, ek) {
+			val = ek
+		}
+		return idx.Put(pendingApprovalKey(new), val)
+	}
+	return nil
+}
+
+// PendingApprovals calls fn with the open approval requests, oldest
+// first, from their index: a scrape reads the open ones, not every
+// request ever made.
+func (s *Bolt) PendingApprovals(ctx context.Context, fn func(*Approval) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		if !indexed(tx) {
+			return ErrNotIndexed
+		}
+		idx, ab := tx.Bucket(bucketIdx), tx.Bucket(bucketApprovals)
+		c := idx.Cursor()
+		for k, v := c.Seek([]byte{dimPendingApproval}); len(k) > 9 && k[0] == dimPendingApproval; k, v = c.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			ak := k[9:]
+			if len(v) > 0 {
+				ak = v
+			}
+			raw := ab.Get(ak)
+			if raw == nil {
+				continue
+			}
+			var a Approval
+			if err := json.Unmarshal(raw, &a); err != nil {
+				return fmt.Errorf("decode approval %q: %w", ak, err)
+			}
+			if err := fn(&a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+type sigMeta struct {
+	Class   string `json:"class"`
+	Example string `json:"example"`
+}
+
+// auditCounts says what an audit record adds to the decision counters
+// (the same rule as the replayctl_replays_denied_total metric): a skip is
+// not a denied replay, nothing was left to replay.
+func auditCounts(r *audit.Record) (decision, denied bool, outcome string) {
+	switch r.Kind {
+	case audit.KindDecision:
+		if r.Decision != nil && r.Decision.ProposedAction == triage.AutoReplay && r.Action != triage.Skip {
+			return true, r.Action != triage.AutoReplay, ""
+		}
+	case audit.KindOutcome:
+		return false, false, r.Outcome
+	}
+	return false, false, ""
+}
+
+// auditIndexKey is the index key naming the entry an audit record is
+// about (nil when it names none).
+func auditIndexKey(r *audit.Record) []byte {
+	switch {
+	case r.EntryRef != "":
+		return appendLP([]byte{dimAuditRef}, string(ikey(r.EntryRef)))
+	case r.Key != "":
+		return appendLP([]byte{dimAuditKey}, string(ikey(r.Key)))
+	}
+	return nil
+}
+
+// countAudit counts the record and indexes it under its entry.
+func countAudit(tx *bolt.Tx, r *audit.Record) error {
+	cnt, idx := tx.Bucket(bucketCounters), tx.Bucket(bucketIdx)
+	if cnt == nil || idx == nil {
+		return ErrReadOnly
+	}
+	if k := auditIndexKey(r); k != nil {
+		if err := idx.Put(append(k, seqKey(r.Seq)...), nil); err != nil {
+			return err
+		}
+	}
+	dec, den, out := auditCounts(r)
+	var keys [][]byte
+	if dec {
+		keys = append(keys, []byte("D"), hourKey(r.Time, "D"))
+	}
+	if den {
+		keys = append(keys, []byte("X"), hourKey(r.Time, "X"))
+	}
+	if out != "" {
+		keys = append(keys, []byte("O"+out), hourKey(r.Time, "O"+out))
+	}
+	for _, k := range keys {
+		if err := addCount(cnt, k, 1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// indexed reports whether the file's indexes are complete.
+func indexed(tx *bolt.Tx) bool {
+	meta := tx.Bucket(bucketMeta)
+	return meta != nil && string(meta.Get(keyIndexVer)) == indexVersion && tx.Bucket(bucketIdx) != nil
+}
+
+// migrateChunk bounds one migration transaction (bbolt keeps a
+// transaction's dirty pages in memory).
+const migrateChunk = 5000
+
+// ensureIndex builds the indexes and counters of a file written before
+// they existed, once, in chunks. A crash part way leaves the version unset
+// and the next open starts over from empty buckets.
+func (s *Bolt) ensureIndex(ctx context.Context) error {
+	done := false
+	if err := s.db.View(func(tx *bolt.Tx) error { done = indexed(tx); return nil }); err != nil || done {
+		return err
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketIdx, bucketCounters, bucketSigMeta} {
+			if tx.Bucket(b) != nil {
+				if err := tx.DeleteBucket(b); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.CreateBucket(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", s.path, err)
+	}
+	var after []byte
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := 0
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			eb, pb := tx.Bucket(bucketEntries), tx.Bucket(bucketPayloads)
+			type item struct {
+				k  []byte
+				se storedEntry
+			}
+			var items []item
+			c := eb.Cursor()
+			k, v := c.First()
+			if after != nil {
+				k, v = c.Seek(after)
+				if bytes.Equal(k, after) {
+					k, v = c.Next()
+				}
+			}
+			for ; k != nil && len(items) < migrateChunk; k, v = c.Next() {
+				var se storedEntry
+				if err := json.Unmarshal(v, &se); err != nil {
+					return fmt.Errorf("decode entry %q: %w", k, err)
+				}
+				items = append(items, item{bytes.Clone(k), se})
+			}
+			for _, it := range items {
+				// An older file kept payloads inline: move them out, so
+				// listing never decodes a payload.
+				if it.se.PayloadBytes != nil {
+					if err := pb.Put(it.k, it.se.PayloadBytes); err != nil {
+						return err
+					}
+					it.se.PayloadBytes = nil
+					if err := putJSON(eb, it.k, &it.se); err != nil {
+						return err
+					}
+				}
+				r := it.se.EntryRecord
+				if err := reindex(tx, nil, &r, s.now()); err != nil {
+					return err
+				}
+				after = it.k
+			}
+			n = len(items)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("index %s: %w", s.path, err)
+		}
+		if n < migrateChunk {
+			break
+		}
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketApprovals).ForEach(func(k, v []byte) error {
+			var a Approval
+			if err := json.Unmarshal(v, &a); err != nil {
+				return nil // unreadable: listed by Approvals, never indexed
+			}
+			return reindexApproval(tx, nil, &a)
+		})
+	}); err != nil {
+		return fmt.Errorf("index %s: %w", s.path, err)
+	}
+	var from uint64 = 1
+	for {
+		var recs []audit.Record
+		err := s.AuditRange(ctx, from, func(seq uint64, sealed audit.Sealed, derr error) error {
+			if len(recs) == migrateChunk {
+				return errStop
+			}
+			from = seq + 1
+			if derr != nil {
+				return nil
+			}
+			if rec, err := sealed.Open(); err == nil {
+				recs = append(recs, rec)
+			}
+			return nil
+		})
+		if err != nil && err != errStop {
+			return fmt.Errorf("index %s: %w", s.path, err)
+		}
+		if err := s.db.Update(func(tx *bolt.Tx) error {
+			for i := range recs {
+				if err := countAudit(tx, &recs[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("index %s: %w", s.path, err)
+		}
+		if err != errStop {
+			break
+		}
+	}
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyIndexVer, []byte(indexVersion)) })
+}
+
+type stopErr struct{}
+
+func (stopErr) Error() string { return "stop" }
+
+var errStop error = stopErr{}
+
+// cellRow is a decoded cell counter.
+func readCells(cnt *bolt.Bucket) []Cell {
+	var cells []Cell
+	c := cnt.Cursor()
+	for k, v := c.Seek([]byte{'c'}); k != nil && k[0] == 'c'; k, v = c.Next() {
+		src, rest, ok1 := readLP(k[1:])
+		class, rest, ok2 := readLP(rest)
+		action, rest, ok3 := readLP(rest)
+		state, _, ok4 := readLP(rest)
+		if ok1 && ok2 && ok3 && ok4 {
+			cells = append(cells, Cell{Source: src, Class: class, Action: action, State: state, N: readCount(v)})
+		}
+	}
+	return cells
+}
+
+func readTopics(cnt *bolt.Bucket) map[string]int64 {
+	out := map[string]int64{}
+	c := cnt.Cursor()
+	for k, v := c.Seek([]byte{'t'}); k != nil && k[0] == 't'; k, v = c.Next() {
+		if t, _, ok := readLP(k[1:]); ok {
+			out[t] = readCount(v)
+		}
+	}
+	return out
+}
+
+// Counters returns the running counts (ErrNotIndexed on an old file
+// opened read-only).
+func (s *Bolt) Counters(ctx context.Context) (*Counters, error) {
+	out := &Counters{Topics: map[string]int64{}, Days: map[string]int64{}, Outcomes: map[string]int64{}, Cells: []Cell{}, Open: []Depth{}, Signatures: []SignatureCount{}}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if !indexed(tx) {
+			return ErrNotIndexed
+		}
+		cnt, sm, idx := tx.Bucket(bucketCounters), tx.Bucket(bucketSigMeta), tx.Bucket(bucketIdx)
+		out.Entries = readCount(cnt.Get([]byte("n")))
+		out.Decisions = readCount(cnt.Get([]byte("D")))
+		out.Denied = readCount(cnt.Get([]byte("X")))
+		out.Cells = append(out.Cells, readCells(cnt)...)
+		out.Topics = readTopics(cnt)
+		c := cnt.Cursor()
+		for k, v := c.Seek([]byte{'o'}); k != nil && k[0] == 'o'; k, v = c.Next() {
+			src, rest, ok1 := readLP(k[1:])
+			topic, _, ok2 := readLP(rest)
+			if ok1 && ok2 {
+				out.Open = append(out.Open, Depth{Source: src, Topic: topic, N: readCount(v)})
+			}
+		}
+		for k, v := c.Seek([]byte{'d'}); k != nil && k[0] == 'd'; k, v = c.Next() {
+			out.Days[string(k[1:])] = readCount(v)
+		}
+		for k, v := c.Seek([]byte{'O'}); k != nil && k[0] == 'O'; k, v = c.Next() {
+			out.Outcomes[string(k[1:])] = readCount(v)
+		}
+		for k, v := c.Seek([]byte{'g'}); k != nil && k[0] == 'g'; k, v = c.Next() {
+			sig, _, ok := readLP(k[1:])
+			if !ok {
+				continue
+			}
+			sc := SignatureCount{Signature: sig, N: readCount(v)}
+			var m sigMeta
+			if mv := sm.Get(k[1:]); mv != nil && json.Unmarshal(mv, &m) == nil {
+				sc.Class, sc.Example = m.Class, m.Example
+			}
+			out.Signatures = append(out.Signatures, sc)
+		}
+		if k, _ := idx.Cursor().Seek([]byte{dimOldest}); len(k) >= 9 && k[0] == dimOldest {
+			out.OldestOpen = timeFromKey(k[1:9])
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(out.Signatures, func(i, j int) bool {
+		a, b := out.Signatures[i], out.Signatures[j]
+		if a.N != b.N {
+			return a.N > b.N
+		}
+		return a.Signature < b.Signature
+	})
+	return out, nil
+}
+
+// Series returns the hours in [from, to] that saw any activity.
+func (s *Bolt) Series(ctx context.Context, from, to time.Time) ([]HourCount, error) {
+	var out []HourCount
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if !indexed(tx) {
+			return ErrNotIndexed
+		}
+		end := hourKey(to, "\xff")
+		c := tx.Bucket(bucketCounters).Cursor()
+		for k, v := c.Seek(hourKey(from, "")); k != nil && len(k) > 9 && k[0] == 'h' && bytes.Compare(k, end) <= 0; k, v = c.Next() {
+			hour := time.Unix(int64(binary.BigEndian.Uint64(k[1:9])), 0).UTC()
+			if len(out) == 0 || !out[len(out)-1].Hour.Equal(hour) {
+				out = append(out, HourCount{Hour: hour})
+			}
+			h, n := &out[len(out)-1], readCount(v)
+			switch kind := string(k[9:]); {
+			case kind == "i":
+				h.Inflow = n
+			case kind == "r":
+				h.Drained = n
+			case kind == "D":
+				h.Decisions = n
+			case kind == "X":
+				h.Denied = n
+			case strings.HasPrefix(kind, "O"):
+				if h.Outcomes == nil {
+					h.Outcomes = map[string]int64{}
+				}
+				h.Outcomes[kind[1:]] = n
+			}
+		}
+		return ctx.Err()
+	})
+	return out, err
+}
+
+// EncodeCursor and decodeCursor keep a cursor printable (API, CLI).
+func encodeCursor(ik []byte) string { return base64.RawURLEncoding.EncodeToString(ik) }
+
+func decodeCursor(c string) ([]byte, error) {
+	if c == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %v", ErrBadCursor, c, err)
+	}
+	return b, nil
+}
+
+// dimChoice is a set of values of one dimension, and how many entries
+// they hold.
+type dimChoice struct {
+	dim    byte
+	values []string
+	n      int64
+	set    bool
+}
+
+// resolveDims maps the filter onto the indexed dimensions, case-insensitively
+// against the values present.
+func resolveDims(f *EntryFilter, cells []Cell, topics map[string]int64) (choices []dimChoice, total int64, exact bool) {
+	type dim struct {
+		b    byte
+		want []string
+		get  func(Cell) string
+	}
+	dims := []dim{
+		{dimState, f.States, func(c Cell) string { return c.State }},
+		{dimClass, f.Classes, func(c Cell) string { return c.Class }},
+		{dimAction, f.Actions, func(c Cell) string { return c.Action }},
+		{dimSource, f.Sources, func(c Cell) string { return c.Source }},
+	}
+	match := func(want []string, v string) bool {
+		for _, w := range want {
+			if strings.EqualFold(w, v) {
+				return true
+			}
+		}
+		return len(want) == 0
+	}
+	for _, d := range dims {
+		ch := dimChoice{dim: d.b, set: len(d.want) > 0}
+		seen := map[string]bool{}
+		for _, c := range cells {
+			v := d.get(c)
+			if match(d.want, v) {
+				ch.n += c.N
+				if !seen[v] {
+					seen[v] = true
+					ch.values = append(ch.values, v)
+				}
+			}
+		}
+		choices = append(choices, ch)
+	}
+	for _, c := range cells {
+		if match(f.States, c.State) && match(f.Classes, c.Class) && match(f.Actions, c.Action) && match(f.Sources, c.Source) {
+			total += c.N
+		}
+	}
+	exact = !f.residual()
+	if f.Topic != "" {
+		ch := dimChoice{dim: dimTopic, set: true}
+		for t, n := range topics {
+			if f.TopicMatch(t) {
+				ch.values = append(ch.values, t)
+				ch.n += n
+			}
+		}
+		if !choices[0].set && !choices[1].set && !choices[2].set && !choices[3].set {
+			total = ch.n
+		} else {
+			exact = false
+			total = min(total, ch.n)
+		}
+		choices = append(choices, ch)
+	}
+	return choices, total, exact
+}
+
+// valueCursor walks the index range of one value of a dimension.
+type valueCursor struct {
+	c      *bolt.Cursor
+	prefix []byte
+	k, v   []byte
+}
+
+func (h *valueCursor) ref() []byte {
+	if h.k == nil || !bytes.HasPrefix(h.k, h.prefix) {
+		return nil
+	}
+	return h.k[len(h.prefix):]
+}
+
+// seek moves to the first ref >= target (> target when strict).
+func (h *valueCursor) seek(target []byte, strict bool) {
+	h.k, h.v = h.c.Seek(append(bytes.Clone(h.prefix), target...))
+	if strict {
+		if r := h.ref(); r != nil && bytes.Equal(r, target) {
+			h.k, h.v = h.c.Next()
+		}
+	}
+}
+
+// dimCursor is the union of a dimension's values, in ref order.
+type dimCursor []*valueCursor
+
+// min returns the smallest ref under any value, and its cursor.
+func (d dimCursor) min() ([]byte, *valueCursor) {
+	var best []byte
+	var at *valueCursor
+	for _, h := range d {
+		if r := h.ref(); r != nil && (best == nil || bytes.Compare(r, best) < 0) {
+			best, at = r, h
+		}
+	}
+	return best, at
+}
+
+// seek moves every value cursor behind target up to it.
+func (d dimCursor) seek(target []byte) {
+	for _, h := range d {
+		if r := h.ref(); r != nil && bytes.Compare(r, target) < 0 {
+			h.seek(target, false)
+		}
+	}
+}
+
+// Page returns up to limit entries matching f after cursor, in ref order.
+// Every dimension the filter names is an index range (a union over its
+// values); Page intersects them by leapfrogging (each dimension seeks to
+// the largest ref another one proposes), reads only the payload-less
+// records that are in all of them, and stops at limit+1 matches: its cost
+// follows the page, not the store.
+func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int) (*EntryPage, error) {
+	if limit <= 0 {
+		limit = 20
+	}
+	after, err := decodeCursor(cursor)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.prepare(); err != nil {
+		return nil, err
+	}
+	page := &EntryPage{Items: []*EntryRecord{}}
+	err = s.db.View(func(tx *bolt.Tx) error {
+		if !indexed(tx) {
+			return ErrNotIndexed
+		}
+		cnt, idx, eb := tx.Bucket(bucketCounters), tx.Bucket(bucketIdx), tx.Bucket(bucketEntries)
+		var topics map[string]int64
+		if f.Topic != "" {
+			topics = readTopics(cnt)
+		}
+		choices, total, exact := resolveDims(&f, readCells(cnt), topics)
+		page.Total, page.TotalExact = total, exact
+		var use []dimChoice
+		for _, ch := range choices {
+			if ch.set {
+				use = append(use, ch)
+			}
+		}
+		if len(use) == 0 {
+			use = choices[:1] // every state: the whole store, in ref order
+		}
+		var dims []dimCursor
+		for _, ch := range use {
+			var d dimCursor
+			for _, v := range ch.values {
+				h := &valueCursor{c: idx.Cursor(), prefix: dimPrefix(ch.dim, v)}
+				h.seek(after, after != nil)
+				d = append(d, h)
+			}
+			dims = append(dims, d)
+		}
+		var last []byte
+		for {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			// The candidate is the largest of the dimensions' smallest refs;
+			// every dimension seeks to it until all agree.
+			var cand []byte
+			for _, d := range dims {
+				m, _ := d.min()
+				if m == nil {
+					return nil
+				}
+				if cand == nil || bytes.Compare(m, cand) > 0 {
+					cand = m
+				}
+			}
+			cand = bytes.Clone(cand)
+			agree := true
+			var at *valueCursor
+			for _, d := range dims {
+				d.seek(cand)
+				m, h := d.min()
+				if m == nil {
+					return nil
+				}
+				if !bytes.Equal(m, cand) {
+					agree = false
+					break
+				}
+				if at == nil {
+					at = h
+				}
+			}
+			if !agree {
+				continue
+			}
+			ek := cand
+			if len(at.v) > 0 {
+				ek = at.v
+			}
+			if v := eb.Get(ek); v != nil {
+				var se storedEntry
+				if err := json.Unmarshal(v, &se); err != nil {
+					return fmt.Errorf("decode entry %q: %w", ek, err)
+				}
+				r := se.EntryRecord
+				if f.Match(&r) {
+					if len(page.Items) == limit {
+						page.Next = encodeCursor(last)
+						return nil
+					}
+					page.Items = append(page.Items, &r)
+					last = cand
+				}
+			}
+			// Past the candidate in every dimension.
+			for _, d := range dims {
+				for _, h := range d {
+					if r := h.ref(); r != nil && bytes.Equal(r, cand) {
+						h.k, h.v = h.c.Next()
+					}
+				}
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// EntryAudit calls fn, oldest first, with the audit records about one
+// entry: those naming its ref, and those naming only its idempotency key
+// (key may be ""). It reads the entry's own index range, not the chain.
+func (s *Bolt) EntryAudit(ctx context.Context, ref, key string, fn func(seq uint64, rec audit.Sealed, decodeErr error) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		if !indexed(tx) {
+			return ErrNotIndexed
+		}
+		idx, ab := tx.Bucket(bucketIdx), tx.Bucket(bucketAudit)
+		var seqs []uint64
+		collect := func(prefix []byte) {
+			c := idx.Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				if len(k) == len(prefix)+8 {
+					seqs = append(seqs, binary.BigEndian.Uint64(k[len(prefix):]))
+				}
+			}
+		}
+		collect(auditIndexKey(&audit.Record{EntryRef: ref}))
+		if key != "" {
+			collect(auditIndexKey(&audit.Record{Key: key}))
+		}
+		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+		for _, seq := range seqs {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			v := ab.Get(seqKey(seq))
+			if v == nil {
+				continue
+			}
+			var sealed audit.Sealed
+			derr := json.Unmarshal(v, &sealed)
+			if err := fn(seq, sealed, derr); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// RefsByID returns the refs of the entries whose source id is id (a
+// bare id the user typed), from the id index.
+func (s *Bolt) RefsByID(ctx context.Context, id string) ([]string, error) {
+	var refs []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if !indexed(tx) {
+			return ErrNotIndexed
+		}
+		idx, eb := tx.Bucket(bucketIdx), tx.Bucket(bucketEntries)
+		prefix := dimPrefix(dimID, id)
+		c := idx.Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			ek := k[len(prefix):]
+			if len(v) > 0 {
+				ek = v
+			}
+			var se storedEntry
+			if raw := eb.Get(ek); raw != nil && json.Unmarshal(raw, &se) == nil && se.Entry.ID == id {
+				refs = append(refs, se.Entry.Ref())
+			}
+		}
+		return ctx.Err()
+	})
+	return refs, err
+}

@@ -1,0 +1,224 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gobwas/glob"
+)
+
+// ErrNotIndexed: a bbolt file written before indexes existed, opened
+// read-only, has no indexes to read (a read-write open builds them once).
+// Callers fall back to a scan.
+var ErrNotIndexed = errors.New("the state file has no indexes yet (any read-write open, such as the next reconcile, builds them)")
+
+// ErrBadCursor: a page cursor that this store did not hand out.
+var ErrBadCursor = errors.New("bad page cursor (pass the next_cursor of the previous page, or none)")
+
+// Indexed is what a backend offers for reads that do not grow with the
+// store: cursor pages, counters and per-hour series, all kept up to date in
+// the same transaction as the entries and audit records they describe.
+type Indexed interface {
+	// Page returns up to limit entries matching f after cursor ("" = from
+	// the start), in ref order, without their payloads.
+	Page(ctx context.Context, f EntryFilter, cursor string, limit int) (*EntryPage, error)
+	// Counters returns the current counts.
+	Counters(ctx context.Context) (*Counters, error)
+	// Series returns the per-hour counts of the hours in [from, to].
+	Series(ctx context.Context, from, to time.Time) ([]HourCount, error)
+}
+
+var (
+	_ Indexed = (*Bolt)(nil)
+	_ Indexed = (*Postgres)(nil)
+)
+
+// EntryFilter selects entries for Page. Empty fields select everything.
+// States, classes, actions and sources compare case-insensitively.
+type EntryFilter struct {
+	States  []string
+	Classes []string
+	Actions []string
+	Sources []string
+	// Topic is a glob as in rules.yaml, '.' the separator: '*' matches
+	// within one segment, '**' across segments ("orders.**").
+	Topic string
+	// Labels must all be present with these values.
+	Labels map[string]string
+	// Q is a case-insensitive substring of the entry's ref, id, idempotency
+	// key, topic or message.
+	Q string
+	// FirstSeenBefore keeps entries first seen before it (an age filter:
+	// now minus the age).
+	FirstSeenBefore time.Time
+
+	topic *glob.Pattern // Topic compiled (prepare)
+}
+
+// ErrBadFilter: a filter that cannot be applied (a malformed topic glob).
+var ErrBadFilter = errors.New("bad filter")
+
+// prepare compiles the topic glob once.
+func (f *EntryFilter) prepare() error {
+	if f.Topic == "" || f.topic != nil {
+		return nil
+	}
+	g, err := glob.Compile(f.Topic, '.')
+	if err != nil {
+		return fmt.Errorf("%w: topic glob %q: %v", ErrBadFilter, f.Topic, err)
+	}
+	f.topic = g
+	return nil
+}
+
+// TopicMatch reports whether topic passes the filter's topic glob.
+func (f *EntryFilter) TopicMatch(topic string) bool {
+	if f.Topic == "" {
+		return true
+	}
+	if f.prepare() != nil {
+		return false
+	}
+	return f.topic.Match(topic)
+}
+
+// EntryPage is one page of a cursor listing.
+type EntryPage struct {
+	Items []*EntryRecord `json:"items"`
+	// Next is the cursor of the next page; "" when there is none.
+	Next string `json:"next_cursor,omitempty"`
+	// Total counts the matching entries; when TotalExact is false the
+	// filter had parts no counter covers (labels, q, age, a topic with other
+	// filters) and Total is an upper bound.
+	Total      int64 `json:"total"`
+	TotalExact bool  `json:"total_exact"`
+}
+
+// Match reports whether r passes the filter.
+func (f *EntryFilter) Match(r *EntryRecord) bool {
+	in := func(list []string, v string) bool {
+		return len(list) == 0 || slices.ContainsFunc(list, func(s string) bool { return strings.EqualFold(s, v) })
+	}
+	e := &r.Entry
+	if !in(f.States, r.Status) || !in(f.Classes, string(r.Class)) || !in(f.Actions, string(r.Action)) || !in(f.Sources, e.Source) {
+		return false
+	}
+	if !f.TopicMatch(e.Topic) {
+		return false
+	}
+	for k, v := range f.Labels {
+		if got, ok := e.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	if !f.FirstSeenBefore.IsZero() && !r.FirstSeen.Before(f.FirstSeenBefore) {
+		return false
+	}
+	if f.Q != "" {
+		q := strings.ToLower(f.Q)
+		hit := false
+		for _, s := range []string{e.Ref(), e.ID, e.IdempotencyKey, e.Topic, e.Message} {
+			if strings.Contains(strings.ToLower(s), q) {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			return false
+		}
+	}
+	return true
+}
+
+// residual reports whether the filter has parts no counter covers.
+func (f *EntryFilter) residual() bool {
+	return len(f.Labels) > 0 || f.Q != "" || !f.FirstSeenBefore.IsZero()
+}
+
+// IsOpen reports whether an entry in this status still needs something
+// (the DLQ depth counts these).
+func IsOpen(status string) bool { return status != StatusReplayed && status != StatusResolved }
+
+// Cell counts the entries with one source, class, action and state.
+type Cell struct {
+	Source string `json:"source"`
+	Class  string `json:"class"`
+	Action string `json:"action"`
+	State  string `json:"state"`
+	N      int64  `json:"n"`
+}
+
+// Depth counts the open entries of one source and topic.
+type Depth struct {
+	Source string `json:"source"`
+	Topic  string `json:"topic"`
+	N      int64  `json:"n"`
+}
+
+// SignatureCount counts the entries failing one way (see Signature).
+type SignatureCount struct {
+	Signature string `json:"signature"`
+	Class     string `json:"class"`
+	Example   string `json:"example"`
+	N         int64  `json:"n"`
+}
+
+// Counters are the store's running counts.
+type Counters struct {
+	Entries int64            `json:"entries"`
+	Cells   []Cell           `json:"cells"`
+	Topics  map[string]int64 `json:"topics"`
+	Open    []Depth          `json:"open"`
+	// OldestOpen is the first-seen time of the oldest open entry (zero
+	// when none is open).
+	OldestOpen time.Time        `json:"oldest_open,omitzero"`
+	Signatures []SignatureCount `json:"signatures"`
+	// Days counts entries by the UTC day they were first seen.
+	Days map[string]int64 `json:"days"`
+	// Decisions counts recorded decisions that proposed a replay (not a
+	// skip); Denied those that did not end in one.
+	Decisions int64            `json:"decisions"`
+	Denied    int64            `json:"denied"`
+	Outcomes  map[string]int64 `json:"outcomes"`
+}
+
+// HourCount is one hour's activity.
+type HourCount struct {
+	Hour      time.Time        `json:"hour"`
+	Inflow    int64            `json:"inflow"`  // entries first seen in the hour
+	Drained   int64            `json:"drained"` // entries that left the open states (bbolt only)
+	Decisions int64            `json:"decisions"`
+	Denied    int64            `json:"denied"`
+	Outcomes  map[string]int64 `json:"outcomes,omitempty"`
+}
+
+var (
+	digitsRe = regexp.MustCompile(`[0-9]+`)
+	hexIDRe  = regexp.MustCompile(`\b[0-9a-f]{8,}\b`)
+)
+
+// Signature groups similar failures: the source's own signature when it
+// has one (Prodigy), else the reason code and the message with ids and
+// numbers blanked out.
+func Signature(er *EntryRecord) string {
+	e := &er.Entry
+	if e.State.ErrorSignature != "" {
+		return e.State.ErrorSignature
+	}
+	msg := strings.ToLower(e.Message)
+	msg = hexIDRe.ReplaceAllString(msg, "*")
+	msg = digitsRe.ReplaceAllString(msg, "#")
+	if len(msg) > 60 {
+		msg = msg[:60]
+	}
+	code := strings.ToLower(e.ReasonCode)
+	if code == "" {
+		code = "-"
+	}
+	return code + ": " + msg
+}

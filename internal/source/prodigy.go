@@ -142,7 +142,7 @@ func prodigyJob(path string) string {
 // prodigyEntry turns one item file's bytes into an entry.
 func prodigyEntry(data []byte, path, job string) entry.Entry {
 	var e entry.Entry
-	if err := decodeObject(data, &e, decodeProdigy); err != nil {
+	if err := decodeObject(data, &e, decodeProdigy, nil); err != nil {
 		return undecodable(entry.KindProdigy, path, errors.New(describe(err)))
 	}
 	e.Source = entry.KindProdigy
@@ -181,7 +181,7 @@ type prodigyFailure struct {
 	StepFailed    string          `json:"step_failed"`
 }
 
-func decodeProdigy(raw []byte, e *entry.Entry) error {
+func decodeProdigy(raw []byte, e *entry.Entry, _ *strictDecoder) error {
 	var it prodigyItem
 	if err := json.Unmarshal(raw, &it); err != nil {
 		return err

@@ -28,10 +28,12 @@ const pipelineBatch = 64
 type batch struct {
 	entries   []entry.Entry
 	decisions []Decision
-	err       error         // the stream's error, after the entries
-	derr      error         // the first Decide error, at entries[derrAt]
-	derrAt    int           //
-	done      chan struct{} // closed when decided
+	err       error // the stream's error, after the entries
+	// derr is the first Decide error, for entries[derrAt]: the entries
+	// before it are emitted, then Run returns it.
+	derr   error
+	derrAt int
+	done   chan struct{} // closed when decided
 }
 
 // Run decides every entry entries(ctx) yields and calls emit with each entry and its

@@ -1,9 +1,12 @@
 package source
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -89,6 +92,47 @@ func BenchmarkJSONLDecode(b *testing.B) {
 				if dec.Decode(&r) != nil {
 					break
 				}
+			}
+		}
+	})
+}
+
+// freshDecode is how a record was decoded before issue 16: a new strict
+// json.Decoder for it alone, nothing but white space allowed after it.
+func freshDecode(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errTrailingData
+	}
+	return nil
+}
+
+// One decoder reused across records decodes each record exactly as a
+// fresh decoder would, whatever came before it: a and b are decoded one
+// after the other through the same strictDecoder.
+func FuzzStrictDecoderMatchesFreshDecoder(f *testing.F) {
+	good := `{"id":"a","attempts":2,"labels":{"k":"v"},"payload":{"n":[1,2]}}`
+	for _, s := range []string{good, `{"id":"x","extra":1}`, `{"id":"x"} {"id":"y"}`, `{"id":"x"`, `{"id":"x","attempts":"2"}`,
+		`{"id": nope}`, `null`, `{"id":"a"}   `, `  {"id":"a"}`, `{}`, ``, `{"id":"a"}x`, `{"payload":{"a":}}`} {
+		f.Add(s, good)
+		f.Add(good, s)
+		f.Add(s, s)
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		var sd strictDecoder
+		for _, raw := range []string{a, b} {
+			var got, want jsonlRecord
+			gotErr := sd.decode([]byte(raw), &got)
+			wantErr := freshDecode([]byte(raw), &want)
+			if (gotErr == nil) != (wantErr == nil) {
+				t.Fatalf("%q after %q: reused decoder says %v, a fresh one %v", raw, a, gotErr, wantErr)
+			}
+			if gotErr == nil && !reflect.DeepEqual(got, want) {
+				t.Fatalf("%q: reused decoder decoded %+v, a fresh one %+v", raw, got, want)
 			}
 		}
 	})

@@ -32,11 +32,14 @@ fuzz-smoke:
 	done
 
 # The benchmark table (README "Benchmarks"): every figure is a ratio to a
-# baseline measured in the same run. Takes a few minutes; needs PostgreSQL
-# for the workers rows (skipped with a note without it).
+# baseline measured in the same run (alternating runs, medians). The full run
+# takes tens of minutes and several GB of scratch space (1M-entry corpora,
+# 1M Prodigy item files); ONLY=decisions (or memory, ledger, replays, micro,
+# workers) runs one part. The worker rows need PostgreSQL (skipped with a
+# note without it).
 bench:
 	$(GO) build -o bin/replayctl ./cmd/replayctl
-	./bin/replayctl bench
+	./bin/replayctl bench $(if $(ONLY),--only $(ONLY))
 
 bench-quick:
 	$(GO) run ./cmd/replayctl bench --quick

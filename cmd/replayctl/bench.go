@@ -59,7 +59,38 @@ func newBenchCmd(s *streams) *cobra.Command {
 	cmd.Flags().StringVar(&dir, "dir", "", "scratch directory (default: a temporary one, removed after)")
 	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	eng.register(cmd.Flags())
+	cmd.AddCommand(newBenchPeakCmd(s))
 	return cmd
+}
+
+// newBenchPeakCmd runs one replayctl command line in this process and then
+// writes this process's own peak RSS to a file: the benchmark's memory rows
+// measure the measured process itself. A child's rusage (ru_maxrss) starts
+// from the peak of the process that forked it (the harness), so it cannot
+// tell 35 MB from the harness's 135 MB; VmHWM in /proc/self/status belongs
+// to this process's address space only.
+func newBenchPeakCmd(s *streams) *cobra.Command {
+	return &cobra.Command{
+		Use:                "peak FILE COMMAND [ARGS...]",
+		Short:              "Run a command line, then write this process's peak RSS (VmHWM, kB) to FILE",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		Args:               cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			code := run(args[1:], s.in, s.out, s.err)
+			kb, err := benchmark.SelfPeakKB()
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(args[0], []byte(fmt.Sprintln(kb)), 0o644); err != nil {
+				return err
+			}
+			if code != 0 {
+				return &exitErr{code: code, err: fmt.Errorf("%s exited %d", args[1], code)}
+			}
+			return nil
+		},
+	}
 }
 
 func abs(p string) string {

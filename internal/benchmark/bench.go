@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/gen"
@@ -80,7 +78,7 @@ func Run(ctx context.Context, c Config) ([]Row, error) {
 	steps := []struct {
 		name string
 		fn   func(context.Context, *Config) ([]Row, error)
-	}{{"decisions", decisions}, {"ledger", ledger}, {"replays", replays}, {"memory", memory}, {"micro", micro}, {"workers", workers}, {"reads", reads}}
+	}{{"decisions", decisions}, {"memory", memory}, {"ledger", ledger}, {"replays", replays}, {"micro", micro}, {"workers", workers}, {"reads", reads}}
 	for _, step := range steps {
 		if c.Only != "" && !strings.Contains(step.name, c.Only) {
 			continue
@@ -94,19 +92,36 @@ func Run(ctx context.Context, c Config) ([]Row, error) {
 	return rows, nil
 }
 
-// best runs fn k times and keeps the fastest: noise only ever slows down.
-func best(k int, fn func() (time.Duration, error)) (time.Duration, error) {
-	var b time.Duration
-	for i := range k {
-		d, err := fn()
-		if err != nil {
-			return 0, err
-		}
-		if i == 0 || d < b {
-			b = d
+// paired runs a and b alternately, k times each (a, b, a, b, ...), so
+// that the machine's drift and other load fall on both alike, and returns
+// the median duration of each.
+func paired(k int, a, b func() (time.Duration, error)) (time.Duration, time.Duration, error) {
+	var as, bs []float64
+	for range k {
+		for _, run := range []struct {
+			fn  func() (time.Duration, error)
+			out *[]float64
+		}{{a, &as}, {b, &bs}} {
+			d, err := run.fn()
+			if err != nil {
+				return 0, 0, err
+			}
+			*run.out = append(*run.out, float64(d))
 		}
 	}
-	return b, nil
+	return time.Duration(median(as)), time.Duration(median(bs)), nil
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func rate(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
@@ -164,20 +179,4 @@ func human(f float64) string {
 		return fmt.Sprintf("%.1f", f)
 	}
 	return fmt.Sprintf("%.2f", f)
-}
-
-// maxRSS runs the replayctl binary and returns its peak RSS in MB.
-func (c *Config) maxRSS(ctx context.Context, args ...string) (float64, error) {
-	cmd := exec.CommandContext(ctx, c.Self, args...)
-	cmd.Stdout = io.Discard
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("%s %s: %v: %s", c.Self, strings.Join(args, " "), err, stderr.String())
-	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return 0, fmt.Errorf("no rusage on this system")
-	}
-	return float64(ru.Maxrss) / 1024, nil // Maxrss is in KB on Linux
 }

@@ -7,10 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -30,7 +27,7 @@ import (
 // 20 entry records of the same file, alternated in the same run, at two
 // store sizes. The ratio must not grow with the store. Then the peak RSS
 // of `dlq list` and `stats` on the larger store, measured on that process
-// itself (GNU time waits for it: a child of the harness would inherit the
+// itself (`bench peak` reports its own VmHWM: a child of the harness would inherit the
 // harness's peak).
 func reads(ctx context.Context, c *Config) ([]Row, error) {
 	var rows []Row
@@ -53,7 +50,7 @@ func reads(ctx context.Context, c *Config) ([]Row, error) {
 	n := sizes[len(sizes)-1]
 	for _, cmd := range [][]string{{"dlq", "list", "--size", "20"}, {"stats"}} {
 		row := Row{Measure: fmt.Sprintf("peak RSS of `%s` at %d entries", strings.Join(cmd, " "), n), Unit: "MB", Target: "< 64 MB"}
-		rss, err := c.selfRSS(ctx, append(cmd, "--db", last)...)
+		_, rss, err := c.child(ctx, append(cmd, "--db", last)...)
 		if err != nil {
 			row.Note = "skipped: " + err.Error()
 		}
@@ -61,39 +58,6 @@ func reads(ctx context.Context, c *Config) ([]Row, error) {
 		rows = append(rows, row)
 	}
 	return rows, nil
-}
-
-// selfRSS runs the replayctl binary under GNU time, which reports the
-// peak RSS of that process alone.
-func (c *Config) selfRSS(ctx context.Context, args ...string) (float64, error) {
-	if c.Self == "" {
-		return 0, fmt.Errorf("no replayctl binary")
-	}
-	timeBin, err := exec.LookPath("/usr/bin/time")
-	if err != nil {
-		return 0, fmt.Errorf("GNU time (/usr/bin/time) is not installed")
-	}
-	out, err := os.CreateTemp(c.Dir, "rss-*")
-	if err != nil {
-		return 0, err
-	}
-	out.Close()
-	defer os.Remove(out.Name())
-	cmd := exec.CommandContext(ctx, timeBin, append([]string{"-f", "%M", "-o", out.Name(), c.Self}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	b, err := os.ReadFile(out.Name())
-	if err != nil {
-		return 0, err
-	}
-	kb, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
-	if err != nil {
-		return 0, fmt.Errorf("GNU time said %q", b)
-	}
-	return kb / 1024, nil
 }
 
 var (
@@ -260,19 +224,10 @@ func measureReads(ctx context.Context, c *Config, path string, n int) ([]Row, er
 	var rows []Row
 	for _, op := range ops {
 		c.progress(fmt.Sprintf("reads: %s at %d entries", op.name, n))
-		var opT, baseT []time.Duration
-		for range rounds {
-			b, err := timeIt(bare)
-			if err != nil {
-				return nil, err
-			}
-			o, err := timeIt(op.fn)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", op.name, err)
-			}
-			baseT, opT = append(baseT, b), append(opT, o)
+		o, b, err := paired(rounds, func() (time.Duration, error) { return timeIt(op.fn) }, func() (time.Duration, error) { return timeIt(bare) })
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op.name, err)
 		}
-		o, b := median(opT), median(baseT)
 		rows = append(rows, Row{Measure: fmt.Sprintf("%s, %d entries", op.name, n), Figure: float64(o.Microseconds()), Unit: "µs",
 			Baseline: float64(b.Microseconds()), Ratio: float64(o) / float64(b), Note: "of a bare bbolt read of 20 records",
 			Target: "<= 10x, not growing with the store"})
@@ -280,8 +235,3 @@ func measureReads(ctx context.Context, c *Config, path string, n int) ([]Row, er
 	return rows, nil
 }
 
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
-}

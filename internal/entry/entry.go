@@ -116,16 +116,48 @@ func (e *Entry) EnsureKey() {
 	}
 }
 
-// PayloadHash identifies the payload independent of its JSON formatting (a
-// pretty-printed and a compact copy of one payload hash alike), so that the
-// same key arriving with a different payload can be told apart from a
-// re-read. Payloads that are not valid JSON are hashed as they are.
+// PayloadHash identifies the payload by the exact bytes a replay forwards
+// (Payload is kept byte for byte as the source had it, and the store keeps
+// it the same way), so that the same key arriving with a different payload
+// can be told apart from a re-read. It hashes those bytes once, without
+// re-formatting them: compacting every payload first made hashing 39% of a
+// decision (issue 16). Two copies of one payload formatted differently
+// therefore hash apart; they are different bytes at the target too.
 func PayloadHash(p json.RawMessage) string {
+	return hashString(sha256.Sum256(p))
+}
+
+// LegacyPayloadHash is the hash ledgers written before issue 16 stored: the
+// sha256 of the payload after json.Compact (a payload that is not valid
+// JSON hashed as it is). For a payload without insignificant white space it
+// equals PayloadHash; it is only computed when a stored hash does not match.
+func LegacyPayloadHash(p json.RawMessage) string {
 	var buf bytes.Buffer
 	body := []byte(p)
 	if len(body) > 0 && json.Compact(&buf, body) == nil {
 		body = buf.Bytes()
 	}
-	sum := sha256.Sum256(body)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return hashString(sha256.Sum256(body))
+}
+
+// PayloadHashAgainst returns the hash to decide p with, given the hash a
+// ledger stored for its key ("" when none): PayloadHash, unless stored is
+// the legacy hash of these same bytes. Then stored is returned, so a ledger
+// written before issue 16 keeps matching its own records (no "payload
+// changed" conflict, no ErrPayloadMismatch on the next transition, no stale
+// approval evidence) and no migration of the ledger is needed.
+func PayloadHashAgainst(p json.RawMessage, stored string) string {
+	h := PayloadHash(p)
+	if stored != "" && stored != h && LegacyPayloadHash(p) == stored {
+		return stored
+	}
+	return h
+}
+
+func hashString(sum [sha256.Size]byte) string {
+	const prefix = "sha256:"
+	var out [len(prefix) + 2*sha256.Size]byte
+	copy(out[:], prefix)
+	hex.Encode(out[len(prefix):], sum[:])
+	return string(out[:])
 }

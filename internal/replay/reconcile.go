@@ -268,7 +268,7 @@ func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Sour
 	if d.NeedsProbe() {
 		if route, ok := r.Router.Route(e); ok && route.Prober != nil {
 			view.Probe = r.probe(ctx, e, route)
-			d = r.Engine.Decide(ctx, e, view)
+			d = r.Engine.DecideWithPayloadHash(ctx, e, view, d.PayloadHash) // hashed once per run
 			res = EntryResult{Ref: e.Ref(), Decision: d, Final: d.Action}
 			if view.Probe == triage.ProbeCommitted {
 				res.Outcome = "probe_committed"
@@ -284,7 +284,7 @@ func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Sour
 		}
 		if approved {
 			view.Approved = true
-			d = r.Engine.Decide(ctx, e, view)
+			d = r.Engine.DecideWithPayloadHash(ctx, e, view, d.PayloadHash) // hashed once per run
 			res = EntryResult{Ref: e.Ref(), Decision: d, Final: d.Action}
 		}
 	}

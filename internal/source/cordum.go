@@ -32,7 +32,7 @@ type cordumRecord struct {
 	UpdatedAt      timestamp         `json:"updated_at"`
 }
 
-func decodeCordum(raw []byte, e *entry.Entry) error {
+func decodeCordum(raw []byte, e *entry.Entry, _ *strictDecoder) error {
 	var r cordumRecord
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err

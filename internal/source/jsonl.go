@@ -1,10 +1,8 @@
 package source
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -29,18 +27,10 @@ type jsonlRecord struct {
 	SourceState    string            `json:"source_state"`
 }
 
-func decodeJSONL(raw []byte, e *entry.Entry) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
+func decodeJSONL(raw []byte, e *entry.Entry, strict *strictDecoder) error {
 	var r jsonlRecord
-	if err := dec.Decode(&r); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
+	if err := strict.decode(raw, &r); err != nil {
 		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("unexpected data after the record")
 	}
 	if r.ID == "" {
 		return errors.New("missing id")

@@ -34,7 +34,7 @@ type nexoraContext struct {
 	Labels json.RawMessage `json:"labels"`
 }
 
-func decodeNexora(raw []byte, e *entry.Entry) error {
+func decodeNexora(raw []byte, e *entry.Entry, _ *strictDecoder) error {
 	var r nexoraRecord
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,47 +26,124 @@ type prodigySource struct {
 	root string
 	// mu serialises MarkReplayed: removing an item rewrites the job's index.
 	mu sync.Mutex
+	// dirBatch overrides prodigyDirBatch (tests).
+	dirBatch int
 }
 
 var _ WriteBack = (*prodigySource)(nil)
 
 func (s *prodigySource) String() string { return s.spec }
 
-// Entries yields one entry per items/*.json file, in lexical path order.
+// prodigyDirBatch is how many names a directory is read in at a time. A
+// directory with at most this many entries is sorted; a larger one is
+// streamed in the order the file system lists it, so memory does not grow
+// with it (issue 16: filepath.WalkDir read and sorted a 1M-item items/
+// directory whole, 252 MB peak).
+const prodigyDirBatch = 4096
+
+// Entries yields one entry per items/*.json file, walking the tree depth
+// first. Order: names in lexical order within each directory of at most
+// prodigyDirBatch entries (every directory of an ordinary DLQ); a larger
+// directory in the order the file system lists it, which is the same on
+// every read of an unchanged directory but not sorted.
 func (s *prodigySource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	return func(yield func(entry.Entry, error) bool) {
 		// An item may be a symbolic link; where it points is checked
 		// against the root resolved once per walk.
 		root, rootErr := resolve(s.root)
-		err := filepath.WalkDir(s.root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if d.IsDir() || !isItemFile(path) {
-				return nil
-			}
-			var e entry.Entry
-			if d.Type()&fs.ModeSymlink != 0 {
-				e = readProdigyLink(path, root, rootErr)
-			} else {
-				e = readProdigyItem(path)
-			}
-			if !yield(e, nil) {
-				return fs.SkipAll
-			}
-			return nil
-		})
-		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
-				yield(entry.Entry{}, err)
-				return
-			}
-			yield(entry.Entry{}, fmt.Errorf("walk prodigy dlq %s: %w", s.root, err))
+		w := prodigyWalk{ctx: ctx, root: root, rootErr: rootErr, yield: yield, batch: cmp.Or(s.dirBatch, prodigyDirBatch)}
+		err := w.dir(s.root)
+		if err == nil || errors.Is(err, errStopWalk) {
+			return
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			yield(entry.Entry{}, err)
+			return
+		}
+		yield(entry.Entry{}, fmt.Errorf("walk prodigy dlq %s: %w", s.root, err))
+	}
+}
+
+// errStopWalk ends a walk whose consumer stopped asking for entries.
+var errStopWalk = errors.New("stop walk")
+
+// prodigyWalk walks a Prodigy DLQ tree reading each directory in batches.
+type prodigyWalk struct {
+	ctx     context.Context
+	root    string
+	rootErr error
+	yield   func(entry.Entry, error) bool
+	batch   int
+}
+
+// dir visits the directory at path: item files are read and yielded,
+// subdirectories walked (symbolic links to directories are not followed).
+func (w *prodigyWalk) dir(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	first, err := f.ReadDir(w.batch)
+	if err != nil && err != io.EOF {
+		f.Close()
+		return err
+	}
+	var next []fs.DirEntry
+	if len(first) == w.batch {
+		if next, err = f.ReadDir(w.batch); err != nil && err != io.EOF {
+			f.Close()
+			return err
 		}
 	}
+	if len(next) == 0 {
+		// Small: the whole directory is in hand; sort it, and close it
+		// before going deeper so open files do not pile up.
+		f.Close()
+		slices.SortFunc(first, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+		return w.visit(path, first)
+	}
+	defer f.Close()
+	for batch := first; len(batch) > 0; {
+		if err := w.visit(path, batch); err != nil {
+			return err
+		}
+		if next != nil {
+			batch, next = next, nil
+			continue
+		}
+		if batch, err = f.ReadDir(w.batch); err != nil && err != io.EOF {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *prodigyWalk) visit(dir string, ents []fs.DirEntry) error {
+	for _, d := range ents {
+		if err := w.ctx.Err(); err != nil {
+			return err
+		}
+		path := filepath.Join(dir, d.Name())
+		if d.IsDir() {
+			if err := w.dir(path); err != nil {
+				return err
+			}
+			continue
+		}
+		if !isItemFile(path) {
+			continue
+		}
+		var e entry.Entry
+		if d.Type()&fs.ModeSymlink != 0 {
+			e = readProdigyLink(path, w.root, w.rootErr)
+		} else {
+			e = readProdigyItem(path)
+		}
+		if !w.yield(e, nil) {
+			return errStopWalk
+		}
+	}
+	return nil
 }
 
 func isItemFile(path string) bool {
@@ -142,7 +221,7 @@ func prodigyJob(path string) string {
 // prodigyEntry turns one item file's bytes into an entry.
 func prodigyEntry(data []byte, path, job string) entry.Entry {
 	var e entry.Entry
-	if err := decodeObject(data, &e, decodeProdigy); err != nil {
+	if err := decodeObject(data, &e, decodeProdigy, nil); err != nil {
 		return undecodable(entry.KindProdigy, path, errors.New(describe(err)))
 	}
 	e.Source = entry.KindProdigy
@@ -181,7 +260,7 @@ type prodigyFailure struct {
 	StepFailed    string          `json:"step_failed"`
 }
 
-func decodeProdigy(raw []byte, e *entry.Entry) error {
+func decodeProdigy(raw []byte, e *entry.Entry, _ *strictDecoder) error {
 	var it prodigyItem
 	if err := json.Unmarshal(raw, &it); err != nil {
 		return err

@@ -149,7 +149,7 @@ func (s *redisSource) page(ctx context.Context, c *redis.Client, ids []string, y
 		}
 		where := s.url + " " + keys[i]
 		var e entry.Entry
-		if err := decodeObject([]byte(raw), &e, decodeCordum); err != nil {
+		if err := decodeObject([]byte(raw), &e, decodeCordum, nil); err != nil {
 			e = undecodable(entry.KindCordumRedis, where, fmt.Errorf("%s", describe(err)))
 		} else {
 			e.Source, e.Origin = entry.KindCordumRedis, where

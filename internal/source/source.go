@@ -149,3 +149,23 @@ func (s *fileSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 		rr.each(ctx, yield)
 	}
 }
+
+// All reads srcs one after another, as one stream in their order. A fatal
+// error of a source is yielded as "source SPEC: err" and ends the stream.
+func All(srcs []Source) func(context.Context) iter.Seq2[entry.Entry, error] {
+	return func(ctx context.Context) iter.Seq2[entry.Entry, error] {
+		return func(yield func(entry.Entry, error) bool) {
+			for _, src := range srcs {
+				for e, err := range src.Entries(ctx) {
+					if err != nil {
+						yield(entry.Entry{}, fmt.Errorf("source %s: %w", src, err))
+						return
+					}
+					if !yield(e, nil) {
+						return
+					}
+				}
+			}
+		}
+	}
+}

@@ -204,3 +204,38 @@ func TestDerivedKeyStable(t *testing.T) {
 		t.Errorf("got %d derived keys, want 2", derived)
 	}
 }
+
+// All reads its sources one after another and names the source of a fatal
+// error, as Planner.Plan did.
+func TestAllConcatenatesSourcesInOrder(t *testing.T) {
+	a := writeFile(t, "a.jsonl", `{"id":"a1"}`+"\n"+`{"id":"a2"}`+"\n")
+	b := writeFile(t, "b.jsonl", `{"id":"b1"}`+"\n")
+	var srcs []Source
+	for _, spec := range []string{"jsonl:" + a, "jsonl:" + b} {
+		s, err := Parse(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, s)
+	}
+	var ids []string
+	for e, err := range All(srcs)(context.Background()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.ID)
+	}
+	if strings.Join(ids, ",") != "a1,a2,b1" {
+		t.Errorf("ids %v, want a1,a2,b1", ids)
+	}
+	if err := os.Remove(b); err != nil {
+		t.Fatal(err)
+	}
+	var last error
+	for _, err := range All(srcs)(context.Background()) {
+		last = err
+	}
+	if last == nil || !strings.Contains(last.Error(), "source jsonl:"+b+": ") || !errors.Is(last, fs.ErrNotExist) {
+		t.Errorf("error %v, want it to name source jsonl:%s and wrap fs.ErrNotExist", last, b)
+	}
+}

@@ -354,6 +354,9 @@ func TestSnapshotAndEvidenceHash(t *testing.T) {
 		"label value":     decide(g, newEntry("denied", "", labels("risk", "low")), LedgerView{}),
 		"idempotency key": decide(g, newEntry("denied", "", func(e *entry.Entry) { e.IdempotencyKey = "k2" }), LedgerView{}),
 		"entry":           decide(g, newEntry("denied", "", func(e *entry.Entry) { e.ID = "job_2" }), LedgerView{}),
+		// Since issue 16 the payload is hashed as the bytes a replay
+		// forwards: re-formatted bytes are a different payload at the target.
+		"payload formatting": decide(g, newEntry("denied", "", func(e *entry.Entry) { e.Payload = []byte("{\n  \"a\": 1\n}") }), LedgerView{}),
 	}
 	if otherRule.Rules == nil || changed["rule"].Class != base.Class || changed["rule"].ProposedAction != base.ProposedAction {
 		t.Fatal("the rule case must differ in its rule only")
@@ -368,7 +371,6 @@ func TestSnapshotAndEvidenceHash(t *testing.T) {
 		"more attempts":        decide(g, newEntry("denied", "", attempts(9)), LedgerView{}),
 		"another message":      decide(g, newEntry("denied", "other words"), LedgerView{}),
 		"reason code case":     decide(g, newEntry("DENIED", ""), LedgerView{}),
-		"payload formatting":   decide(g, newEntry("denied", "", func(e *entry.Entry) { e.Payload = []byte("{\n  \"a\": 1\n}") }), LedgerView{}),
 		"a ledger view":        decide(g, newEntry("denied", ""), LedgerView{State: StateDecided, Replays: 1}),
 		"the wall clock":       decide(g, newEntry("denied", "", func(e *entry.Entry) { e.LastFailure = time.Unix(1e9, 0) }), LedgerView{}),
 		"an empty label map":   decide(g, newEntry("denied", "", labels()), LedgerView{}),
@@ -488,5 +490,36 @@ func TestDecisionJSONRoundTrip(t *testing.T) {
 	var bad Backoff
 	if err := json.Unmarshal([]byte(`{"initial":"soon"}`), &bad); err == nil {
 		t.Error("a bad duration was accepted")
+	}
+}
+
+// A ledger written before issue 16 stored the hash of the compacted payload.
+// Re-reading the same pretty-printed payload must not become an idempotency
+// key conflict, and the decision must carry the stored hash so the next
+// ledger transition (which refuses a different hash) and approvals bound to
+// the old evidence still match.
+func TestLegacyStoredPayloadHashIsNotAConflict(t *testing.T) {
+	g := newEngine(t, "version: v1\n", nil)
+	e := newEntry("timeout", "", func(e *entry.Entry) {
+		e.Payload = json.RawMessage("{\n  \"repo\": \"acme/api\",\n  \"n\": 1\n}")
+	})
+	legacy := entry.LegacyPayloadHash(e.Payload)
+	if legacy == entry.PayloadHash(e.Payload) {
+		t.Fatal("fixture: the payload must hash differently in the two schemes")
+	}
+	for _, state := range []string{StateDecided, StateSucceeded} {
+		d := decide(g, e, LedgerView{State: state, PayloadHash: legacy})
+		if hasReason(d, "idempotency key conflict") || d.Action == Quarantine {
+			t.Errorf("%s with a legacy hash of the same payload: %s %q", state, d.Action, d.Reasons)
+		}
+		if d.PayloadHash != legacy {
+			t.Errorf("%s: decision hash %s, want the stored %s", state, d.PayloadHash, legacy)
+		}
+	}
+	// A genuinely different payload under the key is still a conflict.
+	other := newEntry("timeout", "", func(e *entry.Entry) { e.Payload = json.RawMessage(`{"repo":"acme/other"}`) })
+	if d := decide(g, other, LedgerView{State: StateDecided, PayloadHash: legacy}); d.Action != Quarantine ||
+		!hasReason(d, "idempotency key conflict") {
+		t.Errorf("a different payload under a legacy hash: %s %q, want quarantine for the conflict", d.Action, d.Reasons)
 	}
 }

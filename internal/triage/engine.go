@@ -56,9 +56,11 @@ type Engine struct {
 }
 
 // Decide returns the decision for one entry given what the ledger knows of
-// its key. It has no side effects.
+// its key. It has no side effects. The payload is hashed once here; a hash
+// a ledger stored under the pre-issue-16 scheme is kept when it is that of
+// the same payload (entry.PayloadHashAgainst).
 func (g *Engine) Decide(ctx context.Context, e *entry.Entry, view LedgerView) Decision {
-	return g.DecideWithPayloadHash(ctx, e, view, entry.PayloadHash(e.Payload))
+	return g.DecideWithPayloadHash(ctx, e, view, entry.PayloadHashAgainst(e.Payload, view.PayloadHash))
 }
 
 // DecideWithPayloadHash decides with the payload's hash given rather than

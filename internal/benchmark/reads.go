@@ -234,4 +234,3 @@ func measureReads(ctx context.Context, c *Config, path string, n int) ([]Row, er
 	}
 	return rows, nil
 }
-

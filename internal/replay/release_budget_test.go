@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/store"
@@ -51,7 +52,11 @@ func TestResetBudgetRedriveDoesWhatItsPreviewSays(t *testing.T) {
 		e["topic"] = "tool.flaky.pay"
 		entries = append(entries, e)
 	}
-	b.run(b.reconciler(2), b.jsonl("dlq.jsonl", entries...))
+	// The outage spends the budgets: the run waits out its scheduled retries
+	// (on its clock), and the breaker stays out of it (this is about budgets).
+	setup := waitingFor(time.Hour, b.reconciler(2))
+	setup.Breakers = &Breakers{Failures: 1000}
+	b.run(setup, b.jsonl("dlq.jsonl", entries...))
 	for i := range 20 {
 		ref := fmt.Sprintf("jsonl:max%02d", i)
 		if er := b.entry(ref); er.Status != store.StatusManualReview {

@@ -32,6 +32,8 @@ var migrations = []string{
 	 CREATE TABLE audit_head (id int PRIMARY KEY CHECK (id = 1), seq bigint NOT NULL, hash text NOT NULL, mac text NOT NULL DEFAULT '');
 	 INSERT INTO audit_head VALUES (1, 0, '` + audit.Genesis + `', '');
 	 CREATE SEQUENCE fence_seq;`,
+	// 2: audit records are appended unchained and sealed later (pg_audit.go).
+	pgAuditMigration,
 }
 
 // advisory lock ids (pg_advisory_lock's bigint space).
@@ -45,6 +47,10 @@ type Postgres struct {
 	pool     *pgxpool.Pool
 	key      []byte
 	instance string
+	// stopSealer ends this process's sealer loop and waits for it.
+	stopSealer func()
+	// settleWait overrides the package's settleWait (tests).
+	settleWait time.Duration
 }
 
 // OpenPostgres connects and migrates the schema.
@@ -62,11 +68,24 @@ func OpenPostgres(ctx context.Context, dsn string, o Options) (*Postgres, error)
 		pool.Close()
 		return nil, err
 	}
+	if !o.ReadOnly {
+		if len(o.AuditKey) > 0 {
+			if err := p.markSigned(ctx); err != nil {
+				pool.Close()
+				return nil, err
+			}
+		}
+		p.stopSealer = p.startSealer()
+	}
 	return p, nil
 }
 
-// Close releases the pool.
+// Close seals what this process wrote (best effort: another process's
+// sealer or the next one seals it otherwise) and releases the pool.
 func (p *Postgres) Close() error {
+	if p.stopSealer != nil {
+		p.stopSealer()
+	}
 	p.pool.Close()
 	return nil
 }
@@ -120,17 +139,13 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-// Update runs fn in a transaction. Writers are serialized on the audit
-// chain's head row, taken first: the chain stays one chain with many
-// writers and lock order can never deadlock. fn may run more than once.
+// Update runs fn in a transaction. Writers share no row: audit records
+// are appended unchained and sealed later (pg_audit.go). A deadlock or
+// serialization failure is retried, so fn may run more than once.
 func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 	for attempt := 0; ; attempt++ {
 		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-			var head auditHead
-			if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE`).Scan(&head.Seq, &head.Hash); err != nil {
-				return fmt.Errorf("lock audit head: %w", err)
-			}
-			t := &pgTx{ctx: ctx, tx: tx, head: &head, key: p.key}
+			t := &pgTx{ctx: ctx, tx: tx, key: p.key}
 			// A worker whose claim is no longer current writes nothing at
 			// all: not a ledger transition, not an entry, not a record.
 			if err := t.checkFence(); err != nil {
@@ -152,11 +167,10 @@ func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {
 }
 
 type pgTx struct {
-	ctx  context.Context
-	tx   pgx.Tx
-	ro   bool
-	head *auditHead
-	key  []byte
+	ctx context.Context
+	tx  pgx.Tx
+	ro  bool
+	key []byte
 }
 
 func (t *pgTx) lockClause() string {
@@ -242,47 +256,6 @@ func (t *pgTx) now() (time.Time, error) {
 	var now time.Time
 	err := t.tx.QueryRow(t.ctx, `SELECT now()`).Scan(&now)
 	return now.UTC(), err
-}
-
-func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
-	if t.ro || t.head == nil {
-		return audit.Sealed{}, ErrReadOnly
-	}
-	if len(t.key) == 0 {
-		// The head row is locked by this transaction already.
-		var mac string
-		if err := t.tx.QueryRow(t.ctx, `SELECT mac FROM audit_head WHERE id = 1`).Scan(&mac); err != nil {
-			return audit.Sealed{}, fmt.Errorf("read audit head: %w", err)
-		}
-		if mac != "" {
-			return audit.Sealed{}, ErrAuditKeyRequired
-		}
-	}
-	r.Seq = t.head.Seq + 1
-	if r.Time.IsZero() {
-		now, err := t.now()
-		if err != nil {
-			return audit.Sealed{}, err
-		}
-		r.Time = now
-	}
-	sealed, err := audit.Seal(r, t.head.Hash)
-	if err != nil {
-		return audit.Sealed{}, err
-	}
-	if _, err := t.tx.Exec(t.ctx, `INSERT INTO audit (seq, prev, hash, body) VALUES ($1, $2, $3, $4)`,
-		int64(sealed.Seq), sealed.Prev, sealed.Hash, []byte(sealed.Body)); err != nil {
-		return audit.Sealed{}, err
-	}
-	mac := ""
-	if len(t.key) > 0 {
-		mac = audit.HeadMAC(t.key, sealed.Seq, sealed.Hash)
-	}
-	if _, err := t.tx.Exec(t.ctx, `UPDATE audit_head SET seq = $1, hash = $2, mac = $3 WHERE id = 1`, int64(sealed.Seq), sealed.Hash, mac); err != nil {
-		return audit.Sealed{}, err
-	}
-	t.head.Seq, t.head.Hash = sealed.Seq, sealed.Hash
-	return sealed, nil
 }
 
 func (t *pgTx) Entry(ref string) (*EntryRecord, error) {
@@ -424,10 +397,13 @@ func (p *Postgres) Entries(ctx context.Context, fn func(*EntryRecord) error) err
 	}
 }
 
-// AuditRange implements audit.Reader.
+// AuditRange implements audit.Reader: the records up to the sealed head
+// (a sealed record never changes), after sealing what is settled.
 func (p *Postgres) AuditRange(ctx context.Context, from uint64, fn func(uint64, audit.Sealed, error) error) error {
+	p.flushAudit(ctx)
 	for {
-		rows, err := p.pool.Query(ctx, `SELECT seq, prev, hash, body FROM audit WHERE seq >= $1 ORDER BY seq LIMIT 1000`, int64(from))
+		rows, err := p.pool.Query(ctx, `SELECT seq, coalesce(prev, ''), coalesce(hash, ''), body FROM audit
+			WHERE seq >= $1 AND seq <= (SELECT seq FROM audit_head WHERE id = 1) ORDER BY seq LIMIT 1000`, int64(from))
 		if err != nil {
 			return err
 		}

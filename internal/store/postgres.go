@@ -34,6 +34,8 @@ var migrations = []string{
 	 CREATE SEQUENCE fence_seq;`,
 	// 2: audit records are appended unchained and sealed later (pg_audit.go).
 	pgAuditMigration,
+	// 3: the last complete ingest, so a run ingests once (pg_claim.go).
+	pgIngestMigration,
 }
 
 // advisory lock ids (pg_advisory_lock's bigint space).

@@ -12,8 +12,10 @@ import (
 // Ingest once per run: of the workers that start a run together, the one
 // that takes the ingest lock reads the sources; the others only claim, and
 // keep claiming while it ingests (its batches are claimable as they
-// commit). A worker that starts after a complete ingest begun within its
-// own run does not read the sources again.
+// commit). A worker whose run began before an ingest completed does not
+// read the sources again: workers started together ingest once, however
+// their starts interleave; entries that reached a source meanwhile are the
+// next run's.
 
 // pgIngestMigration records the last complete ingest.
 const pgIngestMigration = `CREATE TABLE ingest_runs (id int PRIMARY KEY CHECK (id = 1), started timestamptz NOT NULL, finished timestamptz);`
@@ -21,7 +23,7 @@ const pgIngestMigration = `CREATE TABLE ingest_runs (id int PRIMARY KEY CHECK (i
 const lockIngest int64 = 0x7265706c61790004
 
 // LeadIngest makes this worker the run's ingester when no other worker is
-// ingesting and no ingest started at or after since has completed. done
+// ingesting and no ingest completed at or after since. done
 // releases the lead and, when the ingest succeeded, records it complete.
 func (p *Postgres) LeadIngest(ctx context.Context, since time.Time) (done func(ok bool), lead bool, err error) {
 	conn, err := p.pool.Acquire(ctx)
@@ -41,14 +43,13 @@ func (p *Postgres) LeadIngest(ctx context.Context, since time.Time) (done func(o
 		_, _ = conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, lockIngest)
 		conn.Release()
 	}
-	var started time.Time
 	var finished *time.Time
-	err = conn.QueryRow(ctx, `SELECT started, finished FROM ingest_runs WHERE id = 1`).Scan(&started, &finished)
+	err = conn.QueryRow(ctx, `SELECT finished FROM ingest_runs WHERE id = 1`).Scan(&finished)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		unlock()
 		return nil, false, fmt.Errorf("ingest lead: %w", err)
 	}
-	if err == nil && finished != nil && !started.Before(since) {
+	if err == nil && finished != nil && !finished.Before(since) {
 		// This run's entries are in already.
 		unlock()
 		return nil, false, nil

@@ -10,8 +10,8 @@ import (
 
 // Issue 16: every worker read every source. One worker leads the ingest
 // of a run; while it does, Ingesting says so and no other worker leads;
-// once it completed, a worker of the same run (started before the ingest
-// began) does not read the sources again, one of a later run does.
+// once it completed, a worker whose run began before that does not read
+// the sources again, one of a later run does.
 func TestPostgresIngestsOncePerRun(t *testing.T) {
 	ctx := context.Background()
 	dsn := testsvc.Postgres(t)

@@ -36,6 +36,8 @@ var migrations = []string{
 	pgAuditMigration,
 	// 3: the last complete ingest, so a run ingests once (pg_claim.go).
 	pgIngestMigration,
+	// 4: long keys are stored under their hash (pg_keys.go).
+	pgKeysMigration,
 }
 
 // advisory lock ids (pg_advisory_lock's bigint space).
@@ -197,7 +199,7 @@ func scanJSON[T any](row pgx.Row) (*T, error) {
 }
 
 func (t *pgTx) Ledger(key string) (*idempotency.Record, error) {
-	return scanJSON[idempotency.Record](t.tx.QueryRow(t.ctx, `SELECT rec FROM ledger WHERE key = $1`+t.lockClause(), key))
+	return scanJSON[idempotency.Record](t.tx.QueryRow(t.ctx, `SELECT rec FROM ledger WHERE key = $1`+t.lockClause(), pgKey(key)))
 }
 
 // checkFence rejects a transition made under a claim that is no longer
@@ -209,7 +211,7 @@ func (t *pgTx) checkFence() error {
 	}
 	var token int64
 	var live bool
-	err := t.tx.QueryRow(t.ctx, `SELECT fence, coalesce(lease_until > now(), false) FROM entries WHERE ref = $1 FOR UPDATE`, f.Ref).Scan(&token, &live)
+	err := t.tx.QueryRow(t.ctx, `SELECT fence, coalesce(lease_until > now(), false) FROM entries WHERE ref = $1 FOR UPDATE`, pgKey(f.Ref)).Scan(&token, &live)
 	if err != nil {
 		return fmt.Errorf("check fence of %s: %w", f.Ref, err)
 	}
@@ -241,7 +243,7 @@ func (t *pgTx) Transition(tr idempotency.Transition) (idempotency.Record, error)
 	}
 	if cur == nil {
 		// No row to lock: two first transitions race on the insert.
-		tag, err := t.tx.Exec(t.ctx, `INSERT INTO ledger (key, rec) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, tr.Key, data)
+		tag, err := t.tx.Exec(t.ctx, `INSERT INTO ledger (key, rec) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, pgKey(tr.Key), data)
 		if err != nil {
 			return idempotency.Record{}, err
 		}
@@ -250,7 +252,7 @@ func (t *pgTx) Transition(tr idempotency.Transition) (idempotency.Record, error)
 		}
 		return next, nil
 	}
-	_, err = t.tx.Exec(t.ctx, `UPDATE ledger SET rec = $2 WHERE key = $1`, tr.Key, data)
+	_, err = t.tx.Exec(t.ctx, `UPDATE ledger SET rec = $2 WHERE key = $1`, pgKey(tr.Key), data)
 	return next, err
 }
 
@@ -261,7 +263,7 @@ func (t *pgTx) now() (time.Time, error) {
 }
 
 func (t *pgTx) Entry(ref string) (*EntryRecord, error) {
-	return scanEntry(t.tx.QueryRow(t.ctx, `SELECT rec, payload FROM entries WHERE ref = $1`, ref))
+	return scanEntry(t.tx.QueryRow(t.ctx, `SELECT rec, payload FROM entries WHERE ref = $1`, pgKey(ref)))
 }
 
 func scanEntry(row pgx.Row) (*EntryRecord, error) {
@@ -292,12 +294,12 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 		return err
 	}
 	_, err = t.tx.Exec(t.ctx, `INSERT INTO entries (ref, rec, payload) VALUES ($1, $2, $3)
-		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload`, r.Entry.Ref(), rec, payload)
+		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload`, pgKey(r.Entry.Ref()), rec, payload)
 	return err
 }
 
 func (t *pgTx) Approval(id string) (*Approval, error) {
-	return scanJSON[Approval](t.tx.QueryRow(t.ctx, `SELECT rec FROM approvals WHERE id = $1`+t.lockClause(), id))
+	return scanJSON[Approval](t.tx.QueryRow(t.ctx, `SELECT rec FROM approvals WHERE id = $1`+t.lockClause(), pgKey(id)))
 }
 
 func (t *pgTx) PutApproval(a *Approval) error {
@@ -308,7 +310,7 @@ func (t *pgTx) PutApproval(a *Approval) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.tx.Exec(t.ctx, `INSERT INTO approvals (id, rec) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET rec = excluded.rec`, a.ID, data)
+	_, err = t.tx.Exec(t.ctx, `INSERT INTO approvals (id, rec) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET rec = excluded.rec`, pgKey(a.ID), data)
 	return err
 }
 
@@ -487,7 +489,7 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 		if err != nil {
 			return 0, err
 		}
-		batch.Queue(`INSERT INTO entries (ref, rec, payload) VALUES ($1, $2, $3) ON CONFLICT (ref) DO NOTHING`, r.Entry.Ref(), rec, payload)
+		batch.Queue(`INSERT INTO entries (ref, rec, payload) VALUES ($1, $2, $3) ON CONFLICT (ref) DO NOTHING`, pgKey(r.Entry.Ref()), rec, payload)
 	}
 	br := p.pool.SendBatch(ctx, batch)
 	defer br.Close()
@@ -541,7 +543,7 @@ func (p *Postgres) ClaimRef(ctx context.Context, ref, owner string, lease time.D
 	err := p.pool.QueryRow(ctx, `
 		UPDATE entries SET lease_owner = $2, lease_until = now() + $3 * interval '1 millisecond', fence = nextval('fence_seq')
 		WHERE ref = $1 AND (lease_until IS NULL OR lease_until < now())
-		RETURNING fence, rec, payload`, ref, owner, lease.Milliseconds()).Scan(&token, &rec, &payload)
+		RETURNING fence, rec, payload`, pgKey(ref), owner, lease.Milliseconds()).Scan(&token, &rec, &payload)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Claim{}, false, nil
 	}
@@ -558,7 +560,7 @@ func (p *Postgres) ClaimRef(ctx context.Context, ref, owner string, lease time.D
 // Release implements Shared.
 func (p *Postgres) Release(ctx context.Context, ref string, token int64) error {
 	_, err := p.pool.Exec(ctx, `UPDATE entries SET last_checked = now(), lease_owner = NULL, lease_until = NULL
-		WHERE ref = $1 AND fence = $2`, ref, token)
+		WHERE ref = $1 AND fence = $2`, pgKey(ref), token)
 	return err
 }
 
@@ -595,7 +597,7 @@ func (p *Postgres) TryRunLock(ctx context.Context) (func(), bool, error) {
 func (p *Postgres) LeaseHolder(ctx context.Context, ref string) (owner string, until time.Time, token int64, err error) {
 	var o *string
 	var u *time.Time
-	err = p.pool.QueryRow(ctx, `SELECT lease_owner, lease_until, fence FROM entries WHERE ref = $1`, ref).Scan(&o, &u, &token)
+	err = p.pool.QueryRow(ctx, `SELECT lease_owner, lease_until, fence FROM entries WHERE ref = $1`, pgKey(ref)).Scan(&o, &u, &token)
 	if o != nil {
 		owner = *o
 	}

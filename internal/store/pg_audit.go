@@ -52,23 +52,21 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 	if t.ro {
 		return audit.Sealed{}, ErrReadOnly
 	}
-	if len(t.key) == 0 {
-		var signed bool
-		if err := t.tx.QueryRow(t.ctx, `SELECT signed OR mac <> '' FROM audit_head WHERE id = 1`).Scan(&signed); err != nil {
-			return audit.Sealed{}, fmt.Errorf("read audit head: %w", err)
-		}
-		if signed {
-			return audit.Sealed{}, ErrAuditKeyRequired
-		}
-	}
 	// The transaction id is taken before the number: the sealer's proof
-	// that a gap is void rests on every holder of a number having one.
+	// that a gap is void rests on every holder of a number having one. A
+	// keyless writer of a signed chain is refused before it takes one.
 	var seq int64
 	var now time.Time
-	if err := t.tx.QueryRow(t.ctx, `WITH x AS MATERIALIZED (SELECT pg_current_xact_id())
-		SELECT nextval('audit_seq'), now() FROM x`).Scan(&seq, &now); err != nil {
+	var signed bool
+	if err := t.tx.QueryRow(t.ctx, `WITH h AS MATERIALIZED (SELECT signed OR mac <> '' AS signed FROM audit_head WHERE id = 1),
+		x AS MATERIALIZED (SELECT pg_current_xact_id() FROM h WHERE $1 OR NOT h.signed)
+		SELECT (SELECT signed FROM h), coalesce((SELECT nextval('audit_seq') FROM x), 0), now()`, len(t.key) > 0).Scan(&signed, &seq, &now); err != nil {
 		return audit.Sealed{}, fmt.Errorf("number audit record: %w", err)
 	}
+	if signed && len(t.key) == 0 {
+		return audit.Sealed{}, ErrAuditKeyRequired
+	}
+	t.start = now.UTC()
 	r.Seq = uint64(seq)
 	if r.Time.IsZero() {
 		r.Time = now.UTC()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -213,5 +214,56 @@ func TestPostgresSealedHeadIsSigned(t *testing.T) {
 	}
 	if res, err := audit.Verify(ctx, p, []byte("other")); err != nil || res.OK() {
 		t.Fatalf("wrong key accepted: %+v %v", res, err)
+	}
+}
+
+// Without the audit head lock, two writers deciding entries with one
+// idempotency key are no longer ordered: the second's insert of the key
+// found the first's and failed with a conflict, and its entry was lost
+// from the run (a bench of 2,000 entries replayed 1,999). The transaction
+// is now run again and sees the key as the first left it.
+func TestPostgresSecondWriterOfANewKeySeesTheFirst(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	decide := func(saw *bool, hold chan struct{}, inserted chan struct{}) error {
+		return p.Update(ctx, func(tx Tx) error {
+			cur, err := tx.Ledger("k")
+			if err != nil {
+				return err
+			}
+			if cur != nil {
+				*saw = true
+				return nil
+			}
+			if _, err := tx.Transition(idempotency.Transition{Key: "k", To: idempotency.Decided, EntryRef: "jsonl:a"}); err != nil {
+				return err
+			}
+			if inserted != nil {
+				close(inserted)
+				<-hold
+			}
+			return nil
+		})
+	}
+	hold, inserted := make(chan struct{}), make(chan struct{})
+	var firstSaw, secondSaw bool
+	first := make(chan error, 1)
+	go func() { first <- decide(&firstSaw, hold, inserted) }()
+	<-inserted
+	second := make(chan error, 1)
+	go func() { second <- decide(&secondSaw, nil, nil) }()
+	// Let the first commit once the second waits on its row.
+	for waiting := false; !waiting; {
+		if err := p.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(hold)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil || !secondSaw {
+		t.Fatalf("second writer of the key: %v, saw the first's record: %v", err, secondSaw)
 	}
 }

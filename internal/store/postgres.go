@@ -137,6 +137,12 @@ func (p *Postgres) SchemaVersion(ctx context.Context) (int, error) {
 	return v, err
 }
 
+// errCreatedConcurrently: a first transition lost the race to create its
+// key. No lock orders writers any more (the audit head was that lock), so
+// the transaction is run again and sees the key as the winner left it,
+// exactly as if it had waited for it.
+var errCreatedConcurrently = errors.New("created concurrently")
+
 // retryable: the database aborted the transaction to keep it consistent.
 func retryable(err error) bool {
 	var pe *pgconn.PgError
@@ -157,7 +163,7 @@ func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 			}
 			return fn(t)
 		})
-		if err == nil || !retryable(err) || attempt >= 5 {
+		if err == nil || !(retryable(err) || errors.Is(err, errCreatedConcurrently)) || attempt >= 5 {
 			return err
 		}
 	}
@@ -175,6 +181,8 @@ type pgTx struct {
 	tx  pgx.Tx
 	ro  bool
 	key []byte
+	// start caches now() (pg_audit.go fills it too).
+	start time.Time
 }
 
 func (t *pgTx) lockClause() string {
@@ -248,7 +256,7 @@ func (t *pgTx) Transition(tr idempotency.Transition) (idempotency.Record, error)
 			return idempotency.Record{}, err
 		}
 		if tag.RowsAffected() == 0 {
-			return idempotency.Record{}, fmt.Errorf("%w: key %s was created concurrently", idempotency.ErrConflict, tr.Key)
+			return idempotency.Record{}, fmt.Errorf("%w: key %s (%w)", idempotency.ErrConflict, tr.Key, errCreatedConcurrently)
 		}
 		return next, nil
 	}
@@ -256,10 +264,18 @@ func (t *pgTx) Transition(tr idempotency.Transition) (idempotency.Record, error)
 	return next, err
 }
 
+// now is the transaction's start time, as PostgreSQL's now() is: asked
+// once per transaction, a round trip saved on every later use.
 func (t *pgTx) now() (time.Time, error) {
+	if !t.start.IsZero() {
+		return t.start, nil
+	}
 	var now time.Time
-	err := t.tx.QueryRow(t.ctx, `SELECT now()`).Scan(&now)
-	return now.UTC(), err
+	if err := t.tx.QueryRow(t.ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, err
+	}
+	t.start = now.UTC()
+	return t.start, nil
 }
 
 func (t *pgTx) Entry(ref string) (*EntryRecord, error) {

@@ -93,23 +93,28 @@ func (p *Postgres) settledThrough(ctx context.Context) (uint64, error) {
 	if !called {
 		return 0, nil
 	}
-	// Taken after the number: a writer holding a number <= last took its
-	// transaction id before it, so it is running in this snapshot or done.
-	var running []string
-	if err := p.pool.QueryRow(ctx, `SELECT coalesce(array_agg(x::text), '{}') FROM pg_snapshot_xip(pg_current_snapshot()) x`).Scan(&running); err != nil {
-		return 0, fmt.Errorf("read running transactions: %w", err)
+	// A transaction id taken now is above every id assigned before, and a
+	// writer holding a number <= last took its id before that number. A
+	// snapshot's running list holds every running id below its xmax, and
+	// xmax is above this id once it has committed (a snapshot does not list
+	// running ids at or above xmax: reading the list alone was not enough,
+	// and a live record was once voided). So: wait until no snapshot lists
+	// a running id below this one.
+	var horizon string
+	if err := p.pool.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&horizon); err != nil {
+		return 0, fmt.Errorf("read transaction horizon: %w", err)
 	}
 	wait := settleWait
 	if p.settleWait > 0 {
 		wait = p.settleWait
 	}
 	deadline := time.Now().Add(wait)
-	for len(running) > 0 {
-		if err := p.pool.QueryRow(ctx, `SELECT coalesce(array_agg(x), '{}') FROM unnest($1::text[]) x
-			WHERE pg_xact_status(x::xid8) = 'in progress'`, running).Scan(&running); err != nil {
+	for {
+		var running int
+		if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM pg_snapshot_xip(pg_current_snapshot()) x WHERE x < $1::xid8`, horizon).Scan(&running); err != nil {
 			return 0, fmt.Errorf("read running transactions: %w", err)
 		}
-		if len(running) == 0 {
+		if running == 0 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -267,3 +267,69 @@ func TestPostgresSecondWriterOfANewKeySeesTheFirst(t *testing.T) {
 		t.Fatalf("second writer of the key: %v, saw the first's record: %v", err, secondSaw)
 	}
 }
+
+// A writer can hold a record number with a transaction id above every
+// completed one; a snapshot does not list such a transaction as running.
+// The sealer once took the gap it left for a rollback and voided the
+// number, and the writer's record then failed as a duplicate (its entry
+// quarantined). Here V takes its id first, W then takes a number and
+// waits, V takes the next number and commits: the gap is W's, still live.
+func TestPostgresSealerNeverVoidsALiveRecord(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	p.settleWait = 50 * time.Millisecond
+	vHasID, wHasNumber, wRelease := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	vDone, wDone := make(chan error, 1), make(chan error, 1)
+	go func() {
+		vDone <- p.Update(ctx, func(tx Tx) error {
+			if _, err := tx.Transition(idempotency.Transition{Key: "v", To: idempotency.Decided}); err != nil {
+				return err
+			}
+			close(vHasID)
+			<-wHasNumber
+			_, err := tx.Append(&audit.Record{Actor: "v", Kind: audit.KindDecision, EntryRef: "jsonl:v"})
+			return err
+		})
+	}()
+	<-vHasID
+	go func() {
+		wDone <- p.Update(ctx, func(tx Tx) error {
+			if _, err := tx.Append(&audit.Record{Actor: "w", Kind: audit.KindDecision, EntryRef: "jsonl:w"}); err != nil {
+				return err
+			}
+			close(wHasNumber)
+			<-wRelease
+			return nil
+		})
+	}()
+	if err := <-vDone; err != nil {
+		t.Fatal(err)
+	}
+	sealed := make(chan error, 1)
+	go func() { _, err := p.SealAudit(ctx, true); sealed <- err }()
+	select {
+	case err := <-sealed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		close(wRelease)
+		t.Fatal("the sealer blocked on the live writer's record: it took its number for a rollback")
+	}
+	close(wRelease)
+	if err := <-wDone; err != nil {
+		t.Fatalf("the live writer's record: %v", err)
+	}
+	res, err := audit.Verify(ctx, p, nil)
+	if err != nil || !res.OK() || res.Records != 2 {
+		t.Fatalf("verify: %+v %v", res, err)
+	}
+	if err := audit.Each(ctx, p, audit.Query{}, func(r audit.Record) error {
+		if r.Kind == KindVoid {
+			t.Errorf("record %d voided", r.Seq)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

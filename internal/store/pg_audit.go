@@ -84,10 +84,10 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 // settledThrough returns a record number n such that every transaction
 // that took a number <= n has ended (committed or rolled back), waiting
 // up to settleWait for the ones running; 0 when that could not be shown.
-func (p *Postgres) settledThrough(ctx context.Context) (uint64, error) {
+func (p *Postgres) settledThrough(ctx context.Context, q pgx.Tx) (uint64, error) {
 	var last int64
 	var called bool
-	if err := p.pool.QueryRow(ctx, `SELECT last_value, is_called FROM audit_seq`).Scan(&last, &called); err != nil {
+	if err := q.QueryRow(ctx, `SELECT last_value, is_called FROM audit_seq`).Scan(&last, &called); err != nil {
 		return 0, fmt.Errorf("read audit sequence: %w", err)
 	}
 	if !called {
@@ -101,6 +101,7 @@ func (p *Postgres) settledThrough(ctx context.Context) (uint64, error) {
 	// and a live record was once voided). So: wait until no snapshot lists
 	// a running id below this one.
 	var horizon string
+	// (In a transaction of its own: the sealer's may hold an older id.)
 	if err := p.pool.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&horizon); err != nil {
 		return 0, fmt.Errorf("read transaction horizon: %w", err)
 	}
@@ -111,7 +112,8 @@ func (p *Postgres) settledThrough(ctx context.Context) (uint64, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		var running int
-		if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM pg_snapshot_xip(pg_current_snapshot()) x WHERE x < $1::xid8`, horizon).Scan(&running); err != nil {
+		if err := q.QueryRow(ctx, `SELECT count(*) FROM pg_snapshot_xip(pg_current_snapshot()) x
+			WHERE x < $1::xid8 AND x IS DISTINCT FROM pg_current_xact_id_if_assigned()`, horizon).Scan(&running); err != nil {
 			return 0, fmt.Errorf("read running transactions: %w", err)
 		}
 		if running == 0 {
@@ -123,7 +125,7 @@ func (p *Postgres) settledThrough(ctx context.Context) (uint64, error) {
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-time.After(time.Millisecond):
+		case <-time.After(2 * time.Millisecond):
 		}
 	}
 	return uint64(last), nil
@@ -144,10 +146,6 @@ func (p *Postgres) SealAudit(ctx context.Context, wait bool) (int, error) {
 }
 
 func (p *Postgres) sealRound(ctx context.Context, wait bool) (sealed int, more bool, err error) {
-	settled, err := p.settledThrough(ctx)
-	if err != nil {
-		return 0, false, err
-	}
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		sealed, more = 0, false
 		if wait {
@@ -166,28 +164,24 @@ func (p *Postgres) sealRound(ctx context.Context, wait bool) (sealed int, more b
 		if err := tx.QueryRow(ctx, `SELECT seq, hash, signed OR mac <> '' FROM audit_head WHERE id = 1 FOR UPDATE`).Scan(&headSeq, &head, &signed); err != nil {
 			return fmt.Errorf("lock audit head: %w", err)
 		}
-		rows, err := tx.Query(ctx, `SELECT seq, body FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2`, headSeq, sealBatch)
+		tail, err := readTail(ctx, tx, headSeq)
 		if err != nil {
 			return err
 		}
-		type row struct {
-			seq  uint64
-			body []byte
-		}
-		var tail []row
-		for rows.Next() {
-			var r row
-			var s int64
-			if err := rows.Scan(&s, &r.body); err != nil {
-				rows.Close()
-				return err
+		// Only a gap needs the proof that its number is settled (the
+		// proof waits for the writers before it): seal up to the first
+		// gap, or prove and read the tail again.
+		settled := uint64(headSeq)
+		for i, r := range tail {
+			if r.seq != uint64(headSeq)+1+uint64(i) {
+				if settled, err = p.settledThrough(ctx, tx); err != nil {
+					return err
+				}
+				if tail, err = readTail(ctx, tx, headSeq); err != nil {
+					return err
+				}
+				break
 			}
-			r.seq = uint64(s)
-			tail = append(tail, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
 		}
 		if len(tail) == 0 {
 			return nil
@@ -254,6 +248,31 @@ func (p *Postgres) sealRound(ctx context.Context, wait bool) (sealed int, more b
 		return 0, false, fmt.Errorf("seal audit chain: %w", err)
 	}
 	return sealed, more, nil
+}
+
+type tailRow struct {
+	seq  uint64
+	body []byte
+}
+
+// readTail reads the committed records after the head, in number order.
+func readTail(ctx context.Context, tx pgx.Tx, headSeq int64) ([]tailRow, error) {
+	rows, err := tx.Query(ctx, `SELECT seq, body FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2`, headSeq, sealBatch)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var tail []tailRow
+	for rows.Next() {
+		var r tailRow
+		var s int64
+		if err := rows.Scan(&s, &r.body); err != nil {
+			return nil, err
+		}
+		r.seq = uint64(s)
+		tail = append(tail, r)
+	}
+	return tail, rows.Err()
 }
 
 // markSigned records that a keyed process writes this store, before its

@@ -3,20 +3,36 @@ package benchmark
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/replayctl/replayctl/internal/gen"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
+	"github.com/replayctl/replayctl/internal/triage"
 )
 
+// workerParallel is each worker's --max-parallel in the worker rows.
+const workerParallel = 4
+
 // workers measures replays/s with 1, 2 and 4 workers sharing one DLQ
-// through PostgreSQL, against the local sink, as ratios to one worker.
+// through PostgreSQL. Against a target answering in 10 ms a worker is
+// bound by the target's latency, so workers must add up: the rows are
+// ratios to one worker. Against a target answering at once the database is
+// the bound, so each row is a ratio to bare single-row INSERT+COMMITs by
+// as many connections as the workers have entries in flight, measured
+// right after it (the least work a durable claim-and-record can cost).
+// Every figure is the best of two runs (one with --quick), the worker
+// counts alternating.
 func workers(ctx context.Context, c *Config) ([]Row, error) {
-	n := c.size(4_000, 200)
+	n := c.size(2_000, 120)
 	spec, err := c.corpus("workers.jsonl", gen.Options{N: n, Seed: 5, AutoOnly: true})
 	if err != nil {
 		return nil, err
@@ -29,59 +45,134 @@ func workers(ctx context.Context, c *Config) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := sink()
-	defer s.Close()
-	var rows []Row
-	var one float64
-	for _, w := range []int{1, 2, 4} {
-		c.progress(fmt.Sprintf("shared store: %d worker(s)", w))
-		dsn, err := testsvc.PostgresDB(fmt.Sprintf("bench_%d_%d", w, time.Now().UnixNano()))
-		if err != nil {
-			return append(rows, Row{Measure: "replays with several workers", Note: "skipped: " + err.Error()}), nil
-		}
-		var wg sync.WaitGroup
-		errs := make([]error, w)
-		done := make([]int, w)
-		t0 := time.Now()
-		for i := range w {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				pg, err := store.OpenPostgres(ctx, dsn, store.Options{})
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				defer pg.Close()
-				r := &replay.Reconciler{Engine: eng, Store: pg, MaxParallel: 5, Actor: "bench", Owner: fmt.Sprintf("w%d", i),
-					Router: replay.NewRulesRouter(eng.Rules, &replay.Route{Name: "sink", Dispatcher: replay.NewHTTPTarget(s.URL, "", 10*time.Second, nil)})}
-				rep, err := r.Run(ctx, []source.Source{src})
-				errs[i] = err
-				if rep != nil {
-					done[i] = rep.Replays.Succeeded
-				}
-			}()
-		}
-		wg.Wait()
-		took := time.Since(t0)
-		total := 0
-		for i := range w {
-			if errs[i] != nil {
-				return nil, errs[i]
-			}
-			total += done[i]
-		}
-		if total != n {
-			return nil, fmt.Errorf("%d workers replayed %d of %d entries", w, total, n)
-		}
-		r := Row{Measure: fmt.Sprintf("replays, %d worker(s) on PostgreSQL (replays/s)", w), Figure: rate(n, took), Unit: "/s"}
-		if w == 1 {
-			one = r.Figure
-		} else {
-			r.Baseline, r.Ratio, r.Note = one, r.Figure/one, "of 1 worker"
-		}
-		rows = append(rows, r)
+	if _, err := testsvc.PostgresDB(fmt.Sprintf("bench_probe_%d", time.Now().UnixNano())); err != nil {
+		return []Row{{Measure: "replays with several workers", Note: "skipped: " + err.Error()}}, nil
 	}
-	testsvc.Stop()
+	defer testsvc.Stop()
+	counts := []int{1, 2, 4}
+	var rows []Row
+	for _, latency := range []time.Duration{10 * time.Millisecond, 0} {
+		s := slowSink(latency)
+		got := map[int]float64{}
+		base := map[int]float64{}
+		for round := range c.size(2, 1) {
+			for _, w := range counts {
+				c.progress(fmt.Sprintf("shared store: %d worker(s), target %v, round %d", w, latency, round+1))
+				r, err := runWorkers(ctx, eng, src, s.URL, w, n)
+				if err != nil {
+					s.Close()
+					return nil, err
+				}
+				got[w] = max(got[w], r)
+				if latency == 0 {
+					b, err := bareInserts(ctx, w*workerParallel, n)
+					if err != nil {
+						s.Close()
+						return nil, err
+					}
+					base[w] = max(base[w], b)
+				}
+			}
+		}
+		s.Close()
+		for _, w := range counts {
+			r := Row{Measure: fmt.Sprintf("replays, %d worker(s) on PostgreSQL, target answering in %v (replays/s)", w, latency), Figure: got[w], Unit: "/s"}
+			switch {
+			case latency > 0 && w > 1:
+				r.Baseline, r.Ratio, r.Note = got[1], got[w]/got[1], "of 1 worker"
+				r.Target = fmt.Sprintf(">= %.1fx", map[int]float64{2: 1.8, 4: 3.5}[w])
+			case latency == 0:
+				r.Measure = fmt.Sprintf("replays, %d worker(s) on PostgreSQL, target answering at once (replays/s)", w)
+				r.Baseline, r.Ratio = base[w], got[w]/base[w]
+				r.Note = fmt.Sprintf("of bare INSERT+COMMIT, %d connections", w*workerParallel)
+			}
+			rows = append(rows, r)
+		}
+	}
 	return rows, nil
+}
+
+// slowSink is a target that answers 200 after latency.
+func slowSink(latency time.Duration) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if latency > 0 {
+			time.Sleep(latency)
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+}
+
+// runWorkers drains n entries with w workers on a fresh database and
+// returns replays/s.
+func runWorkers(ctx context.Context, eng *triage.Engine, src source.Source, target string, w, n int) (float64, error) {
+	dsn, err := testsvc.PostgresDB(fmt.Sprintf("bench_%d_%d", w, time.Now().UnixNano()))
+	if err != nil {
+		return 0, err
+	}
+	// Room for every slot, the sealer and the ingest lead.
+	dsn += fmt.Sprintf("&pool_max_conns=%d", workerParallel+4)
+	stores := make([]*store.Postgres, w)
+	for i := range w {
+		if stores[i], err = store.OpenPostgres(ctx, dsn, store.Options{}); err != nil {
+			return 0, err
+		}
+		defer stores[i].Close()
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, w)
+	done := make([]int, w)
+	t0 := time.Now()
+	for i := range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &replay.Reconciler{Engine: eng, Store: stores[i], MaxParallel: workerParallel, Actor: "bench", Owner: fmt.Sprintf("w%d", i),
+				Router: replay.NewRulesRouter(eng.Rules, &replay.Route{Name: "sink", Dispatcher: replay.NewHTTPTarget(target, "", 10*time.Second, nil)})}
+			rep, err := r.Run(ctx, []source.Source{src})
+			errs[i] = err
+			if rep != nil {
+				done[i] = rep.Replays.Succeeded
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(t0)
+	total := 0
+	for i := range w {
+		if errs[i] != nil {
+			return 0, errs[i]
+		}
+		total += done[i]
+	}
+	if total != n {
+		return 0, fmt.Errorf("%d workers replayed %d of %d entries", w, total, n)
+	}
+	return rate(n, took), nil
+}
+
+// bareInserts is the database's floor: conns connections each inserting
+// one row per transaction (autocommit), n rows in all; rows/s.
+func bareInserts(ctx context.Context, conns, n int) (float64, error) {
+	dsn, err := testsvc.PostgresDB(fmt.Sprintf("bench_bare_%d", time.Now().UnixNano()))
+	if err != nil {
+		return 0, err
+	}
+	pool, err := pgxpool.New(ctx, dsn+fmt.Sprintf("&pool_max_conns=%d", conns))
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE t (id bigint PRIMARY KEY, body bytea NOT NULL)`); err != nil {
+		return 0, err
+	}
+	body := make([]byte, 512)
+	d, err := parallel(conns, n, func(i int) error {
+		_, err := pool.Exec(ctx, `INSERT INTO t (id, body) VALUES ($1, $2)`, int64(i), body)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return rate(n, d), nil
 }

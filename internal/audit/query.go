@@ -26,6 +26,14 @@ type Reader interface {
 	AuditHeadMAC(ctx context.Context) (string, error)
 }
 
+// TailReader is a store whose writers append records unchained and one
+// sealer chains them afterwards (PostgreSQL, so that many writers never
+// queue on one head): Verify covers the chain up to the sealed head and
+// reports the records after it.
+type TailReader interface {
+	AuditUnsealed(ctx context.Context) (int, error)
+}
+
 // ErrNotFound: no record with that id.
 var ErrNotFound = errors.New("no such audit record")
 
@@ -41,6 +49,8 @@ type VerifyResult struct {
 	Signed bool `json:"signed"`
 	// Checkpoint is true when a checkpoint was given and the chain holds it.
 	Checkpoint bool `json:"checkpoint,omitempty"`
+	// Unsealed counts records written after the sealed head (TailReader).
+	Unsealed int `json:"unsealed,omitempty"`
 	// Unchecked names each check that could not be made and what it
 	// would have caught, so that "ok" is never read as more than it is.
 	Unchecked []string `json:"unchecked,omitempty"`
@@ -95,31 +105,50 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 	}
 	res := &VerifyResult{From: from}
 	atCheckpoint := ""
-	err := r.AuditRange(ctx, from, func(k uint64, s Sealed, derr error) error {
-		if derr != nil {
-			res.Break = &Break{Seq: k, Reason: "undecodable record: " + derr.Error()}
-			return errStop
-		}
-		if b := v.Next(k, s); b != nil {
-			res.Break = b
-			return errStop
-		}
-		if cp != nil && k == cp.Seq {
-			atCheckpoint = v.Head()
+	walk := func(from uint64) error {
+		err := r.AuditRange(ctx, from, func(k uint64, s Sealed, derr error) error {
+			if derr != nil {
+				res.Break = &Break{Seq: k, Reason: "undecodable record: " + derr.Error()}
+				return errStop
+			}
+			if b := v.Next(k, s); b != nil {
+				res.Break = b
+				return errStop
+			}
+			if cp != nil && k == cp.Seq {
+				atCheckpoint = v.Head()
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			return err
 		}
 		return nil
-	})
-	if err != nil && !errors.Is(err, errStop) {
+	}
+	if err := walk(from); err != nil {
 		return nil, err
+	}
+	var seq uint64
+	var head, mac string
+	for try := 0; ; try++ {
+		if res.Break != nil {
+			res.Records, res.Head = v.Count(), v.Head()
+			return res, nil
+		}
+		var err error
+		if seq, head, mac, err = readHead(ctx, r, len(key) > 0); err != nil {
+			return nil, err
+		}
+		// A store that seals while we read (PostgreSQL's sealer) may have
+		// moved its head on since the walk: walk on to it, a few times.
+		if seq <= uint64(v.Count()) || try == 3 {
+			break
+		}
+		if err := walk(uint64(v.Count()) + 1); err != nil {
+			return nil, err
+		}
 	}
 	res.Records, res.Head = v.Count(), v.Head()
-	if res.Break != nil {
-		return res, nil
-	}
-	seq, head, err := r.AuditHead(ctx)
-	if err != nil {
-		return nil, err
-	}
 	if seq != uint64(v.Count()) || head != v.Head() {
 		res.Break = &Break{Seq: seq, Reason: fmt.Sprintf("recorded head (record %d) does not match the chain's last record (%d): records were removed from the end", seq, v.Count())}
 		return res, nil
@@ -136,14 +165,20 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 	default:
 		res.Checkpoint = true
 	}
+	if t, ok := r.(TailReader); ok {
+		n, err := t.AuditUnsealed(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			res.Unsealed = n
+			res.Unchecked = append(res.Unchecked, fmt.Sprintf("unsealed tail: %d record(s) written after the sealed head are not chained yet, so they are not verified (the store's sealer chains them within a second)", n))
+		}
+	}
 	if len(key) == 0 {
 		res.Unchecked = append(res.Unchecked, UncheckedSignature)
 	}
 	if len(key) > 0 {
-		mac, err := r.AuditHeadMAC(ctx)
-		if err != nil {
-			return nil, err
-		}
 		if !hmac.Equal([]byte(mac), []byte(HeadMAC(key, seq, head))) {
 			res.Break = &Break{Seq: seq, Reason: "head signature does not match: the chain was rewritten without the key (or the key is wrong)"}
 			return res, nil
@@ -196,6 +231,24 @@ func (iv *Incremental) Verify(ctx context.Context, r Reader, key []byte) (*Verif
 		iv.seq, iv.head = 0, "" // the next one walks everything again
 	}
 	return res, err
+}
+
+// SignedHeadReader reads the head and its MAC together, for a store whose
+// head moves while it is read.
+type SignedHeadReader interface {
+	AuditSignedHead(ctx context.Context) (seq uint64, hash, mac string, err error)
+}
+
+func readHead(ctx context.Context, r Reader, withMAC bool) (uint64, string, string, error) {
+	if sr, ok := r.(SignedHeadReader); ok {
+		return sr.AuditSignedHead(ctx)
+	}
+	seq, head, err := r.AuditHead(ctx)
+	if err != nil || !withMAC {
+		return seq, head, "", err
+	}
+	mac, err := r.AuditHeadMAC(ctx)
+	return seq, head, mac, err
 }
 
 // Query filters records.

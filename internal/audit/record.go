@@ -76,6 +76,12 @@ func Seal(r *Record, prev string) (Sealed, error) {
 	return Sealed{Seq: r.Seq, Prev: prev, Hash: chainHash(r.Seq, prev, body), Body: body}, nil
 }
 
+// Link chains a record already encoded (its body written before its place
+// in the chain was known, as a shared store's writers do) to prev.
+func Link(seq uint64, prev string, body []byte) Sealed {
+	return Sealed{Seq: seq, Prev: prev, Hash: chainHash(seq, prev, body), Body: body}
+}
+
 func chainHash(seq uint64, prev string, body []byte) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%d\n%s\n", seq, prev)

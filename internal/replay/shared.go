@@ -66,12 +66,14 @@ func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, er
 	}()
 	sh, shared := r.Store.(store.Shared)
 	var feed func(ctx context.Context, yield func(work) bool) error
+	var ingested func() error // waits for this worker's ingest, if it leads one
 	if shared {
-		since, bySource, err := r.ingest(ctx, srcs, sh, rep)
+		since, idx, wait, err := r.ingest(ctx, srcs, sh, rep)
 		if err != nil {
 			return r.finish(rep), err
 		}
-		feed = r.claimFeed(sh, since, bySource)
+		ingested = wait
+		feed = r.claimFeed(sh, since, idx)
 	} else {
 		// On bbolt the file lock keeps every other process out, so any
 		// dispatch left without an outcome is a dead owner's.
@@ -113,6 +115,11 @@ func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, er
 		rep.add(&d.res)
 	}
 	err := r.pass(ctx, feed, account)
+	if ingested != nil {
+		if ierr := ingested(); ierr != nil && err == nil {
+			err = ierr
+		}
+	}
 	deadline := rep.Started.Add(r.MaxWait)
 	for err == nil && len(waiting) > 0 && ctx.Err() == nil {
 		next := time.Time{}
@@ -285,12 +292,16 @@ func (r *Reconciler) sourceFeed(srcs []source.Source) func(context.Context, func
 }
 
 // claimFeed yields claimed entries of a shared store not checked since
-// the run began, batch by batch, up to Limit.
-func (r *Reconciler) claimFeed(sh store.Shared, since time.Time, bySource map[string]source.Source) func(context.Context, func(work) bool) error {
+// the run began, up to Limit. It claims about as many as the workers can
+// take (MaxParallel), so a slow target call holds only its own worker, and
+// claims again as soon as those are taken, not when a batch is done. With
+// nothing claimable it waits while another worker still ingests this run's
+// entries, and stops once none does.
+func (r *Reconciler) claimFeed(sh store.Shared, since time.Time, idx *sourceIndex) func(context.Context, func(work) bool) error {
 	return func(ctx context.Context, yield func(work) bool) error {
 		claimed := 0
 		for ctx.Err() == nil {
-			want := r.MaxParallel * 2
+			want := r.MaxParallel
 			if r.Limit > 0 {
 				if claimed >= r.Limit {
 					return nil
@@ -298,13 +309,24 @@ func (r *Reconciler) claimFeed(sh store.Shared, since time.Time, bySource map[st
 				want = min(want, r.Limit-claimed)
 			}
 			claims, err := sh.Claim(ctx, r.Owner, since, want, r.Lease)
-			if err != nil || len(claims) == 0 {
+			if err != nil {
 				return err
+			}
+			if len(claims) == 0 {
+				busy, err := sh.Ingesting(ctx)
+				if err != nil || !busy {
+					return err
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(idlePoll):
+				}
+				continue
 			}
 			for i := range claims {
 				c := &claims[i]
 				claimed++
-				if !yield(work{e: c.Entry.Entry, src: bySource[c.Entry.Entry.Source], claim: c}) {
+				if !yield(work{e: c.Entry.Entry, src: idx.of(c.Entry.Entry.Source), claim: c}) {
 					// Not handled: free it for the next run or worker.
 					for _, rest := range claims[i:] {
 						_ = sh.Release(context.WithoutCancel(ctx), rest.Entry.Entry.Ref(), rest.Token)
@@ -328,41 +350,39 @@ func sliceFeed(ws []work) func(context.Context, func(work) bool) error {
 	}
 }
 
-// ingest adds the sources' entries to a shared store (idempotently) and
-// returns the time the run's claims start from and each source by name.
-func (r *Reconciler) ingest(ctx context.Context, srcs []source.Source, sh store.Shared, rep *Report) (time.Time, map[string]source.Source, error) {
+// ingest starts this run's ingest on a shared store: one worker per run
+// (the ingest lead, chosen by the store) reads the sources into the store,
+// in batches the workers claim as each commits; the others never read the
+// sources. It returns the time the run's claims start from, where to find
+// an entry's source (for write-back) and a wait for the lead's ingest.
+func (r *Reconciler) ingest(ctx context.Context, srcs []source.Source, sh store.Shared, rep *Report) (time.Time, *sourceIndex, func() error, error) {
 	since, err := sh.Now(ctx)
 	if err != nil {
-		return since, nil, err
+		return since, nil, nil, err
 	}
-	bySource := map[string]source.Source{}
-	batch := make([]*store.EntryRecord, 0, ingestBatch)
-	flush := func() error {
-		n, err := sh.Ingest(ctx, batch)
-		rep.Ingested += n
-		batch = batch[:0]
-		return err
+	idx := &sourceIndex{srcs: srcs, seen: map[string]source.Source{}}
+	done, lead, err := sh.LeadIngest(ctx, since)
+	if err != nil {
+		return since, nil, nil, err
 	}
-	for _, src := range srcs {
-		for e, err := range src.Entries(ctx) {
-			if err != nil {
-				return since, nil, fmt.Errorf("source %s: %w", src, err)
-			}
-			if _, ok := bySource[e.Source]; !ok {
-				bySource[e.Source] = src
-			}
-			batch = append(batch, &store.EntryRecord{Entry: e, Status: store.StatusPending, FirstSeen: since, LastSeen: since})
-			if len(batch) == ingestBatch {
-				if err := flush(); err != nil {
-					return since, nil, fmt.Errorf("ingest: %w", err)
-				}
-			}
-		}
+	if !lead {
+		return since, idx, func() error { return nil }, nil
 	}
-	if err := flush(); err != nil {
-		return since, nil, fmt.Errorf("ingest: %w", err)
-	}
-	return since, bySource, nil
+	var (
+		n         int
+		ingestErr error
+	)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		n, ingestErr = r.ingestShared(ctx, srcs, sh, since, idx)
+		done(ingestErr == nil)
+	}()
+	return since, idx, func() error {
+		<-finished
+		rep.Ingested = n
+		return ingestErr
+	}, nil
 }
 
 // handleClaim handles the entry under its claim (handle recovers a

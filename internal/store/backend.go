@@ -82,4 +82,11 @@ type Shared interface {
 	// TryRunLock takes the scheduler lock (advisory); ok is false when
 	// another process holds it.
 	TryRunLock(ctx context.Context) (release func(), ok bool, err error)
+	// LeadIngest makes this worker the one that reads the sources for the
+	// run that started at since; lead is false when another worker is
+	// ingesting or has ingested since then. done(ok) ends the lead.
+	LeadIngest(ctx context.Context, since time.Time) (done func(ok bool), lead bool, err error)
+	// Ingesting reports whether a worker is ingesting now (its entries
+	// keep arriving to claim).
+	Ingesting(ctx context.Context) (bool, error)
 }

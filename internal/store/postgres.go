@@ -41,6 +41,12 @@ var migrations = []string{
 	 CREATE INDEX entries_action ON entries (lower(coalesce(replayctl_doc(rec)->>'action', '')), ref);
 	 CREATE INDEX entries_source ON entries (lower(coalesce(replayctl_doc(rec)->'entry'->>'source', '')), ref);
 	 CREATE INDEX entries_topic ON entries (coalesce(replayctl_doc(rec)->'entry'->>'topic', ''), ref);`,
+	// 3: audit records are appended unchained and sealed later (pg_audit.go).
+	pgAuditMigration,
+	// 4: the last complete ingest, so a run ingests once (pg_claim.go).
+	pgIngestMigration,
+	// 5: long keys are stored under their hash (pg_keys.go).
+	pgKeysMigration,
 }
 
 // advisory lock ids (pg_advisory_lock's bigint space).
@@ -54,6 +60,10 @@ type Postgres struct {
 	pool     *pgxpool.Pool
 	key      []byte
 	instance string
+	// stopSealer ends this process's sealer loop and waits for it.
+	stopSealer func()
+	// settleWait overrides the package's settleWait (tests).
+	settleWait time.Duration
 }
 
 // OpenPostgres connects and migrates the schema.
@@ -71,11 +81,24 @@ func OpenPostgres(ctx context.Context, dsn string, o Options) (*Postgres, error)
 		pool.Close()
 		return nil, err
 	}
+	if !o.ReadOnly {
+		if len(o.AuditKey) > 0 {
+			if err := p.markSigned(ctx); err != nil {
+				pool.Close()
+				return nil, err
+			}
+		}
+		p.stopSealer = p.startSealer()
+	}
 	return p, nil
 }
 
-// Close releases the pool.
+// Close seals what this process wrote (best effort: another process's
+// sealer or the next one seals it otherwise) and releases the pool.
 func (p *Postgres) Close() error {
+	if p.stopSealer != nil {
+		p.stopSealer()
+	}
 	p.pool.Close()
 	return nil
 }
@@ -123,23 +146,25 @@ func (p *Postgres) SchemaVersion(ctx context.Context) (int, error) {
 	return v, err
 }
 
+// errCreatedConcurrently: a first transition lost the race to create its
+// key. No lock orders writers any more (the audit head was that lock), so
+// the transaction is run again and sees the key as the winner left it,
+// exactly as if it had waited for it.
+var errCreatedConcurrently = errors.New("created concurrently")
+
 // retryable: the database aborted the transaction to keep it consistent.
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-// Update runs fn in a transaction. Writers are serialized on the audit
-// chain's head row, taken first: the chain stays one chain with many
-// writers and lock order can never deadlock. fn may run more than once.
+// Update runs fn in a transaction. Writers share no row: audit records
+// are appended unchained and sealed later (pg_audit.go). A deadlock or
+// serialization failure is retried, so fn may run more than once.
 func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 	for attempt := 0; ; attempt++ {
 		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-			var head auditHead
-			if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE`).Scan(&head.Seq, &head.Hash); err != nil {
-				return fmt.Errorf("lock audit head: %w", err)
-			}
-			t := &pgTx{ctx: ctx, tx: tx, head: &head, key: p.key}
+			t := &pgTx{ctx: ctx, tx: tx, key: p.key}
 			// A worker whose claim is no longer current writes nothing at
 			// all: not a ledger transition, not an entry, not a record.
 			if err := t.checkFence(); err != nil {
@@ -147,7 +172,7 @@ func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 			}
 			return fn(t)
 		})
-		if err == nil || !retryable(err) || attempt >= 5 {
+		if err == nil || !(retryable(err) || errors.Is(err, errCreatedConcurrently)) || attempt >= 5 {
 			return err
 		}
 	}
@@ -161,11 +186,12 @@ func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {
 }
 
 type pgTx struct {
-	ctx  context.Context
-	tx   pgx.Tx
-	ro   bool
-	head *auditHead
-	key  []byte
+	ctx context.Context
+	tx  pgx.Tx
+	ro  bool
+	key []byte
+	// start caches now() (pg_audit.go fills it too).
+	start time.Time
 }
 
 func (t *pgTx) lockClause() string {
@@ -190,7 +216,7 @@ func scanJSON[T any](row pgx.Row) (*T, error) {
 }
 
 func (t *pgTx) Ledger(key string) (*idempotency.Record, error) {
-	return scanJSON[idempotency.Record](t.tx.QueryRow(t.ctx, `SELECT rec FROM ledger WHERE key = $1`+t.lockClause(), key))
+	return scanJSON[idempotency.Record](t.tx.QueryRow(t.ctx, `SELECT rec FROM ledger WHERE key = $1`+t.lockClause(), pgKey(key)))
 }
 
 // checkFence rejects a transition made under a claim that is no longer
@@ -202,7 +228,7 @@ func (t *pgTx) checkFence() error {
 	}
 	var token int64
 	var live bool
-	err := t.tx.QueryRow(t.ctx, `SELECT fence, coalesce(lease_until > now(), false) FROM entries WHERE ref = $1 FOR UPDATE`, f.Ref).Scan(&token, &live)
+	err := t.tx.QueryRow(t.ctx, `SELECT fence, coalesce(lease_until > now(), false) FROM entries WHERE ref = $1 FOR UPDATE`, pgKey(f.Ref)).Scan(&token, &live)
 	if err != nil {
 		return fmt.Errorf("check fence of %s: %w", f.Ref, err)
 	}
@@ -234,68 +260,35 @@ func (t *pgTx) Transition(tr idempotency.Transition) (idempotency.Record, error)
 	}
 	if cur == nil {
 		// No row to lock: two first transitions race on the insert.
-		tag, err := t.tx.Exec(t.ctx, `INSERT INTO ledger (key, rec) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, tr.Key, data)
+		tag, err := t.tx.Exec(t.ctx, `INSERT INTO ledger (key, rec) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, pgKey(tr.Key), data)
 		if err != nil {
 			return idempotency.Record{}, err
 		}
 		if tag.RowsAffected() == 0 {
-			return idempotency.Record{}, fmt.Errorf("%w: key %s was created concurrently", idempotency.ErrConflict, tr.Key)
+			return idempotency.Record{}, fmt.Errorf("%w: key %s (%w)", idempotency.ErrConflict, tr.Key, errCreatedConcurrently)
 		}
 		return next, nil
 	}
-	_, err = t.tx.Exec(t.ctx, `UPDATE ledger SET rec = $2 WHERE key = $1`, tr.Key, data)
+	_, err = t.tx.Exec(t.ctx, `UPDATE ledger SET rec = $2 WHERE key = $1`, pgKey(tr.Key), data)
 	return next, err
 }
 
+// now is the transaction's start time, as PostgreSQL's now() is: asked
+// once per transaction, a round trip saved on every later use.
 func (t *pgTx) now() (time.Time, error) {
+	if !t.start.IsZero() {
+		return t.start, nil
+	}
 	var now time.Time
-	err := t.tx.QueryRow(t.ctx, `SELECT now()`).Scan(&now)
-	return now.UTC(), err
-}
-
-func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
-	if t.ro || t.head == nil {
-		return audit.Sealed{}, ErrReadOnly
+	if err := t.tx.QueryRow(t.ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, err
 	}
-	if len(t.key) == 0 {
-		// The head row is locked by this transaction already.
-		var mac string
-		if err := t.tx.QueryRow(t.ctx, `SELECT mac FROM audit_head WHERE id = 1`).Scan(&mac); err != nil {
-			return audit.Sealed{}, fmt.Errorf("read audit head: %w", err)
-		}
-		if mac != "" {
-			return audit.Sealed{}, ErrAuditKeyRequired
-		}
-	}
-	r.Seq = t.head.Seq + 1
-	if r.Time.IsZero() {
-		now, err := t.now()
-		if err != nil {
-			return audit.Sealed{}, err
-		}
-		r.Time = now
-	}
-	sealed, err := audit.Seal(r, t.head.Hash)
-	if err != nil {
-		return audit.Sealed{}, err
-	}
-	if _, err := t.tx.Exec(t.ctx, `INSERT INTO audit (seq, prev, hash, body) VALUES ($1, $2, $3, $4)`,
-		int64(sealed.Seq), sealed.Prev, sealed.Hash, []byte(sealed.Body)); err != nil {
-		return audit.Sealed{}, err
-	}
-	mac := ""
-	if len(t.key) > 0 {
-		mac = audit.HeadMAC(t.key, sealed.Seq, sealed.Hash)
-	}
-	if _, err := t.tx.Exec(t.ctx, `UPDATE audit_head SET seq = $1, hash = $2, mac = $3 WHERE id = 1`, int64(sealed.Seq), sealed.Hash, mac); err != nil {
-		return audit.Sealed{}, err
-	}
-	t.head.Seq, t.head.Hash = sealed.Seq, sealed.Hash
-	return sealed, nil
+	t.start = now.UTC()
+	return t.start, nil
 }
 
 func (t *pgTx) Entry(ref string) (*EntryRecord, error) {
-	return scanEntry(t.tx.QueryRow(t.ctx, `SELECT rec, payload FROM entries WHERE ref = $1`, ref))
+	return scanEntry(t.tx.QueryRow(t.ctx, `SELECT rec, payload FROM entries WHERE ref = $1`, pgKey(ref)))
 }
 
 func scanEntry(row pgx.Row) (*EntryRecord, error) {
@@ -326,12 +319,12 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 		return err
 	}
 	_, err = t.tx.Exec(t.ctx, `INSERT INTO entries (ref, rec, payload) VALUES ($1, $2, $3)
-		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload`, r.Entry.Ref(), rec, payload)
+		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload`, pgKey(r.Entry.Ref()), rec, payload)
 	return err
 }
 
 func (t *pgTx) Approval(id string) (*Approval, error) {
-	return scanJSON[Approval](t.tx.QueryRow(t.ctx, `SELECT rec FROM approvals WHERE id = $1`+t.lockClause(), id))
+	return scanJSON[Approval](t.tx.QueryRow(t.ctx, `SELECT rec FROM approvals WHERE id = $1`+t.lockClause(), pgKey(id)))
 }
 
 func (t *pgTx) PutApproval(a *Approval) error {
@@ -342,7 +335,7 @@ func (t *pgTx) PutApproval(a *Approval) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.tx.Exec(t.ctx, `INSERT INTO approvals (id, rec) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET rec = excluded.rec`, a.ID, data)
+	_, err = t.tx.Exec(t.ctx, `INSERT INTO approvals (id, rec) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET rec = excluded.rec`, pgKey(a.ID), data)
 	return err
 }
 
@@ -433,10 +426,13 @@ func (p *Postgres) Entries(ctx context.Context, fn func(*EntryRecord) error) err
 	}
 }
 
-// AuditRange implements audit.Reader.
+// AuditRange implements audit.Reader: the records up to the sealed head
+// (a sealed record never changes), after sealing what is settled.
 func (p *Postgres) AuditRange(ctx context.Context, from uint64, fn func(uint64, audit.Sealed, error) error) error {
+	p.flushAudit(ctx)
 	for {
-		rows, err := p.pool.Query(ctx, `SELECT seq, prev, hash, body FROM audit WHERE seq >= $1 ORDER BY seq LIMIT 1000`, int64(from))
+		rows, err := p.pool.Query(ctx, `SELECT seq, coalesce(prev, ''), coalesce(hash, ''), body FROM audit
+			WHERE seq >= $1 AND seq <= (SELECT seq FROM audit_head WHERE id = 1) ORDER BY seq LIMIT 1000`, int64(from))
 		if err != nil {
 			return err
 		}
@@ -518,7 +514,7 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 		if err != nil {
 			return 0, err
 		}
-		batch.Queue(`INSERT INTO entries (ref, rec, payload) VALUES ($1, $2, $3) ON CONFLICT (ref) DO NOTHING`, r.Entry.Ref(), rec, payload)
+		batch.Queue(`INSERT INTO entries (ref, rec, payload) VALUES ($1, $2, $3) ON CONFLICT (ref) DO NOTHING`, pgKey(r.Entry.Ref()), rec, payload)
 	}
 	br := p.pool.SendBatch(ctx, batch)
 	defer br.Close()
@@ -572,7 +568,7 @@ func (p *Postgres) ClaimRef(ctx context.Context, ref, owner string, lease time.D
 	err := p.pool.QueryRow(ctx, `
 		UPDATE entries SET lease_owner = $2, lease_until = now() + $3 * interval '1 millisecond', fence = nextval('fence_seq')
 		WHERE ref = $1 AND (lease_until IS NULL OR lease_until < now())
-		RETURNING fence, rec, payload`, ref, owner, lease.Milliseconds()).Scan(&token, &rec, &payload)
+		RETURNING fence, rec, payload`, pgKey(ref), owner, lease.Milliseconds()).Scan(&token, &rec, &payload)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Claim{}, false, nil
 	}
@@ -589,7 +585,7 @@ func (p *Postgres) ClaimRef(ctx context.Context, ref, owner string, lease time.D
 // Release implements Shared.
 func (p *Postgres) Release(ctx context.Context, ref string, token int64) error {
 	_, err := p.pool.Exec(ctx, `UPDATE entries SET last_checked = now(), lease_owner = NULL, lease_until = NULL
-		WHERE ref = $1 AND fence = $2`, ref, token)
+		WHERE ref = $1 AND fence = $2`, pgKey(ref), token)
 	return err
 }
 
@@ -626,7 +622,7 @@ func (p *Postgres) TryRunLock(ctx context.Context) (func(), bool, error) {
 func (p *Postgres) LeaseHolder(ctx context.Context, ref string) (owner string, until time.Time, token int64, err error) {
 	var o *string
 	var u *time.Time
-	err = p.pool.QueryRow(ctx, `SELECT lease_owner, lease_until, fence FROM entries WHERE ref = $1`, ref).Scan(&o, &u, &token)
+	err = p.pool.QueryRow(ctx, `SELECT lease_owner, lease_until, fence FROM entries WHERE ref = $1`, pgKey(ref)).Scan(&o, &u, &token)
 	if o != nil {
 		owner = *o
 	}

@@ -1,0 +1,38 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/replayctl/replayctl/internal/audit"
+)
+
+const unsealedHelp = "Audit records written after the sealed head of the chain (PostgreSQL): not yet chained, so not yet verifiable. Stays small while a sealer runs."
+
+var unsealedDesc = prometheus.NewDesc("replayctl_audit_unsealed_records", unsealedHelp, nil, nil)
+
+// tailCollector reports the unsealed tail of a store whose writers append
+// unchained records (audit.TailReader).
+type tailCollector struct{ tr audit.TailReader }
+
+func (c tailCollector) Describe(ch chan<- *prometheus.Desc) { ch <- unsealedDesc }
+
+func (c tailCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := c.tr.AuditUnsealed(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(unsealedDesc, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(unsealedDesc, prometheus.GaugeValue, float64(n))
+}
+
+// registerTail adds the tail gauge for a store that has one.
+func registerTail(reg *prometheus.Registry, st any) {
+	if tr, ok := st.(audit.TailReader); ok {
+		reg.MustRegister(tailCollector{tr})
+	}
+}

@@ -1,0 +1,36 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// tailOf is a store with an unsealed audit tail of n records (the
+// PostgreSQL store, whose own tests prove the count).
+type tailOf int
+
+func (n tailOf) AuditUnsealed(context.Context) (int, error) { return int(n), nil }
+
+// Issue 16: the unsealed tail of the PostgreSQL audit chain is visible as
+// a metric, so an alert can fire when no sealer runs.
+func TestUnsealedAuditTailIsAMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	registerTail(reg, tailOf(7))
+	want := `# HELP replayctl_audit_unsealed_records ` + unsealedHelp + `
+# TYPE replayctl_audit_unsealed_records gauge
+replayctl_audit_unsealed_records 7
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "replayctl_audit_unsealed_records"); err != nil {
+		t.Fatal(err)
+	}
+	// A store without a tail (bbolt) exports no such gauge.
+	reg = prometheus.NewRegistry()
+	registerTail(reg, struct{}{})
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
+		t.Fatalf("%d metrics for a store without a tail (%v)", n, err)
+	}
+}

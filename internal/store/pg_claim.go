@@ -1,0 +1,82 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Ingest once per run: of the workers that start a run together, the one
+// that takes the ingest lock reads the sources; the others only claim, and
+// keep claiming while it ingests (its batches are claimable as they
+// commit). A worker whose run began before an ingest completed does not
+// read the sources again: workers started together ingest once, however
+// their starts interleave; entries that reached a source meanwhile are the
+// next run's.
+
+// pgIngestMigration records the last complete ingest.
+const pgIngestMigration = `CREATE TABLE ingest_runs (id int PRIMARY KEY CHECK (id = 1), started timestamptz NOT NULL, finished timestamptz);`
+
+const lockIngest int64 = 0x7265706c61790004
+
+// LeadIngest makes this worker the run's ingester when no other worker is
+// ingesting and no ingest completed at or after since. done
+// releases the lead and, when the ingest succeeded, records it complete.
+func (p *Postgres) LeadIngest(ctx context.Context, since time.Time) (done func(ok bool), lead bool, err error) {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("ingest lead: %w", err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lockIngest).Scan(&ok); err != nil {
+		conn.Release()
+		return nil, false, fmt.Errorf("ingest lead: %w", err)
+	}
+	if !ok {
+		conn.Release()
+		return nil, false, nil
+	}
+	unlock := func() {
+		_, _ = conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, lockIngest)
+		conn.Release()
+	}
+	var finished *time.Time
+	err = conn.QueryRow(ctx, `SELECT finished FROM ingest_runs WHERE id = 1`).Scan(&finished)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		unlock()
+		return nil, false, fmt.Errorf("ingest lead: %w", err)
+	}
+	if err == nil && finished != nil && !finished.Before(since) {
+		// This run's entries are in already.
+		unlock()
+		return nil, false, nil
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO ingest_runs (id, started) VALUES (1, now())
+		ON CONFLICT (id) DO UPDATE SET started = excluded.started, finished = NULL`); err != nil {
+		unlock()
+		return nil, false, fmt.Errorf("ingest lead: %w", err)
+	}
+	return func(ok bool) {
+		if ok {
+			_, _ = conn.Exec(context.Background(), `UPDATE ingest_runs SET finished = now() WHERE id = 1`)
+		}
+		unlock()
+	}, true, nil
+}
+
+// Ingesting reports whether a worker holds the ingest lead now.
+func (p *Postgres) Ingesting(ctx context.Context) (bool, error) {
+	// An advisory lock on a bigint key shows in pg_locks as its high and
+	// low 32 bits (classid, objid) with objsubid 1.
+	var held bool
+	err := p.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND classid = ($1::bigint >> 32)::oid AND objid = ($1::bigint & 4294967295)::oid AND objsubid = 1)`, lockIngest).Scan(&held)
+	if err != nil {
+		return false, fmt.Errorf("ingest lead: %w", err)
+	}
+	return held, nil
+}

@@ -103,7 +103,7 @@ func TestPostgresMigrationMovesLongKeysToTheirHash(t *testing.T) {
 	if _, err := p.pool.Exec(ctx, `INSERT INTO ledger (key, rec) VALUES ($1, $2)`, long, []byte(`{"key":"`+long+`","state":"succeeded"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.pool.Exec(ctx, `DELETE FROM schema_migrations WHERE version = 4`); err != nil {
+	if _, err := p.pool.Exec(ctx, `DELETE FROM schema_migrations WHERE version = 5`); err != nil {
 		t.Fatal(err)
 	}
 	q := openPG(t, dsn, Options{})

@@ -34,7 +34,11 @@ type Reconciler struct {
 	Router      Router
 	Clock       Clock
 	Actor       string
-	MaxParallel int // concurrent entries (default 5)
+	MaxParallel int // concurrent dispatches (default 5)
+	// Window is how many entries a run on a single-process store decides
+	// together, writing their intents in one transaction and their
+	// outcomes in another (window.go; default max(2*MaxParallel, 32)).
+	Window int
 	// Owner names this worker in leases (shared stores; default host:pid).
 	Owner string
 	// Lease is how long a claim on an entry lasts (shared stores; default
@@ -439,7 +443,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	res.Status = store.StatusReplaying
 	endDispatch := beginDispatch(r.Store, e.IdempotencyKey)
 	ends = append(ends, endDispatch)
-	err := r.record(ctx, e, res, func(tx store.Tx, er *store.EntryRecord) error {
+	err := r.commitIntent(ctx, r.recordTx(e, res, func(tx store.Tx, er *store.EntryRecord) error {
 		cur, err := tx.Ledger(e.IdempotencyKey)
 		if err != nil {
 			return err
@@ -480,7 +484,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			LedgerBefore: string(from), LedgerAfter: string(idempotency.Dispatching),
 			Reason: fmt.Sprintf("replay %d of %d to %s (attempt %d)", next.Budget(), d.MaxReplays, route.Name, next.Replays)})
 		return err
-	})
+	}))
 	if err != nil {
 		endDispatch()
 		if errors.Is(err, idempotency.ErrConflict) || errors.Is(err, idempotency.ErrIllegal) {
@@ -495,7 +499,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	// timeout) even when the run is being stopped: an answer is worth
 	// more than an outcome_unknown a person must chase. No new one
 	// starts once ctx is done.
-	out := route.Dispatcher.Dispatch(context.WithoutCancel(ctx), Request{Entry: e, Key: e.IdempotencyKey, Attempt: attempt})
+	out := r.send(ctx, route, Request{Entry: e, Key: e.IdempotencyKey, Attempt: attempt})
 	dispatched = true
 	done(&out)
 	r.auditBreakers(ctx)
@@ -515,7 +519,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	if !due.IsZero() {
 		reason = scheduledReason(due) + ": " + out.Detail
 	}
-	if err := r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+	if err := r.commitOutcome(ctx, func(tx store.Tx) error {
 		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching,
 			To: to, Error: out.Detail, Owner: owner, Attempt: attempt, NotSent: out.Outcome == NotSent}); err != nil {
 			return err
@@ -627,6 +631,9 @@ func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.S
 		outcome, reason, pending = "failed", err.Error()+" (retried by the next reconcile)", kind
 		res.Outcome = "write_back_failed"
 	}
+	if !ok && !r.owesWriteBack(ctx, e.Ref(), pending) {
+		return // nothing to tell the source, nothing to change: no commit
+	}
 	_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		er, err := tx.Entry(e.Ref())
 		if err != nil {
@@ -671,12 +678,17 @@ func statusFor(a triage.Action, reasons []string) string {
 // require_approval, the approval request, in one transaction. extra runs
 // inside the same transaction.
 func (r *Reconciler) record(ctx context.Context, e *entry.Entry, res *EntryResult, extra func(store.Tx, *store.EntryRecord) error) error {
+	return r.Store.Update(context.WithoutCancel(ctx), r.recordTx(e, res, extra))
+}
+
+// recordTx is record's transaction, to run alone or with a window's.
+func (r *Reconciler) recordTx(e *entry.Entry, res *EntryResult, extra func(store.Tx, *store.EntryRecord) error) func(store.Tx) error {
 	d := &res.Decision
 	if res.Status == "" {
 		res.Status = statusFor(res.Final, d.Reasons)
 	}
 	now := r.Clock.Now().UTC()
-	return r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+	return func(tx store.Tx) error {
 		res.Recorded = false
 		er, err := tx.Entry(e.Ref())
 		if err != nil {
@@ -736,7 +748,7 @@ func (r *Reconciler) record(ctx context.Context, e *entry.Entry, res *EntryResul
 			}
 		}
 		return tx.PutEntry(er)
-	})
+	}
 }
 
 // useApproval marks an approval spent: one approval, one replay.

@@ -37,7 +37,7 @@ type Reconciler struct {
 	MaxParallel int // concurrent dispatches (default 5)
 	// Window is how many entries a run on a single-process store decides
 	// together, writing their intents in one transaction and their
-	// outcomes in another (window.go; default max(2*MaxParallel, 32)).
+	// outcomes in another (window.go; default max(4*MaxParallel, 64)).
 	Window int
 	// Owner names this worker in leases (shared stores; default host:pid).
 	Owner string

@@ -51,7 +51,7 @@ func (r *Reconciler) WindowSize() int {
 	if r.Window > 0 {
 		return max(r.Window, 1)
 	}
-	return max(2*r.MaxParallel, 32)
+	return max(4*r.MaxParallel, 64)
 }
 
 // window is one group of entries handled together.
@@ -181,7 +181,11 @@ func (g *commitGroup) flush(ctx context.Context, calls []*groupCall) {
 			}
 		}
 	}()
-	err := g.s.Update(ctx, func(tx store.Tx) error {
+	update := g.s.Update
+	if now, ok := g.s.(groupedUpdater); ok {
+		update = now.UpdateNow // the group is the batch: no timer to wait out
+	}
+	err := update(ctx, func(tx store.Tx) error {
 		for _, c := range calls {
 			if err := c.fn(tx); err != nil {
 				return err
@@ -201,6 +205,12 @@ func (g *commitGroup) flush(ctx context.Context, calls []*groupCall) {
 		c.done <- err
 		answered++
 	}
+}
+
+// groupedUpdater is a store that can commit a grouped transaction at once
+// (bbolt outside its own Batch).
+type groupedUpdater interface {
+	UpdateNow(ctx context.Context, fn func(store.Tx) error) error
 }
 
 // soloCall commits one call alone; a panic is that call's error.

@@ -25,6 +25,12 @@ func (c *countingStore) Update(ctx context.Context, fn func(store.Tx) error) err
 	return c.Bolt.Update(ctx, func(tx store.Tx) error { return fn(&failingTx{Tx: tx, key: c.failKey}) })
 }
 
+// UpdateNow is the grouped commit (a window's intents or outcomes).
+func (c *countingStore) UpdateNow(ctx context.Context, fn func(store.Tx) error) error {
+	c.updates.Add(1)
+	return c.Bolt.UpdateNow(ctx, func(tx store.Tx) error { return fn(&failingTx{Tx: tx, key: c.failKey}) })
+}
+
 type failingTx struct {
 	store.Tx
 	key string

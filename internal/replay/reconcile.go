@@ -341,11 +341,14 @@ func currentApprovalID(tx store.Tx, er *store.EntryRecord, ref, evidence string)
 // every few minutes does not repeat the same record.
 func (r *Reconciler) probe(ctx context.Context, e *entry.Entry, route Route) string {
 	pr, detail := ProbeInconclusive, ""
-	if ep, ok := route.Prober.(EntryProber); ok {
-		pr, detail = ep.ProbeEntry(ctx, e) // the system knows the entry by its own id
-	} else {
-		pr, detail = route.Prober.Probe(ctx, e.IdempotencyKey)
-	}
+	func() {
+		defer outbound(ctx)() // a window's calls out stay within --max-parallel
+		if ep, ok := route.Prober.(EntryProber); ok {
+			pr, detail = ep.ProbeEntry(ctx, e) // the system knows the entry by its own id
+		} else {
+			pr, detail = route.Prober.Probe(ctx, e.IdempotencyKey)
+		}
+	}()
 	result := [...]string{triage.ProbeCommitted, triage.ProbeNotCommitted, triage.ProbeInconclusive}[pr]
 	_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		er, err := tx.Entry(e.Ref())
@@ -619,12 +622,15 @@ func outcomeState(o Outcome) (idempotency.State, string) {
 func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult, kind, reason string) {
 	wb, ok := src.(source.WriteBack)
 	var err error
-	switch rs, isRes := src.(source.Resolver); {
-	case ok && isRes && kind == store.WriteBackResolved:
-		err = rs.MarkResolved(ctx, *e, reason)
-	case ok:
-		err = wb.MarkReplayed(ctx, *e)
-	}
+	func() {
+		defer outbound(ctx)() // a window's calls out stay within --max-parallel
+		switch rs, isRes := src.(source.Resolver); {
+		case ok && isRes && kind == store.WriteBackResolved:
+			err = rs.MarkResolved(ctx, *e, reason)
+		case ok:
+			err = wb.MarkReplayed(ctx, *e)
+		}
+	}()
 	outcome, reason := "done", "source updated: entry taken out of the source's DLQ ("+kind+")"
 	pending := ""
 	if err != nil {

@@ -119,11 +119,20 @@ func (r *Reconciler) commitOutcome(ctx context.Context, fn func(store.Tx) error)
 
 // send dispatches, at most MaxParallel of a window at a time.
 func (r *Reconciler) send(ctx context.Context, route Route, req Request) Result {
-	if s := slotFrom(ctx); s != nil {
-		s.win.sends <- struct{}{}
-		defer func() { <-s.win.sends }()
-	}
+	defer outbound(ctx)()
 	return route.Dispatcher.Dispatch(context.WithoutCancel(ctx), req)
+}
+
+// outbound takes one of the window's MaxParallel places for a call to a
+// target or source (a dispatch, a probe, a write-back): a window decides
+// many entries at once, but --max-parallel still bounds what they send.
+func outbound(ctx context.Context) (release func()) {
+	s := slotFrom(ctx)
+	if s == nil {
+		return func() {}
+	}
+	s.win.sends <- struct{}{}
+	return func() { <-s.win.sends }
 }
 
 // commitGroup commits the writes of a known number of members in one

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/store"
@@ -132,5 +134,34 @@ func TestWindowIsolatesAnEntryWhoseIntentFails(t *testing.T) {
 	}
 	if v := b.ledger("k05"); v.State == string(idempotency.Dispatching) {
 		t.Fatalf("k05 left dispatching")
+	}
+}
+
+// A window decides many entries at once, but what it sends stays within
+// --max-parallel: the target never sees more requests at once.
+func TestWindowSendsAtMostMaxParallelAtOnce(t *testing.T) {
+	b := newBundle(t, baseRules)
+	var inflight, most atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inflight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(2 * time.Millisecond) // the target's own work: lets sends overlap if unbounded
+		inflight.Add(-1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	var entries []map[string]any
+	for i := range 31 { // windows of 1, 2, 4, 8 and 16
+		entries = append(entries, transient(fmt.Sprintf("e%d", i), fmt.Sprintf("k%02d", i)))
+	}
+	r := b.reconciler(2)
+	r.Router = NewRulesRouter(b.engine.Rules, &Route{Name: "slow", Dispatcher: NewHTTPTarget(srv.URL, "", 5*time.Second, nil)})
+	rep := b.run(r, b.jsonl("dlq.jsonl", entries...))
+	if rep.Replays.Succeeded != 31 {
+		t.Fatalf("report %+v", rep.Replays)
+	}
+	if m := most.Load(); m > 2 {
+		t.Fatalf("the target saw %d requests at once, want at most --max-parallel 2", m)
 	}
 }

@@ -56,6 +56,7 @@ func newReconcileCmd(s *streams) *cobra.Command {
 		tgt     targetFlags
 		outF    string
 		par     int
+		window  int
 		rate    float64
 		limit   int
 		dry     bool
@@ -108,6 +109,9 @@ configuration errors.`,
 			if err != nil {
 				return err
 			}
+			if window < 0 {
+				return usageError("--window must not be negative")
+			}
 			if par < 1 {
 				return usageError("--max-parallel must be at least 1")
 			}
@@ -149,7 +153,7 @@ configuration errors.`,
 			defer out.Flush()
 			r := &replay.Reconciler{
 				Engine: engine, Store: st, Router: tgt.router(engine.Rules, srcs...), Actor: actor.as,
-				MaxParallel: par, Rate: rate, Limit: limit, Lease: lease, ApprovalTTL: apprCfg.Expiry,
+				MaxParallel: par, Window: window, Rate: rate, Limit: limit, Lease: lease, ApprovalTTL: apprCfg.Expiry,
 				MaxWait: maxWait, Breakers: &replay.Breakers{Failures: breakerFailures, Cooldown: breakerCooldown},
 				OnEntry: func(res replay.EntryResult) {
 					run.observe(res.RunOutcome())
@@ -199,7 +203,8 @@ configuration errors.`,
 	approvers.register(f)
 	f.Var(targetURL{&tgt.url}, "target", "send every replay to this URL (HTTP POST), or cordum:URL / nexora:URL through that system's own replay endpoint, overriding rules.yaml targets")
 	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads (GET ?key=K: 200 committed, 404 not)")
-	f.IntVar(&par, "max-parallel", 5, "entries handled at once")
+	f.IntVar(&par, "max-parallel", 5, "dispatches in flight at once")
+	f.IntVar(&window, "window", 0, "bbolt: most entries whose intents (then outcomes) are committed together; a kill leaves up to this many outcome_unknown (0: max(4 x --max-parallel, 64))")
 	f.Float64Var(&rate, "rate", 0, "at most this many dispatches per second (0: no limit)")
 	f.IntVar(&limit, "limit", 0, "handle at most this many entries this run (0: all)")
 	f.BoolVar(&dry, "dry-run", false, "decide and print, change nothing (same as plan)")

@@ -112,6 +112,16 @@ func paired(k int, a, b func() (time.Duration, error)) (time.Duration, time.Dura
 	return time.Duration(median(as)), time.Duration(median(bs)), nil
 }
 
+// medianDuration is the median of durations (rounds measured in a loop of
+// more than two alternating runs, where paired does not fit).
+func medianDuration(ds []time.Duration) time.Duration {
+	xs := make([]float64, len(ds))
+	for i, d := range ds {
+		xs[i] = float64(d)
+	}
+	return time.Duration(median(xs))
+}
+
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0

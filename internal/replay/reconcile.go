@@ -34,7 +34,11 @@ type Reconciler struct {
 	Router      Router
 	Clock       Clock
 	Actor       string
-	MaxParallel int // concurrent entries (default 5)
+	MaxParallel int // concurrent dispatches (default 5)
+	// Window is how many entries a run on a single-process store decides
+	// together, writing their intents in one transaction and their
+	// outcomes in another (window.go; default max(4*MaxParallel, 64)).
+	Window int
 	// Owner names this worker in leases (shared stores; default host:pid).
 	Owner string
 	// Lease is how long a claim on an entry lasts (shared stores; default
@@ -337,11 +341,14 @@ func currentApprovalID(tx store.Tx, er *store.EntryRecord, ref, evidence string)
 // every few minutes does not repeat the same record.
 func (r *Reconciler) probe(ctx context.Context, e *entry.Entry, route Route) string {
 	pr, detail := ProbeInconclusive, ""
-	if ep, ok := route.Prober.(EntryProber); ok {
-		pr, detail = ep.ProbeEntry(ctx, e) // the system knows the entry by its own id
-	} else {
-		pr, detail = route.Prober.Probe(ctx, e.IdempotencyKey)
-	}
+	func() {
+		defer outbound(ctx)() // a window's calls out stay within --max-parallel
+		if ep, ok := route.Prober.(EntryProber); ok {
+			pr, detail = ep.ProbeEntry(ctx, e) // the system knows the entry by its own id
+		} else {
+			pr, detail = route.Prober.Probe(ctx, e.IdempotencyKey)
+		}
+	}()
 	result := [...]string{triage.ProbeCommitted, triage.ProbeNotCommitted, triage.ProbeInconclusive}[pr]
 	_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		er, err := tx.Entry(e.Ref())
@@ -439,7 +446,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	res.Status = store.StatusReplaying
 	endDispatch := beginDispatch(r.Store, e.IdempotencyKey)
 	ends = append(ends, endDispatch)
-	err := r.record(ctx, e, res, func(tx store.Tx, er *store.EntryRecord) error {
+	err := r.commitIntent(ctx, r.recordTx(e, res, func(tx store.Tx, er *store.EntryRecord) error {
 		cur, err := tx.Ledger(e.IdempotencyKey)
 		if err != nil {
 			return err
@@ -480,7 +487,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			LedgerBefore: string(from), LedgerAfter: string(idempotency.Dispatching),
 			Reason: fmt.Sprintf("replay %d of %d to %s (attempt %d)", next.Budget(), d.MaxReplays, route.Name, next.Replays)})
 		return err
-	})
+	}))
 	if err != nil {
 		endDispatch()
 		if errors.Is(err, idempotency.ErrConflict) || errors.Is(err, idempotency.ErrIllegal) {
@@ -495,7 +502,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	// timeout) even when the run is being stopped: an answer is worth
 	// more than an outcome_unknown a person must chase. No new one
 	// starts once ctx is done.
-	out := route.Dispatcher.Dispatch(context.WithoutCancel(ctx), Request{Entry: e, Key: e.IdempotencyKey, Attempt: attempt})
+	out := r.send(ctx, route, Request{Entry: e, Key: e.IdempotencyKey, Attempt: attempt})
 	dispatched = true
 	done(&out)
 	r.auditBreakers(ctx)
@@ -515,7 +522,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	if !due.IsZero() {
 		reason = scheduledReason(due) + ": " + out.Detail
 	}
-	if err := r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+	if err := r.commitOutcome(ctx, func(tx store.Tx) error {
 		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching,
 			To: to, Error: out.Detail, Owner: owner, Attempt: attempt, NotSent: out.Outcome == NotSent}); err != nil {
 			return err
@@ -615,17 +622,23 @@ func outcomeState(o Outcome) (idempotency.State, string) {
 func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult, kind, reason string) {
 	wb, ok := src.(source.WriteBack)
 	var err error
-	switch rs, isRes := src.(source.Resolver); {
-	case ok && isRes && kind == store.WriteBackResolved:
-		err = rs.MarkResolved(ctx, *e, reason)
-	case ok:
-		err = wb.MarkReplayed(ctx, *e)
-	}
+	func() {
+		defer outbound(ctx)() // a window's calls out stay within --max-parallel
+		switch rs, isRes := src.(source.Resolver); {
+		case ok && isRes && kind == store.WriteBackResolved:
+			err = rs.MarkResolved(ctx, *e, reason)
+		case ok:
+			err = wb.MarkReplayed(ctx, *e)
+		}
+	}()
 	outcome, reason := "done", "source updated: entry taken out of the source's DLQ ("+kind+")"
 	pending := ""
 	if err != nil {
 		outcome, reason, pending = "failed", err.Error()+" (retried by the next reconcile)", kind
 		res.Outcome = "write_back_failed"
+	}
+	if !ok && !r.owesWriteBack(ctx, e.Ref(), pending) {
+		return // nothing to tell the source, nothing to change: no commit
 	}
 	_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		er, err := tx.Entry(e.Ref())
@@ -671,12 +684,17 @@ func statusFor(a triage.Action, reasons []string) string {
 // require_approval, the approval request, in one transaction. extra runs
 // inside the same transaction.
 func (r *Reconciler) record(ctx context.Context, e *entry.Entry, res *EntryResult, extra func(store.Tx, *store.EntryRecord) error) error {
+	return r.Store.Update(context.WithoutCancel(ctx), r.recordTx(e, res, extra))
+}
+
+// recordTx is record's transaction, to run alone or with a window's.
+func (r *Reconciler) recordTx(e *entry.Entry, res *EntryResult, extra func(store.Tx, *store.EntryRecord) error) func(store.Tx) error {
 	d := &res.Decision
 	if res.Status == "" {
 		res.Status = statusFor(res.Final, d.Reasons)
 	}
 	now := r.Clock.Now().UTC()
-	return r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+	return func(tx store.Tx) error {
 		res.Recorded = false
 		er, err := tx.Entry(e.Ref())
 		if err != nil {
@@ -736,7 +754,7 @@ func (r *Reconciler) record(ctx context.Context, e *entry.Entry, res *EntryResul
 			}
 		}
 		return tx.PutEntry(er)
-	})
+	}
 }
 
 // useApproval marks an approval spent: one approval, one replay.

@@ -164,6 +164,9 @@ func (r *Reconciler) finish(rep *Report) *Report {
 // that stopped the run (one entry's failure never does: it is
 // quarantined and the run goes on).
 func (r *Reconciler) pass(ctx context.Context, feed func(context.Context, func(work) bool) error, account func(done)) error {
+	if _, shared := r.Store.(store.Shared); !shared {
+		return r.passWindows(ctx, feed, account)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (

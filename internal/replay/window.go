@@ -1,0 +1,363 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/replayctl/replayctl/internal/store"
+)
+
+// Windows (issue 16, "replay bounded by the target"). Handled one by one,
+// every replayed entry costs the single-process store two fsynced commits
+// (its intent, its outcome) on the run's critical path: with one worker the
+// run goes at the disk's fsync rate, not the target's. A run on bbolt
+// therefore handles its entries in windows: every entry of a window is
+// decided concurrently; the dispatch intents of all of them are written in
+// one transaction; they are dispatched, at most MaxParallel at a time; and
+// their outcomes are written together in one transaction.
+//
+// The invariants are those of one entry (claim.go), unchanged:
+//   - no dispatch without a durable intent: an entry waits for the commit
+//     of the window's intent transaction before it dispatches;
+//   - a crash leaves dispatching -> outcome_unknown: a kill between the
+//     two commits leaves up to a window of dispatching records, which
+//     Recover turns into outcome_unknown as it does one;
+//   - one entry's failure is its own: when a grouped transaction fails, each
+//     of its parts is committed again alone, so the failing one gets the
+//     error and the others go on.
+//
+// A window never holds two entries with the same idempotency key: the
+// second would wait for the first's key lock while the first waits for the
+// window, and the ledger must see the first's outcome before deciding the
+// second.
+
+// A window starts at one entry and doubles after each window in which
+// every dispatch was answered (slow start); at the first sign of trouble
+// (a retryable or unknown outcome, a held entry, a breaker not closed) it
+// falls back to one entry. Within a window every entry passes its target's
+// circuit breaker before any of them is sent, so only one entry at a time
+// lets the breaker see each answer before it admits the next, as a run
+// without windows does: an outage opens it after the same number of
+// attempts, and the entries after that spend nothing.
+
+// slotKey carries an entry's place in its window through handle.
+type slotKey struct{}
+
+// WindowSize is the most entries a run on a single-process store handles
+// together (once its target has answered every dispatch of the smaller
+// windows before).
+func (r *Reconciler) WindowSize() int {
+	if r.Window > 0 {
+		return max(r.Window, 1)
+	}
+	return max(4*r.MaxParallel, 64)
+}
+
+// window is one group of entries handled together.
+type window struct {
+	intents  *commitGroup
+	outcomes *commitGroup
+	sends    chan struct{} // dispatches in flight, up to MaxParallel
+}
+
+// slot is one entry's membership of its window's commit groups.
+type slot struct {
+	win             *window
+	mu              sync.Mutex
+	intent, outcome bool // submitted to (or left) the group
+}
+
+func slotFrom(ctx context.Context) *slot {
+	s, _ := ctx.Value(slotKey{}).(*slot)
+	return s
+}
+
+// finish leaves the groups the entry did not write through, so that the
+// others' commits do not wait for it.
+func (s *slot) finish(ctx context.Context) {
+	s.mu.Lock()
+	intent, outcome := s.intent, s.outcome
+	s.intent, s.outcome = true, true
+	s.mu.Unlock()
+	if !intent {
+		s.win.intents.leave(ctx)
+	}
+	if !outcome {
+		s.win.outcomes.leave(ctx)
+	}
+}
+
+// commitIntent writes an entry's dispatch intent: with its window's when it
+// has one, else alone. It returns once the intent is durable (or failed).
+func (r *Reconciler) commitIntent(ctx context.Context, fn func(store.Tx) error) error {
+	if s := slotFrom(ctx); s != nil {
+		s.mu.Lock()
+		first := !s.intent
+		s.intent = true
+		s.mu.Unlock()
+		if first {
+			return s.win.intents.submit(ctx, fn)
+		}
+	}
+	return r.Store.Update(context.WithoutCancel(ctx), fn)
+}
+
+// commitOutcome writes a dispatch's outcome: with its window's, or alone.
+func (r *Reconciler) commitOutcome(ctx context.Context, fn func(store.Tx) error) error {
+	if s := slotFrom(ctx); s != nil {
+		s.mu.Lock()
+		first := !s.outcome
+		s.outcome = true
+		s.mu.Unlock()
+		if first {
+			return s.win.outcomes.submit(ctx, fn)
+		}
+	}
+	return r.Store.Update(context.WithoutCancel(ctx), fn)
+}
+
+// send dispatches, at most MaxParallel of a window at a time.
+func (r *Reconciler) send(ctx context.Context, route Route, req Request) Result {
+	defer outbound(ctx)()
+	return route.Dispatcher.Dispatch(context.WithoutCancel(ctx), req)
+}
+
+// outbound takes one of the window's MaxParallel places for a call to a
+// target or source (a dispatch, a probe, a write-back): a window decides
+// many entries at once, but --max-parallel still bounds what they send.
+func outbound(ctx context.Context) (release func()) {
+	s := slotFrom(ctx)
+	if s == nil {
+		return func() {}
+	}
+	s.win.sends <- struct{}{}
+	return func() { <-s.win.sends }
+}
+
+// commitGroup commits the writes of a known number of members in one
+// transaction, once each member has submitted its write or left.
+type commitGroup struct {
+	s     store.Store
+	mu    sync.Mutex
+	left  int // members yet to submit or leave
+	calls []*groupCall
+}
+
+type groupCall struct {
+	fn   func(store.Tx) error
+	done chan error
+}
+
+func newCommitGroup(s store.Store, members int) *commitGroup {
+	return &commitGroup{s: s, left: members}
+}
+
+// submit adds fn to the group's transaction and waits for its commit.
+func (g *commitGroup) submit(ctx context.Context, fn func(store.Tx) error) error {
+	c := &groupCall{fn: fn, done: make(chan error, 1)}
+	g.arrive(ctx, c)
+	return <-c.done
+}
+
+// leave says this member writes nothing through the group.
+func (g *commitGroup) leave(ctx context.Context) { g.arrive(ctx, nil) }
+
+func (g *commitGroup) arrive(ctx context.Context, c *groupCall) {
+	g.mu.Lock()
+	if c != nil {
+		g.calls = append(g.calls, c)
+	}
+	g.left--
+	var calls []*groupCall
+	if g.left == 0 {
+		calls, g.calls = g.calls, nil
+	}
+	g.mu.Unlock()
+	if len(calls) > 0 {
+		g.flush(context.WithoutCancel(ctx), calls)
+	}
+}
+
+// flush commits every call in one transaction; when that fails, each call
+// is committed alone, so that only the failing one sees an error.
+func (g *commitGroup) flush(ctx context.Context, calls []*groupCall) {
+	answered := 0
+	defer func() {
+		if p := recover(); p != nil {
+			for _, c := range calls[answered:] {
+				c.done <- fmt.Errorf("panic while writing a window's transaction: %v", p)
+			}
+		}
+	}()
+	update := g.s.Update
+	if now, ok := g.s.(groupedUpdater); ok {
+		update = now.UpdateNow // the group is the batch: no timer to wait out
+	}
+	err := update(ctx, func(tx store.Tx) error {
+		for _, c := range calls {
+			if err := c.fn(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil || len(calls) == 1 {
+		for _, c := range calls {
+			c.done <- err
+			answered++
+		}
+		return
+	}
+	for _, c := range calls {
+		err := g.soloCall(ctx, c.fn)
+		c.done <- err
+		answered++
+	}
+}
+
+// groupedUpdater is a store that can commit a grouped transaction at once
+// (bbolt outside its own Batch).
+type groupedUpdater interface {
+	UpdateNow(ctx context.Context, fn func(store.Tx) error) error
+}
+
+// soloCall commits one call alone; a panic is that call's error.
+func (g *commitGroup) soloCall(ctx context.Context, fn func(store.Tx) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic while writing: %v", p)
+		}
+	}()
+	return g.s.Update(ctx, fn)
+}
+
+// passWindows is pass on a single-process store: the feed's work in
+// windows of distinct keys, each handled as above.
+func (r *Reconciler) passWindows(ctx context.Context, feed func(context.Context, func(work) bool) error, account func(done)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	size, most := 1, r.WindowSize()
+	var (
+		firstErr error
+		batch    []work
+	)
+	keys := map[string]bool{}
+	flush := func() bool {
+		if len(batch) == 0 {
+			return true
+		}
+		results, err := r.runWindow(ctx, batch)
+		clean := true
+		for _, d := range results {
+			clean = clean && answered(&d.res)
+			account(d)
+		}
+		if clean && r.Breakers.allClosed() {
+			size = min(2*size, most)
+		} else {
+			size = 1
+		}
+		batch = batch[:0]
+		clear(keys)
+		if err != nil {
+			firstErr = err
+			cancel()
+			return false
+		}
+		return ctx.Err() == nil
+	}
+	err := feed(ctx, func(w work) bool {
+		if (keys[w.e.IdempotencyKey] || len(batch) >= size) && !flush() {
+			return false
+		}
+		keys[w.e.IdempotencyKey] = true
+		batch = append(batch, w)
+		return true
+	})
+	if firstErr == nil {
+		flush()
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	if err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// runWindow handles one window: every entry in its own goroutine, the
+// commit groups tying their intents and outcomes together. It returns the
+// handled entries in window order and the first error that stops the run.
+func (r *Reconciler) runWindow(ctx context.Context, batch []work) ([]done, error) {
+	win := &window{
+		intents:  newCommitGroup(r.Store, len(batch)),
+		outcomes: newCommitGroup(r.Store, len(batch)),
+		sends:    make(chan struct{}, max(r.MaxParallel, 1)),
+	}
+	results := make([]done, len(batch))
+	handled := make([]bool, len(batch))
+	errs := make([]error, len(batch))
+	var wg sync.WaitGroup
+	for i, w := range batch {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := &slot{win: win}
+			defer s.finish(ctx)
+			if ctx.Err() != nil {
+				return // stopping: start no entry
+			}
+			results[i], errs[i] = r.do(context.WithValue(ctx, slotKey{}, s), w)
+			handled[i] = errs[i] == nil
+		}()
+	}
+	wg.Wait()
+	var out []done
+	var first error
+	for i := range batch {
+		if handled[i] {
+			out = append(out, results[i])
+		} else if errs[i] != nil && first == nil {
+			first = errs[i]
+		}
+	}
+	return out, first
+}
+
+// owesWriteBack reports whether the entry's WriteBackPending differs from
+// pending: only then does a source without write-back need a commit.
+func (r *Reconciler) owesWriteBack(ctx context.Context, ref, pending string) bool {
+	owed := true // on a read error, write as before
+	_ = r.Store.View(ctx, func(tx store.Tx) error {
+		er, err := tx.Entry(ref)
+		if err == nil {
+			owed = er != nil && er.WriteBackPending != pending
+		}
+		return err
+	})
+	return owed
+}
+
+// answered reports whether an entry's handling shows its target up: no
+// retryable or unknown outcome, not held for its breaker.
+func answered(res *EntryResult) bool {
+	for _, o := range res.Replays {
+		if o == Retry.String() || o == NotSent.String() || o == Unknown.String() {
+			return false
+		}
+	}
+	return res.Outcome != OutcomeUnavailable
+}
+
+// allClosed reports whether every target's breaker is closed with no
+// failure counted.
+func (b *Breakers) allClosed() bool {
+	for _, s := range b.States() {
+		if s.State != BreakerClosed || s.Failures > 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -208,13 +208,8 @@ func reindex(tx *bolt.Tx, old, new *EntryRecord, now time.Time) error {
 		if d == 0 {
 			continue
 		}
-		if d > 0 && k[0] == 'g' && cnt.Get([]byte(k)) == nil {
-			// The first entry of a signature names its class and example.
-			meta, err := json.Marshal(sigMeta{Class: string(new.Class), Example: new.Entry.Ref()})
-			if err != nil {
-				return err
-			}
-			if err := sm.Put([]byte(k[1:]), meta); err != nil {
+		if d > 0 && k[0] == 'g' {
+			if err := keepExample(sm, cnt.Get([]byte(k)) != nil, k[1:], string(new.Class), new.Entry.Ref()); err != nil {
 				return err
 			}
 		}
@@ -292,6 +287,23 @@ func (s *Bolt) PendingApprovals(ctx context.Context, fn func(*Approval) error) e
 		}
 		return nil
 	})
+}
+
+// keepExample names a signature's class and example: its smallest ref (as
+// a scan in ref order, and PostgreSQL, find it), whatever order concurrent
+// writers commit in. counted says the signature already has entries.
+func keepExample(sm *bolt.Bucket, counted bool, sig, class, ref string) error {
+	if old := sm.Get([]byte(sig)); old != nil && counted {
+		var cur sigMeta
+		if err := json.Unmarshal(old, &cur); err == nil && cur.Example <= ref {
+			return nil
+		}
+	}
+	meta, err := json.Marshal(sigMeta{Class: class, Example: ref})
+	if err != nil {
+		return err
+	}
+	return sm.Put([]byte(sig), meta)
 }
 
 type sigMeta struct {

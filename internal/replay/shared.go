@@ -303,6 +303,7 @@ func (r *Reconciler) sourceFeed(srcs []source.Source) func(context.Context, func
 func (r *Reconciler) claimFeed(sh store.Shared, since time.Time, idx *sourceIndex) func(context.Context, func(work) bool) error {
 	return func(ctx context.Context, yield func(work) bool) error {
 		claimed := 0
+		settled := false // no worker was ingesting before the last claim
 		for ctx.Err() == nil {
 			want := r.MaxParallel
 			if r.Limit > 0 {
@@ -316,16 +317,26 @@ func (r *Reconciler) claimFeed(sh store.Shared, since time.Time, idx *sourceInde
 				return err
 			}
 			if len(claims) == 0 {
+				if settled {
+					return nil // no ingest ran during a claim that found nothing
+				}
 				busy, err := sh.Ingesting(ctx)
-				if err != nil || !busy {
+				if err != nil {
 					return err
 				}
-				select {
-				case <-ctx.Done():
-				case <-time.After(idlePoll):
+				// An ingest that finished between the claim and this check
+				// committed entries that claim could not see: claim once more
+				// before stopping.
+				settled = !busy
+				if busy {
+					select {
+					case <-ctx.Done():
+					case <-time.After(idlePoll):
+					}
 				}
 				continue
 			}
+			settled = false
 			for i := range claims {
 				c := &claims[i]
 				claimed++

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/store"
@@ -51,7 +52,13 @@ func TestResetBudgetRedriveDoesWhatItsPreviewSays(t *testing.T) {
 		e["topic"] = "tool.flaky.pay"
 		entries = append(entries, e)
 	}
-	b.run(b.reconciler(2), b.jsonl("dlq.jsonl", entries...))
+	// Retries are due times, not sleeps, and a breaker would hold the
+	// target after 5 failures (issue 15): the setup run waits for its
+	// retries and keeps its breaker closed so the outage burns the budget,
+	// as it did before breakers existed.
+	setup := waitingFor(time.Hour, b.reconciler(2))
+	setup.Breakers = &Breakers{Failures: 1000}
+	b.run(setup, b.jsonl("dlq.jsonl", entries...))
 	for i := range 20 {
 		ref := fmt.Sprintf("jsonl:max%02d", i)
 		if er := b.entry(ref); er.Status != store.StatusManualReview {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
@@ -21,7 +22,9 @@ func TestSingleReplayThatDoesNothingSaysWhy(t *testing.T) {
 	src := b.jsonl("dlq.jsonl",
 		map[string]any{"id": "f1", "topic": "tool.flaky.sync", "reason_code": "timeout", "idempotency_key": "f1"},
 		highRisk("h1", "kh1"))
-	b.run(b.reconciler(1), src)
+	// Retries are due times, not sleeps (issue 15): the setup run waits for
+	// them on its clock so f1 spends its whole budget in this one run.
+	b.run(waitingFor(time.Minute, b.reconciler(1)), src)
 	if n := b.sink.perKey()["f1"]; n != 2 {
 		t.Fatalf("setup: %d deliveries of f1, want 2 (max_replays)", n)
 	}

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 const auditPerPage = 100
@@ -153,14 +156,47 @@ func (aq auditQuery) link(page int) string {
 	return "/audit?" + v.Encode()
 }
 
+// entryAuditIndex is a store that keeps each entry's audit records
+// (bbolt's per-entry audit index).
+type entryAuditIndex interface {
+	EntryAudit(ctx context.Context, ref, key string, fn func(uint64, audit.Sealed, error) error) error
+}
+
 // auditPage is the one place the console lists audit records: newest
-// first, one page, with the total matching. Today it reads the chain; the
-// lead points it at the store's audit indexes when they land.
+// first, one page, with the total matching. Unfiltered it reads only the
+// page's seqs back from the head; filtered by entry, that entry's records
+// from the per-entry audit index; any other filter reads the chain.
 func auditPage(ctx context.Context, r audit.Reader, aq auditQuery) ([]audit.Record, int, error) {
+	if aq.Query == (audit.Query{}) && aq.Until.IsZero() {
+		return auditTail(ctx, r, aq.Page, aq.Size)
+	}
+	each := func(fn func(audit.Record) error) error { return audit.Each(ctx, r, aq.Query, fn) }
+	if ea, ok := r.(entryAuditIndex); ok && aq.Entry != "" {
+		if inv, ok := r.(replay.Inventory); ok {
+			if er, err := replay.Find(ctx, inv, aq.Entry); err == nil {
+				each = func(fn func(audit.Record) error) error {
+					err := ea.EntryAudit(ctx, er.Entry.Ref(), er.Entry.IdempotencyKey, func(_ uint64, s audit.Sealed, derr error) error {
+						if derr != nil {
+							return nil
+						}
+						rec, err := s.Open()
+						if err != nil || !aq.Query.Match(&rec) {
+							return nil
+						}
+						return fn(rec)
+					})
+					if errors.Is(err, store.ErrNotIndexed) {
+						return audit.Each(ctx, r, aq.Query, fn)
+					}
+					return err
+				}
+			}
+		}
+	}
 	keep := aq.Page * aq.Size
 	var recs []audit.Record
 	total := 0
-	err := audit.Each(ctx, r, aq.Query, func(rec audit.Record) error {
+	err := each(func(rec audit.Record) error {
 		if !aq.Until.IsZero() && rec.Time.After(aq.Until) {
 			return nil
 		}
@@ -189,6 +225,39 @@ func auditPage(ctx context.Context, r audit.Reader, aq auditQuery) ([]audit.Reco
 		page = append(page, recs[i])
 	}
 	return page, total, nil
+}
+
+// auditTail is page (1-based) of the whole chain, newest first: it reads
+// the page's seqs alone, whatever the chain's length.
+func auditTail(ctx context.Context, r audit.Reader, page, size int) ([]audit.Record, int, error) {
+	head, _, err := r.AuditHead(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	total := int(head)
+	last := total - (page-1)*size
+	if last <= 0 {
+		return []audit.Record{}, total, nil
+	}
+	first := max(1, last-size+1)
+	recs := make([]audit.Record, 0, last-first+1)
+	err = r.AuditRange(ctx, uint64(first), func(seq uint64, s audit.Sealed, derr error) error {
+		if seq > uint64(last) {
+			return errStopVerify
+		}
+		if derr != nil {
+			return nil // the verification above the list reports it
+		}
+		if rec, err := s.Open(); err == nil {
+			recs = append(recs, rec)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopVerify) {
+		return nil, 0, err
+	}
+	slices.Reverse(recs)
+	return recs, total, nil
 }
 
 // auditKinds are the record kinds the filter offers.

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/hmac"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
@@ -20,87 +18,33 @@ import (
 
 const auditPerPage = 100
 
-// verifiedHead caches the audit chain's verification: each page load
-// checks only the records added since the last one (audit.Verifier is
-// incremental), then the stored head (and its signature with the key).
-// A break, once found, stays reported until the process restarts. A
-// rewrite of records already verified is the full check's to find:
-// `replayctl audit verify` and GET /api/audit/verify walk the whole chain.
-type verifiedHead struct {
-	mu     sync.Mutex
-	v      *audit.Verifier
-	brk    *audit.Break
-	at     time.Time
-	signed bool
-}
-
-// headView is what the audit page says about the chain.
+// headView is what the audit page says about the chain: the server's one
+// incremental verification (audit.Incremental, shared with GET
+// /api/audit/verify?incremental=1), so each page load checks only the
+// records added since the last verification, then the stored head (and
+// its signature with the key). A rewrite of records already verified is
+// the full check's to find: `replayctl audit verify` and GET
+// /api/audit/verify walk the whole chain.
 type headView struct {
-	Records   int
-	Head      string
-	Break     *audit.Break
-	Signed    bool
-	Checked   int // records verified by this page load
-	At        time.Time
-	Unchecked []string
+	audit.VerifyResult
+	Checked int // records verified by this page load
+	At      time.Time
 }
 
-var errStopVerify = errors.New("stop")
-
-// verify extends the cached verification to the chain's current end.
-func (c *verifiedHead) verify(ctx context.Context, r audit.Reader, key []byte, now time.Time) (*headView, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.v == nil {
-		c.v = audit.NewVerifier()
+// verifyHead extends iv's verification to the chain's current end.
+func verifyHead(ctx context.Context, iv *audit.Incremental, r audit.Reader, key []byte, now time.Time) (*headView, error) {
+	res, err := iv.Verify(ctx, r, key)
+	if err != nil {
+		return nil, err
 	}
-	before := c.v.Count()
-	if c.brk == nil {
-		err := r.AuditRange(ctx, uint64(before)+1, func(k uint64, s audit.Sealed, derr error) error {
-			if derr != nil {
-				c.brk = &audit.Break{Seq: k, Reason: "undecodable record: " + derr.Error()}
-				return errStopVerify
-			}
-			if b := c.v.Next(k, s); b != nil {
-				c.brk = b
-				return errStopVerify
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, errStopVerify) {
-			return nil, err
-		}
-	}
-	c.signed = false
-	if c.brk == nil {
-		seq, head, err := r.AuditHead(ctx)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case seq < uint64(c.v.Count()):
-			c.brk = &audit.Break{Seq: seq, Reason: fmt.Sprintf("the store's head is record %d, but %d records were verified earlier: the chain was rolled back or truncated", seq, c.v.Count())}
-		case seq == uint64(c.v.Count()) && head != c.v.Head():
-			c.brk = &audit.Break{Seq: seq, Reason: "recorded head does not match the chain's last record"}
-		case seq == uint64(c.v.Count()) && len(key) > 0:
-			mac, err := r.AuditHeadMAC(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if !hmac.Equal([]byte(mac), []byte(audit.HeadMAC(key, seq, head))) {
-				c.brk = &audit.Break{Seq: seq, Reason: "head signature does not match: the chain was rewritten without the key (or the key is wrong)"}
-			} else {
-				c.signed = true
-			}
-		}
-	}
-	c.at = now
-	hv := &headView{Records: c.v.Count(), Head: c.v.Head(), Break: c.brk, Signed: c.signed, Checked: c.v.Count() - before, At: now}
-	if len(key) == 0 {
-		hv.Unchecked = append(hv.Unchecked, audit.UncheckedSignature)
+	hv := &headView{VerifyResult: *res, At: now}
+	if res.From > 0 {
+		hv.Checked = max(0, res.Records-int(res.From)+1)
 	}
 	return hv, nil
 }
+
+var errStopVerify = errors.New("stop")
 
 // auditQuery is the audit page's filter.
 type auditQuery struct {
@@ -277,7 +221,7 @@ func (u *ui) auditPage(w http.ResponseWriter, r *http.Request, tok Token) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	hv, err := u.verified.verify(r.Context(), u.s.cfg.Store, u.s.cfg.AuditKey, u.s.cfg.Now())
+	hv, err := verifyHead(r.Context(), &u.s.verified, u.s.cfg.Store, u.s.cfg.AuditKey, u.s.cfg.Now())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

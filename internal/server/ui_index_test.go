@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -82,5 +83,31 @@ func TestAuditPageReadsOnlyItsPage(t *testing.T) {
 				t.Fatalf("page %d item %d: %+v, want %+v", page, i, r, want)
 			}
 		}
+	}
+}
+
+// TestAuditPageAndAPIShareOneIncrementalVerifier: what GET
+// /api/audit/verify?incremental=1 verified, the audit page does not walk
+// again, and the other way round (one audit.Incremental per server).
+func TestAuditPageAndAPIShareOneIncrementalVerifier(t *testing.T) {
+	b := newAPIBundle(t, []string{line("e1", "timeout", ""), line("p1", "schema_invalid", "")})
+	b.reconcile("operator")
+	if code, body := b.do("GET", "/api/audit/verify?incremental=1", "viewer", ""); code != 200 || !strings.Contains(body, `"verified_from":1`) {
+		t.Fatalf("api: %d %s", code, body)
+	}
+	ui := newBrowser(t, b.http.URL)
+	ui.login(b.tokens["viewer"], "/")
+	if _, _, page := ui.get("/audit"); !strings.Contains(page, "; 0 new record(s) verified on this load") {
+		t.Fatalf("the page walked what the API verified:\n%s", page)
+	}
+	if code, body := b.do("POST", "/api/dead-letters/jsonl:p1/resolve", "operator", `{"reason":"handled by hand"}`); code != 200 {
+		t.Fatalf("resolve: %d %s", code, body)
+	}
+	if _, _, page := ui.get("/audit"); !strings.Contains(page, "; 1 new record(s) verified on this load") {
+		t.Fatalf("the page did not verify the one new record:\n%s", page)
+	}
+	head, _, _ := b.store.AuditHead(context.Background())
+	if code, body := b.do("GET", "/api/audit/verify?incremental=1", "viewer", ""); code != 200 || !strings.Contains(body, fmt.Sprintf(`"verified_from":%d`, head+1)) {
+		t.Fatalf("api after the page: %d %s, want verified_from %d", code, body, head+1)
 	}
 }

@@ -46,7 +46,9 @@ type overview struct {
 	Flow            template.HTML // inflow by class vs drained
 	Outcomes        template.HTML // replay outcomes and denials
 	LastRun         *Run
-	NextRun         time.Time
+	// Breakers are this serve's targets' circuit breakers.
+	Breakers []replay.BreakerState
+	NextRun  time.Time
 }
 
 // overviewCounts is what the overview counts, from the store's counters
@@ -149,6 +151,7 @@ func (u *ui) overviewData(ctx context.Context) (*overview, error) {
 	if !oldestAsk.IsZero() {
 		o.ApprovalsOldest = humanAge(now.Sub(oldestAsk))
 	}
+	o.Breakers = u.s.breakerStates()
 	if runs := u.recentRuns(); len(runs) > 0 {
 		o.LastRun = &runs[0]
 		if u.s.cfg.Every > 0 {

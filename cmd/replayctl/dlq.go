@@ -237,6 +237,9 @@ func printDetail(w io.Writer, d *replay.Detail) {
 	fmt.Fprintf(w, "entry      %s\norigin     %s\ntopic      %s\nreason     %s  %s\nattempts   %d\nkey        %s\n",
 		e.Ref(), e.Origin, orDash(e.Topic), orDash(e.ReasonCode), e.Message, e.Attempts, e.IdempotencyKey)
 	fmt.Fprintf(w, "status     %s (class %s, action %s)\n", d.Entry.Status, d.Entry.Class, d.Entry.Action)
+	if !d.Entry.NextAttemptAt.IsZero() {
+		fmt.Fprintf(w, "next       %s (a retry's due time; an open breaker may hold it longer)\n", d.Entry.NextAttemptAt.UTC().Format(time.RFC3339))
+	}
 	if d.Entry.Owner != "" {
 		fmt.Fprintf(w, "owner      %s\n", d.Entry.Owner)
 	}

@@ -38,7 +38,7 @@ common failure patterns (grouped by error signature) and approval latency.`,
 			if format == "json" {
 				return writeJSON(s.out, rep)
 			}
-			printStats(s.out, rep)
+			printStats(s.out, rep, db.remote.enabled())
 			return nil
 		},
 	}
@@ -47,7 +47,7 @@ common failure patterns (grouped by error signature) and approval latency.`,
 	return cmd
 }
 
-func printStats(w io.Writer, st *replay.Stats) {
+func printStats(w io.Writer, st *replay.Stats, serving bool) {
 	fmt.Fprintf(w, "%d entries\n", st.Entries)
 	for _, g := range []struct {
 		name string
@@ -69,6 +69,7 @@ func printStats(w io.Writer, st *replay.Stats) {
 		fmt.Fprintf(w, "  %s  %d\n", d.Day, d.Count)
 	}
 	fmt.Fprintf(w, "replay-denial rate: %.1f%% (%d of %d proposed replays not replayed)\n", 100*st.DenialRate, st.Denied, st.Decisions)
+	printBreakers(w, st.Breakers, serving)
 	fmt.Fprintf(w, "approvals: %d pending, %d decided", st.Approvals.Pending, st.Approvals.Decided)
 	if st.Approvals.LatencyP50 != "" {
 		fmt.Fprintf(w, ", latency p50 %s, p90 %s, max %s", st.Approvals.LatencyP50, st.Approvals.LatencyP90, st.Approvals.LatencyMax)
@@ -76,5 +77,26 @@ func printStats(w io.Writer, st *replay.Stats) {
 	fmt.Fprintln(w, "\n\nfailure patterns (most common first):")
 	for _, p := range st.Patterns {
 		fmt.Fprintf(w, "  %5d  %-15s %s  (e.g. %s)\n", p.Count, p.Class, p.Signature, p.Example)
+	}
+}
+
+// printBreakers says where each target's circuit breaker stands. They are
+// kept per serve process: a report read from the state file has none.
+func printBreakers(w io.Writer, bs []replay.BreakerState, serving bool) {
+	switch {
+	case !serving:
+		fmt.Fprintln(w, "breakers: per serve process (read from the state file, not a serve; stats --server URL shows a running serve's)")
+		return
+	case len(bs) == 0:
+		fmt.Fprintln(w, "breakers: none tripped (no target tried since serve started)")
+		return
+	}
+	fmt.Fprintln(w, "breakers:")
+	for _, b := range bs {
+		fmt.Fprintf(w, "  %-20s %-9s %d consecutive failure(s)", b.Target, b.State, b.Failures)
+		if b.State == replay.BreakerOpen && !b.Until.IsZero() {
+			fmt.Fprintf(w, ", next trial at %s", b.Until.UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintln(w)
 	}
 }

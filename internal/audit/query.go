@@ -202,12 +202,26 @@ type Incremental struct {
 	mu   sync.Mutex
 	seq  uint64
 	head string
+	// most is the most records ever verified intact: a stored head below
+	// it is a rollback even when the shorter chain is consistent (and,
+	// without a key, re-signed), which a walk alone cannot see.
+	most uint64
 }
 
 // Verify verifies the records appended since the last verification.
 func (iv *Incremental) Verify(ctx context.Context, r Reader, key []byte) (*VerifyResult, error) {
 	iv.mu.Lock()
 	defer iv.mu.Unlock()
+	if iv.most > 0 {
+		seq, head, err := r.AuditHead(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if seq < iv.most {
+			return &VerifyResult{Records: int(seq), Head: head, From: seq + 1, Break: &Break{Seq: seq,
+				Reason: fmt.Sprintf("the store's head is record %d, but %d records were verified earlier: the chain was rolled back or truncated", seq, iv.most)}}, nil
+		}
+	}
 	v, from := NewVerifier(), uint64(1)
 	if iv.seq > 0 {
 		same := false
@@ -227,6 +241,7 @@ func (iv *Incremental) Verify(ctx context.Context, r Reader, key []byte) (*Verif
 	case err != nil:
 	case res.Break == nil:
 		iv.seq, iv.head = uint64(res.Records), res.Head
+		iv.most = max(iv.most, iv.seq)
 	default:
 		iv.seq, iv.head = 0, "" // the next one walks everything again
 	}

@@ -204,9 +204,12 @@ const (
 	WhyRejected        = "approval rejected"
 	WhyResolve         = "resolve"
 	WhyNotOpen         = "not open (replayed, resolved or replaying)"
-	bulkVerbReplay     = "replay"
-	bulkVerbResolve    = "resolve"
-	maxPreviewItems    = 10000
+	// BulkTargetUnavailable is a bulk replay's outcome for an entry its
+	// target's open circuit breaker held (nothing sent, no budget spent).
+	BulkTargetUnavailable = "target unavailable"
+	bulkVerbReplay        = "replay"
+	bulkVerbResolve       = "resolve"
+	maxPreviewItems       = 10000
 )
 
 // category says what a bulk replay does with an entry given its stored
@@ -520,9 +523,14 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 				}
 				mu.Lock()
 				it := &items[i]
-				if len(res.Replays) > 0 {
+				switch {
+				case len(res.Replays) > 0:
 					it.Outcome = res.Replays[len(res.Replays)-1]
-				} else {
+				case res.Outcome == OutcomeUnavailable:
+					// Held by its target's open breaker: nothing was sent,
+					// which its action's name (auto_replay) would hide.
+					it.Outcome = BulkTargetUnavailable
+				default:
 					it.Outcome = string(res.Final)
 				}
 				handled[i] = true

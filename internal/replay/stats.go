@@ -33,7 +33,11 @@ type Stats struct {
 	DenialRate float64 `json:"replay_denial_rate"`
 	// Hourly is the last 24 hours' activity, oldest first, where the store
 	// keeps per-hour counters (hours without activity are left out).
-	Hourly    []store.HourCount `json:"hourly,omitempty"`
+	Hourly []store.HourCount `json:"hourly,omitempty"`
+	// Breakers are the targets' circuit breakers. They live in a serve
+	// process (shared by its runs), so only a serve fills them in (GET
+	// /api/stats); none when read from the state file.
+	Breakers  []BreakerState `json:"breakers,omitempty"`
 	Approvals struct {
 		Pending    int    `json:"pending"`
 		Decided    int    `json:"decided"`

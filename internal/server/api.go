@@ -449,5 +449,6 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) {
 		serviceError(w, err)
 		return
 	}
+	st.Breakers = s.breakerStates()
 	writeJSON(w, http.StatusOK, st)
 }

@@ -41,3 +41,7 @@ func (c *breakerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, s.Target)
 	}
 }
+
+// breakerStates is this process's breakers (none until a run has tried a
+// target).
+func (s *Server) breakerStates() []replay.BreakerState { return s.cfg.Breakers.States() }

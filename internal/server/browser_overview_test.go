@@ -32,7 +32,9 @@ func TestBrowserOverview(t *testing.T) {
 	}
 	// Charts: two server-rendered SVGs whose summaries carry the numbers.
 	labels := b.eval(`Array.from(document.querySelectorAll("svg.chart")).map(s => s.getAttribute("aria-label")).join("\n")`)
-	for _, want := range []string{"poison 4", "transient 4", "drained (replayed or resolved) 2", "succeeded 2"} {
+	// Inflow comes from the store's hourly series (issue 16), which counts
+	// new entries per hour, not per class: 4 poison + 4 transient.
+	for _, want := range []string{"new entries 8", "drained (replayed or resolved) 2", "succeeded 2"} {
 		if !strings.Contains(labels, want) {
 			b.fatalf("chart summaries lack %q:\n%s", want, labels)
 		}

@@ -171,7 +171,7 @@ func (r *runner) reconcile(ctx context.Context, run *Run) error {
 	}
 	engine.Policy = s.metrics.timePolicy(engine.Policy)
 	rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules),
-		Actor: run.Actor, MaxParallel: s.cfg.MaxParallel, Rate: s.cfg.Rate, ApprovalTTL: s.cfg.Approvers.Expiry,
+		Actor: run.Actor, MaxParallel: s.cfg.MaxParallel, Rate: s.cfg.Rate, ApprovalTTL: s.cfg.Approvers.Expiry, Breakers: s.cfg.Breakers,
 		OnEntry: func(res replay.EntryResult) {
 			s.metrics.observeEntry(res)
 			run.tracker.Observe(ctx, res.RunOutcome())

@@ -33,7 +33,6 @@ type ui struct {
 	tmpl     map[string]*template.Template
 	key      []byte
 	sessions *sessions
-	verified verifiedHead
 }
 
 func newUI(s *Server) (*ui, error) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
 )
@@ -73,9 +75,15 @@ func short(s string) string {
 
 // approvalQueue is the one place the console lists approval requests:
 // filtered by state, group and minimum age, newest requests last (oldest
-// first: they have waited longest), one page. Today it reads every
-// request; the lead points it at an index by state when the store has one.
+// first: they have waited longest), one page. The pending queue (what
+// approvers work from) reads the store's index of open requests and each
+// shown request's entry history; other states read every request.
 func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, group string, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
+	if strings.EqualFold(state, store.ApprovalPending) {
+		if _, ok := any(s).(pendingIndex); ok {
+			return pendingQueue(ctx, svc, s, group, older, now, page)
+		}
+	}
 	all, err := svc.List(ctx, approval.Filter{})
 	if err != nil {
 		return nil, 0, err
@@ -89,6 +97,72 @@ func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, g
 			list = append(list, v)
 		}
 	}
+	return approvalCards(ctx, s, list, func(ref string) ([]approval.View, error) { return byEntry[ref], nil }, older, now, page)
+}
+
+// pendingQueue is the pending queue from the store's index of open
+// requests; a shown request's earlier ones are found through the
+// approval ids its entry's audit history names.
+func pendingQueue(ctx context.Context, svc *approval.Service, s Store, group string, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
+	var list []approval.View
+	err := pendingApprovals(ctx, s, svc, now, func(a *store.Approval) {
+		if group == "" || a.ApproverGroup == group {
+			list = append(list, approval.View{Approval: *a})
+		}
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	earlier := func(ref string) ([]approval.View, error) {
+		return entryApprovals(ctx, s, ref)
+	}
+	return approvalCards(ctx, s, list, earlier, older, now, page)
+}
+
+// entryApprovals reads the approval requests an entry's audit history
+// names (its approval records carry the request id in their detail).
+func entryApprovals(ctx context.Context, s Store, ref string) ([]approval.View, error) {
+	d, err := replay.Show(ctx, s, ref)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []approval.View
+	err = s.View(ctx, func(tx store.Tx) error {
+		for _, rec := range d.Decisions {
+			if rec.Kind != audit.KindApproval || len(rec.Detail) == 0 {
+				continue
+			}
+			var det struct {
+				ID       string `json:"approval_id"`
+				Replaces string `json:"replaces"`
+			}
+			if json.Unmarshal(rec.Detail, &det) != nil {
+				continue
+			}
+			for _, id := range []string{det.ID, det.Replaces} {
+				if id == "" || seen[id] {
+					continue
+				}
+				seen[id] = true
+				a, err := tx.Approval(id)
+				if err != nil {
+					return err
+				}
+				if a != nil {
+					out = append(out, approval.View{Approval: *a})
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// approvalCards sorts list oldest first, keeps those older than older,
+// and builds one page of cards; earlier gives an entry's requests, to say
+// what changed since the last one.
+func approvalCards(ctx context.Context, s Store, list []approval.View, earlier func(ref string) ([]approval.View, error), older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
 	// Oldest first: they have waited longest.
 	slices.SortStableFunc(list, func(a, b approval.View) int {
 		if c := a.RequestedAt.Compare(b.RequestedAt); c != 0 {
@@ -109,7 +183,11 @@ func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, g
 	cards := make([]approvalCard, 0, to-from)
 	for _, v := range kept[from:to] {
 		c := approvalCard{View: v, Expired: v.State == store.ApprovalExpired}
-		for _, o := range byEntry[v.EntryRef] {
+		others, err := earlier(v.EntryRef)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, o := range others {
 			if o.ID != v.ID && o.RequestedAt.Before(v.RequestedAt) && (c.Previous == nil || o.RequestedAt.After(c.Previous.RequestedAt)) {
 				prev := o
 				c.Previous = &prev
@@ -119,7 +197,7 @@ func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, g
 			c.Changed = changedSince(&c.Previous.Approval, &v.Approval)
 		}
 		c.View.Age = humanAge(now.Sub(v.RequestedAt))
-		err := s.View(ctx, func(tx store.Tx) error {
+		err = s.View(ctx, func(tx store.Tx) error {
 			er, err := tx.Entry(v.EntryRef)
 			c.Entry = er
 			return err

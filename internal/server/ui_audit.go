@@ -2,102 +2,49 @@ package server
 
 import (
 	"context"
-	"crypto/hmac"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 const auditPerPage = 100
 
-// verifiedHead caches the audit chain's verification: each page load
-// checks only the records added since the last one (audit.Verifier is
-// incremental), then the stored head (and its signature with the key).
-// A break, once found, stays reported until the process restarts. A
-// rewrite of records already verified is the full check's to find:
-// `replayctl audit verify` and GET /api/audit/verify walk the whole chain.
-type verifiedHead struct {
-	mu     sync.Mutex
-	v      *audit.Verifier
-	brk    *audit.Break
-	at     time.Time
-	signed bool
-}
-
-// headView is what the audit page says about the chain.
+// headView is what the audit page says about the chain: the server's one
+// incremental verification (audit.Incremental, shared with GET
+// /api/audit/verify?incremental=1), so each page load checks only the
+// records added since the last verification, then the stored head (and
+// its signature with the key). A rewrite of records already verified is
+// the full check's to find: `replayctl audit verify` and GET
+// /api/audit/verify walk the whole chain.
 type headView struct {
-	Records   int
-	Head      string
-	Break     *audit.Break
-	Signed    bool
-	Checked   int // records verified by this page load
-	At        time.Time
-	Unchecked []string
+	audit.VerifyResult
+	Checked int // records verified by this page load
+	At      time.Time
 }
 
-var errStopVerify = errors.New("stop")
-
-// verify extends the cached verification to the chain's current end.
-func (c *verifiedHead) verify(ctx context.Context, r audit.Reader, key []byte, now time.Time) (*headView, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.v == nil {
-		c.v = audit.NewVerifier()
+// verifyHead extends iv's verification to the chain's current end.
+func verifyHead(ctx context.Context, iv *audit.Incremental, r audit.Reader, key []byte, now time.Time) (*headView, error) {
+	res, err := iv.Verify(ctx, r, key)
+	if err != nil {
+		return nil, err
 	}
-	before := c.v.Count()
-	if c.brk == nil {
-		err := r.AuditRange(ctx, uint64(before)+1, func(k uint64, s audit.Sealed, derr error) error {
-			if derr != nil {
-				c.brk = &audit.Break{Seq: k, Reason: "undecodable record: " + derr.Error()}
-				return errStopVerify
-			}
-			if b := c.v.Next(k, s); b != nil {
-				c.brk = b
-				return errStopVerify
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, errStopVerify) {
-			return nil, err
-		}
-	}
-	c.signed = false
-	if c.brk == nil {
-		seq, head, err := r.AuditHead(ctx)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case seq < uint64(c.v.Count()):
-			c.brk = &audit.Break{Seq: seq, Reason: fmt.Sprintf("the store's head is record %d, but %d records were verified earlier: the chain was rolled back or truncated", seq, c.v.Count())}
-		case seq == uint64(c.v.Count()) && head != c.v.Head():
-			c.brk = &audit.Break{Seq: seq, Reason: "recorded head does not match the chain's last record"}
-		case seq == uint64(c.v.Count()) && len(key) > 0:
-			mac, err := r.AuditHeadMAC(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if !hmac.Equal([]byte(mac), []byte(audit.HeadMAC(key, seq, head))) {
-				c.brk = &audit.Break{Seq: seq, Reason: "head signature does not match: the chain was rewritten without the key (or the key is wrong)"}
-			} else {
-				c.signed = true
-			}
-		}
-	}
-	c.at = now
-	hv := &headView{Records: c.v.Count(), Head: c.v.Head(), Break: c.brk, Signed: c.signed, Checked: c.v.Count() - before, At: now}
-	if len(key) == 0 {
-		hv.Unchecked = append(hv.Unchecked, audit.UncheckedSignature)
+	hv := &headView{VerifyResult: *res, At: now}
+	if res.From > 0 {
+		hv.Checked = max(0, res.Records-int(res.From)+1)
 	}
 	return hv, nil
 }
+
+var errStopVerify = errors.New("stop")
 
 // auditQuery is the audit page's filter.
 type auditQuery struct {
@@ -153,14 +100,47 @@ func (aq auditQuery) link(page int) string {
 	return "/audit?" + v.Encode()
 }
 
+// entryAuditIndex is a store that keeps each entry's audit records
+// (bbolt's per-entry audit index).
+type entryAuditIndex interface {
+	EntryAudit(ctx context.Context, ref, key string, fn func(uint64, audit.Sealed, error) error) error
+}
+
 // auditPage is the one place the console lists audit records: newest
-// first, one page, with the total matching. Today it reads the chain; the
-// lead points it at the store's audit indexes when they land.
+// first, one page, with the total matching. Unfiltered it reads only the
+// page's seqs back from the head; filtered by entry, that entry's records
+// from the per-entry audit index; any other filter reads the chain.
 func auditPage(ctx context.Context, r audit.Reader, aq auditQuery) ([]audit.Record, int, error) {
+	if aq.Query == (audit.Query{}) && aq.Until.IsZero() {
+		return auditTail(ctx, r, aq.Page, aq.Size)
+	}
+	each := func(fn func(audit.Record) error) error { return audit.Each(ctx, r, aq.Query, fn) }
+	if ea, ok := r.(entryAuditIndex); ok && aq.Entry != "" {
+		if inv, ok := r.(replay.Inventory); ok {
+			if er, err := replay.Find(ctx, inv, aq.Entry); err == nil {
+				each = func(fn func(audit.Record) error) error {
+					err := ea.EntryAudit(ctx, er.Entry.Ref(), er.Entry.IdempotencyKey, func(_ uint64, s audit.Sealed, derr error) error {
+						if derr != nil {
+							return nil
+						}
+						rec, err := s.Open()
+						if err != nil || !aq.Query.Match(&rec) {
+							return nil
+						}
+						return fn(rec)
+					})
+					if errors.Is(err, store.ErrNotIndexed) {
+						return audit.Each(ctx, r, aq.Query, fn)
+					}
+					return err
+				}
+			}
+		}
+	}
 	keep := aq.Page * aq.Size
 	var recs []audit.Record
 	total := 0
-	err := audit.Each(ctx, r, aq.Query, func(rec audit.Record) error {
+	err := each(func(rec audit.Record) error {
 		if !aq.Until.IsZero() && rec.Time.After(aq.Until) {
 			return nil
 		}
@@ -191,6 +171,39 @@ func auditPage(ctx context.Context, r audit.Reader, aq auditQuery) ([]audit.Reco
 	return page, total, nil
 }
 
+// auditTail is page (1-based) of the whole chain, newest first: it reads
+// the page's seqs alone, whatever the chain's length.
+func auditTail(ctx context.Context, r audit.Reader, page, size int) ([]audit.Record, int, error) {
+	head, _, err := r.AuditHead(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	total := int(head)
+	last := total - (page-1)*size
+	if last <= 0 {
+		return []audit.Record{}, total, nil
+	}
+	first := max(1, last-size+1)
+	recs := make([]audit.Record, 0, last-first+1)
+	err = r.AuditRange(ctx, uint64(first), func(seq uint64, s audit.Sealed, derr error) error {
+		if seq > uint64(last) {
+			return errStopVerify
+		}
+		if derr != nil {
+			return nil // the verification above the list reports it
+		}
+		if rec, err := s.Open(); err == nil {
+			recs = append(recs, rec)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopVerify) {
+		return nil, 0, err
+	}
+	slices.Reverse(recs)
+	return recs, total, nil
+}
+
 // auditKinds are the record kinds the filter offers.
 var auditKinds = []string{audit.KindDecision, audit.KindDispatch, audit.KindOutcome, audit.KindRecovery, audit.KindProbe,
 	audit.KindResolve, audit.KindRelease, audit.KindApproval, audit.KindWriteBack, audit.KindBulk}
@@ -208,7 +221,7 @@ func (u *ui) auditPage(w http.ResponseWriter, r *http.Request, tok Token) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	hv, err := u.verified.verify(r.Context(), u.s.cfg.Store, u.s.cfg.AuditKey, u.s.cfg.Now())
+	hv, err := verifyHead(r.Context(), &u.s.verified, u.s.cfg.Store, u.s.cfg.AuditKey, u.s.cfg.Now())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

@@ -129,10 +129,27 @@ func (q entryQuery) filter() (replay.BulkFilter, error) {
 
 // entryPage is the one place the console lists entries: one page of the
 // entries matching f, in store (ref) order or by last failure (sort
-// "oldest" or "newest"), with the total. Today it scans the store; the
-// lead points it at the store's indexes and cursor paging when they land.
+// "oldest" or "newest"), with the total. In ref order it reads the
+// store's indexes through replay.List (cursor paging, the total from the
+// counters); sorted by last failure, or with a filter the indexes cannot
+// express (several topic globs, an age), it scans.
 func entryPage(ctx context.Context, s replay.Inventory, f *replay.BulkFilter, now time.Time, sortBy string, page, size int) (*replay.Page, error) {
-	p := &replay.Page{Page: page, Size: size, Items: []*store.EntryRecord{}}
+	if lf, ok := indexFilter(f); ok && sortBy == "" {
+		if _, indexed := s.(store.Indexed); indexed {
+			p, err := replay.List(ctx, s, lf, page-1, size)
+			if err != nil {
+				return nil, err
+			}
+			p.Page = page
+			// A search's total from the counters is an upper bound; on
+			// the last page the exact count is known.
+			if !p.TotalExact && p.Next == "" {
+				p.Total, p.TotalExact = (page-1)*size+len(p.Items), true
+			}
+			return p, nil
+		}
+	}
+	p := &replay.Page{Page: page, Size: size, Items: []*store.EntryRecord{}, TotalExact: true}
 	skip := (page - 1) * size
 	if sortBy == "" {
 		err := s.Entries(ctx, func(r *store.EntryRecord) error {
@@ -184,6 +201,19 @@ func entryPage(ctx context.Context, s replay.Inventory, f *replay.BulkFilter, no
 	return p, err
 }
 
+// indexFilter is f as a listing filter, when the store's indexes can
+// answer it exactly.
+func indexFilter(f *replay.BulkFilter) (replay.Filter, bool) {
+	if len(f.Reasons) > 0 || len(f.IDs) > 0 || len(f.Topics) > 1 || f.OlderThan.Duration != 0 || f.NewerThan.Duration != 0 {
+		return replay.Filter{}, false
+	}
+	lf := replay.Filter{States: f.States, Classes: f.Classes, Actions: f.Actions, Sources: f.Sources, Labels: f.Labels, Q: f.Text}
+	if len(f.Topics) == 1 {
+		lf.Topic = f.Topics[0]
+	}
+	return lf, true
+}
+
 // lastFailure is when an entry last failed (or was first seen).
 func lastFailure(r *store.EntryRecord) time.Time {
 	if !r.Entry.LastFailure.IsZero() {
@@ -213,7 +243,9 @@ func (u *ui) entriesPage(w http.ResponseWriter, r *http.Request, tok Token) {
 	if q.Page > 1 {
 		data["Prev"] = q.link(q.Page - 1)
 	}
-	if q.Page < pages {
+	// An inexact total (a search or label filter on the indexes) is an
+	// upper bound: a next page exists when the listing has a cursor.
+	if q.Page < pages && (p.TotalExact || p.Next != "") {
 		data["Next"] = q.link(q.Page + 1)
 	}
 	u.render(w, r, http.StatusOK, "entries", tok, data)

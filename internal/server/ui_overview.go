@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"html/template"
 	"net/url"
 	"slices"
@@ -34,7 +35,7 @@ type overview struct {
 	Open, Total     int
 	OpenHref        string
 	Oldest          string // age of the oldest open entry
-	OldestRef       string
+	OldestHref      string // the oldest open entry, or the open ones oldest first
 	ByClass         []linkedCount
 	BySource        []linkedCount
 	ByTopic         []linkedCount
@@ -45,64 +46,55 @@ type overview struct {
 	Flow            template.HTML // inflow by class vs drained
 	Outcomes        template.HTML // replay outcomes and denials
 	LastRun         *Run
-	NextRun         time.Time
+	// Breakers are this serve's targets' circuit breakers.
+	Breakers []replay.BreakerState
+	NextRun  time.Time
 }
 
-// overviewData is the one place the overview reads the store. Today it
-// scans the entries and the audit chain's last day; the lead points it
-// at the store's per-bucket counters when they land.
+// overviewCounts is what the overview counts, from the store's counters
+// or, for a file never indexed, from a scan.
+type overviewCounts struct {
+	total, open                         int
+	byClass, bySource, byTopic, byState map[string]int
+	patterns                            []pattern
+	oldest                              time.Time
+	oldestHref                          string
+	inflow, outcomes                    map[string][]int
+	drained, denied                     []int
+}
+
+func newOverviewCounts() *overviewCounts {
+	return &overviewCounts{byClass: map[string]int{}, bySource: map[string]int{}, byTopic: map[string]int{}, byState: map[string]int{},
+		inflow: map[string][]int{}, outcomes: map[string][]int{},
+		drained: make([]int, overviewBuckets), denied: make([]int, overviewBuckets)}
+}
+
+// overviewBucketOf is t's hour bucket since start, or -1 before it.
+func overviewBucketOf(start, t time.Time) int {
+	if t.Before(start) {
+		return -1
+	}
+	return min(int(t.Sub(start)/overviewBucket), overviewBuckets-1)
+}
+
+// overviewData is the one place the overview reads the store: its
+// per-bucket counters and hourly series (issue 16), so a page costs the
+// same at 100k entries as at 10; a scan only for a file opened read-only
+// before it was ever indexed.
 func (u *ui) overviewData(ctx context.Context) (*overview, error) {
 	s := u.s.cfg.Store
 	now := u.s.cfg.Now()
 	start := now.Truncate(overviewBucket).Add(-(overviewBuckets - 1) * overviewBucket)
-	bucket := func(t time.Time) int {
-		if t.Before(start) {
-			return -1
-		}
-		return min(int(t.Sub(start)/overviewBucket), overviewBuckets-1)
+	c, err := overviewIndexed(ctx, s, start, now)
+	if errors.Is(err, store.ErrNotIndexed) {
+		c, err = overviewScan(ctx, s, start)
 	}
-	o := &overview{}
-	byClass, bySource, byTopic, byState := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
-	inflow := map[string][]int{}
-	patterns := map[string]*pattern{}
-	var oldest time.Time
-	err := s.Entries(ctx, func(er *store.EntryRecord) error {
-		o.Total++
-		byState[er.Status]++
-		if i := bucket(er.FirstSeen); i >= 0 {
-			c := string(er.Class)
-			if inflow[c] == nil {
-				inflow[c] = make([]int, overviewBuckets)
-			}
-			inflow[c][i]++
-		}
-		if !slices.Contains(openStates, er.Status) {
-			return nil
-		}
-		o.Open++
-		byClass[string(er.Class)]++
-		bySource[er.Entry.Source]++
-		byTopic[er.Entry.Topic]++
-		sig := replay.Signature(er)
-		if p := patterns[sig]; p != nil {
-			p.N++
-		} else {
-			patterns[sig] = &pattern{Signature: sig, Class: string(er.Class), Example: er.Entry.Ref(), N: 1}
-		}
-		when := er.Entry.LastFailure
-		if when.IsZero() {
-			when = er.FirstSeen
-		}
-		if oldest.IsZero() || when.Before(oldest) {
-			oldest, o.OldestRef = when, er.Entry.Ref()
-		}
-		return nil
-	})
 	if err != nil {
 		return nil, err
 	}
-	if !oldest.IsZero() {
-		o.Oldest = humanAge(now.Sub(oldest))
+	o := &overview{Total: c.total, Open: c.open, Patterns: c.patterns, OldestHref: c.oldestHref}
+	if !c.oldest.IsZero() {
+		o.Oldest = humanAge(now.Sub(c.oldest))
 	}
 	openLink := func(k, v string) string {
 		q := url.Values{"state": {"open"}}
@@ -110,9 +102,6 @@ func (u *ui) overviewData(ctx context.Context) (*overview, error) {
 			q.Set(k, v)
 		}
 		return "/entries?" + q.Encode()
-	}
-	for _, p := range patterns {
-		o.Patterns = append(o.Patterns, *p)
 	}
 	sort.Slice(o.Patterns, func(i, j int) bool {
 		if o.Patterns[i].N != o.Patterns[j].N {
@@ -122,52 +111,11 @@ func (u *ui) overviewData(ctx context.Context) (*overview, error) {
 	})
 	o.Patterns = o.Patterns[:min(len(o.Patterns), 8)]
 	o.OpenHref = openLink("", "")
-	o.ByClass = linked(byClass, 0, func(n string) string { return openLink("class", n) })
-	o.BySource = linked(bySource, 0, func(n string) string { return openLink("source", n) })
-	o.ByTopic = linked(byTopic, 10, func(n string) string { return openLink("topic", n) })
-	o.ByState = linked(byState, 0, func(n string) string { return "/entries?state=" + url.QueryEscape(n) })
-
-	// Drained, outcomes and denials per hour, from the audit chain.
-	drained := make([]int, overviewBuckets)
-	outcomes := map[string][]int{}
-	denied := make([]int, overviewBuckets)
-	from, err := firstSince(ctx, s, start)
-	if err != nil {
-		return nil, err
-	}
-	err = s.AuditRange(ctx, from, func(_ uint64, sealed audit.Sealed, derr error) error {
-		if derr != nil {
-			return nil // the audit page and audit verify report it
-		}
-		r, err := sealed.Open()
-		if err != nil {
-			return nil
-		}
-		i := bucket(r.Time)
-		if i < 0 {
-			return nil
-		}
-		switch r.Kind {
-		case audit.KindOutcome:
-			if outcomes[r.Outcome] == nil {
-				outcomes[r.Outcome] = make([]int, overviewBuckets)
-			}
-			outcomes[r.Outcome][i]++
-			if r.Outcome == "succeeded" {
-				drained[i]++
-			}
-		case audit.KindResolve:
-			drained[i]++
-		case audit.KindDecision:
-			if r.Decision != nil && r.Decision.ProposedAction == triage.AutoReplay && r.Action != triage.AutoReplay && r.Action != triage.Skip {
-				denied[i]++
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
+	o.ByClass = linked(c.byClass, 0, func(n string) string { return openLink("class", n) })
+	o.BySource = linked(c.bySource, 0, func(n string) string { return openLink("source", n) })
+	o.ByTopic = linked(c.byTopic, 10, func(n string) string { return openLink("topic", n) })
+	o.ByState = linked(c.byState, 0, func(n string) string { return "/entries?state=" + url.QueryEscape(n) })
+	inflow, drained, outcomes, denied := c.inflow, c.drained, c.outcomes, c.denied
 	labels := make([]string, overviewBuckets)
 	for i := range labels {
 		labels[i] = start.Add(time.Duration(i) * overviewBucket).UTC().Format("15h")
@@ -187,23 +135,23 @@ func (u *ui) overviewData(ctx context.Context) (*overview, error) {
 		}),
 		&series{Name: "replays denied (policy, approval, ledger)", Color: "#CC79A7", Values: denied})
 
-	// Approvals waiting, by group.
+	// Approvals waiting, by group: the open requests' index, not every
+	// request ever made.
 	waiting := map[string]int{}
 	var oldestAsk time.Time
-	list, err := u.s.approvals().List(ctx, approval.Filter{State: store.ApprovalPending})
-	if err != nil {
-		return nil, err
-	}
-	for _, a := range list {
+	if err := pendingApprovals(ctx, s, u.s.approvals(), now, func(a *store.Approval) {
 		waiting[a.ApproverGroup]++
 		if oldestAsk.IsZero() || a.RequestedAt.Before(oldestAsk) {
 			oldestAsk = a.RequestedAt
 		}
+	}); err != nil {
+		return nil, err
 	}
 	o.ApprovalsGroups = linked(waiting, 0, func(n string) string { return "/approvals?group=" + url.QueryEscape(n) })
 	if !oldestAsk.IsZero() {
 		o.ApprovalsOldest = humanAge(now.Sub(oldestAsk))
 	}
+	o.Breakers = u.s.breakerStates()
 	if runs := u.recentRuns(); len(runs) > 0 {
 		o.LastRun = &runs[0]
 		if u.s.cfg.Every > 0 {
@@ -211,6 +159,176 @@ func (u *ui) overviewData(ctx context.Context) (*overview, error) {
 		}
 	}
 	return o, nil
+}
+
+// pendingIndex is a store with an index of its open approval requests.
+type pendingIndex interface {
+	PendingApprovals(ctx context.Context, fn func(*store.Approval) error) error
+}
+
+// pendingApprovals calls fn with each pending approval request (not
+// expired at now): from the store's index of open requests when it has
+// one, else from the service's listing (a scan).
+func pendingApprovals(ctx context.Context, s any, svc *approval.Service, now time.Time, fn func(*store.Approval)) error {
+	if pi, ok := s.(pendingIndex); ok {
+		err := pi.PendingApprovals(ctx, func(a *store.Approval) error {
+			// The index holds stored state; a request past its expiry is
+			// expired, as approval.Service says.
+			if a.State == store.ApprovalPending && (a.ExpiresAt.IsZero() || !now.After(a.ExpiresAt)) {
+				fn(a)
+			}
+			return nil
+		})
+		if !errors.Is(err, store.ErrNotIndexed) {
+			return err
+		}
+	}
+	list, err := svc.List(ctx, approval.Filter{State: store.ApprovalPending})
+	if err != nil {
+		return err
+	}
+	for i := range list {
+		fn(&list[i].Approval)
+	}
+	return nil
+}
+
+// overviewIndexed reads the overview's numbers from the store's counters
+// and hourly series; store.ErrNotIndexed when it has none.
+func overviewIndexed(ctx context.Context, s any, start, now time.Time) (*overviewCounts, error) {
+	ix, ok := s.(store.Indexed)
+	if !ok {
+		return nil, store.ErrNotIndexed
+	}
+	cnt, err := ix.Counters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := newOverviewCounts()
+	c.total = int(cnt.Entries)
+	for _, cell := range cnt.Cells {
+		c.byState[cell.State] += int(cell.N)
+		if slices.Contains(openStates, cell.State) {
+			c.byClass[cell.Class] += int(cell.N)
+			c.bySource[cell.Source] += int(cell.N)
+		}
+	}
+	for _, d := range cnt.Open {
+		c.open += int(d.N)
+		c.byTopic[d.Topic] += int(d.N)
+	}
+	for _, sc := range cnt.Signatures {
+		if sc.N > 0 {
+			c.patterns = append(c.patterns, pattern{Signature: sc.Signature, Class: sc.Class, Example: sc.Example, N: int(sc.N)})
+		}
+	}
+	// The counters keep the oldest open entry by first seen, not its ref:
+	// the age links to the open entries, oldest first.
+	c.oldest, c.oldestHref = cnt.OldestOpen, "/entries?state=open&sort=oldest"
+	hours, err := ix.Series(ctx, start, now)
+	if err != nil {
+		return nil, err
+	}
+	// The series counts inflow per hour, not per class: one series.
+	const newEntries = "new entries"
+	c.inflow[newEntries] = make([]int, overviewBuckets)
+	for _, h := range hours {
+		i := overviewBucketOf(start, h.Hour)
+		if i < 0 {
+			continue
+		}
+		c.inflow[newEntries][i] += int(h.Inflow)
+		c.drained[i] += int(h.Drained)
+		c.denied[i] += int(h.Denied)
+		for name, n := range h.Outcomes {
+			if c.outcomes[name] == nil {
+				c.outcomes[name] = make([]int, overviewBuckets)
+			}
+			c.outcomes[name][i] += int(n)
+		}
+	}
+	return c, nil
+}
+
+// overviewScan counts by reading every entry and the audit chain's last
+// day: a file opened read-only before it was ever indexed.
+func overviewScan(ctx context.Context, s Store, start time.Time) (*overviewCounts, error) {
+	c := newOverviewCounts()
+	bucket := func(t time.Time) int { return overviewBucketOf(start, t) }
+	patterns := map[string]*pattern{}
+	err := s.Entries(ctx, func(er *store.EntryRecord) error {
+		c.total++
+		c.byState[er.Status]++
+		if i := bucket(er.FirstSeen); i >= 0 {
+			cl := string(er.Class)
+			if c.inflow[cl] == nil {
+				c.inflow[cl] = make([]int, overviewBuckets)
+			}
+			c.inflow[cl][i]++
+		}
+		if !slices.Contains(openStates, er.Status) {
+			return nil
+		}
+		c.open++
+		c.byClass[string(er.Class)]++
+		c.bySource[er.Entry.Source]++
+		c.byTopic[er.Entry.Topic]++
+		sig := replay.Signature(er)
+		if p := patterns[sig]; p != nil {
+			p.N++
+		} else {
+			patterns[sig] = &pattern{Signature: sig, Class: string(er.Class), Example: er.Entry.Ref(), N: 1}
+		}
+		when := er.Entry.LastFailure
+		if when.IsZero() {
+			when = er.FirstSeen
+		}
+		if c.oldest.IsZero() || when.Before(c.oldest) {
+			c.oldest, c.oldestHref = when, "/entries/"+url.PathEscape(er.Entry.Ref())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range patterns {
+		c.patterns = append(c.patterns, *p)
+	}
+	from, err := firstSince(ctx, s, start)
+	if err != nil {
+		return nil, err
+	}
+	err = s.AuditRange(ctx, from, func(_ uint64, sealed audit.Sealed, derr error) error {
+		if derr != nil {
+			return nil // the audit page and audit verify report it
+		}
+		r, err := sealed.Open()
+		if err != nil {
+			return nil
+		}
+		i := bucket(r.Time)
+		if i < 0 {
+			return nil
+		}
+		switch r.Kind {
+		case audit.KindOutcome:
+			if c.outcomes[r.Outcome] == nil {
+				c.outcomes[r.Outcome] = make([]int, overviewBuckets)
+			}
+			c.outcomes[r.Outcome][i]++
+			if r.Outcome == "succeeded" {
+				c.drained[i]++
+			}
+		case audit.KindResolve:
+			c.drained[i]++
+		case audit.KindDecision:
+			if r.Decision != nil && r.Decision.ProposedAction == triage.AutoReplay && r.Action != triage.AutoReplay && r.Action != triage.Skip {
+				c.denied[i]++
+			}
+		}
+		return nil
+	})
+	return c, err
 }
 
 // pattern is a group of open entries failing the same way.

@@ -416,6 +416,24 @@ func (b *Bulk) newReport(op string, f BulkFilter, preview bool, matched int) *Bu
 	return rep
 }
 
+// decideApproved decides e as the runner would, a granted approval
+// included: a decision that requires approval is decided again as
+// approved when the entry's current request was approved.
+func (r *Reconciler) decideApproved(ctx context.Context, e *entry.Entry, view triage.LedgerView) (triage.Decision, error) {
+	d := r.Engine.Decide(ctx, e, view)
+	if d.Action == triage.RequireApproval {
+		ok, err := r.approved(ctx, e, &d)
+		if err != nil {
+			return d, err
+		}
+		if ok {
+			view.Approved = true
+			d = r.Engine.DecideWithPayloadHash(ctx, e, view, d.PayloadHash)
+		}
+	}
+	return d, nil
+}
+
 // decideForBulk decides as the runner would, approvals included.
 func (r *Reconciler) decideForBulk(ctx context.Context, er *store.EntryRecord) (triage.Decision, error) {
 	e := er.Entry
@@ -423,18 +441,7 @@ func (r *Reconciler) decideForBulk(ctx context.Context, er *store.EntryRecord) (
 	if err != nil {
 		return triage.Decision{}, err
 	}
-	d := r.Engine.Decide(ctx, &e, view)
-	if d.Action == triage.RequireApproval {
-		ok, err := r.approved(ctx, &e, &d)
-		if err != nil {
-			return d, err
-		}
-		if ok {
-			view.Approved = true
-			d = r.Engine.Decide(ctx, &e, view)
-		}
-	}
-	return d, nil
+	return r.decideApproved(ctx, &e, view)
 }
 
 // ExecuteReplay records the bulk operation in the audit trail, then sends

@@ -128,18 +128,7 @@ func (r *Reconciler) decideRearmed(ctx context.Context, er *store.EntryRecord) (
 	default:
 		return triage.Decision{}, fmt.Errorf("%w: %s: its key is %s, not re-armable", ErrState, e.Ref(), view.State)
 	}
-	d := r.Engine.Decide(ctx, &e, view)
-	if d.Action == triage.RequireApproval {
-		ok, err := r.approved(ctx, &e, &d)
-		if err != nil {
-			return d, err
-		}
-		if ok {
-			view.Approved = true
-			d = r.Engine.Decide(ctx, &e, view)
-		}
-	}
-	return d, nil
+	return r.decideApproved(ctx, &e, view)
 }
 
 // track reports to b.Run: the total when item is nil, else one entry.

@@ -150,13 +150,7 @@ func (it BulkItem) RunOutcome() runs.Outcome {
 	case it.Category == WhyResolve:
 		return runs.Success
 	case acts(it.Category, WhyReplay):
-		switch it.Outcome {
-		case Succeeded.String():
-			return runs.Success
-		case "", "in_flight":
-			return runs.Other
-		}
-		return runs.Failure
+		return dispatchRunOutcome(it.Outcome)
 	case strings.HasPrefix(it.Category, WhyReArmOnly):
 		return runs.Held
 	}
@@ -171,14 +165,25 @@ func (it BulkItem) RunOutcome() runs.Outcome {
 // last dispatch, or held when it waits for people.
 func (res EntryResult) RunOutcome() runs.Outcome {
 	if n := len(res.Replays); n > 0 {
-		if res.Replays[n-1] == Succeeded.String() {
-			return runs.Success
-		}
-		return runs.Failure
+		return dispatchRunOutcome(res.Replays[n-1])
 	}
 	switch res.Final {
 	case triage.RequireApproval, triage.ManualReview, triage.Quarantine:
 		return runs.Held
+	}
+	return runs.Other
+}
+
+// dispatchRunOutcome counts a dispatch's last outcome in its run as the
+// run's summary and exit code do: failed and outcome_unknown are failures;
+// an attempt to retry later (retry, not_sent: the target was down) is
+// neither, the entry waits for its scheduled retry.
+func dispatchRunOutcome(outcome string) runs.Outcome {
+	switch outcome {
+	case Succeeded.String(), HandledElsewhere.String():
+		return runs.Success
+	case Failed.String(), Unknown.String():
+		return runs.Failure
 	}
 	return runs.Other
 }

@@ -143,3 +143,15 @@ func (v *Verifier) Head() string { return v.prev }
 
 // Count is how many records verified.
 func (v *Verifier) Count() int { return v.n }
+
+// ReplayProposal says how a decision record counts in the denial figures
+// (stats, the counters, the console and replayctl_replays_denied_total
+// alike): proposed when rules proposed an auto replay, denied when the
+// final action was another. A skip (already committed, handled at the
+// source) is neither: nothing was left to replay.
+func (r *Record) ReplayProposal() (proposed, denied bool) {
+	if r.Kind != KindDecision || r.Decision == nil || r.Decision.ProposedAction != triage.AutoReplay || r.Action == triage.Skip {
+		return false, false
+	}
+	return true, r.Action != triage.AutoReplay
+}

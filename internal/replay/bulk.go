@@ -144,7 +144,7 @@ func (f *BulkFilter) Match(er *store.EntryRecord, now time.Time) bool {
 		len(f.IDs) > 0 && !contains(f.IDs, e.Ref()) && !contains(f.IDs, e.ID) {
 		return false
 	}
-	if f.Text != "" && !matchText(e, f.Text) {
+	if f.Text != "" && !store.MatchText(e, f.Text) {
 		return false
 	}
 	if len(f.topics) > 0 {
@@ -173,18 +173,6 @@ func (f *BulkFilter) Match(er *store.EntryRecord, now time.Time) bool {
 		return false
 	}
 	return true
-}
-
-// matchText reports whether q (case-insensitive) occurs in the entry's
-// id, key, topic or message.
-func matchText(e *entry.Entry, q string) bool {
-	q = strings.ToLower(q)
-	for _, v := range []string{e.Ref(), e.IdempotencyKey, e.Topic, e.Message} {
-		if strings.Contains(strings.ToLower(v), q) {
-			return true
-		}
-	}
-	return false
 }
 
 // Why-not categories of a bulk preview, as the issue names them.

@@ -51,12 +51,6 @@ func (f *Filter) storeFilter() store.EntryFilter {
 		Topic: f.Topic, Labels: f.Labels, Q: f.Q, FirstSeenBefore: f.FirstSeenBefore}
 }
 
-// Match reports whether the record passes the filter.
-func (f *Filter) Match(r *store.EntryRecord) bool {
-	sf := f.storeFilter()
-	return sf.Match(r)
-}
-
 // Page is one page of a listing (Nexora's shape: items, page, size, plus
 // total), with the cursor of the next page. Items carry no payload (a
 // listing never reads one; Show has it). Total is exact when TotalExact;

@@ -8,7 +8,6 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/store"
-	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // Stats is the DLQ report: where entries stand, what keeps failing, how
@@ -172,11 +171,9 @@ func scanStats(ctx context.Context, s Reporter, now time.Time) (*Stats, error) {
 	}
 	growth(st, days, now)
 	err = audit.Each(ctx, s, audit.Query{Kind: audit.KindDecision}, func(r audit.Record) error {
-		// A skip (already committed, handled at the source) is not a
-		// replay that was denied: nothing was left to replay.
-		if r.Decision != nil && r.Decision.ProposedAction == triage.AutoReplay && r.Action != triage.Skip {
+		if proposed, denied := r.ReplayProposal(); proposed {
 			st.Decisions++
-			if r.Action != triage.AutoReplay {
+			if denied {
 				st.Denied++
 			}
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
-	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // Overview time buckets: the last 24 hours, by hour.
@@ -322,7 +321,7 @@ func overviewScan(ctx context.Context, s Store, start time.Time) (*overviewCount
 		case audit.KindResolve:
 			c.drained[i]++
 		case audit.KindDecision:
-			if r.Decision != nil && r.Decision.ProposedAction == triage.AutoReplay && r.Action != triage.AutoReplay && r.Action != triage.Skip {
+			if _, denied := r.ReplayProposal(); denied {
 				c.denied[i]++
 			}
 		}

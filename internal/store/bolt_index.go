@@ -16,7 +16,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
-	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // The indexes and counters live in three buckets, written in the same
@@ -155,11 +154,7 @@ func hourKey(t time.Time, kind string) []byte {
 // addCount adds delta to a counter, deleting it at zero so enumerations
 // only see values that are present.
 func addCount(b *bolt.Bucket, key []byte, delta int64) error {
-	var n int64
-	if v := b.Get(key); len(v) == 8 {
-		n = int64(binary.BigEndian.Uint64(v))
-	}
-	n += delta
+	n := readCount(b.Get(key)) + delta
 	if n <= 0 {
 		return b.Delete(key)
 	}
@@ -317,9 +312,8 @@ type sigMeta struct {
 func auditCounts(r *audit.Record) (decision, denied bool, outcome string) {
 	switch r.Kind {
 	case audit.KindDecision:
-		if r.Decision != nil && r.Decision.ProposedAction == triage.AutoReplay && r.Action != triage.Skip {
-			return true, r.Action != triage.AutoReplay, ""
-		}
+		decision, denied = r.ReplayProposal()
+		return decision, denied, ""
 	case audit.KindOutcome:
 		return false, false, r.Outcome
 	}

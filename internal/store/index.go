@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gobwas/glob"
+
+	"github.com/replayctl/replayctl/internal/entry"
 )
 
 // ErrNotIndexed: a bbolt file written before indexes existed, opened
@@ -119,20 +121,7 @@ func (f *EntryFilter) Match(r *EntryRecord) bool {
 	if !f.FirstSeenBefore.IsZero() && !r.FirstSeen.Before(f.FirstSeenBefore) {
 		return false
 	}
-	if f.Q != "" {
-		q := strings.ToLower(f.Q)
-		hit := false
-		for _, s := range []string{e.Ref(), e.ID, e.IdempotencyKey, e.Topic, e.Message} {
-			if strings.Contains(strings.ToLower(s), q) {
-				hit = true
-				break
-			}
-		}
-		if !hit {
-			return false
-		}
-	}
-	return true
+	return f.Q == "" || MatchText(e, f.Q)
 }
 
 // residual reports whether the filter has parts no counter covers.
@@ -221,4 +210,17 @@ func Signature(er *EntryRecord) string {
 		code = "-"
 	}
 	return code + ": " + msg
+}
+
+// MatchText reports whether q (case-insensitive) occurs in the entry's
+// ref (its source, scope and id), key, topic or message: the search of
+// listings, the console and bulk filters alike.
+func MatchText(e *entry.Entry, q string) bool {
+	q = strings.ToLower(q)
+	for _, v := range []string{e.Ref(), e.IdempotencyKey, e.Topic, e.Message} {
+		if strings.Contains(strings.ToLower(v), q) {
+			return true
+		}
+	}
+	return false
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"sort"
 	"strings"
@@ -53,14 +52,11 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 	if limit <= 0 {
 		limit = 20
 	}
-	after := ""
-	if cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %q: %v", ErrBadCursor, cursor, err)
-		}
-		after = string(b)
+	b, err := decodeCursor(cursor)
+	if err != nil {
+		return nil, err
 	}
+	after := string(b)
 	if err := f.prepare(); err != nil {
 		return nil, err
 	}
@@ -120,7 +116,7 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 				continue
 			}
 			if len(page.Items) == limit {
-				page.Next = base64.RawURLEncoding.EncodeToString([]byte(last))
+				page.Next = encodeCursor([]byte(last))
 				rows.Close()
 				return page, nil
 			}

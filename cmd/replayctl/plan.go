@@ -8,7 +8,6 @@ import (
 
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/replay"
-	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -119,8 +118,7 @@ func runPlan(cmd *cobra.Command, s *streams, eng *engineFlags, src *sourceFlags,
 	}
 	// Decisions are made on every core and printed in input order.
 	planner := &replay.Planner{Engine: engine, Ledger: ledger}
-	pipe := &triage.Pipeline{Decide: planner.Decide}
-	err = pipe.Run(cmd.Context(), source.All(srcs), func(_ *entry.Entry, d *triage.Decision) error {
+	err = planner.Plan(cmd.Context(), srcs, func(_ *entry.Entry, d *triage.Decision) error {
 		sum.Add(d)
 		prog.add(1)
 		if format == "json" {

@@ -296,23 +296,9 @@ func remoteReconcile(cmd *cobra.Command, s *streams, rf *remoteFlags, format str
 	if err := rf.call(cmd.Context(), "POST", "/api/reconcile", nil, nil, &started); err != nil {
 		return err
 	}
-	var run struct {
-		State  string         `json:"state"`
-		Error  string         `json:"error"`
-		Report *replay.Report `json:"report"`
-	}
-	for {
-		if err := rf.call(cmd.Context(), "GET", "/api/runs/"+started.ID, nil, nil, &run); err != nil {
-			return err
-		}
-		if run.State != "running" {
-			break
-		}
-		select {
-		case <-cmd.Context().Done():
-			return &exitErr{code: exitError, err: fmt.Errorf("stopped waiting; run %s goes on on the server", started.ID)}
-		case <-time.After(200 * time.Millisecond):
-		}
+	run, err := waitRun(cmd, rf, started.ID)
+	if err != nil {
+		return err
 	}
 	if run.Report == nil {
 		return fmt.Errorf("run %s %s: %s", started.ID, run.State, run.Error)

@@ -85,8 +85,7 @@ func (c *Config) planInProcess(ctx context.Context, spec string) (time.Duration,
 	}
 	t0 := time.Now()
 	planner := &replay.Planner{Engine: eng}
-	pipe := &triage.Pipeline{Decide: planner.Decide}
-	err = pipe.Run(ctx, source.All([]source.Source{src}), func(_ *entry.Entry, d *triage.Decision) error {
+	err = planner.Plan(ctx, []source.Source{src}, func(_ *entry.Entry, d *triage.Decision) error {
 		_, err := json.Marshal(d)
 		return err
 	})

@@ -304,7 +304,7 @@ func Resolve(ctx context.Context, s Inventory, id, actor, reason string) (*store
 func Release(ctx context.Context, s Inventory, id, actor, reason string) (*store.EntryRecord, error) {
 	return changeEntry(ctx, s, id, func(tx store.Tx, er *store.EntryRecord) (*audit.Record, error) {
 		rearm := er.Hold == "" && er.Status == store.StatusManualReview
-		if er.Hold != store.HoldQuarantine && er.Hold != store.HoldFailed && er.Hold != store.HoldRejected && !rearm {
+		if !Releasable(er) {
 			return nil, fmt.Errorf("%w: %s is %s, not quarantined, failed, rejected or in manual review", ErrState, er.Entry.Ref(), er.Status)
 		}
 		rec := &audit.Record{Kind: audit.KindRelease, Outcome: store.StatusPending, Reason: reason,
@@ -394,4 +394,12 @@ func CountByStatus(ctx context.Context, s Inventory) (map[string]int, []string, 
 	}
 	sort.Strings(keys)
 	return counts, keys, err
+}
+
+// Releasable reports whether Release takes the entry: quarantined, failed,
+// rejected, or in manual review without a hold (re-armed). Previews ask it;
+// Release asks it again inside its transaction.
+func Releasable(er *store.EntryRecord) bool {
+	return er.Hold == store.HoldQuarantine || er.Hold == store.HoldFailed || er.Hold == store.HoldRejected ||
+		er.Hold == "" && er.Status == store.StatusManualReview
 }

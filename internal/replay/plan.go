@@ -23,23 +23,10 @@ type Planner struct {
 }
 
 // Plan reads every source in order and calls fn with each entry and its
-// decision. It stops at the first error from a source or from fn.
+// decision, in input order; the decisions are made on every core
+// (triage.Pipeline). It stops at the first error from a source or from fn.
 func (p *Planner) Plan(ctx context.Context, srcs []source.Source, fn func(*entry.Entry, *triage.Decision) error) error {
-	for _, src := range srcs {
-		for e, err := range src.Entries(ctx) {
-			if err != nil {
-				return fmt.Errorf("source %s: %w", src, err)
-			}
-			d, err := p.Decide(ctx, &e)
-			if err != nil {
-				return err
-			}
-			if err := fn(&e, &d); err != nil {
-				return err
-			}
-		}
-	}
-	return ctx.Err()
+	return (&triage.Pipeline{Decide: p.Decide}).Run(ctx, source.All(srcs), fn)
 }
 
 // Decide decides one entry against the ledger's current view of its key.

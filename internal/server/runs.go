@@ -43,20 +43,20 @@ type runner struct {
 	order  []string
 	active *Run
 	wg     sync.WaitGroup
-	mem    *runs.Memory // run records, when the store cannot keep them
+	recs   runs.Store // where run records are kept (runStore)
 }
 
-// store is where run records are kept: the state store when it can (so
-// other processes see them), else this process's memory.
-func (r *runner) store() runs.Store {
-	if rs, ok := r.srv.cfg.Store.(runs.Store); ok {
+// runStore is where run records are kept: the state store when it can (so
+// other processes see them), else this process's memory. Chosen once, when
+// the server is built: handlers read it concurrently.
+func runStore(st any) runs.Store {
+	if rs, ok := st.(runs.Store); ok {
 		return rs
 	}
-	if r.mem == nil {
-		r.mem = runs.NewMemory()
-	}
-	return r.mem
+	return runs.NewMemory()
 }
+
+func (r *runner) store() runs.Store { return r.recs }
 
 const keepRuns = 100
 

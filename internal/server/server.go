@@ -111,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Notify != nil {
 		cfg.Notify.Failed = func(string) { s.metrics.notifyFailed.Inc() }
 	}
-	s.runs = &runner{srv: s, runs: map[string]*Run{}}
+	s.runs = &runner{srv: s, runs: map[string]*Run{}, recs: runStore(cfg.Store)}
 	u, err := newUI(s)
 	if err != nil {
 		return nil, err

@@ -335,13 +335,6 @@ func (u *ui) previewAction(ctx context.Context, a *entryAction, actor string) (*
 	return rep, err
 }
 
-// releasable mirrors replay.Release's own check, for the preview only:
-// Release re-checks every entry in its transaction.
-func releasable(er *store.EntryRecord) bool {
-	return er.Hold == store.HoldQuarantine || er.Hold == store.HoldFailed || er.Hold == store.HoldRejected ||
-		(er.Hold == "" && er.Status == store.StatusManualReview)
-}
-
 func (u *ui) releasePlan(ctx context.Context, a *entryAction) (*replay.BulkReport, error) {
 	rep := &replay.BulkReport{Op: "release", Filter: a.Filter, Preview: true, Why: map[string]int{}}
 	now := u.s.cfg.Now()
@@ -351,7 +344,7 @@ func (u *ui) releasePlan(ctx context.Context, a *entryAction) (*replay.BulkRepor
 		}
 		rep.Matched++
 		cat := "release"
-		if !releasable(er) {
+		if !replay.Releasable(er) {
 			cat = "not held (" + er.Status + ")"
 			rep.WouldNot++
 			rep.Why[cat]++

@@ -278,10 +278,7 @@ func overviewScan(ctx context.Context, s Store, start time.Time) (*overviewCount
 		} else {
 			patterns[sig] = &pattern{Signature: sig, Class: string(er.Class), Example: er.Entry.Ref(), N: 1}
 		}
-		when := er.Entry.LastFailure
-		if when.IsZero() {
-			when = er.FirstSeen
-		}
+		when := lastFailure(er)
 		if c.oldest.IsZero() || when.Before(c.oldest) {
 			c.oldest, c.oldestHref = when, "/entries/"+url.PathEscape(er.Entry.Ref())
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"time"
 )
@@ -61,8 +62,9 @@ func (s *Server) limitUnauthenticated(w http.ResponseWriter, r *http.Request, ne
 		next.ServeHTTP(w, r)
 		return
 	}
-	if _, ok := s.authenticate(r); ok {
-		next.ServeHTTP(w, r)
+	if tok, ok := s.authenticate(r); ok {
+		// Authenticated once per request: the handlers read it back.
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), authKey{}, tok)))
 		return
 	}
 	select {

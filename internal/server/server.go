@@ -228,6 +228,9 @@ func (s *Server) auth(p perm, h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (s *Server) authenticate(r *http.Request) (Token, bool) {
+	if tok, ok := r.Context().Value(authKey{}).(Token); ok {
+		return tok, true // limitUnauthenticated authenticated this request
+	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		secret, ok := strings.CutPrefix(h, "Bearer ")
 		if !ok {
@@ -243,6 +246,9 @@ func (s *Server) authenticate(r *http.Request) (Token, bool) {
 	}
 	return Token{}, false
 }
+
+// authKey holds the Token a request was authenticated as, in its context.
+type authKey struct{}
 
 // serviceError maps service errors to statuses.
 func serviceError(w http.ResponseWriter, err error) {

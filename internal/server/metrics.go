@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/replayctl/replayctl/internal/approval"
 	"github.com/replayctl/replayctl/internal/buildinfo"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
@@ -126,35 +126,46 @@ func (t timedPolicy) Evaluate(ctx context.Context, in *triage.PolicyInput) (tria
 	return res, err
 }
 
-// entryCounts reads entries by (class, action, state), open depth by
-// (source, topic) and the oldest open entry's first-seen time from the
-// store's counters: a scrape costs the same at any store size. An
-// unindexed file opened read-only is counted by a scan.
-func (c *stateCollector) entryCounts(ctx context.Context) (map[[3]string]int64, map[[2]string]int64, time.Time) {
-	entries, depth := map[[3]string]int64{}, map[[2]string]int64{}
-	if ix, ok := c.st.(store.Indexed); ok {
+// gaugeReader is a store that reads a scrape's counts alone
+// (store.Bolt.Gauges): Counters also reads every day and failure
+// signature the store has seen, which grow with the store.
+type gaugeReader interface {
+	Gauges(ctx context.Context) (*store.Gauges, error)
+}
+
+// gauges reads entries by (class, action, state), open depth by (source,
+// topic) and the oldest open entry's first-seen time from the store's
+// counters: a scrape costs the same at any store size. An unindexed file
+// opened read-only is counted by a scan.
+func (c *stateCollector) gauges(ctx context.Context) *store.Gauges {
+	if gr, ok := c.st.(gaugeReader); ok {
+		if g, err := gr.Gauges(ctx); err == nil {
+			return g
+		}
+	} else if ix, ok := c.st.(store.Indexed); ok {
 		if cn, err := ix.Counters(ctx); err == nil {
-			for _, cl := range cn.Cells {
-				entries[[3]string{cl.Class, cl.Action, cl.State}] += cl.N
-			}
-			for _, d := range cn.Open {
-				depth[[2]string{d.Source, d.Topic}] += d.N
-			}
-			return entries, depth, cn.OldestOpen
+			return &store.Gauges{Cells: cn.Cells, Open: cn.Open, OldestOpen: cn.OldestOpen}
 		}
 	}
-	var oldest time.Time
+	cells, depth := map[[4]string]int64{}, map[[2]string]int64{}
+	g := &store.Gauges{}
 	_ = c.st.Entries(ctx, func(er *store.EntryRecord) error {
-		entries[[3]string{string(er.Class), string(er.Action), er.Status}]++
+		cells[[4]string{er.Entry.Source, string(er.Class), string(er.Action), er.Status}]++
 		if store.IsOpen(er.Status) {
 			depth[[2]string{er.Entry.Source, er.Entry.Topic}]++
-			if !er.FirstSeen.IsZero() && (oldest.IsZero() || er.FirstSeen.Before(oldest)) {
-				oldest = er.FirstSeen
+			if !er.FirstSeen.IsZero() && (g.OldestOpen.IsZero() || er.FirstSeen.Before(g.OldestOpen)) {
+				g.OldestOpen = er.FirstSeen
 			}
 		}
 		return nil
 	})
-	return entries, depth, oldest
+	for k, n := range cells {
+		g.Cells = append(g.Cells, store.Cell{Source: k[0], Class: k[1], Action: k[2], State: k[3], N: n})
+	}
+	for k, n := range depth {
+		g.Open = append(g.Open, store.Depth{Source: k[0], Topic: k[1], N: n})
+	}
+	return g
 }
 
 // stateCollector reads the store at scrape time: entries by class, action
@@ -189,40 +200,30 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	now := c.now()
-	entries, depth, oldestFirst := c.entryCounts(ctx)
+	g := c.gauges(ctx)
 	var oldestEntry time.Duration
-	if !oldestFirst.IsZero() {
-		oldestEntry = max(0, now.Sub(oldestFirst))
+	if !g.OldestOpen.IsZero() {
+		oldestEntry = max(0, now.Sub(g.OldestOpen))
 	}
 	ch <- prometheus.MustNewConstMetric(oldestEntryDesc, prometheus.GaugeValue, oldestEntry.Seconds())
-	for k, n := range depth {
-		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(n), k[0], k[1])
+	// Cells are per source too; the exposed family has no source label.
+	entries := make(map[[3]string]int64, len(g.Cells))
+	for _, cl := range g.Cells {
+		entries[[3]string{cl.Class, cl.Action, cl.State}] += cl.N
 	}
 	for k, n := range entries {
 		ch <- prometheus.MustNewConstMetric(entriesDesc, prometheus.GaugeValue, float64(n), k[0], k[1], k[2])
 	}
+	for _, d := range g.Open { // one counter per (source, topic)
+		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(d.N), d.Source, d.Topic)
+	}
+	// The open requests, as the console's overview reads them (from the
+	// store's index where it keeps one, else a listing).
 	pending := map[string]int{}
 	var oldest time.Duration
-	// The open requests from their index where the store keeps one.
-	each := c.st.Approvals
-	if pa, ok := c.st.(interface {
-		PendingApprovals(context.Context, func(*store.Approval) error) error
-	}); ok {
-		each = func(ctx context.Context, fn func(*store.Approval) error) error {
-			if err := pa.PendingApprovals(ctx, fn); !errors.Is(err, store.ErrNotIndexed) {
-				return err
-			}
-			return c.st.Approvals(ctx, fn)
-		}
-	}
-	_ = each(ctx, func(a *store.Approval) error {
-		if a.State == store.ApprovalPending && (a.ExpiresAt.IsZero() || now.Before(a.ExpiresAt)) {
-			pending[a.ApproverGroup]++
-			if age := now.Sub(a.RequestedAt); age > oldest {
-				oldest = age
-			}
-		}
-		return nil
+	_ = pendingApprovals(ctx, c.st, &approval.Service{Store: c.st, Now: c.now}, now, func(a *store.Approval) {
+		pending[a.ApproverGroup]++
+		oldest = max(oldest, now.Sub(a.RequestedAt))
 	})
 	for g, n := range pending {
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(n), g)

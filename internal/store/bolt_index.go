@@ -545,14 +545,8 @@ func (s *Bolt) Counters(ctx context.Context) (*Counters, error) {
 		out.Denied = readCount(cnt.Get([]byte("X")))
 		out.Cells = append(out.Cells, readCells(cnt)...)
 		out.Topics = readTopics(cnt)
+		out.Open = append(out.Open, readOpen(cnt)...)
 		c := cnt.Cursor()
-		for k, v := c.Seek([]byte{'o'}); k != nil && k[0] == 'o'; k, v = c.Next() {
-			src, rest, ok1 := readLP(k[1:])
-			topic, _, ok2 := readLP(rest)
-			if ok1 && ok2 {
-				out.Open = append(out.Open, Depth{Source: src, Topic: topic, N: readCount(v)})
-			}
-		}
 		for k, v := c.Seek([]byte{'d'}); k != nil && k[0] == 'd'; k, v = c.Next() {
 			out.Days[string(k[1:])] = readCount(v)
 		}

@@ -1,0 +1,55 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Gauges are the counts a metrics scrape exposes: entries by cell, open
+// entries by source and topic, and the oldest open entry. Their size is
+// bounded by the label values in use, never by how many entries, days or
+// failure signatures the store has seen (Counters carries those too).
+type Gauges struct {
+	Cells      []Cell
+	Open       []Depth
+	OldestOpen time.Time // zero when no entry is open
+}
+
+// Gauges reads the scrape's counts in one read transaction: the cell and
+// open-depth counters and the first key of the oldest-open index
+// (ErrNotIndexed on an old file opened read-only).
+func (s *Bolt) Gauges(ctx context.Context) (*Gauges, error) {
+	out := &Gauges{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if !indexed(tx) {
+			return ErrNotIndexed
+		}
+		cnt := tx.Bucket(bucketCounters)
+		out.Cells = readCells(cnt)
+		out.Open = readOpen(cnt)
+		if k, _ := tx.Bucket(bucketIdx).Cursor().Seek([]byte{dimOldest}); len(k) >= 9 && k[0] == dimOldest {
+			out.OldestOpen = timeFromKey(k[1:9])
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readOpen reads the open-depth counters ('o' lp(source) lp(topic)).
+func readOpen(cnt *bolt.Bucket) []Depth {
+	var out []Depth
+	c := cnt.Cursor()
+	for k, v := c.Seek([]byte{'o'}); k != nil && k[0] == 'o'; k, v = c.Next() {
+		src, rest, ok1 := readLP(k[1:])
+		topic, _, ok2 := readLP(rest)
+		if ok1 && ok2 {
+			out = append(out, Depth{Source: src, Topic: topic, N: readCount(v)})
+		}
+	}
+	return out
+}

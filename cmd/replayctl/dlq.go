@@ -16,11 +16,6 @@ import (
 	"github.com/replayctl/replayctl/internal/store"
 )
 
-// openStatuses are what `dlq list` shows by default: entries that still
-// need something (Nexora lists PENDING by default).
-var openStatuses = []string{store.StatusPending, store.StatusAwaitingApproval, store.StatusRejected, store.StatusManualReview,
-	store.StatusQuarantined, store.StatusReplaying, store.StatusFailed, store.StatusUnknown}
-
 func newDLQCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
@@ -103,7 +98,7 @@ indexes, never payloads; --cursor continues from the "next" a page printed.`,
 				case "all":
 					f.States = nil
 				case "open":
-					f.States = append(f.States, openStatuses...)
+					f.States = append(f.States, store.OpenStates()...)
 				default:
 					if !contains(store.Statuses, strings.ToLower(st)) {
 						return usageError("unknown --state %q (want open, ALL or one of %s)", st, strings.Join(store.Statuses, ", "))
@@ -115,7 +110,8 @@ indexes, never payloads; --cursor continues from the "next" a page printed.`,
 				}
 			}
 			if len(states) == 0 {
-				f.States = openStatuses
+				// Entries that still need something (Nexora lists PENDING by default).
+				f.States = store.OpenStates()
 			}
 			if page < 0 || size < 1 {
 				return usageError("--page must be >= 0 and --size >= 1")

@@ -171,8 +171,7 @@ func measureReads(ctx context.Context, c *Config, path string, n int) ([]Row, er
 			return nil
 		})
 	}
-	open := []string{store.StatusPending, store.StatusAwaitingApproval, store.StatusRejected, store.StatusManualReview,
-		store.StatusQuarantined, store.StatusReplaying, store.StatusFailed, store.StatusUnknown}
+	open := store.OpenStates()
 	ops := []struct {
 		name string
 		fn   func() error

@@ -18,8 +18,7 @@ import (
 )
 
 // openStates are the states a listing shows by default.
-var openStates = []string{store.StatusPending, store.StatusAwaitingApproval, store.StatusRejected, store.StatusManualReview,
-	store.StatusQuarantined, store.StatusReplaying, store.StatusFailed, store.StatusUnknown}
+var openStates = store.OpenStates()
 
 // ParseStates turns ?state= (or --state) values into a status filter:
 // "open" (the default), "ALL", or statuses, comma-separated or repeated.

@@ -133,6 +133,18 @@ func (f *EntryFilter) residual() bool {
 // (the DLQ depth counts these).
 func IsOpen(status string) bool { return status != StatusReplayed && status != StatusResolved }
 
+// OpenStates are the statuses IsOpen holds open, in display order: what a
+// listing shows by default (the CLI, the API and the console).
+func OpenStates() []string {
+	out := make([]string, 0, len(Statuses))
+	for _, s := range Statuses {
+		if IsOpen(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Cell counts the entries with one source, class, action and state.
 type Cell struct {
 	Source string `json:"source"`

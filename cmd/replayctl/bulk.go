@@ -54,19 +54,31 @@ func (f *bulkFlags) register(fs *pflag.FlagSet, replayCmd bool) {
 	}
 }
 
+// labelFilter reads repeated --label KEY=VALUE flags (dlq list and the
+// bulk filters); nil when none is given.
+func labelFilter(values []string) (map[string]string, error) {
+	var out map[string]string
+	for _, l := range values {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return nil, usageError("--label %q: want KEY=VALUE", l)
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
 func (f *bulkFlags) build() (replay.BulkFilter, error) {
 	bf := replay.BulkFilter{Classes: f.classes, Reasons: f.reasons, Topics: f.topics, Sources: f.sources,
 		States: f.states, OlderThan: replay.Duration{Duration: f.olderThan}, NewerThan: replay.Duration{Duration: f.newerThan}, All: f.all}
-	for _, l := range f.labels {
-		k, v, ok := strings.Cut(l, "=")
-		if !ok || k == "" {
-			return bf, usageError("--label %q: want KEY=VALUE", l)
-		}
-		if bf.Labels == nil {
-			bf.Labels = map[string]string{}
-		}
-		bf.Labels[k] = v
+	labels, err := labelFilter(f.labels)
+	if err != nil {
+		return bf, err
 	}
+	bf.Labels = labels
 	if f.max < 1 {
 		return bf, usageError("--max must be at least 1")
 	}

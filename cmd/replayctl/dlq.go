@@ -77,15 +77,8 @@ indexes, never payloads; --cursor continues from the "next" a page printed.`,
 				return err
 			}
 			f := replay.Filter{Classes: classes, Actions: actions, Sources: srcs, Topic: topic, Q: search}
-			for _, l := range labels {
-				k, v, ok := strings.Cut(l, "=")
-				if !ok || k == "" {
-					return usageError("--label takes KEY=VALUE, got %q", l)
-				}
-				if f.Labels == nil {
-					f.Labels = map[string]string{}
-				}
-				f.Labels[k] = v
+			if f.Labels, err = labelFilter(labels); err != nil {
+				return err
 			}
 			if olderThan < 0 {
 				return usageError("--older-than must not be negative")

@@ -3,9 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -220,8 +218,7 @@ func dbKey(s string) []byte {
 	if len(s) <= bolt.MaxKeySize && !strings.HasPrefix(s, hashedKeyPrefix) {
 		return []byte(s)
 	}
-	sum := sha256.Sum256([]byte(s))
-	return []byte(hashedKeyPrefix + hex.EncodeToString(sum[:]))
+	return []byte(hashKey(hashedKeyPrefix, []byte(s)))
 }
 
 func (t *boltTx) Ledger(key string) (*idempotency.Record, error) {

@@ -3,10 +3,8 @@ package store
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -66,8 +64,7 @@ func valKey(v string) string {
 	if len(v) <= maxIndexValue {
 		return v
 	}
-	sum := sha256.Sum256([]byte(v))
-	return hashedKeyPrefix + hex.EncodeToString(sum[:])
+	return hashKey(hashedKeyPrefix, []byte(v))
 }
 
 // ikey is the sort key of a ref in the indexes: its bbolt key, hashed
@@ -77,8 +74,7 @@ func ikey(ref string) []byte {
 	if len(k) <= 2048 {
 		return k
 	}
-	sum := sha256.Sum256(k)
-	return []byte(hashedKeyPrefix + hex.EncodeToString(sum[:]))
+	return []byte(hashKey(hashedKeyPrefix, k))
 }
 
 func appendLP(b []byte, s string) []byte {

@@ -1,8 +1,6 @@
 package store
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"strings"
 	"unicode/utf8"
 )
@@ -26,8 +24,7 @@ func pgKey(s string) string {
 	if len(s) <= pgMaxKey && utf8.ValidString(s) && !strings.ContainsRune(s, 0) && !strings.HasPrefix(s, pgHashedPrefix) {
 		return s
 	}
-	sum := sha256.Sum256([]byte(s))
-	return pgHashedPrefix + hex.EncodeToString(sum[:])
+	return hashKey(pgHashedPrefix, []byte(s))
 }
 
 // pgKeysMigration moves keys stored as they were before pgKey (up to the

@@ -175,8 +175,10 @@ type idIndex interface {
 	RefsByID(ctx context.Context, id string) ([]string, error)
 }
 
-// entryAudit is a store that indexes audit records by entry (bbolt).
-type entryAudit interface {
+// EntryAuditIndex is a store that indexes audit records by entry
+// (bbolt): Show and the console's audit page read an entry's records
+// from it instead of the whole chain.
+type EntryAuditIndex interface {
 	EntryAudit(ctx context.Context, ref, key string, fn func(uint64, audit.Sealed, error) error) error
 }
 
@@ -248,7 +250,7 @@ func Show(ctx context.Context, s Inventory, id string) (*Detail, error) {
 	}
 	// The entry's own records from the per-entry audit index; the whole
 	// chain only where the store keeps none.
-	if ea, ok := s.(entryAudit); ok {
+	if ea, ok := s.(EntryAuditIndex); ok {
 		err = ea.EntryAudit(ctx, ref, er.Entry.IdempotencyKey, collect)
 		if !errors.Is(err, store.ErrNotIndexed) {
 			return d, err

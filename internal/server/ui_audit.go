@@ -100,12 +100,6 @@ func (aq auditQuery) link(page int) string {
 	return "/audit?" + v.Encode()
 }
 
-// entryAuditIndex is a store that keeps each entry's audit records
-// (bbolt's per-entry audit index).
-type entryAuditIndex interface {
-	EntryAudit(ctx context.Context, ref, key string, fn func(uint64, audit.Sealed, error) error) error
-}
-
 // auditPage is the one place the console lists audit records: newest
 // first, one page, with the total matching. Unfiltered it reads only the
 // page's seqs back from the head; filtered by entry, that entry's records
@@ -115,7 +109,7 @@ func auditPage(ctx context.Context, r audit.Reader, aq auditQuery) ([]audit.Reco
 		return auditTail(ctx, r, aq.Page, aq.Size)
 	}
 	each := func(fn func(audit.Record) error) error { return audit.Each(ctx, r, aq.Query, fn) }
-	if ea, ok := r.(entryAuditIndex); ok && aq.Entry != "" {
+	if ea, ok := r.(replay.EntryAuditIndex); ok && aq.Entry != "" {
 		if inv, ok := r.(replay.Inventory); ok {
 			if er, err := replay.Find(ctx, inv, aq.Entry); err == nil {
 				each = func(fn func(audit.Record) error) error {

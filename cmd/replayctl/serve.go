@@ -257,16 +257,11 @@ a revoked or expired one is refused, without a restart.`,
 			if err != nil {
 				return err
 			}
-			secret, err := tokens.CreateExpiring(usr, role, time.Now(), ttl)
+			secret, tok, err := tokens.Issue(usr, role, time.Now(), ttl)
 			if err != nil {
 				return usageError("%v", err)
 			}
 			if format == "json" {
-				list, err := tokens.List()
-				if err != nil {
-					return err
-				}
-				tok := list[len(list)-1]
 				return writeJSON(s.out, struct {
 					Token   string     `json:"token"`
 					ID      string     `json:"id"`

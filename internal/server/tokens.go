@@ -156,26 +156,34 @@ func (t *Tokens) Create(user, role string, now time.Time) (string, error) {
 // expiry), saves the file (mode 0600) and returns the secret, which is
 // shown once and never stored.
 func (t *Tokens) CreateExpiring(user, role string, now time.Time, ttl time.Duration) (string, error) {
+	secret, _, err := t.Issue(user, role, now, ttl)
+	return secret, err
+}
+
+// Issue is CreateExpiring that also returns the stored token (id,
+// expiry): `tokens create -o json` prints it without reading the file
+// back, where another process's new token may already be the last one.
+func (t *Tokens) Issue(user, role string, now time.Time, ttl time.Duration) (string, Token, error) {
 	if user == "" {
-		return "", errors.New("a user is required")
+		return "", Token{}, errors.New("a user is required")
 	}
 	valid := false
 	for _, r := range Roles {
 		valid = valid || r == role
 	}
 	if !valid {
-		return "", fmt.Errorf("unknown role %q (want viewer, operator, approver or admin)", role)
+		return "", Token{}, fmt.Errorf("unknown role %q (want viewer, operator, approver or admin)", role)
 	}
 	if ttl < 0 {
-		return "", fmt.Errorf("expiry %s: must not be negative", ttl)
+		return "", Token{}, fmt.Errorf("expiry %s: must not be negative", ttl)
 	}
 	var raw [24]byte
 	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
+		return "", Token{}, err
 	}
 	var id [6]byte
 	if _, err := rand.Read(id[:]); err != nil {
-		return "", err
+		return "", Token{}, err
 	}
 	secret := "rpl_" + hex.EncodeToString(raw[:])
 	tok := Token{ID: "tok_" + hex.EncodeToString(id[:]), User: user, Role: role, Hash: hashToken(secret), Created: now.UTC()}
@@ -187,10 +195,10 @@ func (t *Tokens) CreateExpiring(user, role string, now time.Time, ttl time.Durat
 	defer t.mu.Unlock()
 	// Another process may have written the file since it was loaded.
 	if err := t.reload(); err != nil {
-		return "", err
+		return "", Token{}, err
 	}
 	t.tokens = append(t.tokens, tok)
-	return secret, t.save()
+	return secret, tok, t.save()
 }
 
 // List returns every token in the file (as it is now), revoked and

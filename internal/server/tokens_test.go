@@ -219,3 +219,38 @@ func TestTokenFileWithoutIDs(t *testing.T) {
 		t.Error("revoked old token still authenticates")
 	}
 }
+
+// Issue returns the token it stored, as the file holds it: `tokens create
+// -o json` prints that instead of reading the file back and taking its
+// last token, which another process may have appended meanwhile.
+func TestIssueReturnsTheStoredToken(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	a, err := LoadTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	secret, tok, err := a.Issue("alice", "operator", now, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another process adds a token after this one.
+	b, err := LoadTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create("bob", "viewer", now); err != nil {
+		t.Fatal(err)
+	}
+	all, err := b.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].ID != tok.ID || all[0].User != "alice" || all[0].Role != "operator" ||
+		all[0].Expires == nil || tok.Expires == nil || !all[0].Expires.Equal(*tok.Expires) || !tok.Expires.Equal(now.Add(time.Hour)) {
+		t.Fatalf("issued %+v, file holds %+v", tok, all)
+	}
+	if tok.Hash != hashToken(secret) {
+		t.Fatal("the issued token's hash is not the secret's")
+	}
+}

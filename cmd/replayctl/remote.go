@@ -37,47 +37,16 @@ type apiError struct {
 	} `json:"error"`
 }
 
-// call sends one API request and decodes the JSON answer into out. Errors
-// keep the exit codes of local mode: not found and bad requests are usage
-// errors (2), refusals and conflicts are errors (1).
+// call sends one API request and decodes the JSON answer into out.
 func (f *remoteFlags) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
-	u := strings.TrimRight(f.url, "/") + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	resp, err := f.send(ctx, &http.Client{Timeout: 5 * time.Minute}, method, path, q, body)
 	if err != nil {
-		return usageError("--server %q: %v", f.url, err)
-	}
-	if f.token != "" {
-		req.Header.Set("Authorization", "Bearer "+f.token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
-	if err != nil {
-		return fmt.Errorf("server %s: %w", f.url, err)
+		return err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
 		return err
-	}
-	if resp.StatusCode >= 400 {
-		code := exitError
-		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity {
-			code = exitUsage
-		}
-		return &exitErr{code: code, err: f.answerError(resp.StatusCode, data)}
 	}
 	if out == nil {
 		return nil
@@ -86,32 +55,61 @@ func (f *remoteFlags) call(ctx context.Context, method, path string, q url.Value
 }
 
 // stream sends one GET and copies a successful answer to w as it arrives
-// (an export can be large); errors are mapped as call maps them.
+// (an export can be large: no timeout on the whole answer).
 func (f *remoteFlags) stream(ctx context.Context, path string, w io.Writer) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(f.url, "/")+path, nil)
+	resp, err := f.send(ctx, &http.Client{}, "GET", path, nil, nil)
 	if err != nil {
-		return usageError("--server %q: %v", f.url, err)
-	}
-	if f.token != "" {
-		req.Header.Set("Authorization", "Bearer "+f.token)
-	}
-	resp, err := (&http.Client{}).Do(req)
-	if err != nil {
-		return fmt.Errorf("server %s: %w", f.url, err)
+		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode >= 400 {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		code := exitError
-		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest {
-			code = exitUsage
-		}
-		return &exitErr{code: code, err: f.answerError(resp.StatusCode, data)}
-	}
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		return fmt.Errorf("server %s: answer cut short (run audit verify): %w", f.url, err)
 	}
 	return nil
+}
+
+// send sends one API request and returns a successful answer for the
+// caller to read. A refused one is an error that keeps the exit codes of
+// local mode: not found and bad or unprocessable requests are usage errors
+// (2), refusals and conflicts are errors (1).
+func (f *remoteFlags) send(ctx context.Context, client *http.Client, method, path string, q url.Values, body any) (*http.Response, error) {
+	u := strings.TrimRight(f.url, "/") + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, usageError("--server %q: %v", f.url, err)
+	}
+	if f.token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("server %s: %w", f.url, err)
+	}
+	if resp.StatusCode < 400 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	code := exitError
+	switch resp.StatusCode {
+	case http.StatusNotFound, http.StatusBadRequest, http.StatusUnprocessableEntity:
+		code = exitUsage
+	}
+	return nil, &exitErr{code: code, err: f.answerError(resp.StatusCode, data)}
 }
 
 // answerError is the error of a refused request. The server's own message

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -127,4 +128,33 @@ func ageless(s string) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// A streamed answer (audit export) maps a refusal as every other remote
+// call does: 422 (the server could not process what was asked) is a usage
+// error, exit 2, with the server's own message; stream used to have its
+// own copy of the mapping, without the 422 case.
+func TestRemoteStreamMapsRefusalsAsCallDoes(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		want   int
+	}{{http.StatusUnprocessableEntity, exitUsage}, {http.StatusNotFound, exitUsage}, {http.StatusBadRequest, exitUsage},
+		{http.StatusForbidden, exitError}, {http.StatusConflict, exitError}} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(c.status)
+			w.Write([]byte(`{"error":{"code":"x","message":"refused for a reason"}}`))
+		}))
+		f := &remoteFlags{url: srv.URL}
+		for name, err := range map[string]error{
+			"stream": f.stream(context.Background(), "/api/audit/export", &bytes.Buffer{}),
+			"call":   f.call(context.Background(), "GET", "/api/stats", nil, nil, nil),
+		} {
+			var ee *exitErr
+			if !errors.As(err, &ee) || ee.code != c.want || err.Error() != "refused for a reason" {
+				t.Errorf("%s, HTTP %d: %v, want exit %d with the server's message", name, c.status, err, c.want)
+			}
+		}
+		srv.Close()
+	}
 }

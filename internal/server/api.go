@@ -227,10 +227,14 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleStartRun(w http.ResponseWriter, r *http.Request) {
 	var body struct{}
-	if !readJSON(w, r, &body) || s.refuseInvalidConfig(w, r) {
+	if !readJSON(w, r, &body) {
 		return
 	}
-	run, err := s.runs.start("api", user(r).User)
+	loaded := s.loadForRun(w, r)
+	if loaded == nil {
+		return
+	}
+	run, err := s.runs.startReconcile("api", user(r).User, loaded)
 	if err != nil {
 		writeJSON(w, http.StatusConflict, map[string]any{"error": Error{Code: "conflict", Message: err.Error()}, "run": run.ID})
 		return
@@ -301,6 +305,12 @@ func (s *Server) handleDecideApproval(approve bool) http.HandlerFunc {
 // DecideApproval checks the request's evidence against a decision made
 // now, then records the person's decision (four-eyes, group, once).
 func (s *Server) DecideApproval(r *http.Request, id, actor string, approve bool, reason string) (*store.Approval, error) {
+	return s.decideApproval(r, s.requestEngine(), id, actor, approve, reason)
+}
+
+// decideApproval is DecideApproval on eng, which a request deciding
+// several approvals shares: the rules and policies are compiled once.
+func (s *Server) decideApproval(r *http.Request, eng *requestEngine, id, actor string, approve bool, reason string) (*store.Approval, error) {
 	if !approve && strings.TrimSpace(reason) == "" {
 		return nil, fmt.Errorf("%w: a reason is required to reject", errBadRequest)
 	}
@@ -315,7 +325,7 @@ func (s *Server) DecideApproval(r *http.Request, id, actor string, approve bool,
 	}
 	if a != nil {
 		if er, err := replay.Find(r.Context(), s.cfg.Store, a.EntryRef); err == nil {
-			engine, _, err := s.cfg.Engine(r.Context())
+			engine, _, err := eng.get(r.Context())
 			if err != nil {
 				return nil, err
 			}

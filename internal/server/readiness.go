@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -26,13 +27,37 @@ func (s *Server) engine(ctx context.Context) (*triage.Engine, triage.Snapshot, e
 	return e, snap, nil
 }
 
-// refuseInvalidConfig answers a request to start a run with 422 when the
-// configuration does not load, so the caller sees why at once instead of
-// in a failed run. It reports whether it answered.
-func (s *Server) refuseInvalidConfig(w http.ResponseWriter, r *http.Request) bool {
-	if _, _, err := s.engine(r.Context()); err != nil {
+// loadForRun loads the configuration for a run a request starts, or
+// answers 422 when it does not load, so the caller sees why at once
+// instead of in a failed run. The run uses what it loaded (nil when it
+// answered): the rules and policies are compiled once per run.
+func (s *Server) loadForRun(w http.ResponseWriter, r *http.Request) *loadedConfig {
+	e, snap, err := s.engine(r.Context())
+	if err != nil {
 		writeError(w, http.StatusUnprocessableEntity, "invalid_configuration", err.Error())
-		return true
+		return nil
 	}
-	return false
+	return &loadedConfig{engine: e, snap: snap}
+}
+
+// loadedConfig is a compiled configuration: the engine and its snapshot.
+type loadedConfig struct {
+	engine *triage.Engine
+	snap   triage.Snapshot
+}
+
+// requestEngine loads the configuration at most once for one request (a
+// multi-approve checks each request's evidence against the same rules).
+type requestEngine struct {
+	load func(context.Context) (*triage.Engine, triage.Snapshot, error)
+	once sync.Once
+	cfg  loadedConfig
+	err  error
+}
+
+func (s *Server) requestEngine() *requestEngine { return &requestEngine{load: s.cfg.Engine} }
+
+func (e *requestEngine) get(ctx context.Context) (*triage.Engine, triage.Snapshot, error) {
+	e.once.Do(func() { e.cfg.engine, e.cfg.snap, e.err = e.load(ctx) })
+	return e.cfg.engine, e.cfg.snap, e.err
 }

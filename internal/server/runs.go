@@ -61,7 +61,15 @@ func (r *runner) store() runs.Store { return r.recs }
 const keepRuns = 100
 
 func (r *runner) start(trigger, actor string) (*Run, error) {
-	return r.startWork(trigger, actor, "reconcile", r.reconcile)
+	return r.startReconcile(trigger, actor, nil)
+}
+
+// startReconcile starts a reconcile on the configuration its request
+// already loaded (nil: the run loads it).
+func (r *runner) startReconcile(trigger, actor string, loaded *loadedConfig) (*Run, error) {
+	return r.startWork(trigger, actor, "reconcile", func(ctx context.Context, run *Run) error {
+		return r.reconcile(ctx, run, loaded)
+	})
 }
 
 // startWork runs work as the one operation in progress (reconciles and
@@ -147,7 +155,7 @@ func (r *runner) cancel(ctx context.Context, id, by string) (runs.Record, error)
 func (r *runner) wait() { r.wg.Wait() }
 
 // reconcile is a run's work: one reconcile over the server's sources.
-func (r *runner) reconcile(ctx context.Context, run *Run) error {
+func (r *runner) reconcile(ctx context.Context, run *Run, loaded *loadedConfig) error {
 	s := r.srv
 	// With a shared store several serve processes run: one reconcile at a
 	// time across all of them (a database advisory lock).
@@ -162,10 +170,14 @@ func (r *runner) reconcile(ctx context.Context, run *Run) error {
 		}
 		defer release()
 	}
-	engine, snap, err := s.engine(ctx)
-	if err != nil {
-		return err
+	if loaded == nil {
+		engine, snap, err := s.engine(ctx)
+		if err != nil {
+			return err
+		}
+		loaded = &loadedConfig{engine: engine, snap: snap}
 	}
+	engine, snap := loaded.engine, loaded.snap
 	if err := s.cfg.Store.PutSnapshot(ctx, snap.ID, snap); err != nil {
 		return err
 	}

@@ -318,8 +318,9 @@ func (u *ui) decideMany(w http.ResponseWriter, r *http.Request, tok Token) {
 		return
 	}
 	var lines []string
+	eng := u.s.requestEngine() // compiled once for every ticked request
 	for _, id := range ids {
-		a, err := u.s.DecideApproval(r, id, tok.User, decision == "approve", r.PostFormValue("reason"))
+		a, err := u.s.decideApproval(r, eng, id, tok.User, decision == "approve", r.PostFormValue("reason"))
 		flash, err := decisionFlash(a, err, tok.User)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)

@@ -97,7 +97,7 @@ func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, g
 			list = append(list, v)
 		}
 	}
-	return approvalCards(ctx, s, list, func(ref string) ([]approval.View, error) { return byEntry[ref], nil }, older, now, page)
+	return approvalCards(ctx, s, list, func(ref string) ([]approval.View, *store.EntryRecord, error) { return byEntry[ref], nil, nil }, older, now, page)
 }
 
 // pendingQueue is the pending queue from the store's index of open
@@ -113,18 +113,19 @@ func pendingQueue(ctx context.Context, svc *approval.Service, s Store, group str
 	if err != nil {
 		return nil, 0, err
 	}
-	earlier := func(ref string) ([]approval.View, error) {
+	earlier := func(ref string) ([]approval.View, *store.EntryRecord, error) {
 		return entryApprovals(ctx, s, ref)
 	}
 	return approvalCards(ctx, s, list, earlier, older, now, page)
 }
 
 // entryApprovals reads the approval requests an entry's audit history
-// names (its approval records carry the request id in their detail).
-func entryApprovals(ctx context.Context, s Store, ref string) ([]approval.View, error) {
+// names (its approval records carry the request id in their detail), and
+// the entry, which the card shows.
+func entryApprovals(ctx context.Context, s Store, ref string) ([]approval.View, *store.EntryRecord, error) {
 	d, err := replay.Show(ctx, s, ref)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	seen := map[string]bool{}
 	var out []approval.View
@@ -156,13 +157,13 @@ func entryApprovals(ctx context.Context, s Store, ref string) ([]approval.View, 
 		}
 		return nil
 	})
-	return out, err
+	return out, d.Entry, err
 }
 
 // approvalCards sorts list oldest first, keeps those older than older,
 // and builds one page of cards; earlier gives an entry's requests, to say
-// what changed since the last one.
-func approvalCards(ctx context.Context, s Store, list []approval.View, earlier func(ref string) ([]approval.View, error), older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
+// what changed since the last one, and the entry when it read it.
+func approvalCards(ctx context.Context, s Store, list []approval.View, earlier func(ref string) ([]approval.View, *store.EntryRecord, error), older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
 	// Oldest first: they have waited longest.
 	slices.SortStableFunc(list, func(a, b approval.View) int {
 		if c := a.RequestedAt.Compare(b.RequestedAt); c != 0 {
@@ -183,7 +184,7 @@ func approvalCards(ctx context.Context, s Store, list []approval.View, earlier f
 	cards := make([]approvalCard, 0, to-from)
 	for _, v := range kept[from:to] {
 		c := approvalCard{View: v, Expired: v.State == store.ApprovalExpired}
-		others, err := earlier(v.EntryRef)
+		others, er, err := earlier(v.EntryRef)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -197,19 +198,19 @@ func approvalCards(ctx context.Context, s Store, list []approval.View, earlier f
 			c.Changed = changedSince(&c.Previous.Approval, &v.Approval)
 		}
 		c.View.Age = humanAge(now.Sub(v.RequestedAt))
-		err = s.View(ctx, func(tx store.Tx) error {
-			er, err := tx.Entry(v.EntryRef)
-			c.Entry = er
-			return err
-		})
-		if err != nil {
-			return nil, 0, err
+		c.Entry = er
+		if c.Entry == nil {
+			err = s.View(ctx, func(tx store.Tx) error {
+				er, err := tx.Entry(v.EntryRef)
+				c.Entry = er
+				return err
+			})
+			if err != nil {
+				return nil, 0, err
+			}
 		}
 		if c.Entry != nil {
-			c.Payload, _, c.PayloadCut = prettyPayload(c.Entry.Entry.Payload)
-			if len(c.Payload) > 4096 {
-				c.Payload, c.PayloadCut = c.Payload[:4096], true
-			}
+			c.Payload, c.PayloadCut = payloadPreview(c.Entry.Entry.Payload, cardPayloadCap)
 		}
 		cards = append(cards, c)
 	}

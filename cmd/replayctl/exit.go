@@ -17,6 +17,7 @@ const (
 	exitUsage    = 2 // bad flags or arguments, invalid rules.yaml or policies
 	exitAwaiting = 3 // reconcile --strict: done, but entries wait for people (approval, review, quarantine)
 	exitFailed   = 4 // reconcile: some replays failed or their outcome is unknown
+	exitNotSent  = 5 // reconcile: it tried to replay, and not one attempt reached a target (target down)
 )
 
 // exitErr carries an exit code with an error; a nil err means the message

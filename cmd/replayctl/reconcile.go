@@ -99,8 +99,9 @@ breaker is open, stay pending for a later run (cron, a systemd timer, serve).
 
 Exit status: 0 the run completed with no failed dispatch (entries may wait
 for people: the summary says how many; --strict makes that exit 3), 4 some
-replays failed or have an unknown outcome, 1 on errors, 2 on usage or
-configuration errors.`,
+replays failed or have an unknown outcome, 5 not one attempt reached its
+target (every one was not sent: the target is down), 1 on errors, 2 on
+usage or configuration errors.`,
 		Example: `  replayctl reconcile --source cordum:testdata/cordum/dlq.jsonl --target http://localhost:9000/replay
   replayctl reconcile --source prodigy:$HOME/.prodigy/dlq/myrepo --rate 20 --max-parallel 10 -o json`,
 		Args: noArgs,
@@ -224,13 +225,17 @@ configuration errors.`,
 // for people are the normal steady state of a DLQ, so by default they do
 // not fail the run (a Kubernetes CronJob or systemd timer would mark every
 // run failed); --strict restores exit 3. Retries scheduled for later and
-// targets behind an open breaker are not failures either.
+// targets behind an open breaker are not failures either, but a run whose
+// every attempt was not sent (the target was down or unreachable) did
+// nothing it was scheduled for: exit 5, so the scheduler reports it.
 func reconcileExit(rep *replay.Report, strict bool) error {
 	switch {
 	case rep.Interrupted:
 		return &exitErr{code: exitError, err: errors.New("interrupted: the next run continues where this one stopped")}
 	case rep.Replays.Failed+rep.Replays.Unknown > 0:
 		return silent(exitFailed)
+	case rep.Replays.Dispatched > 0 && rep.Replays.NotSent == rep.Replays.Dispatched:
+		return silent(exitNotSent)
 	case strict && rep.AwaitingPeople > 0:
 		return silent(exitAwaiting)
 	}

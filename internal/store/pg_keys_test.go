@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
@@ -94,16 +97,34 @@ func TestPostgresStoresLongKeysUnderTheirHash(t *testing.T) {
 
 // A database written before keys were hashed holds long (compressible)
 // keys as they were; the migration moves them where the store now looks,
-// so an existing ledger record is found, never taken for a new key.
+// so an existing ledger record is found, never taken for a new key. The
+// database is built with the migrations before pgKeysMigration, wherever
+// it sits in the list (later ones then apply on top, as on an upgrade).
 func TestPostgresMigrationMovesLongKeysToTheirHash(t *testing.T) {
 	ctx := context.Background()
 	dsn := testsvc.Postgres(t)
-	p := openPG(t, dsn, Options{})
-	long := strings.Repeat("k", 2000)
-	if _, err := p.pool.Exec(ctx, `INSERT INTO ledger (key, rec) VALUES ($1, $2)`, long, []byte(`{"key":"`+long+`","state":"succeeded"}`)); err != nil {
+	before := slices.Index(migrations, pgKeysMigration)
+	if before < 0 {
+		t.Fatal("pgKeysMigration is not in migrations")
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.pool.Exec(ctx, `DELETE FROM schema_migrations WHERE version = 5`); err != nil {
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE schema_migrations (version int PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for v, m := range migrations[:before] {
+		if _, err := pool.Exec(ctx, m); err != nil {
+			t.Fatalf("migration %d: %v", v+1, err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := strings.Repeat("k", 2000)
+	if _, err := pool.Exec(ctx, `INSERT INTO ledger (key, rec) VALUES ($1, $2)`, long, []byte(`{"key":"`+long+`","state":"succeeded"}`)); err != nil {
 		t.Fatal(err)
 	}
 	q := openPG(t, dsn, Options{})

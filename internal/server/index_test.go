@@ -41,20 +41,7 @@ func TestMetricsScrapeReadsCountersNotEntries(t *testing.T) {
 	b := newAPIBundle(t, []string{line("e1", "timeout", ""), line("p1", "schema_invalid", ""), line("p2", "schema_invalid", `,"topic":"orders.eu"`)})
 	b.reconcile("operator")
 	m := newRunMetrics(noScanStore{b.store, t}, time.Now)
-	fams, err := m.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, f := range fams {
-		for _, mt := range f.GetMetric() {
-			var labels []string
-			for _, l := range mt.GetLabel() {
-				labels = append(labels, l.GetName()+"="+l.GetValue())
-			}
-			got[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = mt.GetGauge().GetValue()
-		}
-	}
+	got := gatherValues(t, m.reg)
 	for k, want := range map[string]float64{
 		"replayctl_entries{action=quarantine,class=poison,state=quarantined}":  2,
 		"replayctl_entries{action=auto_replay,class=transient,state=replayed}": 1,

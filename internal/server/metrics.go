@@ -35,7 +35,7 @@ type Metrics struct {
 
 func newMetrics(st Store, now func() time.Time) *Metrics {
 	m := newRunMetrics(st, now)
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(collectors.NewGoCollector(), newProcessCollector())
 	return m
 }
 

@@ -27,7 +27,7 @@ func rewrite(t *testing.T, path string, seq uint64) {
 		var k [8]byte
 		binary.BigEndian.PutUint64(k[:], seq)
 		var s audit.Sealed
-		if err := json.Unmarshal(b.Get(k[:]), &s); err != nil {
+		if err := store.DecodeValue(b.Get(k[:]), &s); err != nil {
 			return err
 		}
 		rec, err := s.Open()

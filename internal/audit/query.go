@@ -105,6 +105,10 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 	}
 	res := &VerifyResult{From: from}
 	atCheckpoint := ""
+	// The chain covers each snapshot's hash; the store holds its text once.
+	if bc, ok := r.(BlobChecker); ok {
+		v.blobs = func(id string) error { return bc.CheckSnapshot(ctx, id) }
+	}
 	walk := func(from uint64) error {
 		err := r.AuditRange(ctx, from, func(k uint64, s Sealed, derr error) error {
 			if derr != nil {

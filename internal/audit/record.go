@@ -1,9 +1,11 @@
 package audit
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -108,11 +110,30 @@ func (b *Break) Error() string {
 	return fmt.Sprintf("audit chain broken at record %d: %s", b.Seq, b.Reason)
 }
 
+// ErrBlobChanged says content a record refers to by its hash (a policy
+// snapshot) no longer hashes to it: it was changed where it is stored.
+var ErrBlobChanged = errors.New("stored content does not hash to its address")
+
+// BlobChecker is a Reader that keeps content records refer to by hash,
+// stored once (policy snapshots: the rules and policy text a decision ran
+// with, which `audit replay-decision` re-runs). The chain covers the hash;
+// CheckSnapshot checks that the stored content still matches it. It
+// returns nil when the snapshot is intact or not stored at all (a file
+// written by a run that did not keep it), an error wrapping ErrBlobChanged
+// when it no longer hashes to id, another error when it cannot be read.
+type BlobChecker interface {
+	CheckSnapshot(ctx context.Context, id string) error
+}
+
 // Verifier checks records one at a time, in stored order.
 type Verifier struct {
 	prev    string
 	nextSeq uint64
 	n       int
+	// blobs, when set, checks the content a record refers to by hash,
+	// once per distinct hash.
+	blobs   func(id string) error
+	checked map[string]bool
 }
 
 // NewVerifier starts at the genesis.
@@ -130,8 +151,21 @@ func (v *Verifier) Next(keySeq uint64, s Sealed) *Break {
 	case chainHash(s.Seq, s.Prev, s.Body) != s.Hash:
 		return &Break{Seq: keySeq, Reason: "content does not match its hash (changed)"}
 	}
-	if _, err := s.Open(); err != nil {
+	rec, err := s.Open()
+	if err != nil {
 		return &Break{Seq: keySeq, Reason: err.Error()}
+	}
+	if id := rec.PolicySnapshot; v.blobs != nil && id != "" && !v.checked[id] {
+		if err := v.blobs(id); err != nil {
+			if errors.Is(err, ErrBlobChanged) {
+				return &Break{Seq: keySeq, Reason: fmt.Sprintf("policy snapshot %s it refers to was changed: %v", id, err)}
+			}
+			return &Break{Seq: keySeq, Reason: fmt.Sprintf("policy snapshot %s it refers to cannot be read: %v", id, err)}
+		}
+		if v.checked == nil {
+			v.checked = map[string]bool{}
+		}
+		v.checked[id] = true
 	}
 	v.prev, v.nextSeq = s.Hash, v.nextSeq+1
 	v.n++

@@ -26,6 +26,7 @@ var issueTargets = map[string]string{
 	"replays, 4 worker(s) on PostgreSQL, 10 ms": ">= 3.5x",
 	"peak RSS, plan 1000000 Prodigy items":      "< 64 MB",
 	"peak RSS, plan 20000 Prodigy items":        "< 64 MB",
+	"store bytes per input byte":                "<= 2x",
 }
 
 // TestHarnessSmoke runs the harness at tiny sizes so it cannot rot. It
@@ -62,7 +63,7 @@ func TestHarnessSmoke(t *testing.T) {
 			}
 		}
 	}
-	for _, prefix := range []string{"decision throughput", "durable ledger writes", "replay throughput"} {
+	for _, prefix := range []string{"decision throughput", "durable ledger writes", "replay throughput", "store bytes per input byte"} {
 		if !seen[prefix] {
 			t.Errorf("no %q row", prefix)
 		}

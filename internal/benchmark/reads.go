@@ -2,7 +2,6 @@ package benchmark
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -160,7 +159,7 @@ func measureReads(ctx context.Context, c *Config, path string, n int) ([]Row, er
 			got := 0
 			for k, v := cur.Seek([]byte("jsonl:" + mid)); k != nil && got < 20; k, v = cur.Next() {
 				var r store.EntryRecord
-				if err := json.Unmarshal(v, &r); err != nil {
+				if err := store.DecodeValue(v, &r); err != nil { // JSON, compressed as stored
 					return err
 				}
 				got++

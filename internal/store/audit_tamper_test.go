@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -68,8 +69,22 @@ func TestAuditVerifyFindsTampering(t *testing.T) {
 		wantSeq uint64
 	}{
 		{"change", func(t *testing.T, b, _ *bolt.Bucket) error {
-			v := strings.Replace(string(b.Get(seqKey(3))), `auto_replay`, `quarantine`, 1)
+			// Records are stored compressed: the editor decompresses,
+			// edits and writes the JSON back (plain JSON still reads).
+			data, err := recordJSON(b.Get(seqKey(3)))
+			if err != nil {
+				return err
+			}
+			v := strings.Replace(string(data), `auto_replay`, `quarantine`, 1)
 			return b.Put(seqKey(3), []byte(v))
+		}, 3},
+		{"flip a byte of the compressed record", func(t *testing.T, b, _ *bolt.Bucket) error {
+			v := bytes.Clone(b.Get(seqKey(3)))
+			if !bytes.HasPrefix(v, zstdMagic) {
+				t.Fatalf("record 3 is not stored compressed: %q", v)
+			}
+			v[len(v)/2] ^= 0x01
+			return b.Put(seqKey(3), v)
 		}, 3},
 		{"delete", func(t *testing.T, b, _ *bolt.Bucket) error { return b.Delete(seqKey(2)) }, 3},
 		{"reorder", func(t *testing.T, b, _ *bolt.Bucket) error {
@@ -112,7 +127,7 @@ func TestSignedHeadCatchesAConsistentRewrite(t *testing.T) {
 		prev := audit.Genesis
 		for seq := uint64(1); seq <= 4; seq++ {
 			var s audit.Sealed
-			if err := json.Unmarshal(b.Get(seqKey(seq)), &s); err != nil {
+			if err := DecodeValue(b.Get(seqKey(seq)), &s); err != nil {
 				return err
 			}
 			rec, err := s.Open()

@@ -27,7 +27,7 @@ var (
 	bucketSnapshots = []byte("snapshots")
 	bucketMeta      = []byte("meta")
 	allBuckets      = [][]byte{bucketLedger, bucketEntries, bucketPayloads, bucketAudit, bucketApprovals, bucketSnapshots, bucketMeta,
-		bucketIdx, bucketCounters, bucketSigMeta}
+		bucketIdx, bucketCounters, bucketSigMeta, bucketPayloadsZ}
 
 	keyAuditHead = []byte("audit_head")
 	keyAuditMAC  = []byte("audit_head_mac")
@@ -102,6 +102,10 @@ func OpenBolt(path string, o Options) (*Bolt, error) {
 		db.MaxBatchSize = o.MaxBatchSize
 	}
 	db.MaxBatchDelay = time.Millisecond
+	// bbolt grows the file 16 MB at a time by default; a small store
+	// would carry most of that as slack. A grow costs one ftruncate and
+	// fsync, so 1 MB steps are still rare next to a run's commits.
+	db.AllocSize = 1 << 20
 	if o.MaxBatchDelay > 0 {
 		db.MaxBatchDelay = o.MaxBatchDelay
 	}
@@ -159,7 +163,10 @@ func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.Batch(func(btx *bolt.Tx) error { return fn(&boltTx{tx: btx, now: s.now, key: s.key}) })
+	return s.db.Batch(func(btx *bolt.Tx) error {
+		setFillPercent(btx)
+		return fn(&boltTx{tx: btx, now: s.now, key: s.key})
+	})
 }
 
 // View runs fn in a read-only transaction.
@@ -188,7 +195,7 @@ func getJSON[T any](b *bolt.Bucket, key []byte) (*T, error) {
 		return nil, nil
 	}
 	var out T
-	if err := json.Unmarshal(v, &out); err != nil {
+	if err := DecodeValue(v, &out); err != nil {
 		return nil, fmt.Errorf("decode record %q: %w", key, err)
 	}
 	return &out, nil
@@ -234,7 +241,7 @@ func (t *boltTx) Transition(tr idempotency.Transition) (idempotency.Record, erro
 	if err != nil {
 		return idempotency.Record{}, err
 	}
-	return next, putJSON(t.bucket(bucketLedger), dbKey(tr.Key), &next)
+	return next, putRecord(t.bucket(bucketLedger), dbKey(tr.Key), &next)
 }
 
 // storedEntry is an entry record as JSON without its payload. The payload
@@ -273,20 +280,11 @@ func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
 	if err != nil || se == nil {
 		return nil, err
 	}
-	return decodeEntry(se, t.payload(ref)), nil
-}
-
-// payload returns a copy of the stored payload (bbolt's bytes are only
-// valid inside the transaction).
-func (t *boltTx) payload(ref string) []byte {
-	b := t.bucket(bucketPayloads)
-	if b == nil {
-		return nil
+	payload, err := readPayload(t.tx, dbKey(ref))
+	if err != nil {
+		return nil, err
 	}
-	if v := b.Get(dbKey(ref)); v != nil {
-		return bytes.Clone(v)
-	}
-	return nil
+	return decodeEntry(se, payload), nil
 }
 
 func (t *boltTx) PutEntry(r *EntryRecord) error {
@@ -300,14 +298,12 @@ func (t *boltTx) PutEntry(r *EntryRecord) error {
 	if err := reindex(t.tx, old, r, t.now().UTC()); err != nil {
 		return err
 	}
-	if pb := t.bucket(bucketPayloads); pb != nil && r.Entry.Payload != nil {
-		if cur := pb.Get(ref); !bytes.Equal(cur, r.Entry.Payload) {
-			if err := pb.Put(ref, r.Entry.Payload); err != nil {
-				return err
-			}
+	if r.Entry.Payload != nil {
+		if err := writePayload(t.tx, ref, r.Entry.Payload); err != nil {
+			return err
 		}
 	}
-	return putJSON(t.bucket(bucketEntries), ref, encodeEntry(r))
+	return putRecord(t.bucket(bucketEntries), ref, encodeEntry(r))
 }
 
 func (t *boltTx) Approval(id string) (*Approval, error) {
@@ -322,7 +318,7 @@ func (t *boltTx) PutApproval(a *Approval) error {
 	if err := reindexApproval(t.tx, old, a); err != nil {
 		return err
 	}
-	return putJSON(t.bucket(bucketApprovals), dbKey(a.ID), a)
+	return putRecord(t.bucket(bucketApprovals), dbKey(a.ID), a)
 }
 
 type auditHead struct {
@@ -358,7 +354,7 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	if err != nil {
 		return audit.Sealed{}, err
 	}
-	if err := putJSON(b, seqKey(r.Seq), &sealed); err != nil {
+	if err := putRecord(b, seqKey(r.Seq), &sealed); err != nil {
 		return audit.Sealed{}, err
 	}
 	if err := countAudit(t.tx, r); err != nil {
@@ -401,7 +397,7 @@ func (s *Bolt) AuditRange(ctx context.Context, from uint64, fn func(keySeq uint6
 			var derr error
 			if len(k) != 8 {
 				derr = fmt.Errorf("bad audit key %x", k)
-			} else if err := json.Unmarshal(v, &sealed); err != nil {
+			} else if err := DecodeValue(v, &sealed); err != nil {
 				derr = err
 			}
 			seq := uint64(0)
@@ -448,14 +444,12 @@ func (s *Bolt) Entries(ctx context.Context, fn func(*EntryRecord) error) error {
 				return err
 			}
 			var se storedEntry
-			if err := json.Unmarshal(v, &se); err != nil {
+			if err := DecodeValue(v, &se); err != nil {
 				return fmt.Errorf("decode entry %q: %w", k, err)
 			}
-			var payload []byte
-			if pb := tx.Bucket(bucketPayloads); pb != nil {
-				if p := pb.Get(k); p != nil {
-					payload = bytes.Clone(p)
-				}
+			payload, err := readPayload(tx, k)
+			if err != nil {
+				return err
 			}
 			return fn(decodeEntry(&se, payload))
 		})
@@ -474,7 +468,7 @@ func (s *Bolt) Approvals(ctx context.Context, fn func(*Approval) error) error {
 				return err
 			}
 			var a Approval
-			if err := json.Unmarshal(v, &a); err != nil {
+			if err := DecodeValue(v, &a); err != nil {
 				return fmt.Errorf("decode approval %q: %w", k, err)
 			}
 			return fn(&a)
@@ -494,7 +488,7 @@ func (s *Bolt) LedgerRecords(ctx context.Context, fn func(*idempotency.Record) e
 				return err
 			}
 			var r idempotency.Record
-			if err := json.Unmarshal(v, &r); err != nil {
+			if err := DecodeValue(v, &r); err != nil {
 				return fmt.Errorf("decode ledger %q: %w", k, err)
 			}
 			return fn(&r)
@@ -512,7 +506,7 @@ func (s *Bolt) PutSnapshot(ctx context.Context, id string, snapshot any) error {
 		if b.Get([]byte(id)) != nil {
 			return nil
 		}
-		return putJSON(b, []byte(id), snapshot)
+		return putRecord(b, []byte(id), snapshot)
 	})
 }
 
@@ -527,6 +521,10 @@ func (s *Bolt) Snapshot(ctx context.Context, id string, out any) error {
 		if v == nil {
 			return ErrNotFound
 		}
-		return json.NewDecoder(bytes.NewReader(v)).Decode(out)
+		data, err := recordJSON(v)
+		if err != nil {
+			return fmt.Errorf("snapshot %s: %w", id, err)
+		}
+		return json.NewDecoder(bytes.NewReader(data)).Decode(out)
 	})
 }

@@ -269,7 +269,7 @@ func (s *Bolt) PendingApprovals(ctx context.Context, fn func(*Approval) error) e
 				continue
 			}
 			var a Approval
-			if err := json.Unmarshal(raw, &a); err != nil {
+			if err := DecodeValue(raw, &a); err != nil {
 				return fmt.Errorf("decode approval %q: %w", ak, err)
 			}
 			if err := fn(&a); err != nil {
@@ -414,7 +414,7 @@ func (s *Bolt) ensureIndex(ctx context.Context) error {
 			}
 			for ; k != nil && len(items) < migrateChunk; k, v = c.Next() {
 				var se storedEntry
-				if err := json.Unmarshal(v, &se); err != nil {
+				if err := DecodeValue(v, &se); err != nil {
 					return fmt.Errorf("decode entry %q: %w", k, err)
 				}
 				items = append(items, item{bytes.Clone(k), se})
@@ -450,7 +450,7 @@ func (s *Bolt) ensureIndex(ctx context.Context) error {
 	if err := s.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketApprovals).ForEach(func(k, v []byte) error {
 			var a Approval
-			if err := json.Unmarshal(v, &a); err != nil {
+			if err := DecodeValue(v, &a); err != nil {
 				return nil // unreadable: listed by Approvals, never indexed
 			}
 			return reindexApproval(tx, nil, &a)
@@ -839,7 +839,7 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 			}
 			if v := eb.Get(ek); v != nil {
 				var se storedEntry
-				if err := json.Unmarshal(v, &se); err != nil {
+				if err := DecodeValue(v, &se); err != nil {
 					return fmt.Errorf("decode entry %q: %w", ek, err)
 				}
 				r := se.EntryRecord
@@ -900,7 +900,7 @@ func (s *Bolt) EntryAudit(ctx context.Context, ref, key string, fn func(seq uint
 				continue
 			}
 			var sealed audit.Sealed
-			derr := json.Unmarshal(v, &sealed)
+			derr := DecodeValue(v, &sealed)
 			if err := fn(seq, sealed, derr); err != nil {
 				return err
 			}
@@ -926,7 +926,7 @@ func (s *Bolt) RefsByID(ctx context.Context, id string) ([]string, error) {
 				ek = v
 			}
 			var se storedEntry
-			if raw := eb.Get(ek); raw != nil && json.Unmarshal(raw, &se) == nil && se.Entry.ID == id {
+			if raw := eb.Get(ek); raw != nil && DecodeValue(raw, &se) == nil && se.Entry.ID == id {
 				refs = append(refs, se.Entry.Ref())
 			}
 		}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -70,11 +69,14 @@ func writeUnindexed(t *testing.T, path string) *Counters {
 		// The inline payload of an older file.
 		k := []byte("jsonl:m0")
 		var se storedEntry
-		if err := json.Unmarshal(tx.Bucket(bucketEntries).Get(k), &se); err != nil {
+		if err := DecodeValue(tx.Bucket(bucketEntries).Get(k), &se); err != nil {
 			return err
 		}
 		se.PayloadBytes = []byte(`{"i":  0, "inline": true}`)
 		if err := putJSON(tx.Bucket(bucketEntries), k, &se); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketPayloadsZ).Delete(k); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketPayloads).Delete(k)
@@ -130,7 +132,7 @@ func TestUnindexedFileIsIndexedOnceOnOpen(t *testing.T) {
 	}
 	if err := s.db.View(func(tx *bolt.Tx) error {
 		var se storedEntry
-		if err := json.Unmarshal(tx.Bucket(bucketEntries).Get([]byte("jsonl:m0")), &se); err != nil {
+		if err := DecodeValue(tx.Bucket(bucketEntries).Get([]byte("jsonl:m0")), &se); err != nil {
 			return err
 		}
 		if se.PayloadBytes != nil {

@@ -1,0 +1,45 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/testsvc"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// On PostgreSQL too, a snapshot whose stored text was changed breaks
+// verification at the first record that refers to it.
+func TestPostgresAuditVerifyFindsAChangedSnapshot(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	snap := triage.NewSnapshot(triage.SourceFile{Name: "rules.yaml", Text: "rules: []\n"},
+		[]triage.SourceFile{{Name: "replay.rego", Text: "package replayctl\n\ndefault action := \"auto_replay\"\n"}})
+	if err := p.PutSnapshot(ctx, snap.ID, snap); err != nil {
+		t.Fatal(err)
+	}
+	for i, ref := range []string{"jsonl:a", "jsonl:b", "jsonl:c"} {
+		r := &audit.Record{Actor: "alice", Kind: audit.KindDecision, EntryRef: ref}
+		if i > 0 {
+			r.PolicySnapshot = snap.ID
+		}
+		if err := p.Update(ctx, func(tx Tx) error { _, err := tx.Append(r); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := audit.Verify(ctx, p, nil); err != nil || !res.OK() || res.Records != 3 {
+		t.Fatalf("intact: %+v %v", res, err)
+	}
+	if _, err := p.pool.Exec(ctx, `UPDATE snapshots SET body = convert_to(replace(convert_from(body, 'UTF8'), 'auto_replay', 'quarantine'), 'UTF8') WHERE id = $1`, snap.ID); err != nil {
+		t.Fatal(err)
+	}
+	res, err := audit.Verify(ctx, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK() || res.Break.Seq != 2 || !strings.Contains(res.Break.Reason, "policy snapshot "+snap.ID) {
+		t.Fatalf("a changed snapshot: %+v", res)
+	}
+}

@@ -28,7 +28,8 @@ import (
 //	counters: 'n' entries; 'c' lp(source) lp(class) lp(action) lp(state);
 //	          't' lp(topic); 'o' lp(source) lp(topic) (open only); 'd' day;
 //	          'g' lp(signature); 'D' decisions; 'X' denied; 'O' outcome;
-//	          'h' + 8-byte hour + kind ('i','r','D','X', 'O'+outcome)
+//	          'h' + 8-byte hour + kind ('i','r','D','X', 'O'+outcome,
+//	          'I'+class, 'R'+class: see bolt_series.go)
 //	sigmeta:  lp(signature) -> {class, example} of its first entry
 //
 // lp is a uvarint length then the bytes: values may hold any byte.
@@ -39,7 +40,7 @@ var (
 	keyIndexVer    = []byte("index_version")
 )
 
-const indexVersion = "3"
+const indexVersion = "4"
 
 // Dimensions of the entry index.
 const (
@@ -142,6 +143,7 @@ func entryFacets(r *EntryRecord) facets {
 		}
 		f.counters = append(f.counters, string(appendLP(appendLP([]byte{'o'}, e.Source), valKey(e.Topic))))
 	}
+	f.counters = append(f.counters, classInflowKeys(r)...)
 	return f
 }
 
@@ -220,7 +222,10 @@ func reindex(tx *bolt.Tx, old, new *EntryRecord, now time.Time) error {
 		}
 		return addCount(cnt, hourKey(at, "i"), 1)
 	case old != nil && new != nil && of.open && !nf.open:
-		return addCount(cnt, hourKey(now, "r"), 1)
+		if err := addCount(cnt, hourKey(now, "r"), 1); err != nil {
+			return err
+		}
+		return addCount(cnt, drainedClassKey(now, new), 1)
 	}
 	return nil
 }
@@ -380,6 +385,12 @@ func (s *Bolt) ensureIndex(ctx context.Context) error {
 	if err := s.db.View(func(tx *bolt.Tx) error { done = indexed(tx); return nil }); err != nil || done {
 		return err
 	}
+	// Drained counts are events, not a property of the entries: carry them
+	// over the rebuild.
+	var drained map[string][]byte
+	if err := s.db.View(func(tx *bolt.Tx) error { drained = keptSeries(tx); return nil }); err != nil {
+		return fmt.Errorf("index %s: %w", s.path, err)
+	}
 	if err := s.db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketIdx, bucketCounters, bucketSigMeta} {
 			if tx.Bucket(b) != nil {
@@ -388,6 +399,11 @@ func (s *Bolt) ensureIndex(ctx context.Context) error {
 				}
 			}
 			if _, err := tx.CreateBucket(b); err != nil {
+				return err
+			}
+		}
+		for k, v := range drained {
+			if err := tx.Bucket(bucketCounters).Put([]byte(k), v); err != nil {
 				return err
 			}
 		}
@@ -609,6 +625,10 @@ func (s *Bolt) Series(ctx context.Context, from, to time.Time) ([]HourCount, err
 				h.Inflow = n
 			case kind == "r":
 				h.Drained = n
+			case strings.HasPrefix(kind, "I"):
+				h.addClass(&h.InflowByClass, kind[1:], n)
+			case strings.HasPrefix(kind, "R"):
+				h.addClass(&h.DrainedByClass, kind[1:], n)
 			case kind == "D":
 				h.Decisions = n
 			case kind == "X":

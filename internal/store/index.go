@@ -184,6 +184,12 @@ type HourCount struct {
 	Decisions int64            `json:"decisions"`
 	Denied    int64            `json:"denied"`
 	Outcomes  map[string]int64 `json:"outcomes,omitempty"`
+
+	// InflowByClass splits Inflow by the entries' current class (an entry
+	// reclassified moves with it); DrainedByClass splits Drained by the
+	// class the entry had when it left the open states (bbolt only).
+	InflowByClass  map[string]int64 `json:"inflow_by_class,omitempty"`
+	DrainedByClass map[string]int64 `json:"drained_by_class,omitempty"`
 }
 
 var (

@@ -258,19 +258,20 @@ func (p *Postgres) Series(ctx context.Context, from, to time.Time) ([]HourCount,
 		}
 		return hc
 	}
-	rows, err := p.pool.Query(ctx, `SELECT coalesce(`+pgDoc+`->>'first_seen','') FROM entries`)
+	rows, err := p.pool.Query(ctx, `SELECT coalesce(`+pgDoc+`->>'first_seen',''), coalesce(`+pgDoc+`->>'class','') FROM entries`)
 	if err != nil {
 		return nil, fmt.Errorf("series: %w", err)
 	}
 	for rows.Next() {
-		var seen string
-		if err := rows.Scan(&seen); err != nil {
+		var seen, class string
+		if err := rows.Scan(&seen, &class); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		if t, err := time.Parse(time.RFC3339Nano, seen); err == nil {
 			if h := hour(t); h != nil {
 				h.Inflow++
+				h.addClass(&h.InflowByClass, class, 1)
 			}
 		}
 	}

@@ -77,11 +77,19 @@ func short(s string) string {
 // filtered by state, group and minimum age, newest requests last (oldest
 // first: they have waited longest), one page. The pending queue (what
 // approvers work from) reads the store's index of open requests and each
-// shown request's entry history; other states read every request.
+// shown request's entry history; other states read the index by state
+// (expired: the stored expired and the pending past their expiry); a
+// store without it reads every request.
 func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, group string, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
 	if strings.EqualFold(state, store.ApprovalPending) {
 		if _, ok := any(s).(pendingIndex); ok {
 			return pendingQueue(ctx, svc, s, group, older, now, page)
+		}
+	}
+	if si, ok := any(s).(approvalStateIndex); ok {
+		cards, total, err := stateQueue(ctx, si, s, state, group, older, now, page)
+		if !errors.Is(err, store.ErrNotIndexed) {
+			return cards, total, err
 		}
 	}
 	all, err := svc.List(ctx, approval.Filter{})
@@ -98,6 +106,39 @@ func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, g
 		}
 	}
 	return approvalCards(ctx, s, list, func(ref string) ([]approval.View, error) { return byEntry[ref], nil }, older, now, page)
+}
+
+// approvalStateIndex is a store with an index of requests by state.
+type approvalStateIndex interface {
+	ApprovalsByState(ctx context.Context, states []string, fn func(*store.Approval) error) error
+}
+
+// stateQueue lists the requests in state ("": every state) from the
+// index by state, each with its state as a reader sees it at now.
+func stateQueue(ctx context.Context, si approvalStateIndex, s Store, state, group string, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
+	var stored []string
+	switch {
+	case state == "":
+	case strings.EqualFold(state, store.ApprovalExpired):
+		stored = []string{store.ApprovalExpired, store.ApprovalPending}
+	default:
+		stored = []string{state}
+	}
+	var list []approval.View
+	err := si.ApprovalsByState(ctx, stored, func(a *store.Approval) error {
+		v := approval.View{Approval: *a}
+		if a.State == store.ApprovalPending && !a.ExpiresAt.IsZero() && now.After(a.ExpiresAt) {
+			v.State = store.ApprovalExpired // as approval.Service shows it
+		}
+		if (group == "" || v.ApproverGroup == group) && (state == "" || strings.EqualFold(v.State, state)) {
+			list = append(list, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return approvalCards(ctx, s, list, func(ref string) ([]approval.View, error) { return entryApprovals(ctx, s, ref) }, older, now, page)
 }
 
 // pendingQueue is the pending queue from the store's index of open

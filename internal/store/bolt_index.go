@@ -32,6 +32,8 @@ import (
 //	          'I'+class, 'R'+class: see bolt_series.go)
 //	sigmeta:  lp(signature) -> {class, example} of its first entry
 //
+// and the console's views, in bolt_views.go.
+//
 // lp is a uvarint length then the bytes: values may hold any byte.
 var (
 	bucketIdx      = []byte("idx")
@@ -144,6 +146,7 @@ func entryFacets(r *EntryRecord) facets {
 		f.counters = append(f.counters, string(appendLP(appendLP([]byte{'o'}, e.Source), valKey(e.Topic))))
 	}
 	f.counters = append(f.counters, classInflowKeys(r)...)
+	viewFacets(r, ik, val, f.idx)
 	return f
 }
 
@@ -239,6 +242,9 @@ func reindexApproval(tx *bolt.Tx, old, new *Approval) error {
 	idx := tx.Bucket(bucketIdx)
 	if idx == nil {
 		return ErrReadOnly
+	}
+	if err := reindexApprovalState(idx, old, new); err != nil {
+		return err
 	}
 	if old != nil && old.State == ApprovalPending {
 		if err := idx.Delete(pendingApprovalKey(old)); err != nil {
@@ -345,6 +351,11 @@ func countAudit(tx *bolt.Tx, r *audit.Record) error {
 	}
 	if k := auditIndexKey(r); k != nil {
 		if err := idx.Put(append(k, seqKey(r.Seq)...), nil); err != nil {
+			return err
+		}
+	}
+	for _, k := range auditViewKeys(r) {
+		if err := idx.Put(k, nil); err != nil {
 			return err
 		}
 	}
@@ -711,7 +722,7 @@ func resolveDims(f *EntryFilter, cells []Cell, topics map[string]int64) (choices
 		}
 	}
 	exact = !f.residual()
-	if f.Topic != "" {
+	if f.hasTopic() {
 		ch := dimChoice{dim: dimTopic, set: true}
 		for t, n := range topics {
 			if f.TopicMatch(t) {
@@ -735,9 +746,19 @@ type valueCursor struct {
 	c      *bolt.Cursor
 	prefix []byte
 	k, v   []byte
+	// mem, when c is nil, is a range read beforehand, in ref order (the
+	// age filter's first-seen range, see ageDim).
+	mem []memRef
+	i   int
 }
 
 func (h *valueCursor) ref() []byte {
+	if h.c == nil {
+		if h.i < len(h.mem) {
+			return h.mem[h.i].ref
+		}
+		return nil
+	}
 	if h.k == nil || !bytes.HasPrefix(h.k, h.prefix) {
 		return nil
 	}
@@ -746,6 +767,10 @@ func (h *valueCursor) ref() []byte {
 
 // seek moves to the first ref >= target (> target when strict).
 func (h *valueCursor) seek(target []byte, strict bool) {
+	if h.c == nil {
+		h.memSeek(target, strict)
+		return
+	}
 	h.k, h.v = h.c.Seek(append(bytes.Clone(h.prefix), target...))
 	if strict {
 		if r := h.ref(); r != nil && bytes.Equal(r, target) {
@@ -802,7 +827,7 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 		}
 		cnt, idx, eb := tx.Bucket(bucketCounters), tx.Bucket(bucketIdx), tx.Bucket(bucketEntries)
 		var topics map[string]int64
-		if f.Topic != "" {
+		if f.hasTopic() {
 			topics = readTopics(cnt)
 		}
 		choices, total, exact := resolveDims(&f, readCells(cnt), topics)
@@ -813,10 +838,28 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 				use = append(use, ch)
 			}
 		}
-		if len(use) == 0 {
+		// An age's index range, when small enough to hold, is a dimension
+		// like the others; the total is at most its size.
+		var ages []*valueCursor
+		for _, a := range []*valueCursor{ageDim(idx, &f, after, ageSetCap), failedByDim(idx, &f, choices[0].values, after, ageSetCap)} {
+			if a == nil {
+				continue
+			}
+			ages = append(ages, a)
+			if len(use) == 0 && len(ages) == 1 && !f.hasTopic() && len(f.Labels) == 0 && f.Q == "" &&
+				(f.FirstSeenBefore.IsZero() || f.LastFailedBy.IsZero()) {
+				page.Total, page.TotalExact = int64(len(a.mem)), true
+			} else {
+				page.Total = min(page.Total, int64(len(a.mem)))
+			}
+		}
+		if len(use) == 0 && len(ages) == 0 {
 			use = choices[:1] // every state: the whole store, in ref order
 		}
 		var dims []dimCursor
+		for _, a := range ages {
+			dims = append(dims, dimCursor{a})
+		}
 		for _, ch := range use {
 			var d dimCursor
 			for _, v := range ch.values {
@@ -864,8 +907,8 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 				continue
 			}
 			ek := cand
-			if len(at.v) > 0 {
-				ek = at.v
+			if v := at.val(); len(v) > 0 {
+				ek = v
 			}
 			if v := eb.Get(ek); v != nil {
 				var se storedEntry
@@ -886,7 +929,7 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 			for _, d := range dims {
 				for _, h := range d {
 					if r := h.ref(); r != nil && bytes.Equal(r, cand) {
-						h.k, h.v = h.c.Next()
+						h.next()
 					}
 				}
 			}

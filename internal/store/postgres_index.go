@@ -37,7 +37,7 @@ func pgWhere(f *EntryFilter, topics []string, args []any) (string, []any) {
 	add(pgDoc+`->>'class'`, f.Classes)
 	add(pgDoc+`->>'action'`, f.Actions)
 	add(pgDoc+`->'entry'->>'source'`, f.Sources)
-	if f.Topic != "" {
+	if f.hasTopic() {
 		args = append(args, topics)
 		conds = append(conds, fmt.Sprintf(`coalesce(%s->'entry'->>'topic', '') = ANY($%d)`, pgDoc, len(args)))
 	}
@@ -64,7 +64,7 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 	// A topic glob (with '.' as separator, as in rules.yaml) becomes the
 	// list of stored topics it matches.
 	topics := []string{}
-	if f.Topic != "" {
+	if f.hasTopic() {
 		rows, err := p.pool.Query(ctx, `SELECT DISTINCT coalesce(`+pgDoc+`->'entry'->>'topic', '') FROM entries`)
 		if err != nil {
 			return nil, fmt.Errorf("list topics: %w", err)

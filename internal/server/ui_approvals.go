@@ -16,6 +16,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // approvalsPerPage keeps the queue page small: the whole queue at 5k
@@ -376,17 +377,39 @@ func (u *ui) decideMany(w http.ResponseWriter, r *http.Request, tok Token) {
 }
 
 // rerequest asks again for an expired request (replay.Rerequest, as
-// `approvals rerequest` does).
+// `approvals rerequest` does) or a stale one (rerequestStale).
 func (u *ui) rerequest(w http.ResponseWriter, r *http.Request, tok Token) {
 	if !tok.can(permOperate) && !tok.can(permApprove) {
 		http.Error(w, "your role ("+tok.Role+") may not ask for approvals", http.StatusForbidden)
 		return
 	}
-	a, err := replay.Rerequest(r.Context(), u.s.cfg.Store, r.PathValue("id"), tok.User, u.s.cfg.Now(), u.s.cfg.Approvers.Expiry)
-	flash := ""
+	id := r.PathValue("id")
+	var stale *store.Approval
+	if err := u.s.cfg.Store.View(r.Context(), func(tx store.Tx) error {
+		a, err := tx.Approval(id)
+		if a != nil && a.State == store.ApprovalStale {
+			stale = a
+		}
+		return err
+	}); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	var flash string
+	var err error
+	if stale != nil {
+		var newID string
+		if newID, err = u.rerequestStale(r, stale, tok.User); err == nil {
+			flash = "asked again as " + newID + " on the entry's current evidence"
+		}
+	} else {
+		var a *store.Approval
+		if a, err = replay.Rerequest(r.Context(), u.s.cfg.Store, id, tok.User, u.s.cfg.Now(), u.s.cfg.Approvers.Expiry); err == nil {
+			flash = "asked again as " + a.ID + ", open until " + a.ExpiresAt.UTC().Format(time.RFC3339)
+		}
+	}
 	switch {
 	case err == nil:
-		flash = "asked again as " + a.ID + ", open until " + a.ExpiresAt.UTC().Format(time.RFC3339)
 	case errors.Is(err, replay.ErrState), errors.Is(err, replay.ErrNotFound):
 		flash = "not done: " + err.Error()
 	default:
@@ -394,4 +417,51 @@ func (u *ui) rerequest(w http.ResponseWriter, r *http.Request, tok Token) {
 		return
 	}
 	http.Redirect(w, r, "/approvals?flash="+url.QueryEscape(flash), http.StatusSeeOther)
+}
+
+// rerequestStale asks again for a request whose evidence changed: a
+// request on the old evidence would only go stale again, so the entry is
+// decided now and, only while that decision still asks for an approval,
+// goes through the runner's own path for one entry (Replay now:
+// Reconciler.One), which records the decision and opens the request on
+// the current evidence. It returns the new request's id.
+func (u *ui) rerequestStale(r *http.Request, a *store.Approval, actor string) (string, error) {
+	ctx := r.Context()
+	er, err := replay.Find(ctx, u.s.cfg.Store, a.EntryRef)
+	if err != nil {
+		return "", err
+	}
+	if er.ApprovalID != a.ID {
+		return "", fmt.Errorf("%w: approval %s was already replaced by %s", replay.ErrState, a.ID, orNone(er.ApprovalID))
+	}
+	engine, _, err := u.s.cfg.Engine(ctx)
+	if err != nil {
+		return "", err
+	}
+	d, err := (&replay.Planner{Engine: engine, Ledger: u.s.cfg.Store}).DecideStored(ctx, er)
+	if err != nil {
+		return "", err
+	}
+	if d.Action != triage.RequireApproval {
+		return "", fmt.Errorf("%w: %s's current decision is %s, not an approval: the next reconcile acts on it", replay.ErrState, a.EntryRef, d.Action)
+	}
+	res, err := u.s.ReplayOne(r, a.EntryRef, actor)
+	if err != nil {
+		return "", err
+	}
+	after, err := replay.Find(ctx, u.s.cfg.Store, a.EntryRef)
+	if err != nil {
+		return "", err
+	}
+	if after.ApprovalID == a.ID || after.ApprovalID == "" {
+		return "", fmt.Errorf("%w: %s was decided again (%s, %s) but no new request was opened", replay.ErrState, a.EntryRef, res.Final, orNone(res.Outcome))
+	}
+	return after.ApprovalID, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

@@ -126,6 +126,10 @@ func benchConsole(b *testing.B, n int) {
 	}{
 		{"overview", func() { get("/") }, bareScan},
 		{"list-page-2", func() { get("/entries?state=quarantined&page=2") }, bareRows(50)},
+		// Issue #18's last scans, now index ranges: sorted by last failure,
+		// two topic globs with an age.
+		{"list-sorted-page-2", func() { get("/entries?state=open&sort=oldest&page=2") }, bareRows(50)},
+		{"list-globs-age-page-2", func() { get("/entries?topic=tool.t1*.send,tool.t2.*&age=48h&page=2") }, bareRows(50)},
 		{"entry", func() { get("/entries/" + mid) }, bareRows(1)},
 	}
 	for _, p := range pages {

@@ -839,9 +839,17 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 			}
 		}
 		// An age's index range, when small enough to hold, is a dimension
-		// like the others; the total is at most its size.
+		// like the others, and the total is at most its size. Reading its
+		// keys costs far less than decoding the entries it would rule out,
+		// so it is held up to four times the smallest other dimension;
+		// beyond that, that dimension leads and the age is a check on its
+		// walk.
+		ageLimit := int64(ageSetCap)
+		for _, ch := range use {
+			ageLimit = min(ageLimit, 4*ch.n)
+		}
 		var ages []*valueCursor
-		for _, a := range []*valueCursor{ageDim(idx, &f, after, ageSetCap), failedByDim(idx, &f, choices[0].values, after, ageSetCap)} {
+		for _, a := range []*valueCursor{ageDim(idx, &f, after, int(ageLimit)), failedByDim(idx, &f, choices[0].values, after, int(ageLimit))} {
 			if a == nil {
 				continue
 			}

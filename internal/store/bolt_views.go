@@ -128,7 +128,7 @@ func (h *valueCursor) val() []byte {
 // first-seen index, in ref order, positioned after `after`; nil when the
 // filter has no age or the range holds more than limit entries.
 func ageDim(idx *bolt.Bucket, f *EntryFilter, after []byte, limit int) *valueCursor {
-	if f.FirstSeenBefore.IsZero() {
+	if f.FirstSeenBefore.IsZero() || limit <= 0 {
 		return nil
 	}
 	end := orderKey(f.FirstSeenBefore)
@@ -153,7 +153,7 @@ func ageDim(idx *bolt.Bucket, f *EntryFilter, after []byte, limit int) *valueCur
 // positioned after `after`; nil when the filter has no such age or the
 // ranges hold more than limit entries.
 func failedByDim(idx *bolt.Bucket, f *EntryFilter, states []string, after []byte, limit int) *valueCursor {
-	if f.LastFailedBy.IsZero() {
+	if f.LastFailedBy.IsZero() || limit <= 0 {
 		return nil
 	}
 	end := orderKey(f.LastFailedBy)

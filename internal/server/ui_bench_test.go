@@ -52,7 +52,10 @@ func benchConsole(b *testing.B, n int) {
 	now := time.Now()
 	classes := []triage.Class{triage.Transient, triage.Poison, triage.Governance}
 	statuses := []string{store.StatusPending, store.StatusQuarantined, store.StatusReplayed, store.StatusManualReview}
-	const batch = 5000
+	// Small transactions, as reconcile writes: bbolt splits its nodes at each
+	// commit, so a big one inserting keys into the middle of its ranges
+	// spends its time moving node tails (and is no store a run writes).
+	const batch = 500
 	for i := 0; i < n; i += batch {
 		if err := st.Update(ctx, func(tx store.Tx) error {
 			for j := i; j < min(i+batch, n); j++ {

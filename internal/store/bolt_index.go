@@ -838,16 +838,12 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 				use = append(use, ch)
 			}
 		}
-		// An age's index range, when small enough to hold, is a dimension
-		// like the others, and the total is at most its size. Reading its
-		// keys costs far less than decoding the entries it would rule out,
-		// so it is held up to four times the smallest other dimension;
-		// beyond that, that dimension leads and the age is a check on its
-		// walk.
-		ageLimit := int64(ageSetCap)
-		for _, ch := range use {
-			ageLimit = min(ageLimit, 4*ch.n)
-		}
+		// An age's index range is a dimension like the others (and the total
+		// at most its size) when it is selective: at most a quarter of what
+		// the other filters leave (the counters' total). A wider one would
+		// cost more to read and sort than the entries it rules out cost to
+		// decode, so the age stays a check on the walk.
+		ageLimit := min(int64(ageSetCap), total/4)
 		var ages []*valueCursor
 		for _, a := range []*valueCursor{ageDim(idx, &f, after, int(ageLimit)), failedByDim(idx, &f, choices[0].values, after, int(ageLimit))} {
 			if a == nil {

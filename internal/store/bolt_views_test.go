@@ -134,11 +134,11 @@ func viewFilters() map[string]EntryFilter {
 		"state and source": {States: []string{StatusReplayed}, Sources: []string{entry.KindProdigy}},
 		"two topic globs":  {Topics: []string{"orders.**", "tool.*.send"}},
 		"topic and globs":  {Topic: "billing.*", Topics: []string{"orders.paid.*"}, States: []string{StatusPending, StatusResolved}},
-		"age":              {FirstSeenBefore: viewsBase.Add(9 * 24 * time.Hour)},
+		"age":              {FirstSeenBefore: viewsBase.Add(5 * 24 * time.Hour)},
 		"age and class":    {FirstSeenBefore: viewsBase.Add(20 * 24 * time.Hour), Classes: []string{string(triage.Transient)}},
 		"age and q":        {FirstSeenBefore: viewsBase.Add(20 * 24 * time.Hour), Q: "v1"},
 		"nothing":          {States: []string{"no-such-state"}},
-		"failed by":        {LastFailedBy: viewsBase.Add(100 * time.Hour)},
+		"failed by":        {LastFailedBy: viewsBase.Add(60 * time.Hour)},
 		"failed by, state": {LastFailedBy: viewsBase.Add(200 * time.Hour), States: []string{StatusPending, StatusResolved}},
 		"failed by, glob":  {LastFailedBy: viewsBase.Add(300 * time.Hour), Topics: []string{"tool.**"}},
 	}

@@ -32,9 +32,12 @@ func TestBrowserOverview(t *testing.T) {
 	}
 	// Charts: two server-rendered SVGs whose summaries carry the numbers.
 	labels := b.eval(`Array.from(document.querySelectorAll("svg.chart")).map(s => s.getAttribute("aria-label")).join("\n")`)
-	// Inflow comes from the store's hourly series (issue 16), which counts
-	// new entries per hour, not per class: 4 poison + 4 transient.
-	for _, want := range []string{"new entries 8", "drained (replayed or resolved) 2", "succeeded 2"} {
+	// Inflow comes from the store's hourly series by class: 4 poison + 4
+	// transient; the transient ones the sink took are drained, and each
+	// class has its own inflow vs drained chart.
+	for _, want := range []string{"poison 4", "transient 4", "drained (replayed or resolved) 2", "succeeded 2",
+		"transient: new entries vs drained per hour, last 24 h: transient new 4, transient drained 2",
+		"poison: new entries vs drained per hour, last 24 h: poison new 4, poison drained 0"} {
 		if !strings.Contains(labels, want) {
 			b.fatalf("chart summaries lack %q:\n%s", want, labels)
 		}
@@ -42,6 +45,11 @@ func TestBrowserOverview(t *testing.T) {
 	if n := b.eval(`String(document.querySelectorAll("svg.chart rect").length)`); n == "0" {
 		b.fatalf("charts have no bars")
 	}
+	if n := b.eval(`String(document.querySelectorAll("#flow-by-class svg.chart").length)`); n != "2" {
+		b.fatalf("%s per-class flow charts, want 2 (poison, transient)", n)
+	}
+	b.eval(`document.querySelector("#flow-by-class").scrollIntoView(), ""`)
+	b.shot("overview-flow-by-class")
 	if w := b.text("#approvals-waiting"); !strings.Contains(w, "platform-oncall: 2") {
 		b.fatalf("approvals waiting reads %q", w)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // approvalsPerPage keeps the queue page small: the whole queue at 5k
@@ -77,11 +78,19 @@ func short(s string) string {
 // filtered by state, group and minimum age, newest requests last (oldest
 // first: they have waited longest), one page. The pending queue (what
 // approvers work from) reads the store's index of open requests and each
-// shown request's entry history; other states read every request.
+// shown request's entry history; other states read the index by state
+// (expired: the stored expired and the pending past their expiry); a
+// store without it reads every request.
 func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, group string, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
 	if strings.EqualFold(state, store.ApprovalPending) {
 		if _, ok := any(s).(pendingIndex); ok {
 			return pendingQueue(ctx, svc, s, group, older, now, page)
+		}
+	}
+	if si, ok := any(s).(approvalStateIndex); ok {
+		cards, total, err := stateQueue(ctx, si, s, state, group, older, now, page)
+		if !errors.Is(err, store.ErrNotIndexed) {
+			return cards, total, err
 		}
 	}
 	all, err := svc.List(ctx, approval.Filter{})
@@ -98,6 +107,41 @@ func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, g
 		}
 	}
 	return approvalCards(ctx, s, list, func(ref string) ([]approval.View, *store.EntryRecord, error) { return byEntry[ref], nil, nil }, older, now, page)
+}
+
+// approvalStateIndex is a store with an index of requests by state.
+type approvalStateIndex interface {
+	ApprovalsByState(ctx context.Context, states []string, fn func(*store.Approval) error) error
+}
+
+// stateQueue lists the requests in state ("": every state) from the
+// index by state, each with its state as a reader sees it at now.
+func stateQueue(ctx context.Context, si approvalStateIndex, s Store, state, group string, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
+	var stored []string
+	switch {
+	case state == "":
+	case strings.EqualFold(state, store.ApprovalExpired):
+		stored = []string{store.ApprovalExpired, store.ApprovalPending}
+	default:
+		stored = []string{state}
+	}
+	var list []approval.View
+	err := si.ApprovalsByState(ctx, stored, func(a *store.Approval) error {
+		v := approval.View{Approval: *a}
+		if a.State == store.ApprovalPending && !a.ExpiresAt.IsZero() && now.After(a.ExpiresAt) {
+			v.State = store.ApprovalExpired // as approval.Service shows it
+		}
+		if (group == "" || v.ApproverGroup == group) && (state == "" || strings.EqualFold(v.State, state)) {
+			list = append(list, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	return approvalCards(ctx, s, list, func(ref string) ([]approval.View, *store.EntryRecord, error) {
+		return entryApprovals(ctx, s, ref)
+	}, older, now, page)
 }
 
 // pendingQueue is the pending queue from the store's index of open
@@ -337,17 +381,39 @@ func (u *ui) decideMany(w http.ResponseWriter, r *http.Request, tok Token) {
 }
 
 // rerequest asks again for an expired request (replay.Rerequest, as
-// `approvals rerequest` does).
+// `approvals rerequest` does) or a stale one (rerequestStale).
 func (u *ui) rerequest(w http.ResponseWriter, r *http.Request, tok Token) {
 	if !tok.can(permOperate) && !tok.can(permApprove) {
 		http.Error(w, "your role ("+tok.Role+") may not ask for approvals", http.StatusForbidden)
 		return
 	}
-	a, err := replay.Rerequest(r.Context(), u.s.cfg.Store, r.PathValue("id"), tok.User, u.s.cfg.Now(), u.s.cfg.Approvers.Expiry)
-	flash := ""
+	id := r.PathValue("id")
+	var stale *store.Approval
+	if err := u.s.cfg.Store.View(r.Context(), func(tx store.Tx) error {
+		a, err := tx.Approval(id)
+		if a != nil && a.State == store.ApprovalStale {
+			stale = a
+		}
+		return err
+	}); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	var flash string
+	var err error
+	if stale != nil {
+		var newID string
+		if newID, err = u.rerequestStale(r, stale, tok.User); err == nil {
+			flash = "asked again as " + newID + " on the entry's current evidence"
+		}
+	} else {
+		var a *store.Approval
+		if a, err = replay.Rerequest(r.Context(), u.s.cfg.Store, id, tok.User, u.s.cfg.Now(), u.s.cfg.Approvers.Expiry); err == nil {
+			flash = "asked again as " + a.ID + ", open until " + a.ExpiresAt.UTC().Format(time.RFC3339)
+		}
+	}
 	switch {
 	case err == nil:
-		flash = "asked again as " + a.ID + ", open until " + a.ExpiresAt.UTC().Format(time.RFC3339)
 	case errors.Is(err, replay.ErrState), errors.Is(err, replay.ErrNotFound):
 		flash = "not done: " + err.Error()
 	default:
@@ -355,4 +421,51 @@ func (u *ui) rerequest(w http.ResponseWriter, r *http.Request, tok Token) {
 		return
 	}
 	http.Redirect(w, r, "/approvals?flash="+url.QueryEscape(flash), http.StatusSeeOther)
+}
+
+// rerequestStale asks again for a request whose evidence changed: a
+// request on the old evidence would only go stale again, so the entry is
+// decided now and, only while that decision still asks for an approval,
+// goes through the runner's own path for one entry (Replay now:
+// Reconciler.One), which records the decision and opens the request on
+// the current evidence. It returns the new request's id.
+func (u *ui) rerequestStale(r *http.Request, a *store.Approval, actor string) (string, error) {
+	ctx := r.Context()
+	er, err := replay.Find(ctx, u.s.cfg.Store, a.EntryRef)
+	if err != nil {
+		return "", err
+	}
+	if er.ApprovalID != a.ID {
+		return "", fmt.Errorf("%w: approval %s was already replaced by %s", replay.ErrState, a.ID, orNone(er.ApprovalID))
+	}
+	engine, _, err := u.s.cfg.Engine(ctx)
+	if err != nil {
+		return "", err
+	}
+	d, err := (&replay.Planner{Engine: engine, Ledger: u.s.cfg.Store}).DecideStored(ctx, er)
+	if err != nil {
+		return "", err
+	}
+	if d.Action != triage.RequireApproval {
+		return "", fmt.Errorf("%w: %s's current decision is %s, not an approval: the next reconcile acts on it", replay.ErrState, a.EntryRef, d.Action)
+	}
+	res, err := u.s.ReplayOne(r, a.EntryRef, actor)
+	if err != nil {
+		return "", err
+	}
+	after, err := replay.Find(ctx, u.s.cfg.Store, a.EntryRef)
+	if err != nil {
+		return "", err
+	}
+	if after.ApprovalID == a.ID || after.ApprovalID == "" {
+		return "", fmt.Errorf("%w: %s was decided again (%s, %s) but no new request was opened", replay.ErrState, a.EntryRef, res.Final, orNone(res.Outcome))
+	}
+	return after.ApprovalID, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

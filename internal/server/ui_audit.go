@@ -100,13 +100,27 @@ func (aq auditQuery) link(page int) string {
 	return "/audit?" + v.Encode()
 }
 
+// auditIndex is a store with audit indexes by actor, kind and time.
+type auditIndex interface {
+	AuditSeqs(ctx context.Context, f store.AuditFilter) ([]uint64, error)
+	AuditRecords(ctx context.Context, seqs []uint64, fn func(uint64, audit.Sealed, error) error) error
+}
+
 // auditPage is the one place the console lists audit records: newest
 // first, one page, with the total matching. Unfiltered it reads only the
 // page's seqs back from the head; filtered by entry, that entry's records
-// from the per-entry audit index; any other filter reads the chain.
+// from the per-entry audit index; by actor, kind or time, the seqs from
+// the audit indexes and then only the page's records; the chain only on
+// a store without those indexes.
 func auditPage(ctx context.Context, r audit.Reader, aq auditQuery) ([]audit.Record, int, error) {
 	if aq.Query == (audit.Query{}) && aq.Until.IsZero() {
 		return auditTail(ctx, r, aq.Page, aq.Size)
+	}
+	if ai, ok := r.(auditIndex); ok && aq.Entry == "" && aq.Action == "" {
+		recs, total, err := auditIndexed(ctx, ai, aq)
+		if !errors.Is(err, store.ErrNotIndexed) {
+			return recs, total, err
+		}
 	}
 	each := func(fn func(audit.Record) error) error { return audit.Each(ctx, r, aq.Query, fn) }
 	if ea, ok := r.(replay.EntryAuditIndex); ok && aq.Entry != "" {
@@ -163,6 +177,32 @@ func auditPage(ctx context.Context, r audit.Reader, aq auditQuery) ([]audit.Reco
 		page = append(page, recs[i])
 	}
 	return page, total, nil
+}
+
+// auditIndexed is one page of the records the audit indexes select,
+// newest first: it reads the page's records alone.
+func auditIndexed(ctx context.Context, ai auditIndex, aq auditQuery) ([]audit.Record, int, error) {
+	seqs, err := ai.AuditSeqs(ctx, store.AuditFilter{Actor: aq.Actor, Kind: aq.Kind, Since: aq.Since, Until: aq.Until})
+	if err != nil {
+		return nil, 0, err
+	}
+	end := len(seqs) - (aq.Page-1)*aq.Size
+	if end <= 0 {
+		return []audit.Record{}, len(seqs), nil
+	}
+	want := slices.Clone(seqs[max(0, end-aq.Size):end])
+	slices.Reverse(want)
+	recs := make([]audit.Record, 0, len(want))
+	err = ai.AuditRecords(ctx, want, func(_ uint64, s audit.Sealed, derr error) error {
+		if derr != nil {
+			return nil // the verification above the list reports it
+		}
+		if rec, err := s.Open(); err == nil {
+			recs = append(recs, rec)
+		}
+		return nil
+	})
+	return recs, len(seqs), err
 }
 
 // auditTail is page (1-based) of the whole chain, newest first: it reads

@@ -129,24 +129,17 @@ func (q entryQuery) filter() (replay.BulkFilter, error) {
 
 // entryPage is the one place the console lists entries: one page of the
 // entries matching f, in store (ref) order or by last failure (sort
-// "oldest" or "newest"), with the total. In ref order it reads the
-// store's indexes through replay.List (cursor paging, the total from the
-// counters); sorted by last failure, or with a filter the indexes cannot
-// express (several topic globs, an age), it scans.
+// "oldest" or "newest"), with the total. It reads the store's indexes
+// (cursor pages in ref order, the last-failure index sorted; several topic
+// globs are a union of topic ranges, an age a range of the last-failure
+// index; the total from the counters); it scans only for what no index
+// holds (reasons, ids) or a file opened read-only before it was ever
+// indexed.
 func entryPage(ctx context.Context, s replay.Inventory, f *replay.BulkFilter, now time.Time, sortBy string, page, size int) (*replay.Page, error) {
-	if lf, ok := indexFilter(f); ok && sortBy == "" {
-		if _, indexed := s.(store.Indexed); indexed {
-			p, err := replay.List(ctx, s, lf, page-1, size)
-			if err != nil {
-				return nil, err
-			}
-			p.Page = page
-			// A search's total from the counters is an upper bound; on
-			// the last page the exact count is known.
-			if !p.TotalExact && p.Next == "" {
-				p.Total, p.TotalExact = (page-1)*size+len(p.Items), true
-			}
-			return p, nil
+	if sf, ok := storeFilter(f, now); ok {
+		p, err := indexedPage(ctx, s, sf, sortBy, page, size)
+		if !errors.Is(err, store.ErrNotIndexed) {
+			return p, err
 		}
 	}
 	p := &replay.Page{Page: page, Size: size, Items: []*store.EntryRecord{}, TotalExact: true}
@@ -164,16 +157,18 @@ func entryPage(ctx context.Context, s replay.Inventory, f *replay.BulkFilter, no
 		})
 		return p, err
 	}
-	// Sorted: keep only the first skip+size in that order while scanning.
+	// Sorted: keep only the first skip+size in that order while scanning,
+	// in the index's order (newest first is oldest first reversed, ties
+	// included).
 	keep := skip + size
 	var top []*store.EntryRecord
 	less := func(a, b *store.EntryRecord) int {
 		c := lastFailure(a).Compare(lastFailure(b))
-		if sortBy == "newest" {
-			c = -c
-		}
 		if c == 0 {
 			c = strings.Compare(a.Entry.Ref(), b.Entry.Ref())
+		}
+		if sortBy == "newest" {
+			c = -c
 		}
 		return c
 	}
@@ -201,26 +196,74 @@ func entryPage(ctx context.Context, s replay.Inventory, f *replay.BulkFilter, no
 	return p, err
 }
 
-// indexFilter is f as a listing filter, when the store's indexes can
-// answer it exactly.
-func indexFilter(f *replay.BulkFilter) (replay.Filter, bool) {
-	if len(f.Reasons) > 0 || len(f.IDs) > 0 || len(f.Topics) > 1 || f.OlderThan.Duration != 0 || f.NewerThan.Duration != 0 {
-		return replay.Filter{}, false
+// sortedPager is a store with an index by last failure.
+type sortedPager interface {
+	SortedPage(ctx context.Context, f store.EntryFilter, newest bool, cursor string, limit int) (*store.EntryPage, error)
+}
+
+// indexedPage is page (1-based) of the store's cursor pages: in ref order
+// (store.Indexed) or by last failure (sortedPager); store.ErrNotIndexed
+// when the store has no such index.
+func indexedPage(ctx context.Context, s any, f store.EntryFilter, sortBy string, page, size int) (*replay.Page, error) {
+	ix, ok := s.(store.Indexed)
+	if !ok {
+		return nil, store.ErrNotIndexed
 	}
-	lf := replay.Filter{States: f.States, Classes: f.Classes, Actions: f.Actions, Sources: f.Sources, Labels: f.Labels, Q: f.Text}
-	if len(f.Topics) == 1 {
-		lf.Topic = f.Topics[0]
+	fetch := func(cursor string) (*store.EntryPage, error) { return ix.Page(ctx, f, cursor, size) }
+	if sortBy != "" {
+		sp, ok := s.(sortedPager)
+		if !ok {
+			return nil, store.ErrNotIndexed
+		}
+		fetch = func(cursor string) (*store.EntryPage, error) {
+			return sp.SortedPage(ctx, f, sortBy == "newest", cursor, size)
+		}
 	}
-	return lf, true
+	cursor := ""
+	for i := 1; ; i++ {
+		ep, err := fetch(cursor)
+		if err != nil {
+			return nil, err
+		}
+		p := &replay.Page{Page: page, Size: size, Items: ep.Items, Total: int(ep.Total), TotalExact: ep.TotalExact, Next: ep.Next}
+		if i < page && ep.Next == "" { // past the last page
+			p.Items, p.Next = []*store.EntryRecord{}, ""
+			return p, nil
+		}
+		if i == page {
+			// A total from the counters with a residual filter is an
+			// upper bound; on the last page the exact count is known.
+			if !p.TotalExact && p.Next == "" {
+				p.Total, p.TotalExact = (page-1)*size+len(p.Items), true
+			}
+			return p, nil
+		}
+		cursor = ep.Next
+	}
+}
+
+// storeFilter is f as the store's index filter, when the indexes can
+// answer it exactly (reasons, ids, "newer than" and an empty label value,
+// which the bulk filter lets an absent label pass, they cannot).
+func storeFilter(f *replay.BulkFilter, now time.Time) (store.EntryFilter, bool) {
+	if len(f.Reasons) > 0 || len(f.IDs) > 0 || f.NewerThan.Duration != 0 {
+		return store.EntryFilter{}, false
+	}
+	for _, v := range f.Labels {
+		if v == "" {
+			return store.EntryFilter{}, false
+		}
+	}
+	sf := store.EntryFilter{States: f.States, Classes: f.Classes, Actions: f.Actions, Sources: f.Sources,
+		Topics: f.Topics, Labels: f.Labels, Q: f.Text}
+	if f.OlderThan.Duration > 0 {
+		sf.LastFailedBy = now.Add(-f.OlderThan.Duration)
+	}
+	return sf, true
 }
 
 // lastFailure is when an entry last failed (or was first seen).
-func lastFailure(r *store.EntryRecord) time.Time {
-	if !r.Entry.LastFailure.IsZero() {
-		return r.Entry.LastFailure
-	}
-	return r.FirstSeen
-}
+func lastFailure(r *store.EntryRecord) time.Time { return store.LastFailure(r) }
 
 func (u *ui) entriesPage(w http.ResponseWriter, r *http.Request, tok Token) {
 	q := parseEntryQuery(r.URL.Query().Get)

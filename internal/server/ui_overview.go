@@ -48,6 +48,9 @@ type overview struct {
 	// Breakers are this serve's targets' circuit breakers.
 	Breakers []replay.BreakerState
 	NextRun  time.Time
+
+	// FlowByClass is one small chart per class: its inflow vs its drained.
+	FlowByClass []classFlow
 }
 
 // overviewCounts is what the overview counts, from the store's counters
@@ -59,12 +62,24 @@ type overviewCounts struct {
 	oldest                              time.Time
 	oldestHref                          string
 	inflow, outcomes                    map[string][]int
-	drained, denied                     []int
+	// drainedBy splits drained by class (from the store's series; a scan
+	// of an unindexed file cannot tell, and leaves it empty).
+	drainedBy       map[string][]int
+	drained, denied []int
 }
+
+// classFlow is one class's inflow vs drained chart.
+type classFlow struct {
+	Class string
+	Chart template.HTML
+}
+
+// maxClassCharts bounds the per-class charts (the busiest classes).
+const maxClassCharts = 6
 
 func newOverviewCounts() *overviewCounts {
 	return &overviewCounts{byClass: map[string]int{}, bySource: map[string]int{}, byTopic: map[string]int{}, byState: map[string]int{},
-		inflow: map[string][]int{}, outcomes: map[string][]int{},
+		inflow: map[string][]int{}, outcomes: map[string][]int{}, drainedBy: map[string][]int{},
 		drained: make([]int, overviewBuckets), denied: make([]int, overviewBuckets)}
 }
 
@@ -122,6 +137,7 @@ func (u *ui) overviewData(ctx context.Context) (*overview, error) {
 	o.Flow = columnChart("New entries by class and entries drained per hour, last 24 h", labels,
 		stackOf(inflow, func(i int, name string) string { return palette[i%len(palette)] }),
 		&series{Name: "drained (replayed or resolved)", Color: "#D55E00", Values: drained})
+	o.FlowByClass = classFlows(labels, inflow, c.drainedBy)
 	o.Outcomes = columnChart("Replay outcomes and replays denied per hour, last 24 h", labels,
 		stackOf(outcomes, func(i int, name string) string {
 			switch name {
@@ -228,15 +244,30 @@ func overviewIndexed(ctx context.Context, s any, start, now time.Time) (*overvie
 	if err != nil {
 		return nil, err
 	}
-	// The series counts inflow per hour, not per class: one series.
-	const newEntries = "new entries"
-	c.inflow[newEntries] = make([]int, overviewBuckets)
+	add := func(m map[string][]int, name string, i int, n int64) {
+		if m[name] == nil {
+			m[name] = make([]int, overviewBuckets)
+		}
+		m[name][i] += int(n)
+	}
 	for _, h := range hours {
 		i := overviewBucketOf(start, h.Hour)
 		if i < 0 {
 			continue
 		}
-		c.inflow[newEntries][i] += int(h.Inflow)
+		// Inflow by class; what no class counter covers (an entry written
+		// without a first-seen time) shows as its own layer.
+		rest := h.Inflow
+		for class, n := range h.InflowByClass {
+			add(c.inflow, class, i, n)
+			rest -= n
+		}
+		if rest > 0 {
+			add(c.inflow, unclassed, i, rest)
+		}
+		for class, n := range h.DrainedByClass {
+			add(c.drainedBy, class, i, n)
+		}
 		c.drained[i] += int(h.Drained)
 		c.denied[i] += int(h.Denied)
 		for name, n := range h.Outcomes {
@@ -379,6 +410,53 @@ func linked(m map[string]int, n int, href func(string) string) []linkedCount {
 	}
 	for i := range out {
 		out[i].Bar = barSVG(out[i].N, peak)
+	}
+	return out
+}
+
+// unclassed names inflow no per-class counter covers.
+const unclassed = "(class unknown)"
+
+// classFlows draws each class's inflow (columns) vs drained (line), the
+// busiest classes first.
+func classFlows(labels []string, inflow, drained map[string][]int) []classFlow {
+	total := map[string]int{}
+	for _, m := range []map[string][]int{inflow, drained} {
+		for class, vs := range m {
+			for _, v := range vs {
+				total[class] += v
+			}
+		}
+	}
+	classes := make([]string, 0, len(total))
+	for class, n := range total {
+		if n > 0 && class != unclassed {
+			classes = append(classes, class)
+		}
+	}
+	sort.Slice(classes, func(i, j int) bool {
+		if total[classes[i]] != total[classes[j]] {
+			return total[classes[i]] > total[classes[j]]
+		}
+		return classes[i] < classes[j]
+	})
+	classes = classes[:min(len(classes), maxClassCharts)]
+	zero := make([]int, len(labels))
+	or := func(v []int) []int {
+		if v == nil {
+			return zero
+		}
+		return v
+	}
+	out := make([]classFlow, 0, len(classes))
+	for _, class := range classes {
+		name := class
+		if name == "" {
+			name = "(none)"
+		}
+		out = append(out, classFlow{Class: name, Chart: columnChart(name+": new entries vs drained per hour, last 24 h", labels,
+			[]series{{Name: name + " new", Color: "#0072B2", Values: or(inflow[class])}},
+			&series{Name: name + " drained", Color: "#D55E00", Values: or(drained[class])})})
 	}
 	return out
 }

@@ -26,8 +26,11 @@ import (
 //	counters: 'n' entries; 'c' lp(source) lp(class) lp(action) lp(state);
 //	          't' lp(topic); 'o' lp(source) lp(topic) (open only); 'd' day;
 //	          'g' lp(signature); 'D' decisions; 'X' denied; 'O' outcome;
-//	          'h' + 8-byte hour + kind ('i','r','D','X', 'O'+outcome)
+//	          'h' + 8-byte hour + kind ('i','r','D','X', 'O'+outcome,
+//	          'I'+class, 'R'+class: see bolt_series.go)
 //	sigmeta:  lp(signature) -> {class, example} of its first entry
+//
+// and the console's views, in bolt_views.go.
 //
 // lp is a uvarint length then the bytes: values may hold any byte.
 var (
@@ -37,7 +40,7 @@ var (
 	keyIndexVer    = []byte("index_version")
 )
 
-const indexVersion = "3"
+const indexVersion = "4"
 
 // Dimensions of the entry index.
 const (
@@ -138,6 +141,8 @@ func entryFacets(r *EntryRecord) facets {
 		}
 		f.counters = append(f.counters, string(appendLP(appendLP([]byte{'o'}, e.Source), valKey(e.Topic))))
 	}
+	f.counters = append(f.counters, classInflowKeys(r)...)
+	viewFacets(r, ik, val, f.idx)
 	return f
 }
 
@@ -216,7 +221,10 @@ func reindex(tx *bolt.Tx, old, new *EntryRecord, now time.Time) error {
 		}
 		return addCount(cnt, hourKey(at, "i"), 1)
 	case old != nil && new != nil && of.open && !nf.open:
-		return addCount(cnt, hourKey(now, "r"), 1)
+		if err := addCount(cnt, hourKey(now, "r"), 1); err != nil {
+			return err
+		}
+		return addCount(cnt, drainedClassKey(now, new), 1)
 	}
 	return nil
 }
@@ -230,6 +238,9 @@ func reindexApproval(tx *bolt.Tx, old, new *Approval) error {
 	idx := tx.Bucket(bucketIdx)
 	if idx == nil {
 		return ErrReadOnly
+	}
+	if err := reindexApprovalState(idx, old, new); err != nil {
+		return err
 	}
 	if old != nil && old.State == ApprovalPending {
 		if err := idx.Delete(pendingApprovalKey(old)); err != nil {
@@ -339,6 +350,11 @@ func countAudit(tx *bolt.Tx, r *audit.Record) error {
 			return err
 		}
 	}
+	for _, k := range auditViewKeys(r) {
+		if err := idx.Put(k, nil); err != nil {
+			return err
+		}
+	}
 	dec, den, out := auditCounts(r)
 	var keys [][]byte
 	if dec {
@@ -376,6 +392,12 @@ func (s *Bolt) ensureIndex(ctx context.Context) error {
 	if err := s.db.View(func(tx *bolt.Tx) error { done = indexed(tx); return nil }); err != nil || done {
 		return err
 	}
+	// Drained counts are events, not a property of the entries: carry them
+	// over the rebuild.
+	var drained map[string][]byte
+	if err := s.db.View(func(tx *bolt.Tx) error { drained = keptSeries(tx); return nil }); err != nil {
+		return fmt.Errorf("index %s: %w", s.path, err)
+	}
 	if err := s.db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketIdx, bucketCounters, bucketSigMeta} {
 			if tx.Bucket(b) != nil {
@@ -384,6 +406,11 @@ func (s *Bolt) ensureIndex(ctx context.Context) error {
 				}
 			}
 			if _, err := tx.CreateBucket(b); err != nil {
+				return err
+			}
+		}
+		for k, v := range drained {
+			if err := tx.Bucket(bucketCounters).Put([]byte(k), v); err != nil {
 				return err
 			}
 		}
@@ -599,6 +626,10 @@ func (s *Bolt) Series(ctx context.Context, from, to time.Time) ([]HourCount, err
 				h.Inflow = n
 			case kind == "r":
 				h.Drained = n
+			case strings.HasPrefix(kind, "I"):
+				h.addClass(&h.InflowByClass, kind[1:], n)
+			case strings.HasPrefix(kind, "R"):
+				h.addClass(&h.DrainedByClass, kind[1:], n)
 			case kind == "D":
 				h.Decisions = n
 			case kind == "X":
@@ -681,7 +712,7 @@ func resolveDims(f *EntryFilter, cells []Cell, topics map[string]int64) (choices
 		}
 	}
 	exact = !f.residual()
-	if f.Topic != "" {
+	if f.hasTopic() {
 		ch := dimChoice{dim: dimTopic, set: true}
 		for t, n := range topics {
 			if f.TopicMatch(t) {
@@ -705,9 +736,19 @@ type valueCursor struct {
 	c      *bolt.Cursor
 	prefix []byte
 	k, v   []byte
+	// mem, when c is nil, is a range read beforehand, in ref order (the
+	// age filter's first-seen range, see ageDim).
+	mem []memRef
+	i   int
 }
 
 func (h *valueCursor) ref() []byte {
+	if h.c == nil {
+		if h.i < len(h.mem) {
+			return h.mem[h.i].ref
+		}
+		return nil
+	}
 	if h.k == nil || !bytes.HasPrefix(h.k, h.prefix) {
 		return nil
 	}
@@ -716,6 +757,10 @@ func (h *valueCursor) ref() []byte {
 
 // seek moves to the first ref >= target (> target when strict).
 func (h *valueCursor) seek(target []byte, strict bool) {
+	if h.c == nil {
+		h.memSeek(target, strict)
+		return
+	}
 	h.k, h.v = h.c.Seek(append(bytes.Clone(h.prefix), target...))
 	if strict {
 		if r := h.ref(); r != nil && bytes.Equal(r, target) {
@@ -772,7 +817,7 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 		}
 		cnt, idx, eb := tx.Bucket(bucketCounters), tx.Bucket(bucketIdx), tx.Bucket(bucketEntries)
 		var topics map[string]int64
-		if f.Topic != "" {
+		if f.hasTopic() {
 			topics = readTopics(cnt)
 		}
 		choices, total, exact := resolveDims(&f, readCells(cnt), topics)
@@ -783,10 +828,32 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 				use = append(use, ch)
 			}
 		}
-		if len(use) == 0 {
+		// An age's index range is a dimension like the others (and the total
+		// at most its size) when it is selective: at most a quarter of what
+		// the other filters leave (the counters' total). A wider one would
+		// cost more to read and sort than the entries it rules out cost to
+		// decode, so the age stays a check on the walk.
+		ageLimit := min(int64(ageSetCap), total/4)
+		var ages []*valueCursor
+		for _, a := range []*valueCursor{ageDim(idx, &f, after, int(ageLimit)), failedByDim(idx, &f, choices[0].values, after, int(ageLimit))} {
+			if a == nil {
+				continue
+			}
+			ages = append(ages, a)
+			if len(use) == 0 && len(ages) == 1 && !f.hasTopic() && len(f.Labels) == 0 && f.Q == "" &&
+				(f.FirstSeenBefore.IsZero() || f.LastFailedBy.IsZero()) {
+				page.Total, page.TotalExact = int64(len(a.mem)), true
+			} else {
+				page.Total = min(page.Total, int64(len(a.mem)))
+			}
+		}
+		if len(use) == 0 && len(ages) == 0 {
 			use = choices[:1] // every state: the whole store, in ref order
 		}
 		var dims []dimCursor
+		for _, a := range ages {
+			dims = append(dims, dimCursor{a})
+		}
 		for _, ch := range use {
 			var d dimCursor
 			for _, v := range ch.values {
@@ -834,8 +901,8 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 				continue
 			}
 			ek := cand
-			if len(at.v) > 0 {
-				ek = at.v
+			if v := at.val(); len(v) > 0 {
+				ek = v
 			}
 			if v := eb.Get(ek); v != nil {
 				var se storedEntry
@@ -856,7 +923,7 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 			for _, d := range dims {
 				for _, h := range d {
 					if r := h.ref(); r != nil && bytes.Equal(r, cand) {
-						h.k, h.v = h.c.Next()
+						h.next()
 					}
 				}
 			}

@@ -50,6 +50,9 @@ type EntryFilter struct {
 	// Topic is a glob as in rules.yaml, '.' the separator: '*' matches
 	// within one segment, '**' across segments ("orders.**").
 	Topic string
+	// Topics are more globs: an entry matches when its topic matches any
+	// of them or Topic (a union of the topics' index ranges).
+	Topics []string
 	// Labels must all be present with these values.
 	Labels map[string]string
 	// Q is a case-insensitive substring of the entry's ref, id, idempotency
@@ -58,35 +61,59 @@ type EntryFilter struct {
 	// FirstSeenBefore keeps entries first seen before it (an age filter:
 	// now minus the age).
 	FirstSeenBefore time.Time
+	// LastFailedBy keeps entries whose last failure (or, without one,
+	// first-seen time: LastFailure) is at or before it: the console's and
+	// bulk filters' "older than", now minus the age.
+	LastFailedBy time.Time
 
-	topic *glob.Pattern // Topic compiled (prepare)
+	topic  *glob.Pattern   // Topic compiled (prepare)
+	topics []*glob.Pattern // Topics compiled (prepare)
 }
+
+// hasTopic reports whether the filter names any topic glob.
+func (f *EntryFilter) hasTopic() bool { return f.Topic != "" || len(f.Topics) > 0 }
 
 // ErrBadFilter: a filter that cannot be applied (a malformed topic glob).
 var ErrBadFilter = errors.New("bad filter")
 
 // prepare compiles the topic glob once.
 func (f *EntryFilter) prepare() error {
-	if f.Topic == "" || f.topic != nil {
-		return nil
+	if f.Topic != "" && f.topic == nil {
+		g, err := glob.Compile(f.Topic, '.')
+		if err != nil {
+			return fmt.Errorf("%w: topic glob %q: %v", ErrBadFilter, f.Topic, err)
+		}
+		f.topic = g
 	}
-	g, err := glob.Compile(f.Topic, '.')
-	if err != nil {
-		return fmt.Errorf("%w: topic glob %q: %v", ErrBadFilter, f.Topic, err)
+	if len(f.Topics) > 0 && f.topics == nil {
+		for _, t := range f.Topics {
+			g, err := glob.Compile(t, '.')
+			if err != nil {
+				return fmt.Errorf("%w: topic glob %q: %v", ErrBadFilter, t, err)
+			}
+			f.topics = append(f.topics, g)
+		}
 	}
-	f.topic = g
 	return nil
 }
 
 // TopicMatch reports whether topic passes the filter's topic glob.
 func (f *EntryFilter) TopicMatch(topic string) bool {
-	if f.Topic == "" {
+	if !f.hasTopic() {
 		return true
 	}
 	if f.prepare() != nil {
 		return false
 	}
-	return f.topic.Match(topic)
+	if f.topic != nil && f.topic.Match(topic) {
+		return true
+	}
+	for _, g := range f.topics {
+		if g.Match(topic) {
+			return true
+		}
+	}
+	return false
 }
 
 // EntryPage is one page of a cursor listing.
@@ -121,12 +148,15 @@ func (f *EntryFilter) Match(r *EntryRecord) bool {
 	if !f.FirstSeenBefore.IsZero() && !r.FirstSeen.Before(f.FirstSeenBefore) {
 		return false
 	}
+	if !f.LastFailedBy.IsZero() && LastFailure(r).After(f.LastFailedBy) {
+		return false
+	}
 	return f.Q == "" || MatchText(e, f.Q)
 }
 
 // residual reports whether the filter has parts no counter covers.
 func (f *EntryFilter) residual() bool {
-	return len(f.Labels) > 0 || f.Q != "" || !f.FirstSeenBefore.IsZero()
+	return len(f.Labels) > 0 || f.Q != "" || !f.FirstSeenBefore.IsZero() || !f.LastFailedBy.IsZero()
 }
 
 // IsOpen reports whether an entry in this status still needs something
@@ -196,6 +226,12 @@ type HourCount struct {
 	Decisions int64            `json:"decisions"`
 	Denied    int64            `json:"denied"`
 	Outcomes  map[string]int64 `json:"outcomes,omitempty"`
+
+	// InflowByClass splits Inflow by the entries' current class (an entry
+	// reclassified moves with it); DrainedByClass splits Drained by the
+	// class the entry had when it left the open states (bbolt only).
+	InflowByClass  map[string]int64 `json:"inflow_by_class,omitempty"`
+	DrainedByClass map[string]int64 `json:"drained_by_class,omitempty"`
 }
 
 var (

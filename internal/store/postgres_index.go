@@ -37,7 +37,7 @@ func pgWhere(f *EntryFilter, topics []string, args []any) (string, []any) {
 	add(pgDoc+`->>'class'`, f.Classes)
 	add(pgDoc+`->>'action'`, f.Actions)
 	add(pgDoc+`->'entry'->>'source'`, f.Sources)
-	if f.Topic != "" {
+	if f.hasTopic() {
 		args = append(args, topics)
 		conds = append(conds, fmt.Sprintf(`coalesce(%s->'entry'->>'topic', '') = ANY($%d)`, pgDoc, len(args)))
 	}
@@ -64,7 +64,7 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 	// A topic glob (with '.' as separator, as in rules.yaml) becomes the
 	// list of stored topics it matches.
 	topics := []string{}
-	if f.Topic != "" {
+	if f.hasTopic() {
 		rows, err := p.pool.Query(ctx, `SELECT DISTINCT coalesce(`+pgDoc+`->'entry'->>'topic', '') FROM entries`)
 		if err != nil {
 			return nil, fmt.Errorf("list topics: %w", err)
@@ -258,19 +258,20 @@ func (p *Postgres) Series(ctx context.Context, from, to time.Time) ([]HourCount,
 		}
 		return hc
 	}
-	rows, err := p.pool.Query(ctx, `SELECT coalesce(`+pgDoc+`->>'first_seen','') FROM entries`)
+	rows, err := p.pool.Query(ctx, `SELECT coalesce(`+pgDoc+`->>'first_seen',''), coalesce(`+pgDoc+`->>'class','') FROM entries`)
 	if err != nil {
 		return nil, fmt.Errorf("series: %w", err)
 	}
 	for rows.Next() {
-		var seen string
-		if err := rows.Scan(&seen); err != nil {
+		var seen, class string
+		if err := rows.Scan(&seen, &class); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		if t, err := time.Parse(time.RFC3339Nano, seen); err == nil {
 			if h := hour(t); h != nil {
 				h.Inflow++
+				h.addClass(&h.InflowByClass, class, 1)
 			}
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -338,7 +337,7 @@ func (s *Bolt) SortedPage(ctx context.Context, f EntryFilter, newest bool, curso
 			}
 			if v := eb.Get(ek); v != nil {
 				var se storedEntry
-				if err := json.Unmarshal(v, &se); err != nil {
+				if err := DecodeValue(v, &se); err != nil {
 					return fmt.Errorf("decode entry %q: %w", ek, err)
 				}
 				r := se.EntryRecord
@@ -479,7 +478,7 @@ func (s *Bolt) ApprovalsByState(ctx context.Context, states []string, fn func(*A
 			}
 			if raw := ab.Get(ak); raw != nil {
 				var a Approval
-				if err := json.Unmarshal(raw, &a); err != nil {
+				if err := DecodeValue(raw, &a); err != nil {
 					return fmt.Errorf("decode approval %q: %w", ak, err)
 				}
 				if err := fn(&a); err != nil {
@@ -510,7 +509,7 @@ func (s *Bolt) AuditRecords(ctx context.Context, seqs []uint64, fn func(seq uint
 				continue
 			}
 			var sealed audit.Sealed
-			derr := json.Unmarshal(v, &sealed)
+			derr := DecodeValue(v, &sealed)
 			if err := fn(seq, sealed, derr); err != nil {
 				return err
 			}

@@ -3,9 +3,13 @@ package replay
 import (
 	"context"
 	"fmt"
+	"iter"
 	"sync"
 
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // Windows (issue 16, "replay bounded by the target"). Handled one by one,
@@ -64,6 +68,7 @@ type window struct {
 // slot is one entry's membership of its window's commit groups.
 type slot struct {
 	win             *window
+	pre             *prepared // read and decided ahead (nil: handle does it)
 	mu              sync.Mutex
 	intent, outcome bool // submitted to (or left) the group
 }
@@ -233,21 +238,72 @@ func (g *commitGroup) soloCall(ctx context.Context, fn func(store.Tx) error) (er
 }
 
 // passWindows is pass on a single-process store: the feed's work in
-// windows of distinct keys, each handled as above.
+// windows of distinct keys (and refs), each handled as above. While one
+// window dispatches, the entries of the next are read and decided
+// (prepare, below), so that the target is not left idle while the run
+// decides, and the store is read once per window instead of three times
+// per entry.
 func (r *Reconciler) passWindows(ctx context.Context, feed func(context.Context, func(work) bool) error, account func(done)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var feedErr error
+	next, stop := iter.Pull(func(yield func(work) bool) {
+		feedErr = feed(ctx, yield)
+	})
+	defer stop()
 	size, most := 1, r.WindowSize()
-	var (
-		firstErr error
-		batch    []work
-	)
-	keys := map[string]bool{}
-	flush := func() bool {
-		if len(batch) == 0 {
-			return true
+	var queue []*queued
+	exhausted := false
+	// fill pulls from the feed until the queue holds n entries.
+	fill := func(n int) {
+		for !exhausted && len(queue) < n && ctx.Err() == nil {
+			w, ok := next()
+			if !ok {
+				exhausted = true
+				break
+			}
+			queue = append(queue, &queued{w: w})
 		}
-		results, err := r.runWindow(ctx, batch)
+	}
+	for {
+		fill(size)
+		if len(queue) == 0 || ctx.Err() != nil {
+			break
+		}
+		// The window: the first entries of the queue up to size, stopping
+		// before a key or ref it already holds (that one must see this
+		// window's outcome first).
+		seen := map[string]bool{}
+		n := 0
+		for n < len(queue) && n < size {
+			k, ref := "k"+queue[n].w.e.IdempotencyKey, "r"+queue[n].w.e.Ref()
+			if seen[k] || seen[ref] {
+				break
+			}
+			seen[k], seen[ref] = true, true
+			n++
+		}
+		win := queue[:n:n]
+		queue = queue[n:]
+		r.prepare(ctx, unprepared(win)) // those not read before (the first window, after a split)
+		// Read ahead what the next window may hold (twice this one, when
+		// this one goes well), and prepare it while this one runs.
+		fill(min(2*size, most))
+		ahead := unprepared(queue)
+		prepared := make(chan struct{})
+		go func() {
+			defer close(prepared)
+			r.prepare(ctx, ahead)
+		}()
+		results, err := r.runWindow(ctx, win)
+		<-prepared
+		// What this window wrote makes stale what was read of the same keys
+		// and refs meanwhile (or before): read those again.
+		for _, q := range queue {
+			if seen["k"+q.w.e.IdempotencyKey] || seen["r"+q.w.e.Ref()] {
+				q.pre = nil
+			}
+		}
 		clean := true
 		for _, d := range results {
 			clean = clean && answered(&d.res)
@@ -258,39 +314,106 @@ func (r *Reconciler) passWindows(ctx context.Context, feed func(context.Context,
 		} else {
 			size = 1
 		}
-		batch = batch[:0]
-		clear(keys)
 		if err != nil {
-			firstErr = err
-			cancel()
-			return false
+			return err
 		}
-		return ctx.Err() == nil
 	}
-	err := feed(ctx, func(w work) bool {
-		if (keys[w.e.IdempotencyKey] || len(batch) >= size) && !flush() {
-			return false
-		}
-		keys[w.e.IdempotencyKey] = true
-		batch = append(batch, w)
-		return true
-	})
-	if firstErr == nil {
-		flush()
-	}
-	if firstErr != nil {
-		return firstErr
-	}
-	if err != nil && ctx.Err() == nil {
-		return err
+	stop()
+	if feedErr != nil && ctx.Err() == nil {
+		return feedErr
 	}
 	return nil
+}
+
+// queued is an entry read from the feed, with what was read and decided
+// for it ahead of its window (nil: not yet, or no longer current).
+type queued struct {
+	w   work
+	pre *prepared
+}
+
+// prepared is what a window reads and decides for one entry before
+// handling it: its ledger record and stored entry, read together with
+// the window's others in one read transaction, and its decision.
+type prepared struct {
+	ref      string
+	view     triage.LedgerView
+	entry    *store.EntryRecord
+	decision triage.Decision
+}
+
+func unprepared(qs []*queued) []*queued {
+	var out []*queued
+	for _, q := range qs {
+		if q.pre == nil {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// prepare reads the ledger record and stored entry of every entry of qs in
+// one read transaction, then decides each on every core. An entry it
+// cannot prepare (a read error, a dispatch left without an outcome to
+// recover, a panic while deciding) keeps pre nil: handle then does it
+// the long way, where such failures are reported and isolated.
+func (r *Reconciler) prepare(ctx context.Context, qs []*queued) {
+	if len(qs) == 0 || ctx.Err() != nil {
+		return
+	}
+	pres := make([]*prepared, len(qs))
+	_ = r.Store.View(ctx, func(tx store.Tx) error {
+		for i, q := range qs {
+			e := &q.w.e
+			if e.IdempotencyKey == "" {
+				continue
+			}
+			rec, err := tx.Ledger(e.IdempotencyKey)
+			if err != nil || (rec != nil && rec.State == idempotency.Dispatching) {
+				continue // recovery (claim.go) first: the long way
+			}
+			er, err := tx.Entry(e.Ref())
+			if err != nil {
+				continue
+			}
+			pres[i] = &prepared{ref: e.Ref(), view: rec.View(), entry: er}
+		}
+		return nil
+	})
+	decide := func(i int) {
+		p := pres[i]
+		if p == nil {
+			return
+		}
+		defer func() {
+			if recover() != nil {
+				pres[i] = nil // handle decides again, isolating the panic
+			}
+		}()
+		p.decision = r.Engine.Decide(ctx, &qs[i].w.e, p.view)
+	}
+	(&triage.Pipeline{}).Each(len(qs), decide)
+	if ctx.Err() != nil {
+		return // a decision cut short by the stop is not kept
+	}
+	for i, q := range qs {
+		q.pre = pres[i]
+	}
+}
+
+// preparedFor returns what the window prepared for e, or nil.
+func preparedFor(ctx context.Context, e *entry.Entry) *prepared {
+	s := slotFrom(ctx)
+	if s == nil || s.pre == nil || s.pre.ref != e.Ref() {
+		return nil
+	}
+	return s.pre
 }
 
 // runWindow handles one window: every entry in its own goroutine, the
 // commit groups tying their intents and outcomes together. It returns the
 // handled entries in window order and the first error that stops the run.
-func (r *Reconciler) runWindow(ctx context.Context, batch []work) ([]done, error) {
+func (r *Reconciler) runWindow(ctx context.Context, batch []*queued) ([]done, error) {
 	win := &window{
 		intents:  newCommitGroup(r.Store, len(batch)),
 		outcomes: newCommitGroup(r.Store, len(batch)),
@@ -300,16 +423,16 @@ func (r *Reconciler) runWindow(ctx context.Context, batch []work) ([]done, error
 	handled := make([]bool, len(batch))
 	errs := make([]error, len(batch))
 	var wg sync.WaitGroup
-	for i, w := range batch {
+	for i, q := range batch {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &slot{win: win}
+			s := &slot{win: win, pre: q.pre}
 			defer s.finish(ctx)
 			if ctx.Err() != nil {
 				return // stopping: start no entry
 			}
-			results[i], errs[i] = r.do(context.WithValue(ctx, slotKey{}, s), w)
+			results[i], errs[i] = r.do(context.WithValue(ctx, slotKey{}, s), q.w)
 			handled[i] = errs[i] == nil
 		}()
 	}

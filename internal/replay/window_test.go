@@ -12,6 +12,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // countingStore counts the read-write transactions a run commits; its Tx
@@ -163,5 +164,111 @@ func TestWindowSendsAtMostMaxParallelAtOnce(t *testing.T) {
 	}
 	if m := most.Load(); m > 2 {
 		t.Fatalf("the target saw %d requests at once, want at most --max-parallel 2", m)
+	}
+}
+
+// viewSignal is the bbolt store, closing read when its nth read transaction
+// (through the runner's Store) is done.
+type viewSignal struct {
+	*store.Bolt
+	views atomic.Int64
+	nth   int64
+	read  chan struct{}
+}
+
+func (v *viewSignal) View(ctx context.Context, fn func(store.Tx) error) error {
+	err := v.Bolt.View(ctx, fn)
+	if v.views.Add(1) == v.nth {
+		close(v.read)
+	}
+	return err
+}
+
+// A window reads and decides the next window's entries while it
+// dispatches (issue 16). A person who resolves one of those entries after
+// it was read and before its window runs wins: its intent is refused, it
+// is not sent, and it stays resolved.
+func TestWindowReadAheadYieldsToAHoldPutMeanwhile(t *testing.T) {
+	b := newBundle(t, baseRules)
+	// Run 1 stores e1 pending with a retry scheduled (503), so that a
+	// person can resolve it.
+	b.sink.status = func(key string, _ int) int {
+		if key == "k1" {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	}
+	b.run(b.reconciler(1), b.jsonl("first.jsonl", transient("e1", "k1")))
+	if er := b.entry("jsonl:e1"); er.Status != store.StatusPending {
+		t.Fatalf("after run 1, e1 is %s", er.Status)
+	}
+	b.clock.now = b.clock.now.Add(time.Hour) // e1's retry is due
+	// Run 2: window [e2], while e1 is read ahead (the run's second read
+	// transaction); once it was read, e2's dispatch makes a person resolve e1.
+	vs := &viewSignal{Bolt: b.store, nth: 2, read: make(chan struct{})}
+	var resolveErr error
+	b.sink.status = func(key string, _ int) int {
+		if key == "k2" {
+			select {
+			case <-vs.read:
+			case <-time.After(30 * time.Second): // failsafe only: the read comes first
+				resolveErr = errors.New("e1 was never read ahead")
+			}
+			if _, err := Resolve(context.Background(), b.store, "jsonl:e1", "alice", "handled by hand"); err != nil && resolveErr == nil {
+				resolveErr = err
+			}
+		}
+		return http.StatusOK
+	}
+	r := b.reconciler(1)
+	r.Store = vs
+	b.run(r, b.jsonl("second.jsonl", transient("e2", "k2"), transient("e1", "k1")))
+	if resolveErr != nil {
+		t.Fatal(resolveErr)
+	}
+	if n := b.sink.perKey()["k1"]; n != 1 {
+		t.Fatalf("k1 sent %d times, want only run 1's attempt: the resolve came before its window", n)
+	}
+	if er := b.entry("jsonl:e1"); er.Status != store.StatusResolved || er.Hold != store.HoldResolved {
+		t.Fatalf("e1 is %s (hold %q), want resolved", er.Status, er.Hold)
+	}
+}
+
+// countingPolicy counts the policy evaluations of a run.
+type countingPolicy struct {
+	triage.Policy
+	evals atomic.Int64
+}
+
+func (c *countingPolicy) Evaluate(ctx context.Context, in *triage.PolicyInput) (triage.PolicyResult, error) {
+	c.evals.Add(1)
+	return c.Policy.Evaluate(ctx, in)
+}
+
+// Issue 16: a window reads the ledger records and stored entries of all
+// its entries in one read transaction (not three per entry: recovery
+// state, ledger view, entry), and each entry is decided once in the run.
+func TestWindowReadsOncePerWindowAndDecidesOncePerEntry(t *testing.T) {
+	b := newBundle(t, baseRules)
+	const n = 63 // windows of 1, 2, 4, 8, 16 and 32
+	var entries []map[string]any
+	for i := range n {
+		entries = append(entries, transient(fmt.Sprintf("e%02d", i), fmt.Sprintf("k%02d", i)))
+	}
+	cp := &countingPolicy{Policy: b.engine.Policy}
+	eng := *b.engine
+	eng.Policy = cp
+	vs := &viewSignal{Bolt: b.store, nth: -1}
+	r := b.reconciler(4)
+	r.Engine, r.Store = &eng, vs
+	rep := b.run(r, b.jsonl("dlq.jsonl", entries...))
+	if rep.Replays.Succeeded != n {
+		t.Fatalf("replayed %d of %d: %+v", rep.Replays.Succeeded, n, rep.Replays)
+	}
+	if got := vs.views.Load(); got > 6 {
+		t.Errorf("%d read transactions for %d entries in 6 windows, want one per window", got, n)
+	}
+	if got := cp.evals.Load(); got != n {
+		t.Errorf("%d policy evaluations for %d entries, want one each", got, n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -270,5 +271,90 @@ func TestWindowReadsOncePerWindowAndDecidesOncePerEntry(t *testing.T) {
 	}
 	if got := cp.evals.Load(); got != n {
 		t.Errorf("%d policy evaluations for %d entries, want one each", got, n)
+	}
+}
+
+// intentSignal is the bbolt store, closing written once a grouped
+// transaction that wrote key's dispatch intent was committed.
+type intentSignal struct {
+	*store.Bolt
+	key     string
+	once    sync.Once
+	written chan struct{}
+}
+
+type intentTx struct {
+	store.Tx
+	key string
+	saw *bool
+}
+
+func (t *intentTx) Transition(tr idempotency.Transition) (idempotency.Record, error) {
+	if tr.Key == t.key && tr.To == idempotency.Dispatching {
+		*t.saw = true
+	}
+	return t.Tx.Transition(tr)
+}
+
+func (s *intentSignal) UpdateNow(ctx context.Context, fn func(store.Tx) error) error {
+	saw := false
+	err := s.Bolt.UpdateNow(ctx, func(tx store.Tx) error { return fn(&intentTx{Tx: tx, key: s.key, saw: &saw}) })
+	if err == nil && saw {
+		s.once.Do(func() { close(s.written) })
+	}
+	return err
+}
+
+// Issue 16: once windows reach full size, the next window's intents are
+// written while the current one dispatches (its outcomes not yet written),
+// so that writes and dispatches overlap; what is sent stays within
+// --max-parallel across both windows, and every invariant of one entry
+// holds: each key is sent once, after its intent.
+func TestWindowNextWindowWritesIntentsWhileThisOneDispatches(t *testing.T) {
+	b := newBundle(t, baseRules)
+	const n = 15 // windows of 1, 2, 4 (full size), 4, 4
+	var entries []map[string]any
+	for i := range n {
+		entries = append(entries, transient(fmt.Sprintf("e%02d", i), fmt.Sprintf("k%02d", i)))
+	}
+	is := &intentSignal{Bolt: b.store, key: "k07", written: make(chan struct{})}
+	var inflight, most atomic.Int64
+	overlapped := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inflight.Add(1)
+		defer inflight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		key := r.Header.Get("Idempotency-Key")
+		if v, err := b.store.LedgerView(context.Background(), key); err != nil || v.State != string(idempotency.Dispatching) {
+			t.Errorf("%s dispatched while its ledger says %q", key, v.State)
+		}
+		if key == "k06" { // the last of the first full window
+			select {
+			case <-is.written: // k07 (next window) is durably dispatching
+				overlapped = true
+			case <-time.After(10 * time.Second): // failsafe only
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	r := b.reconciler(2)
+	r.Window, r.Store = 4, is
+	r.Router = NewRulesRouter(b.engine.Rules, &Route{Name: "sink", Dispatcher: NewHTTPTarget(srv.URL, "", 30*time.Second, nil)})
+	rep := b.run(r, b.jsonl("dlq.jsonl", entries...))
+	if rep.Replays.Succeeded != n {
+		t.Fatalf("replayed %d of %d: %+v", rep.Replays.Succeeded, n, rep.Replays)
+	}
+	if !overlapped {
+		t.Error("the next window wrote no intent while the full window before it dispatched")
+	}
+	if m := most.Load(); m > 2 {
+		t.Errorf("the target saw %d requests at once, want at most --max-parallel 2", m)
+	}
+	for i := range n {
+		if v := b.ledger(fmt.Sprintf("k%02d", i)); v.State != string(idempotency.Succeeded) {
+			t.Errorf("k%02d: ledger %s", i, v.State)
+		}
 	}
 }

@@ -358,3 +358,33 @@ func TestWindowNextWindowWritesIntentsWhileThisOneDispatches(t *testing.T) {
 		}
 	}
 }
+
+// Copies of a key in consecutive full-size windows: a window never starts
+// with a key the window still in flight holds, and what was read ahead of
+// that key is read again, so every copy after the first sees the first's
+// outcome and is not sent again.
+func TestWindowCopiesOfAKeyAcrossOverlappingWindowsAreSentOnce(t *testing.T) {
+	b := newBundle(t, baseRules)
+	var entries []map[string]any
+	for i := range 40 { // e{i} and e{i+6} share a key: copies land in the window in flight or the next
+		e := transient(fmt.Sprintf("e%02d", i), fmt.Sprintf("k%02d", i%6))
+		e["payload"] = map[string]any{"to": fmt.Sprintf("k%02d@example.com", i%6)} // a copy: same payload
+		entries = append(entries, e)
+	}
+	r := b.reconciler(2)
+	r.Window = 4
+	rep := b.run(r, b.jsonl("dlq.jsonl", entries...))
+	if rep.Replays.Dispatched != 6 || rep.Replays.Succeeded != 6 {
+		t.Fatalf("replays %+v, want the 6 keys sent once each", rep.Replays)
+	}
+	for k, c := range b.sink.perKey() {
+		if c != 1 {
+			t.Errorf("key %s delivered %d times", k, c)
+		}
+	}
+	for i := 6; i < 40; i++ {
+		if er := b.entry(fmt.Sprintf("jsonl:e%02d", i)); er.Status != store.StatusReplayed {
+			t.Errorf("e%02d (a later copy of k%02d) is %s: %q", i, i%6, er.Status, er.Reason)
+		}
+	}
+}

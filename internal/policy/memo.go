@@ -151,20 +151,100 @@ func nondeterministic(name string) bool {
 
 // key is the memo key of an input: the policy's hash and, for each path
 // read, whether the input has it and its value (canonical: OPA writes
-// object keys sorted).
-func (m *memo) key(in ast.Value) string {
-	var b strings.Builder
+// object keys sorted). The paths policies usually read are taken from in
+// directly (leaf); any other builds the whole input value once, which is
+// returned for the evaluation (nil when it was not built).
+func (m *memo) key(in *triage.PolicyInput) (string, ast.Value) {
+	var (
+		b    strings.Builder
+		full ast.Value
+	)
 	b.WriteString(m.prefix)
 	for _, p := range m.paths {
-		v, err := in.Find(p)
-		if err != nil {
+		v, found, ok := leaf(in, p)
+		if !ok {
+			if full == nil {
+				full = inputValue(in)
+			}
+			var err error
+			v, err = full.Find(p)
+			found = err == nil
+		}
+		if !found {
 			b.WriteString("\x00-")
 			continue
 		}
 		b.WriteString("\x00+")
 		b.WriteString(v.String())
 	}
-	return b.String()
+	return b.String(), full
+}
+
+// leaf returns the value of in at path (relative to input) for the paths
+// a policy usually reads, without building the whole input: found says
+// whether the input has it; ok false means path is not one of those (the
+// caller looks it up in the whole input). It must agree with inputValue
+// (TestMemoLeafAgreesWithTheWholeInput).
+func leaf(in *triage.PolicyInput, path ast.Ref) (v ast.Value, found, ok bool) {
+	name := func(i int) string {
+		s, _ := path[i].Value.(ast.String)
+		return string(s)
+	}
+	for _, t := range path {
+		if _, isStr := t.Value.(ast.String); !isStr {
+			return nil, false, false
+		}
+	}
+	e := in.Entry
+	switch {
+	case len(path) == 1:
+		switch name(0) {
+		case "class":
+			return ast.String(in.Class), true, true
+		case "unrecognised":
+			return ast.Boolean(in.Unrecognised), true, true
+		case "rule":
+			return ast.String(in.Rule), true, true
+		case "rule_matched":
+			return ast.Boolean(in.RuleMatched), true, true
+		case "proposed_action":
+			return ast.String(in.ProposedAction), true, true
+		case "owner":
+			return ast.String(in.Owner), true, true
+		case "approver_group":
+			return ast.String(in.ApproverGroup), true, true
+		case "max_replays":
+			return ast.IntNumberTerm(in.MaxReplays).Value, true, true
+		}
+	case len(path) == 2 && name(0) == "entry":
+		switch name(1) {
+		case "source":
+			return ast.String(e.Source), true, true
+		case "topic":
+			return ast.String(e.Topic), true, true
+		case "reason_code":
+			return ast.String(e.ReasonCode), true, true
+		case "message":
+			return ast.String(e.Message), true, true
+		case "attempts":
+			return ast.IntNumberTerm(e.Attempts).Value, true, true
+		}
+	case len(path) == 2 && name(0) == "ledger":
+		switch name(1) {
+		case "state":
+			return ast.String(in.Ledger.State), true, true
+		case "replays":
+			return ast.IntNumberTerm(in.Ledger.Replays).Value, true, true
+		case "approved":
+			return ast.Boolean(in.Ledger.Approved), true, true
+		case "probe":
+			return ast.String(in.Ledger.Probe), true, true
+		}
+	case len(path) == 3 && name(0) == "entry" && name(1) == "labels":
+		l, has := e.Labels[name(2)]
+		return ast.String(l), has, true
+	}
+	return nil, false, false
 }
 
 func (m *memo) get(key string) (triage.PolicyResult, bool) {

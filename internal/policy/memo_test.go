@@ -162,9 +162,44 @@ func TestMemoPolicyErrorStillFailsClosed(t *testing.T) {
 // The memo key tells an absent path from an empty one.
 func TestMemoKeyTellsAbsentFromEmpty(t *testing.T) {
 	m := &memo{paths: []ast.Ref{ast.MustParseRef("x.entry.labels.risk")[1:]}}
-	withEmpty := inputValue(&triage.PolicyInput{Entry: &entry.Entry{Labels: map[string]string{"risk": ""}}})
-	absent := inputValue(&triage.PolicyInput{Entry: &entry.Entry{}})
-	if m.key(withEmpty) == m.key(absent) {
+	withEmpty, _ := m.key(&triage.PolicyInput{Entry: &entry.Entry{Labels: map[string]string{"risk": ""}}})
+	absent, _ := m.key(&triage.PolicyInput{Entry: &entry.Entry{}})
+	if withEmpty == absent {
 		t.Fatal("an empty label and no label share a key")
+	}
+}
+
+// The paths the memo reads straight from the input agree with the whole
+// input the policy is evaluated on, for every path it knows and a few
+// it does not.
+func TestMemoLeafAgreesWithTheWholeInput(t *testing.T) {
+	ins := []*triage.PolicyInput{
+		{Entry: &entry.Entry{}},
+		{Entry: &entry.Entry{ID: "a", Source: "cordum", Topic: "payments.x", ReasonCode: "timeout", Message: "m\"q",
+			Attempts: 7, IdempotencyKey: "k", Labels: map[string]string{"risk": "HIGH", "team": "t"}},
+			Class: triage.Transient, Unrecognised: true, Rule: "r", RuleMatched: true, ProposedAction: triage.AutoReplay,
+			Owner: "o", ApproverGroup: "g", MaxReplays: 3,
+			Ledger: triage.LedgerView{State: "decided", Replays: 2, Approved: true, Probe: triage.ProbeNotCommitted}},
+	}
+	var paths []ast.Ref
+	for _, s := range []string{"class", "unrecognised", "rule", "rule_matched", "proposed_action", "owner",
+		"approver_group", "max_replays", "entry.source", "entry.topic", "entry.reason_code", "entry.message",
+		"entry.attempts", "entry.labels.risk", "entry.labels.team", "entry.labels.none", "ledger.state",
+		"ledger.replays", "ledger.approved", "ledger.probe", "ledger.nope", "nope", "class.deeper",
+		"entry.source_state.status", "entry.labels", "ledger"} {
+		paths = append(paths, ast.MustParseRef("input." + s)[1:])
+	}
+	for i, in := range ins {
+		whole := inputValue(in)
+		for _, p := range paths {
+			want, err := whole.Find(p)
+			v, found, ok := leaf(in, p)
+			if !ok {
+				continue // looked up in the whole input
+			}
+			if found != (err == nil) || found && v.Compare(want) != 0 {
+				t.Errorf("input %d, %v: leaf %v (found %v), whole input %v (%v)", i, p, v, found, want, err)
+			}
+		}
 	}
 }

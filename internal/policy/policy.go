@@ -117,13 +117,18 @@ var ErrUndefined = errors.New("policy result undefined: " + Query + " must be de
 
 // Evaluate runs the prepared query on one proposal.
 func (e *Engine) Evaluate(ctx context.Context, in *triage.PolicyInput) (triage.PolicyResult, error) {
-	v := inputValue(in)
-	key := ""
+	var (
+		key string
+		v   ast.Value
+	)
 	if e.memo != nil {
-		key = e.memo.key(v)
+		key, v = e.memo.key(in)
 		if res, ok := e.memo.get(key); ok {
 			return res, nil
 		}
+	}
+	if v == nil {
+		v = inputValue(in)
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()

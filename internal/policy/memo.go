@@ -3,6 +3,7 @@ package policy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -39,14 +40,17 @@ type memo struct {
 	cache  *lru.Cache[string, triage.PolicyResult]
 }
 
-// newMemo analyses the modules (name -> text) and returns their memo, or
-// nil with the reason it is off.
-func newMemo(modules []triage.SourceFile, size int) (*memo, string) {
-	texts := make(map[string]string, len(modules))
+// newMemo analyses the policy's modules and returns its memo, or nil with
+// the reason it is off. files are the policy's files as New takes them
+// (modules and data): all of them make the key's snapshot part.
+func newMemo(files []triage.SourceFile, size int) (*memo, string) {
+	texts := make(map[string]string, len(files))
 	h := sha256.New()
-	for _, f := range modules {
-		texts[f.Name] = f.Text
+	for _, f := range files {
 		h.Write([]byte(f.Name + "\x00" + f.Text + "\x00"))
+		if filepath.Base(f.Name) != DataFile {
+			texts[f.Name] = f.Text
+		}
 	}
 	compiler, err := ast.CompileModulesWithOpt(texts, ast.CompileOpts{ParserOptions: ast.ParserOptions{RegoVersion: ast.RegoV1}})
 	if err != nil {

@@ -69,7 +69,7 @@ func New(ctx context.Context, files []triage.SourceFile, timeout time.Duration) 
 	if err != nil {
 		return nil, configError(err)
 	}
-	m, off := newMemo(modules, MemoSize)
+	m, off := newMemo(files, MemoSize)
 	return &Engine{query: pq, timeout: timeout, memo: m, memoOff: off}, nil
 }
 

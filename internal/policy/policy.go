@@ -41,6 +41,8 @@ func Capabilities() *ast.Capabilities {
 type Engine struct {
 	query   rego.PreparedEvalQuery
 	timeout time.Duration
+	memo    *memo // nil: every evaluation runs the policy (memoOff says why)
+	memoOff string
 }
 
 // New compiles the policy files once. Compile errors come back as a
@@ -67,8 +69,13 @@ func New(ctx context.Context, files []triage.SourceFile, timeout time.Duration) 
 	if err != nil {
 		return nil, configError(err)
 	}
-	return &Engine{query: pq, timeout: timeout}, nil
+	m, off := newMemo(files, MemoSize)
+	return &Engine{query: pq, timeout: timeout, memo: m, memoOff: off}, nil
 }
+
+// Memoised reports whether evaluations are memoised by the input paths
+// the policy reads (memo.go), and if not, why.
+func (e *Engine) Memoised() (bool, string) { return e.memo != nil, e.memoOff }
 
 // configError turns OPA's errors (rego.Errors of *ast.Error, or
 // ast.Errors) into problems with file:line.
@@ -110,16 +117,35 @@ var ErrUndefined = errors.New("policy result undefined: " + Query + " must be de
 
 // Evaluate runs the prepared query on one proposal.
 func (e *Engine) Evaluate(ctx context.Context, in *triage.PolicyInput) (triage.PolicyResult, error) {
+	var (
+		key string
+		v   ast.Value
+	)
+	if e.memo != nil {
+		key, v = e.memo.key(in)
+		if res, ok := e.memo.get(key); ok {
+			return res, nil
+		}
+	}
+	if v == nil {
+		v = inputValue(in)
+	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(inputValue(in)))
+	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(v))
 	if err != nil {
 		return triage.PolicyResult{}, fmt.Errorf("evaluate policy: %w", err)
 	}
 	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
 		return triage.PolicyResult{}, ErrUndefined
 	}
-	return parseResult(rs[0].Expressions[0].Value)
+	res, err := parseResult(rs[0].Expressions[0].Value)
+	if err == nil && e.memo != nil {
+		// Only answers are kept: an error (a timeout, a bad result) is
+		// met again, and fails closed, on every evaluation.
+		e.memo.add(key, res)
+	}
+	return res, err
 }
 
 func parseResult(v any) (triage.PolicyResult, error) {

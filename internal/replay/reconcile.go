@@ -221,42 +221,55 @@ func setStatus(tx store.Tx, ref, status, reason string) error {
 func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Source) (EntryResult, error) {
 	unlock := r.locks.lock(e.IdempotencyKey)
 	defer unlock()
-	// One claim model for every path (claim.go): a dispatch left by an
-	// owner that is gone becomes outcome_unknown; one in flight here is
-	// left to finish, and nothing is decided on it meanwhile.
-	if err := r.recoverKey(ctx, e.IdempotencyKey, e.Ref(), "dispatch found without an outcome, its owner gone"); errors.Is(err, errInFlight) {
-		return EntryResult{Ref: e.Ref(), Final: triage.Skip, Status: store.StatusReplaying, Outcome: "in_flight",
-			Reason: "a replay of this key is in flight: its outcome decides"}, nil
-	} else if err != nil {
-		return EntryResult{}, err
+	var (
+		view   triage.LedgerView
+		d      triage.Decision
+		stored *store.EntryRecord
+	)
+	if p := preparedFor(ctx, e); p != nil {
+		// Its window read the ledger and the entry and decided ahead
+		// (window.go); nothing of it changed since (a later write to the
+		// key goes through the ledger's compare-and-set).
+		view, d, stored = p.view, p.decision, p.entry
+	} else {
+		// One claim model for every path (claim.go): a dispatch left by an
+		// owner that is gone becomes outcome_unknown; one in flight here is
+		// left to finish, and nothing is decided on it meanwhile.
+		if err := r.recoverKey(ctx, e.IdempotencyKey, e.Ref(), "dispatch found without an outcome, its owner gone"); errors.Is(err, errInFlight) {
+			return EntryResult{Ref: e.Ref(), Final: triage.Skip, Status: store.StatusReplaying, Outcome: "in_flight",
+				Reason: "a replay of this key is in flight: its outcome decides"}, nil
+		} else if err != nil {
+			return EntryResult{}, err
+		}
+		var err error
+		if view, err = r.Store.LedgerView(ctx, e.IdempotencyKey); err != nil {
+			return EntryResult{}, err
+		}
+		d = r.Engine.Decide(ctx, e, view)
+		if err := r.Store.View(ctx, func(tx store.Tx) error {
+			var err error
+			stored, err = tx.Entry(e.Ref())
+			return err
+		}); err != nil {
+			return EntryResult{Ref: e.Ref(), Decision: d, Final: d.Action}, err
+		}
 	}
-	view, err := r.Store.LedgerView(ctx, e.IdempotencyKey)
-	if err != nil {
-		return EntryResult{}, err
-	}
-	d := r.Engine.Decide(ctx, e, view)
 	res := EntryResult{Ref: e.Ref(), Decision: d, Final: d.Action}
 
 	// An entry a person resolved, or one held in quarantine, stays as it
 	// is until a person changes it; the fresh decision is still shown.
-	var held, stored *store.EntryRecord
+	var held *store.EntryRecord
 	owed, why := "", ""
-	if err := r.Store.View(ctx, func(tx store.Tx) error {
-		er, err := tx.Entry(e.Ref())
-		if er != nil && er.Hold != "" {
-			held = er
+	if stored != nil {
+		owed, why = stored.WriteBackPending, stored.Reason
+		if stored.Hold != "" {
+			held = stored
 		}
-		if er != nil {
-			owed, why, stored = er.WriteBackPending, er.Reason, er
-		}
-		return err
-	}); err != nil {
-		return res, err
 	}
 	// A write-back owed from a resolve or a failed earlier attempt is
 	// retried on every run until the source takes it.
 	if owed != "" {
-		r.writeBack(ctx, e, src, &res, owed, why)
+		r.writeBack(ctx, e, src, &res, owed, why, nil)
 	}
 	if held != nil {
 		// The reason stays the one that put the entry on hold (status and
@@ -296,7 +309,7 @@ func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Sour
 		err := r.replay(ctx, e, src, &res, stored)
 		return res, err
 	}
-	err = r.record(ctx, e, &res, nil)
+	err := r.record(ctx, e, &res, nil)
 	return res, err
 }
 
@@ -446,7 +459,12 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	res.Status = store.StatusReplaying
 	endDispatch := beginDispatch(r.Store, e.IdempotencyKey)
 	ends = append(ends, endDispatch)
-	err := r.commitIntent(ctx, r.recordTx(e, res, func(tx store.Tx, er *store.EntryRecord) error {
+	err := r.commitIntent(ctx, r.recordTxLearning(e, res, func(tx store.Tx, er *store.EntryRecord) error {
+		if er.Hold != "" {
+			// A person resolved or quarantined the entry after it was read
+			// (a window reads ahead): their hold stands, nothing is sent.
+			return fmt.Errorf("%w: %s was put on hold (%s) while it was being decided", idempotency.ErrConflict, e.Ref(), er.Hold)
+		}
 		cur, err := tx.Ledger(e.IdempotencyKey)
 		if err != nil {
 			return err
@@ -487,7 +505,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			LedgerBefore: string(from), LedgerAfter: string(idempotency.Dispatching),
 			Reason: fmt.Sprintf("replay %d of %d to %s (attempt %d)", next.Budget(), d.MaxReplays, route.Name, next.Replays)})
 		return err
-	}))
+	}, false))
 	if err != nil {
 		endDispatch()
 		if errors.Is(err, idempotency.ErrConflict) || errors.Is(err, idempotency.ErrIllegal) {
@@ -522,6 +540,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	if !due.IsZero() {
 		reason = scheduledReason(due) + ": " + out.Detail
 	}
+	owed := "" // the write-back the entry owes, as the outcome's commit left it
 	if err := r.commitOutcome(ctx, func(tx store.Tx) error {
 		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching,
 			To: to, Error: out.Detail, Owner: owner, Attempt: attempt, NotSent: out.Outcome == NotSent}); err != nil {
@@ -540,7 +559,8 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(to), Detail: detail}); err != nil {
 			return err
 		}
-		return setOutcomeStatus(tx, e.Ref(), status, reason, due)
+		owed, err = setOutcomeStatus(tx, e.Ref(), status, reason, due)
+		return err
 	}); err != nil {
 		endDispatch()
 		return fmt.Errorf("record outcome of %s (left dispatching: recovery makes it outcome_unknown): %w", e.IdempotencyKey, err)
@@ -551,7 +571,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	switch out.Outcome {
 	case Succeeded:
 		if !out.SourceUpdated {
-			r.writeBack(ctx, e, src, res, store.WriteBackReplayed, "")
+			r.writeBack(ctx, e, src, res, store.WriteBackReplayed, "", &owed)
 		}
 		return nil
 	case HandledElsewhere:
@@ -573,17 +593,21 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 }
 
 // setOutcomeStatus is setStatus plus the entry's next attempt time (zero
-// when no retry is scheduled).
-func setOutcomeStatus(tx store.Tx, ref, status, reason string, due time.Time) error {
-	if err := setStatus(tx, ref, status, reason); err != nil || ref == "" {
-		return err
+// when no retry is scheduled), reading and writing the entry once. It
+// returns the write-back the entry still owes, as stored.
+func setOutcomeStatus(tx store.Tx, ref, status, reason string, due time.Time) (owed string, err error) {
+	if ref == "" {
+		return "", nil
 	}
 	er, err := tx.Entry(ref)
-	if err != nil || er == nil || er.NextAttemptAt.Equal(due) {
-		return err
+	if err != nil || er == nil {
+		return "", err
 	}
-	er.NextAttemptAt = due
-	return tx.PutEntry(er)
+	er.Status, er.Reason, er.NextAttemptAt = status, reason, due
+	if status == store.StatusFailed {
+		er.Hold = store.HoldFailed
+	}
+	return er.WriteBackPending, tx.PutEntry(er)
 }
 
 // auditBreakers writes one audit record per breaker state change not yet
@@ -619,7 +643,10 @@ func outcomeState(o Outcome) (idempotency.State, string) {
 // retry`; live Cordum/Nexora: their own delete/resolve call; Cordum
 // Redis: DEL+ZREM). A failure is kept on the entry (WriteBackPending) in
 // the same transaction as its audit record, so the next run retries it.
-func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult, kind, reason string) {
+//
+// owed, when known, is the write-back the stored entry owes now (the
+// caller just wrote it): a source without write-back then needs no read.
+func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult, kind, reason string, owed *string) {
 	wb, ok := src.(source.WriteBack)
 	var err error
 	func() {
@@ -637,7 +664,10 @@ func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.S
 		outcome, reason, pending = "failed", err.Error()+" (retried by the next reconcile)", kind
 		res.Outcome = "write_back_failed"
 	}
-	if !ok && !r.owesWriteBack(ctx, e.Ref(), pending) {
+	if !ok && owed != nil && *owed == pending {
+		return // known: nothing to change, no commit
+	}
+	if !ok && owed == nil && !r.owesWriteBack(ctx, e.Ref(), pending) {
 		return // nothing to tell the source, nothing to change: no commit
 	}
 	_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
@@ -689,6 +719,13 @@ func (r *Reconciler) record(ctx context.Context, e *entry.Entry, res *EntryResul
 
 // recordTx is record's transaction, to run alone or with a window's.
 func (r *Reconciler) recordTx(e *entry.Entry, res *EntryResult, extra func(store.Tx, *store.EntryRecord) error) func(store.Tx) error {
+	return r.recordTxLearning(e, res, extra, true)
+}
+
+// recordTxLearning is recordTx; learn says whether it moves a key the
+// ledger never saw to decided (false: extra does, as a dispatch intent
+// does, and the ledger record is read once rather than twice).
+func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra func(store.Tx, *store.EntryRecord) error, learn bool) func(store.Tx) error {
 	d := &res.Decision
 	if res.Status == "" {
 		res.Status = statusFor(res.Final, d.Reasons)
@@ -731,7 +768,7 @@ func (r *Reconciler) recordTx(e *entry.Entry, res *EntryResult, extra func(store
 		}
 		// The ledger learns the key (and its payload) as soon as replayctl
 		// has decided on it, so a later copy with another payload is caught.
-		if d.Ledger.State == "" && res.Final != triage.Skip && d.IdempotencyKey != "" {
+		if learn && d.Ledger.State == "" && res.Final != triage.Skip && d.IdempotencyKey != "" {
 			cur, err := tx.Ledger(d.IdempotencyKey)
 			if err != nil {
 				return err

@@ -3,9 +3,13 @@ package replay
 import (
 	"context"
 	"fmt"
+	"iter"
 	"sync"
 
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // Windows (issue 16, "replay bounded by the target"). Handled one by one,
@@ -26,6 +30,17 @@ import (
 //   - one entry's failure is its own: when a grouped transaction fails, each
 //     of its parts is committed again alone, so the failing one gets the
 //     error and the others go on.
+//
+// Windows overlap (issue 16, "CPU per entry"): while a window dispatches,
+// the entries of the next are read (their ledger records and stored
+// entries, in one read transaction for the whole window) and decided on
+// every core; and once windows reach full size, the next window starts as
+// soon as this one's intents are written, so its intent transaction is
+// written while this one's requests are out. At most two windows are in
+// flight, never with a key or ref in common, and --max-parallel bounds
+// what both send together. Anything read ahead of a key that a window
+// then wrote is read again before use; a person's hold set meanwhile is
+// seen by the intent's own transaction, which refuses to dispatch it.
 //
 // A window never holds two entries with the same idempotency key: the
 // second would wait for the first's key lock while the first waits for the
@@ -58,12 +73,13 @@ func (r *Reconciler) WindowSize() int {
 type window struct {
 	intents  *commitGroup
 	outcomes *commitGroup
-	sends    chan struct{} // dispatches in flight, up to MaxParallel
+	sends    chan struct{} // dispatches in flight, up to MaxParallel (shared by the windows in flight)
 }
 
 // slot is one entry's membership of its window's commit groups.
 type slot struct {
 	win             *window
+	pre             *prepared // read and decided ahead (nil: handle does it)
 	mu              sync.Mutex
 	intent, outcome bool // submitted to (or left) the group
 }
@@ -142,6 +158,9 @@ type commitGroup struct {
 	mu    sync.Mutex
 	left  int // members yet to submit or leave
 	calls []*groupCall
+	// flushed is closed once every member submitted or left and the
+	// group's transaction (if any) was written.
+	flushed chan struct{}
 }
 
 type groupCall struct {
@@ -150,7 +169,11 @@ type groupCall struct {
 }
 
 func newCommitGroup(s store.Store, members int) *commitGroup {
-	return &commitGroup{s: s, left: members}
+	g := &commitGroup{s: s, left: members, flushed: make(chan struct{})}
+	if members == 0 {
+		close(g.flushed)
+	}
+	return g
 }
 
 // submit adds fn to the group's transaction and waits for its commit.
@@ -169,13 +192,17 @@ func (g *commitGroup) arrive(ctx context.Context, c *groupCall) {
 		g.calls = append(g.calls, c)
 	}
 	g.left--
+	last := g.left == 0
 	var calls []*groupCall
-	if g.left == 0 {
+	if last {
 		calls, g.calls = g.calls, nil
 	}
 	g.mu.Unlock()
 	if len(calls) > 0 {
 		g.flush(context.WithoutCancel(ctx), calls)
+	}
+	if last {
+		close(g.flushed)
 	}
 }
 
@@ -233,21 +260,49 @@ func (g *commitGroup) soloCall(ctx context.Context, fn func(store.Tx) error) (er
 }
 
 // passWindows is pass on a single-process store: the feed's work in
-// windows of distinct keys, each handled as above.
+// windows of distinct keys (and refs), each handled as above. While one
+// window dispatches, the entries of the next are read and decided
+// (prepare, below), so that the target is not left idle while the run
+// decides, and the store is read once per window instead of three times
+// per entry.
 func (r *Reconciler) passWindows(ctx context.Context, feed func(context.Context, func(work) bool) error, account func(done)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var feedErr error
+	next, stop := iter.Pull(func(yield func(work) bool) {
+		feedErr = feed(ctx, yield)
+	})
+	defer stop()
 	size, most := 1, r.WindowSize()
+	// One bound on what every window in flight sends: --max-parallel.
+	sends := make(chan struct{}, max(r.MaxParallel, 1))
 	var (
-		firstErr error
-		batch    []work
+		queue     []*queued
+		exhausted bool
+		inflight  *running // a full window still dispatching, its intents written
+		firstErr  error
 	)
-	keys := map[string]bool{}
-	flush := func() bool {
-		if len(batch) == 0 {
-			return true
+	// fill pulls from the feed until the queue holds n entries.
+	fill := func(n int) {
+		for !exhausted && len(queue) < n && ctx.Err() == nil {
+			w, ok := next()
+			if !ok {
+				exhausted = true
+				break
+			}
+			queue = append(queue, &queued{w: w})
 		}
-		results, err := r.runWindow(ctx, batch)
+	}
+	// finish waits for a window, accounts for its entries, makes stale what
+	// was read ahead of its keys and refs (read again before use), and
+	// sizes the next window.
+	finish := func(w *running) {
+		results, err := w.wait()
+		for _, q := range queue {
+			if w.keys["k"+q.w.e.IdempotencyKey] || w.keys["r"+q.w.e.Ref()] {
+				q.pre = nil
+			}
+		}
 		clean := true
 		for _, d := range results {
 			clean = clean && answered(&d.res)
@@ -258,69 +313,232 @@ func (r *Reconciler) passWindows(ctx context.Context, feed func(context.Context,
 		} else {
 			size = 1
 		}
-		batch = batch[:0]
-		clear(keys)
-		if err != nil {
+		if err != nil && firstErr == nil {
 			firstErr = err
 			cancel()
-			return false
 		}
-		return ctx.Err() == nil
 	}
-	err := feed(ctx, func(w work) bool {
-		if (keys[w.e.IdempotencyKey] || len(batch) >= size) && !flush() {
-			return false
+	for firstErr == nil {
+		fill(size)
+		if len(queue) == 0 || ctx.Err() != nil {
+			break
 		}
-		keys[w.e.IdempotencyKey] = true
-		batch = append(batch, w)
-		return true
-	})
-	if firstErr == nil {
-		flush()
+		// The window: the first entries of the queue up to size, stopping
+		// before a key or ref it already holds, or that the window still in
+		// flight holds (that one must see the other's outcome first).
+		seen := map[string]bool{}
+		n := 0
+		for n < len(queue) && n < size {
+			k, ref := "k"+queue[n].w.e.IdempotencyKey, "r"+queue[n].w.e.Ref()
+			if seen[k] || seen[ref] || inflight != nil && (inflight.keys[k] || inflight.keys[ref]) {
+				break
+			}
+			seen[k], seen[ref] = true, true
+			n++
+		}
+		if n == 0 {
+			finish(inflight) // the next entry waits for the window in flight
+			inflight = nil
+			continue
+		}
+		win := queue[:n:n]
+		queue = queue[n:]
+		r.prepare(ctx, unprepared(win)) // those not read before (the first window, after a split)
+		// Read ahead what the next window may hold (twice this one, when
+		// this one goes well), and prepare it while this one runs.
+		fill(min(2*size, most))
+		ahead := unprepared(queue)
+		prepared := make(chan struct{})
+		go func() {
+			defer close(prepared)
+			r.prepare(ctx, ahead)
+		}()
+		// A full-size window (its target answered every dispatch of the
+		// smaller ones) lets the next one start once its intents are
+		// written: the next window's writes then overlap this one's
+		// dispatches. Any other window is waited for.
+		steady := size == most
+		cur := r.startWindow(ctx, win, seen, sends)
+		if steady {
+			select {
+			case <-cur.win.intents.flushed:
+			case <-cur.finished:
+			}
+		} else {
+			<-cur.finished
+		}
+		<-prepared
+		if inflight != nil {
+			finish(inflight)
+			inflight = nil
+		}
+		select {
+		case <-cur.finished:
+			finish(cur)
+		default:
+			if steady && size == most && firstErr == nil {
+				inflight = cur
+			} else {
+				finish(cur) // trouble in the window before: wait for this one
+			}
+		}
 	}
+	if inflight != nil {
+		finish(inflight)
+	}
+	stop()
 	if firstErr != nil {
 		return firstErr
 	}
-	if err != nil && ctx.Err() == nil {
-		return err
+	if feedErr != nil && ctx.Err() == nil {
+		return feedErr
 	}
 	return nil
 }
 
-// runWindow handles one window: every entry in its own goroutine, the
-// commit groups tying their intents and outcomes together. It returns the
-// handled entries in window order and the first error that stops the run.
-func (r *Reconciler) runWindow(ctx context.Context, batch []work) ([]done, error) {
-	win := &window{
-		intents:  newCommitGroup(r.Store, len(batch)),
-		outcomes: newCommitGroup(r.Store, len(batch)),
-		sends:    make(chan struct{}, max(r.MaxParallel, 1)),
+// queued is an entry read from the feed, with what was read and decided
+// for it ahead of its window (nil: not yet, or no longer current).
+type queued struct {
+	w   work
+	pre *prepared
+}
+
+// prepared is what a window reads and decides for one entry before
+// handling it: its ledger record and stored entry, read together with
+// the window's others in one read transaction, and its decision.
+type prepared struct {
+	ref      string
+	view     triage.LedgerView
+	entry    *store.EntryRecord
+	decision triage.Decision
+}
+
+func unprepared(qs []*queued) []*queued {
+	var out []*queued
+	for _, q := range qs {
+		if q.pre == nil {
+			out = append(out, q)
+		}
 	}
-	results := make([]done, len(batch))
-	handled := make([]bool, len(batch))
-	errs := make([]error, len(batch))
+	return out
+}
+
+// prepare reads the ledger record and stored entry of every entry of qs in
+// one read transaction, then decides each on every core. An entry it
+// cannot prepare (a read error, a dispatch left without an outcome to
+// recover, a panic while deciding) keeps pre nil: handle then does it
+// the long way, where such failures are reported and isolated.
+func (r *Reconciler) prepare(ctx context.Context, qs []*queued) {
+	if len(qs) == 0 || ctx.Err() != nil {
+		return
+	}
+	pres := make([]*prepared, len(qs))
+	_ = r.Store.View(ctx, func(tx store.Tx) error {
+		for i, q := range qs {
+			e := &q.w.e
+			if e.IdempotencyKey == "" {
+				continue
+			}
+			rec, err := tx.Ledger(e.IdempotencyKey)
+			if err != nil || (rec != nil && rec.State == idempotency.Dispatching) {
+				continue // recovery (claim.go) first: the long way
+			}
+			er, err := tx.Entry(e.Ref())
+			if err != nil {
+				continue
+			}
+			pres[i] = &prepared{ref: e.Ref(), view: rec.View(), entry: er}
+		}
+		return nil
+	})
+	decide := func(i int) {
+		p := pres[i]
+		if p == nil {
+			return
+		}
+		defer func() {
+			if recover() != nil {
+				pres[i] = nil // handle decides again, isolating the panic
+			}
+		}()
+		p.decision = r.Engine.Decide(ctx, &qs[i].w.e, p.view)
+	}
+	(&triage.Pipeline{}).Each(len(qs), decide)
+	if ctx.Err() != nil {
+		return // a decision cut short by the stop is not kept
+	}
+	for i, q := range qs {
+		q.pre = pres[i]
+	}
+}
+
+// preparedFor returns what the window prepared for e, or nil.
+func preparedFor(ctx context.Context, e *entry.Entry) *prepared {
+	s := slotFrom(ctx)
+	if s == nil || s.pre == nil || s.pre.ref != e.Ref() {
+		return nil
+	}
+	return s.pre
+}
+
+// running is a started window.
+type running struct {
+	win      *window
+	keys     map[string]bool // "k"+key and "r"+ref of its entries
+	results  []done
+	handled  []bool
+	errs     []error
+	finished chan struct{} // closed when every entry was handled
+}
+
+// startWindow handles one window: every entry in its own goroutine, the
+// commit groups tying their intents and outcomes together, what they send
+// bounded by sends.
+func (r *Reconciler) startWindow(ctx context.Context, batch []*queued, keys map[string]bool, sends chan struct{}) *running {
+	w := &running{
+		win: &window{
+			intents:  newCommitGroup(r.Store, len(batch)),
+			outcomes: newCommitGroup(r.Store, len(batch)),
+			sends:    sends,
+		},
+		keys:     keys,
+		results:  make([]done, len(batch)),
+		handled:  make([]bool, len(batch)),
+		errs:     make([]error, len(batch)),
+		finished: make(chan struct{}),
+	}
 	var wg sync.WaitGroup
-	for i, w := range batch {
+	for i, q := range batch {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &slot{win: win}
+			s := &slot{win: w.win, pre: q.pre}
 			defer s.finish(ctx)
 			if ctx.Err() != nil {
 				return // stopping: start no entry
 			}
-			results[i], errs[i] = r.do(context.WithValue(ctx, slotKey{}, s), w)
-			handled[i] = errs[i] == nil
+			w.results[i], w.errs[i] = r.do(context.WithValue(ctx, slotKey{}, s), q.w)
+			w.handled[i] = w.errs[i] == nil
 		}()
 	}
-	wg.Wait()
+	go func() {
+		wg.Wait()
+		close(w.finished)
+	}()
+	return w
+}
+
+// wait returns the window's handled entries in window order and the first
+// error that stops the run.
+func (w *running) wait() ([]done, error) {
+	<-w.finished
 	var out []done
 	var first error
-	for i := range batch {
-		if handled[i] {
-			out = append(out, results[i])
-		} else if errs[i] != nil && first == nil {
-			first = errs[i]
+	for i := range w.results {
+		if w.handled[i] {
+			out = append(out, w.results[i])
+		} else if w.errs[i] != nil && first == nil {
+			first = w.errs[i]
 		}
 	}
 	return out, first

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // countingStore counts the read-write transactions a run commits; its Tx
@@ -163,5 +165,226 @@ func TestWindowSendsAtMostMaxParallelAtOnce(t *testing.T) {
 	}
 	if m := most.Load(); m > 2 {
 		t.Fatalf("the target saw %d requests at once, want at most --max-parallel 2", m)
+	}
+}
+
+// viewSignal is the bbolt store, closing read when its nth read transaction
+// (through the runner's Store) is done.
+type viewSignal struct {
+	*store.Bolt
+	views atomic.Int64
+	nth   int64
+	read  chan struct{}
+}
+
+func (v *viewSignal) View(ctx context.Context, fn func(store.Tx) error) error {
+	err := v.Bolt.View(ctx, fn)
+	if v.views.Add(1) == v.nth {
+		close(v.read)
+	}
+	return err
+}
+
+// A window reads and decides the next window's entries while it
+// dispatches (issue 16). A person who resolves one of those entries after
+// it was read and before its window runs wins: its intent is refused, it
+// is not sent, and it stays resolved.
+func TestWindowReadAheadYieldsToAHoldPutMeanwhile(t *testing.T) {
+	b := newBundle(t, baseRules)
+	// Run 1 stores e1 pending with a retry scheduled (503), so that a
+	// person can resolve it.
+	b.sink.status = func(key string, _ int) int {
+		if key == "k1" {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	}
+	b.run(b.reconciler(1), b.jsonl("first.jsonl", transient("e1", "k1")))
+	if er := b.entry("jsonl:e1"); er.Status != store.StatusPending {
+		t.Fatalf("after run 1, e1 is %s", er.Status)
+	}
+	b.clock.now = b.clock.now.Add(time.Hour) // e1's retry is due
+	// Run 2: window [e2], while e1 is read ahead (the run's second read
+	// transaction); once it was read, e2's dispatch makes a person resolve e1.
+	vs := &viewSignal{Bolt: b.store, nth: 2, read: make(chan struct{})}
+	var resolveErr error
+	b.sink.status = func(key string, _ int) int {
+		if key == "k2" {
+			select {
+			case <-vs.read:
+			case <-time.After(30 * time.Second): // failsafe only: the read comes first
+				resolveErr = errors.New("e1 was never read ahead")
+			}
+			if _, err := Resolve(context.Background(), b.store, "jsonl:e1", "alice", "handled by hand"); err != nil && resolveErr == nil {
+				resolveErr = err
+			}
+		}
+		return http.StatusOK
+	}
+	r := b.reconciler(1)
+	r.Store = vs
+	b.run(r, b.jsonl("second.jsonl", transient("e2", "k2"), transient("e1", "k1")))
+	if resolveErr != nil {
+		t.Fatal(resolveErr)
+	}
+	if n := b.sink.perKey()["k1"]; n != 1 {
+		t.Fatalf("k1 sent %d times, want only run 1's attempt: the resolve came before its window", n)
+	}
+	if er := b.entry("jsonl:e1"); er.Status != store.StatusResolved || er.Hold != store.HoldResolved {
+		t.Fatalf("e1 is %s (hold %q), want resolved", er.Status, er.Hold)
+	}
+}
+
+// countingPolicy counts the policy evaluations of a run.
+type countingPolicy struct {
+	triage.Policy
+	evals atomic.Int64
+}
+
+func (c *countingPolicy) Evaluate(ctx context.Context, in *triage.PolicyInput) (triage.PolicyResult, error) {
+	c.evals.Add(1)
+	return c.Policy.Evaluate(ctx, in)
+}
+
+// Issue 16: a window reads the ledger records and stored entries of all
+// its entries in one read transaction (not three per entry: recovery
+// state, ledger view, entry), and each entry is decided once in the run.
+func TestWindowReadsOncePerWindowAndDecidesOncePerEntry(t *testing.T) {
+	b := newBundle(t, baseRules)
+	const n = 63 // windows of 1, 2, 4, 8, 16 and 32
+	var entries []map[string]any
+	for i := range n {
+		entries = append(entries, transient(fmt.Sprintf("e%02d", i), fmt.Sprintf("k%02d", i)))
+	}
+	cp := &countingPolicy{Policy: b.engine.Policy}
+	eng := *b.engine
+	eng.Policy = cp
+	vs := &viewSignal{Bolt: b.store, nth: -1}
+	r := b.reconciler(4)
+	r.Engine, r.Store = &eng, vs
+	rep := b.run(r, b.jsonl("dlq.jsonl", entries...))
+	if rep.Replays.Succeeded != n {
+		t.Fatalf("replayed %d of %d: %+v", rep.Replays.Succeeded, n, rep.Replays)
+	}
+	if got := vs.views.Load(); got > 6 {
+		t.Errorf("%d read transactions for %d entries in 6 windows, want one per window", got, n)
+	}
+	if got := cp.evals.Load(); got != n {
+		t.Errorf("%d policy evaluations for %d entries, want one each", got, n)
+	}
+}
+
+// intentSignal is the bbolt store, closing written once a grouped
+// transaction that wrote key's dispatch intent was committed.
+type intentSignal struct {
+	*store.Bolt
+	key     string
+	once    sync.Once
+	written chan struct{}
+}
+
+type intentTx struct {
+	store.Tx
+	key string
+	saw *bool
+}
+
+func (t *intentTx) Transition(tr idempotency.Transition) (idempotency.Record, error) {
+	if tr.Key == t.key && tr.To == idempotency.Dispatching {
+		*t.saw = true
+	}
+	return t.Tx.Transition(tr)
+}
+
+func (s *intentSignal) UpdateNow(ctx context.Context, fn func(store.Tx) error) error {
+	saw := false
+	err := s.Bolt.UpdateNow(ctx, func(tx store.Tx) error { return fn(&intentTx{Tx: tx, key: s.key, saw: &saw}) })
+	if err == nil && saw {
+		s.once.Do(func() { close(s.written) })
+	}
+	return err
+}
+
+// Issue 16: once windows reach full size, the next window's intents are
+// written while the current one dispatches (its outcomes not yet written),
+// so that writes and dispatches overlap; what is sent stays within
+// --max-parallel across both windows, and every invariant of one entry
+// holds: each key is sent once, after its intent.
+func TestWindowNextWindowWritesIntentsWhileThisOneDispatches(t *testing.T) {
+	b := newBundle(t, baseRules)
+	const n = 15 // windows of 1, 2, 4 (full size), 4, 4
+	var entries []map[string]any
+	for i := range n {
+		entries = append(entries, transient(fmt.Sprintf("e%02d", i), fmt.Sprintf("k%02d", i)))
+	}
+	is := &intentSignal{Bolt: b.store, key: "k07", written: make(chan struct{})}
+	var inflight, most atomic.Int64
+	overlapped := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inflight.Add(1)
+		defer inflight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		key := r.Header.Get("Idempotency-Key")
+		if v, err := b.store.LedgerView(context.Background(), key); err != nil || v.State != string(idempotency.Dispatching) {
+			t.Errorf("%s dispatched while its ledger says %q", key, v.State)
+		}
+		if key == "k06" { // the last of the first full window
+			select {
+			case <-is.written: // k07 (next window) is durably dispatching
+				overlapped = true
+			case <-time.After(10 * time.Second): // failsafe only
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	r := b.reconciler(2)
+	r.Window, r.Store = 4, is
+	r.Router = NewRulesRouter(b.engine.Rules, &Route{Name: "sink", Dispatcher: NewHTTPTarget(srv.URL, "", 30*time.Second, nil)})
+	rep := b.run(r, b.jsonl("dlq.jsonl", entries...))
+	if rep.Replays.Succeeded != n {
+		t.Fatalf("replayed %d of %d: %+v", rep.Replays.Succeeded, n, rep.Replays)
+	}
+	if !overlapped {
+		t.Error("the next window wrote no intent while the full window before it dispatched")
+	}
+	if m := most.Load(); m > 2 {
+		t.Errorf("the target saw %d requests at once, want at most --max-parallel 2", m)
+	}
+	for i := range n {
+		if v := b.ledger(fmt.Sprintf("k%02d", i)); v.State != string(idempotency.Succeeded) {
+			t.Errorf("k%02d: ledger %s", i, v.State)
+		}
+	}
+}
+
+// Copies of a key in consecutive full-size windows: a window never starts
+// with a key the window still in flight holds, and what was read ahead of
+// that key is read again, so every copy after the first sees the first's
+// outcome and is not sent again.
+func TestWindowCopiesOfAKeyAcrossOverlappingWindowsAreSentOnce(t *testing.T) {
+	b := newBundle(t, baseRules)
+	var entries []map[string]any
+	for i := range 40 { // e{i} and e{i+6} share a key: copies land in the window in flight or the next
+		e := transient(fmt.Sprintf("e%02d", i), fmt.Sprintf("k%02d", i%6))
+		e["payload"] = map[string]any{"to": fmt.Sprintf("k%02d@example.com", i%6)} // a copy: same payload
+		entries = append(entries, e)
+	}
+	r := b.reconciler(2)
+	r.Window = 4
+	rep := b.run(r, b.jsonl("dlq.jsonl", entries...))
+	if rep.Replays.Dispatched != 6 || rep.Replays.Succeeded != 6 {
+		t.Fatalf("replays %+v, want the 6 keys sent once each", rep.Replays)
+	}
+	for k, c := range b.sink.perKey() {
+		if c != 1 {
+			t.Errorf("key %s delivered %d times", k, c)
+		}
+	}
+	for i := 6; i < 40; i++ {
+		if er := b.entry(fmt.Sprintf("jsonl:e%02d", i)); er.Status != store.StatusReplayed {
+			t.Errorf("e%02d (a later copy of k%02d) is %s: %q", i, i%6, er.Status, er.Reason)
+		}
 	}
 }

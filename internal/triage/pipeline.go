@@ -5,6 +5,7 @@ import (
 	"iter"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -134,4 +135,34 @@ func (p *Pipeline) decide(ctx context.Context, b *batch) {
 		}
 		b.decisions[i] = d
 	}
+}
+
+// Each calls fn(i) for every i in [0, n) on the pipeline's workers (0:
+// GOMAXPROCS) and returns when all are done: a batch already in memory
+// (a replay window's entries) decided on every core. fn must be safe for
+// concurrent use; each i is given to exactly one call.
+func (p *Pipeline) Each(n int, fn func(i int)) {
+	workers := p.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, n)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
 }

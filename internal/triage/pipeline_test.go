@@ -153,3 +153,18 @@ func TestPipelineErrorsComeInOrder(t *testing.T) {
 		})
 	}
 }
+
+// Each gives every index to exactly one call, whatever the number of
+// workers (a replay window decides its entries with it).
+func TestPipelineEachCallsEveryIndexOnce(t *testing.T) {
+	for _, workers := range []int{0, 1, 3, 200} {
+		var calls [100]atomic.Int32
+		(&Pipeline{Workers: workers}).Each(len(calls), func(i int) { calls[i].Add(1) })
+		for i := range calls {
+			if n := calls[i].Load(); n != 1 {
+				t.Fatalf("workers %d: index %d called %d times", workers, i, n)
+			}
+		}
+	}
+	(&Pipeline{}).Each(0, func(int) { t.Fatal("called for an empty batch") })
+}

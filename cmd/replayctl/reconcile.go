@@ -226,15 +226,16 @@ usage or configuration errors.`,
 // not fail the run (a Kubernetes CronJob or systemd timer would mark every
 // run failed); --strict restores exit 3. Retries scheduled for later and
 // targets behind an open breaker are not failures either, but a run whose
-// every attempt was not sent (the target was down or unreachable) did
-// nothing it was scheduled for: exit 5, so the scheduler reports it.
+// every attempt found the target down (not sent, or 502/503/504 or a
+// timeout from a gateway in front of it) did nothing it was scheduled
+// for: exit 5, so the scheduler reports it.
 func reconcileExit(rep *replay.Report, strict bool) error {
 	switch {
 	case rep.Interrupted:
 		return &exitErr{code: exitError, err: errors.New("interrupted: the next run continues where this one stopped")}
 	case rep.Replays.Failed+rep.Replays.Unknown > 0:
 		return silent(exitFailed)
-	case rep.Replays.Dispatched > 0 && rep.Replays.NotSent == rep.Replays.Dispatched:
+	case rep.Replays.Dispatched > 0 && max(rep.Replays.NotSent, rep.Replays.TargetDown) == rep.Replays.Dispatched:
 		return silent(exitNotSent)
 	case strict && rep.AwaitingPeople > 0:
 		return silent(exitAwaiting)
@@ -252,6 +253,9 @@ func printReport(w io.Writer, rep *replay.Report) {
 	printSummary(w, rep.Summary)
 	fmt.Fprintf(w, "\nreplays: %d dispatched, %d succeeded, %d failed, %d outcome unknown, %d retried\n",
 		rep.Replays.Dispatched, rep.Replays.Succeeded, rep.Replays.Failed, rep.Replays.Unknown, rep.Replays.Retried)
+	if rep.Replays.TargetDown > 0 {
+		fmt.Fprintf(w, "target down: %d attempt(s) found the target down (not sent, 502/503/504 or a timeout)\n", rep.Replays.TargetDown)
+	}
 	if rep.Replays.NotSent > 0 {
 		fmt.Fprintf(w, "not sent: %d attempt(s) never reached the target (not counted in max_replays)\n", rep.Replays.NotSent)
 	}

@@ -25,7 +25,12 @@ func TestReconcileExitWhenEveryAttemptWasNotSent(t *testing.T) {
 	}{
 		{"every attempt not sent", report(3, 0, 0, 3, 0), exitNotSent},
 		{"some reached the target", report(3, 1, 0, 2, 0), exitOK},
-		{"a 5xx retry reached the target", report(3, 0, 1, 2, 0), exitOK},
+		{"a 500 retry reached the target", report(3, 0, 1, 2, 0), exitOK},
+		{"every attempt found the target down (503s and not sent)", func() *replay.Report {
+			rep := report(3, 0, 2, 1, 0)
+			rep.Replays.TargetDown = 3
+			return rep
+		}(), exitNotSent},
 		{"nothing to send", report(0, 0, 0, 0, 0), exitOK},
 		{"a definite failure besides", report(3, 0, 0, 2, 1), exitFailed},
 	} {

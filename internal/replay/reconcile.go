@@ -68,13 +68,17 @@ type EntryResult struct {
 	Decision triage.Decision `json:"decision"`
 	// Final is the action taken, after probes and routing (it can differ
 	// from Decision.Action: a probe may resolve, a missing target escalate).
-	Final    triage.Action `json:"final_action"`
-	Status   string        `json:"status"`
-	Replays  []string      `json:"replays,omitempty"` // outcome of each dispatch in this run
-	Outcome  string        `json:"outcome,omitempty"`
-	Reason   string        `json:"reason,omitempty"`
-	Recorded bool          `json:"recorded"` // a new decision record was written
-	New      bool          `json:"new"`      // the entry was seen for the first time
+	Final   triage.Action `json:"final_action"`
+	Status  string        `json:"status"`
+	Replays []string      `json:"replays,omitempty"` // outcome of each dispatch in this run
+	// TargetDown counts this run's dispatches that found the target down:
+	// not sent, or answered by a gateway that it is unavailable
+	// (502/503/504, a timeout), as the breaker counts them.
+	TargetDown int    `json:"target_down,omitempty"`
+	Outcome    string `json:"outcome,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	Recorded   bool   `json:"recorded"` // a new decision record was written
+	New        bool   `json:"new"`      // the entry was seen for the first time
 	// NextAttempt is when the entry may be dispatched again: its retry's
 	// due time, or when its target's open breaker lets a trial through.
 	NextAttempt time.Time `json:"next_attempt_at,omitzero"`
@@ -93,6 +97,10 @@ type Report struct {
 		Unknown    int `json:"outcome_unknown"`
 		Retried    int `json:"retried"`
 		NotSent    int `json:"not_sent"`
+		// TargetDown: dispatches that found the target down (not sent, or
+		// 502/503/504 or a timeout); all of them means nothing reached a
+		// working target.
+		TargetDown int `json:"target_down"`
 	} `json:"replays"`
 	ProbedCommitted int `json:"probed_committed"`
 	NoTarget        int `json:"no_target"`
@@ -157,6 +165,7 @@ func (rep *Report) add(res *EntryResult) {
 
 // addReplays counts the dispatches one handling of an entry made.
 func (rep *Report) addReplays(res *EntryResult) {
+	rep.Replays.TargetDown += res.TargetDown
 	for _, o := range res.Replays {
 		rep.Replays.Dispatched++
 		switch o {
@@ -221,15 +230,30 @@ func setStatus(tx store.Tx, ref, status, reason string) error {
 func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Source) (EntryResult, error) {
 	unlock := r.locks.lock(e.IdempotencyKey)
 	defer unlock()
+	if p := preparedFor(ctx, e); p != nil {
+		res, err := r.handleOnce(context.WithValue(ctx, basisKey{}, p), e, src, p)
+		if !errors.Is(err, errStaleRead) {
+			return res, err
+		}
+		// Someone else (Replay now, a resolve, a second copy of the key)
+		// wrote the entry or its key after the window read it: decide
+		// again on what is stored now.
+	}
+	return r.handleOnce(ctx, e, src, nil)
+}
+
+// handleOnce is handle on what p read ahead (nil: read it now). Every
+// write it makes on p's reads first checks that they still hold
+// (prepared.still), so a stale read ahead is never acted on.
+func (r *Reconciler) handleOnce(ctx context.Context, e *entry.Entry, src source.Source, p *prepared) (EntryResult, error) {
 	var (
 		view   triage.LedgerView
 		d      triage.Decision
 		stored *store.EntryRecord
 	)
-	if p := preparedFor(ctx, e); p != nil {
+	if p != nil {
 		// Its window read the ledger and the entry and decided ahead
-		// (window.go); nothing of it changed since (a later write to the
-		// key goes through the ledger's compare-and-set).
+		// (window.go).
 		view, d, stored = p.view, p.decision, p.entry
 	} else {
 		// One claim model for every path (claim.go): a dispatch left by an
@@ -459,7 +483,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	res.Status = store.StatusReplaying
 	endDispatch := beginDispatch(r.Store, e.IdempotencyKey)
 	ends = append(ends, endDispatch)
-	err := r.commitIntent(ctx, r.recordTxLearning(e, res, func(tx store.Tx, er *store.EntryRecord) error {
+	err := spend(ctx, r.commitIntent(ctx, guarded(ctx, e, r.recordTxLearning(e, res, func(tx store.Tx, er *store.EntryRecord) error {
 		if er.Hold != "" {
 			// A person resolved or quarantined the entry after it was read
 			// (a window reads ahead): their hold stands, nothing is sent.
@@ -505,7 +529,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			LedgerBefore: string(from), LedgerAfter: string(idempotency.Dispatching),
 			Reason: fmt.Sprintf("replay %d of %d to %s (attempt %d)", next.Budget(), d.MaxReplays, route.Name, next.Replays)})
 		return err
-	}, false))
+	}, false))))
 	if err != nil {
 		endDispatch()
 		if errors.Is(err, idempotency.ErrConflict) || errors.Is(err, idempotency.ErrIllegal) {
@@ -525,6 +549,9 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	done(&out)
 	r.auditBreakers(ctx)
 	res.Replays = append(res.Replays, out.Outcome.String())
+	if out.Outcome == NotSent || out.TargetDown {
+		res.TargetDown++
+	}
 	to, status := outcomeState(out.Outcome)
 	if out.Outcome == NotSent {
 		budget-- // it never reached the target: max_replays is untouched
@@ -714,7 +741,7 @@ func statusFor(a triage.Action, reasons []string) string {
 // require_approval, the approval request, in one transaction. extra runs
 // inside the same transaction.
 func (r *Reconciler) record(ctx context.Context, e *entry.Entry, res *EntryResult, extra func(store.Tx, *store.EntryRecord) error) error {
-	return r.Store.Update(context.WithoutCancel(ctx), r.recordTx(e, res, extra))
+	return spend(ctx, r.Store.Update(context.WithoutCancel(ctx), guarded(ctx, e, r.recordTx(e, res, extra))))
 }
 
 // recordTx is record's transaction, to run alone or with a window's.

@@ -2,9 +2,11 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"sync"
+	"sync/atomic"
 
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
@@ -409,8 +411,95 @@ type queued struct {
 type prepared struct {
 	ref      string
 	view     triage.LedgerView
+	ledger   idempotency.Record // as read (zero: no record)
 	entry    *store.EntryRecord
 	decision triage.Decision
+	// spent: handle has written on this read; its later writes rest on
+	// its own (the key is locked), not on the read ahead.
+	spent atomic.Bool
+}
+
+// errStaleRead says the entry or its key changed after its window read
+// them: handle decides again on what is stored (not an ErrConflict, which
+// would end the entry in manual review).
+var errStaleRead = errors.New("the entry or its key changed after it was read ahead")
+
+// basisKey carries, through handle, the prepared read its writes rest on.
+type basisKey struct{}
+
+// guarded runs fn only if what handle decided on still holds: the
+// decision, budget and schedule were read ahead, and anything written
+// since (a Replay now in the same serve, a person's resolve or release, a
+// second copy of the key in the same window) makes them stale. The
+// ledger's compare-and-set alone would not see it: a retried dispatch
+// puts the key back to decided with one replay more.
+func guarded(ctx context.Context, e *entry.Entry, fn func(store.Tx) error) func(store.Tx) error {
+	p, _ := ctx.Value(basisKey{}).(*prepared)
+	if p == nil || p.spent.Load() {
+		return fn
+	}
+	return func(tx store.Tx) error {
+		if p.spent.Load() {
+			return fn(tx)
+		}
+		if err := p.still(tx, e); err != nil {
+			return err
+		}
+		return fn(tx)
+	}
+}
+
+// spend marks the read ahead handle acted on as written over by handle
+// itself, once a guarded write committed.
+func spend(ctx context.Context, err error) error {
+	if p, _ := ctx.Value(basisKey{}).(*prepared); p != nil && err == nil {
+		p.spent.Store(true)
+	}
+	return err
+}
+
+// still reports errStaleRead when the stored entry or ledger record is no
+// longer what p read.
+func (p *prepared) still(tx store.Tx, e *entry.Entry) error {
+	er, err := tx.Entry(e.Ref())
+	if err != nil {
+		return err
+	}
+	if !sameEntryState(p.entry, er) {
+		return errStaleRead
+	}
+	if e.IdempotencyKey == "" {
+		return nil
+	}
+	rec, err := tx.Ledger(e.IdempotencyKey)
+	if err != nil {
+		return err
+	}
+	var cur idempotency.Record
+	if rec != nil {
+		cur = *rec
+	}
+	if !sameLedger(p.ledger, cur) {
+		return errStaleRead
+	}
+	return nil
+}
+
+// sameEntryState compares what other writers change on an entry record.
+func sameEntryState(a, b *store.EntryRecord) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Status == b.Status && a.Hold == b.Hold && a.Action == b.Action && a.Reason == b.Reason &&
+		a.LastDecision == b.LastDecision && a.Evidence == b.Evidence && a.ApprovalID == b.ApprovalID &&
+		a.Probe == b.Probe && a.WriteBackPending == b.WriteBackPending && a.NextAttemptAt.Equal(b.NextAttemptAt)
+}
+
+// sameLedger compares what a transition changes on a ledger record.
+func sameLedger(a, b idempotency.Record) bool {
+	return a.State == b.State && a.Replays == b.Replays && a.NotSent == b.NotSent && a.Rearmed == b.Rearmed &&
+		a.PayloadHash == b.PayloadHash && a.Owner == b.Owner && a.Updated.Equal(b.Updated) &&
+		a.Dispatched.Equal(b.Dispatched)
 }
 
 func unprepared(qs []*queued) []*queued {
@@ -448,6 +537,9 @@ func (r *Reconciler) prepare(ctx context.Context, qs []*queued) {
 				continue
 			}
 			pres[i] = &prepared{ref: e.Ref(), view: rec.View(), entry: er}
+			if rec != nil {
+				pres[i].ledger = *rec
+			}
 		}
 		return nil
 	})

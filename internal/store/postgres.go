@@ -1,11 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,6 +73,10 @@ type Postgres struct {
 	// settleWait overrides the package's settleWait (tests).
 	settleWait time.Duration
 	trace      *pgTrace
+	// relMu guards the releases queued for the next claim (pg_claim.go).
+	relMu     sync.Mutex
+	relRefs   []string
+	relTokens []int64
 }
 
 // poolSize is the default pool: one connection for each of the worker's
@@ -306,9 +312,28 @@ func (t *pgTx) checkFence() error {
 	var now time.Time
 	ref := pgKey(f.Ref)
 	// The row the check locks is the entry the transaction writes: read
-	// with it, and the transaction's clock too, in BEGIN's round trip.
-	err := t.queryRow(`SELECT fence, coalesce(lease_until > now(), false), now(), rec, payload FROM entries WHERE ref = $1 FOR UPDATE`, ref).
-		Scan(&token, &live, &now, &t.fenceRec, &t.fencePayload)
+	// with it, and the transaction's clock too, in BEGIN's round trip, and
+	// the entry's ledger row (locked, as Ledger would) when its key is
+	// known.
+	br, writes := t.send(func(b *pgx.Batch) {
+		b.Queue(`SELECT fence, coalesce(lease_until > now(), false), now(), rec, payload FROM entries WHERE ref = $1 FOR UPDATE`, ref)
+		if f.Key != "" {
+			b.Queue(`SELECT rec FROM ledger WHERE key = $1 FOR UPDATE`, pgKey(f.Key))
+		}
+	})
+	err := drain(br, writes)
+	if err == nil {
+		err = br.QueryRow().Scan(&token, &live, &now, &t.fenceRec, &t.fencePayload)
+	}
+	if err == nil && f.Key != "" {
+		var rec []byte
+		if err = br.QueryRow().Scan(&rec); err == nil || errors.Is(err, pgx.ErrNoRows) {
+			t.ledger[pgKey(f.Key)], err = rec, nil
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return fmt.Errorf("check fence of %s: %w", f.Ref, err)
 	}
@@ -407,8 +432,15 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 		return err
 	}
 	ref := pgKey(r.Entry.Ref())
-	t.queue("write entry "+r.Entry.Ref(), nil, `INSERT INTO entries (ref, rec, payload) VALUES ($1, $2, $3)
+	switch {
+	case ref == t.fenced && bytes.Equal(payload, t.fencePayload):
+		// The row exists (the fence locked it) and its payload is the one
+		// stored: write only the record, no insert attempt, no payload.
+		t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2 WHERE ref = $1`, ref, rec)
+	default:
+		t.queue("write entry "+r.Entry.Ref(), nil, `INSERT INTO entries (ref, rec, payload) VALUES ($1, $2, $3)
 		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload`, ref, rec, payload)
+	}
 	if ref == t.fenced {
 		t.fenceRec, t.fencePayload = rec, payload
 	}
@@ -621,9 +653,15 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 	return n, nil
 }
 
-// Claim implements Shared.
+// Claim implements Shared; the releases queued by ReleaseLater go in the
+// same round trip, before the claim.
 func (p *Postgres) Claim(ctx context.Context, owner string, since time.Time, n int, lease time.Duration) ([]Claim, error) {
-	rows, err := p.pool.Query(ctx, `
+	b := &pgx.Batch{}
+	refs, tokens := p.takeReleases()
+	if len(refs) > 0 {
+		b.Queue(releaseMany, refs, tokens)
+	}
+	b.Queue(`
 		WITH c AS (
 		  SELECT ref FROM entries
 		  WHERE (last_checked IS NULL OR last_checked < $1) AND (lease_until IS NULL OR lease_until < now())
@@ -633,6 +671,14 @@ func (p *Postgres) Claim(ctx context.Context, owner string, since time.Time, n i
 		UPDATE entries e SET lease_owner = $3, lease_until = now() + $4 * interval '1 millisecond', fence = nextval('fence_seq')
 		FROM c WHERE e.ref = c.ref
 		RETURNING e.fence, e.rec, e.payload`, since, n, owner, lease.Milliseconds())
+	br := p.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if len(refs) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("release %d claims: %w", len(refs), err)
+		}
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}

@@ -39,7 +39,7 @@ func (f *dbFlags) open() (store.Backend, error) {
 		return nil, err
 	}
 	if f.dsn != "" {
-		return f.openPostgres(store.Options{AuditKey: key})
+		return f.openPostgres(store.Options{AuditKey: key, MaxBatchSize: f.writers})
 	}
 	return store.OpenBolt(f.path, store.Options{AuditKey: key, MaxBatchSize: f.writers})
 }

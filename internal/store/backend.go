@@ -39,6 +39,9 @@ var ErrStaleFence = errors.New("stale fencing token: the lease on this entry exp
 type Fence struct {
 	Ref   string
 	Token int64
+	// Key, when set, is the entry's idempotency key: PostgreSQL locks its
+	// ledger row with the fence check, in the same round trip.
+	Key string
 }
 
 type fenceKey struct{}

@@ -58,7 +58,7 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 	var seq int64
 	var now time.Time
 	var signed bool
-	if err := t.tx.QueryRow(t.ctx, `WITH h AS MATERIALIZED (SELECT signed OR mac <> '' AS signed FROM audit_head WHERE id = 1),
+	if err := t.queryRow(`WITH h AS MATERIALIZED (SELECT signed OR mac <> '' AS signed FROM audit_head WHERE id = 1),
 		x AS MATERIALIZED (SELECT pg_current_xact_id() FROM h WHERE $1 OR NOT h.signed)
 		SELECT (SELECT signed FROM h), coalesce((SELECT nextval('audit_seq') FROM x), 0), now()`, len(t.key) > 0).Scan(&signed, &seq, &now); err != nil {
 		return audit.Sealed{}, fmt.Errorf("number audit record: %w", err)
@@ -75,9 +75,8 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 	if err != nil {
 		return audit.Sealed{}, fmt.Errorf("encode audit record: %w", err)
 	}
-	if _, err := t.tx.Exec(t.ctx, `INSERT INTO audit (seq, body) VALUES ($1, $2)`, seq, body); err != nil {
-		return audit.Sealed{}, fmt.Errorf("append audit record %d: %w", seq, err)
-	}
+	t.countAppend(r)
+	t.queue(fmt.Sprintf("append audit record %d", seq), nil, `INSERT INTO audit (seq, body) VALUES ($1, $2)`, seq, body)
 	return audit.Sealed{Seq: r.Seq, Body: body}, nil
 }
 

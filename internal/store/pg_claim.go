@@ -80,3 +80,42 @@ func (p *Postgres) Ingesting(ctx context.Context) (bool, error) {
 	}
 	return held, nil
 }
+
+// A run releases each claim when its entry is handled; sent one by one,
+// that was a round trip and a transaction per entry. A run's worker queues
+// its releases instead (ReleaseLater) and this process sends them with its
+// next claim, in the same round trip, or when the run's pass ends
+// (FlushReleases). Until then the entry stays leased to the worker that
+// handled it, so no other worker takes it; if the process dies first the
+// lease runs out as for any claim, and the ledger shows the entry handled.
+
+const releaseMany = `UPDATE entries e SET last_checked = now(), lease_owner = NULL, lease_until = NULL
+	FROM unnest($1::text[], $2::bigint[]) AS r(ref, fence) WHERE e.ref = r.ref AND e.fence = r.fence`
+
+// ReleaseLater queues Release(ref, token) for this process's next claim.
+func (p *Postgres) ReleaseLater(ref string, token int64) {
+	p.relMu.Lock()
+	defer p.relMu.Unlock()
+	p.relRefs = append(p.relRefs, pgKey(ref))
+	p.relTokens = append(p.relTokens, token)
+}
+
+func (p *Postgres) takeReleases() ([]string, []int64) {
+	p.relMu.Lock()
+	defer p.relMu.Unlock()
+	refs, tokens := p.relRefs, p.relTokens
+	p.relRefs, p.relTokens = nil, nil
+	return refs, tokens
+}
+
+// FlushReleases sends the queued releases now.
+func (p *Postgres) FlushReleases(ctx context.Context) error {
+	refs, tokens := p.takeReleases()
+	if len(refs) == 0 {
+		return nil
+	}
+	if _, err := p.pool.Exec(ctx, releaseMany, refs, tokens); err != nil {
+		return fmt.Errorf("release %d claims: %w", len(refs), err)
+	}
+	return nil
+}

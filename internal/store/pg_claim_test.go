@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -61,4 +64,54 @@ func TestPostgresIngestsOncePerRun(t *testing.T) {
 		t.Fatalf("a later run does not ingest: %v", err)
 	}
 	done(true)
+}
+
+// Issue 16: 4 workers on PostgreSQL queued on the entries table's pages
+// (LWLock BufferContent and relation extend waits on every entry write):
+// pages were filled by the ingest, so each new version of a claimed entry
+// went to the table's last page, with a new entry in every index. A page
+// now keeps room: the claim's version stays on its entry's page (a HOT
+// update: it changes no indexed column).
+func TestPostgresClaimKeepsTheEntryOnItsPage(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	var recs []*EntryRecord
+	for i := range 300 {
+		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%03d", i), Source: entry.KindJSONL, Topic: "orders",
+			IdempotencyKey: fmt.Sprintf("k%03d", i), Message: "upstream timeout", Payload: []byte(`{"order":1}`)}, Status: StatusPending})
+	}
+	if _, err := p.Ingest(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	page := func(ref string) string {
+		var ctid string
+		if err := p.pool.QueryRow(ctx, `SELECT ctid::text FROM entries WHERE ref = $1`, pgKey(ref)).Scan(&ctid); err != nil {
+			t.Fatal(err)
+		}
+		return strings.SplitN(strings.Trim(ctid, "()"), ",", 2)[0]
+	}
+	var pages []string
+	for _, r := range recs {
+		pages = append(pages, page(r.Entry.Ref()))
+	}
+	if pages[0] == pages[len(pages)-1] {
+		t.Fatalf("all %d entries on page %s: too few to fill a page", len(recs), pages[0])
+	}
+	now, err := p.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := p.Claim(ctx, "w0", now, 20, time.Minute)
+	if err != nil || len(claims) != 20 {
+		t.Fatalf("claimed %d: %v", len(claims), err)
+	}
+	for i, r := range recs {
+		if got := page(r.Entry.Ref()); got != pages[i] {
+			for _, c := range claims {
+				if c.Entry.Entry.Ref() == r.Entry.Ref() {
+					t.Errorf("claimed entry %s moved from page %s to %s", r.Entry.Ref(), pages[i], got)
+				}
+			}
+		}
+	}
 }

@@ -1,10 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,7 +50,19 @@ var migrations = []string{
 	pgIngestMigration,
 	// 5: long keys are stored under their hash (pg_keys.go).
 	pgKeysMigration,
+	// 6: decision and outcome counters (pg_counts.go), backfilled in Go.
+	pgCountsMigration,
+	// 7: room in each page of entries for the versions a replay writes
+	// (claim, decision, outcome, release): a claim, which changes no
+	// indexed column, is then a HOT update (no index entry, no expression
+	// index evaluated) and every version stays on its page instead of all
+	// writers queueing to extend the table's last one. Pages written from
+	// now on; VACUUM FULL applies it to an existing table.
+	`ALTER TABLE entries SET (fillfactor = 50);`,
 }
+
+// migrationSteps run in Go after a migration's SQL, in its transaction.
+var migrationSteps = map[int]func(context.Context, pgx.Tx) error{6: backfillCounts}
 
 // advisory lock ids (pg_advisory_lock's bigint space).
 const (
@@ -64,6 +79,23 @@ type Postgres struct {
 	stopSealer func()
 	// settleWait overrides the package's settleWait (tests).
 	settleWait time.Duration
+	trace      *pgTrace
+	// relMu guards the releases queued for the next claim (pg_claim.go).
+	relMu     sync.Mutex
+	relRefs   []string
+	relTokens []int64
+}
+
+// poolSize is the default pool: one connection for each of the worker's
+// entries in flight (Options.MaxBatchSize, its --max-parallel) plus the
+// ones a worker holds besides them: the sealer, the ingest lead's lock and
+// its batch, the claim feed. pgxpool's default (4 or the CPU count) left
+// a worker's slots queueing for connections.
+func poolSize(inFlight int, def int32) int32 {
+	if inFlight <= 0 {
+		return def
+	}
+	return max(def, int32(inFlight)+4)
 }
 
 // OpenPostgres connects and migrates the schema.
@@ -72,11 +104,16 @@ func OpenPostgres(ctx context.Context, dsn string, o Options) (*Postgres, error)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = poolSize(o.MaxBatchSize, cfg.MaxConns)
+	}
+	tr := newPGTrace()
+	cfg.ConnConfig.Tracer = tr
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
-	p := &Postgres{pool: pool, key: o.AuditKey, instance: newInstanceID()}
+	p := &Postgres{pool: pool, key: o.AuditKey, instance: newInstanceID(), trace: tr}
 	if err := p.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -117,17 +154,36 @@ func (p *Postgres) migrate(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version int PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	var have int
-	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+	// Every migration not recorded is applied, in order (not only those
+	// above the highest recorded: one recorded out of order, or lost, is
+	// still run).
+	rows, err := conn.Query(ctx, `SELECT version FROM schema_migrations ORDER BY version`)
+	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	if have > len(migrations) {
-		return fmt.Errorf("migrate: the database has schema version %d, this replayctl knows %d: upgrade replayctl", have, len(migrations))
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
-	for v := have + 1; v <= len(migrations); v++ {
+	have := map[int]bool{}
+	for _, v := range applied {
+		have[v] = true
+	}
+	if n := len(applied); n > 0 && applied[n-1] > len(migrations) {
+		return fmt.Errorf("migrate: the database has schema version %d, this replayctl knows %d: upgrade replayctl", applied[n-1], len(migrations))
+	}
+	for v := 1; v <= len(migrations); v++ {
+		if have[v] {
+			continue
+		}
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
 				return err
+			}
+			if step := migrationSteps[v]; step != nil {
+				if err := step(ctx, tx); err != nil {
+					return err
+				}
 			}
 			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v)
 			return err
@@ -158,40 +214,48 @@ func retryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-// Update runs fn in a transaction. Writers share no row: audit records
-// are appended unchained and sealed later (pg_audit.go). A deadlock or
-// serialization failure is retried, so fn may run more than once.
+// Update runs fn in a transaction (postgres_tx.go: its writes are sent
+// in batches with the next read and with COMMIT). Writers share no row:
+// audit records are appended unchained and sealed later (pg_audit.go). A
+// deadlock or serialization failure is retried, so fn may run more than
+// once.
 func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 	for attempt := 0; ; attempt++ {
-		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-			t := &pgTx{ctx: ctx, tx: tx, key: p.key}
-			// A worker whose claim is no longer current writes nothing at
-			// all: not a ledger transition, not an entry, not a record.
-			if err := t.checkFence(); err != nil {
-				return err
-			}
-			return fn(t)
-		})
+		err := p.update(ctx, fn)
 		if err == nil || !(retryable(err) || errors.Is(err, errCreatedConcurrently)) || attempt >= 5 {
 			return err
 		}
 	}
 }
 
-// View runs fn in a read-only transaction.
+// View runs fn's reads, each a statement of its own (at READ COMMITTED a
+// read-only transaction gave no more than that).
 func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {
-	return pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		return fn(&pgTx{ctx: ctx, tx: tx, ro: true})
-	})
+	return fn(&pgTx{ctx: ctx, q: p.pool, ro: true})
 }
 
 type pgTx struct {
 	ctx context.Context
-	tx  pgx.Tx
+	q   pgQuerier
 	ro  bool
 	key []byte
-	// start caches now() (pg_audit.go fills it too).
+	// start caches now() (the fence check and pg_audit.go fill it too).
 	start time.Time
+	// begin: BEGIN is still to be sent (with the first round trip);
+	// begun: it was, and no COMMIT yet.
+	begin, begun bool
+	// pending are writes to send with the next round trip.
+	pending []pgWrite
+	// ledger holds the rows this transaction has locked, by stored key,
+	// as it last wrote them (nil: no row).
+	ledger map[string][]byte
+	// fenced is the stored ref of the entry the fence check locked, and
+	// fenceRec/fencePayload its row as this transaction last wrote it.
+	fenced                 string
+	fenceRec, fencePayload []byte
+	// counts are what the records appended add to the counters
+	// (pg_counts.go), written with COMMIT.
+	counts map[countKey]int64
 }
 
 func (t *pgTx) lockClause() string {
@@ -216,7 +280,31 @@ func scanJSON[T any](row pgx.Row) (*T, error) {
 }
 
 func (t *pgTx) Ledger(key string) (*idempotency.Record, error) {
-	return scanJSON[idempotency.Record](t.tx.QueryRow(t.ctx, `SELECT rec FROM ledger WHERE key = $1`+t.lockClause(), pgKey(key)))
+	k := pgKey(key)
+	if rec, ok := t.ledger[k]; ok {
+		// Locked by this transaction (or absent, which the first write
+		// checks): no one else changed it.
+		return decodeJSON[idempotency.Record](rec)
+	}
+	var rec []byte
+	if err := t.queryRow(`SELECT rec FROM ledger WHERE key = $1`+t.lockClause(), k).Scan(&rec); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, err
+	}
+	if !t.ro {
+		t.ledger[k] = rec
+	}
+	return decodeJSON[idempotency.Record](rec)
+}
+
+func decodeJSON[T any](b []byte) (*T, error) {
+	if b == nil {
+		return nil, nil
+	}
+	var out T
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // checkFence rejects a transition made under a claim that is no longer
@@ -228,10 +316,35 @@ func (t *pgTx) checkFence() error {
 	}
 	var token int64
 	var live bool
-	err := t.tx.QueryRow(t.ctx, `SELECT fence, coalesce(lease_until > now(), false) FROM entries WHERE ref = $1 FOR UPDATE`, pgKey(f.Ref)).Scan(&token, &live)
+	var now time.Time
+	ref := pgKey(f.Ref)
+	// The row the check locks is the entry the transaction writes: read
+	// with it, and the transaction's clock too, in BEGIN's round trip, and
+	// the entry's ledger row (locked, as Ledger would) when its key is
+	// known.
+	br, writes := t.send(func(b *pgx.Batch) {
+		b.Queue(`SELECT fence, coalesce(lease_until > now(), false), now(), rec, payload FROM entries WHERE ref = $1 FOR UPDATE`, ref)
+		if f.Key != "" {
+			b.Queue(`SELECT rec FROM ledger WHERE key = $1 FOR UPDATE`, pgKey(f.Key))
+		}
+	})
+	err := drain(br, writes)
+	if err == nil {
+		err = br.QueryRow().Scan(&token, &live, &now, &t.fenceRec, &t.fencePayload)
+	}
+	if err == nil && f.Key != "" {
+		var rec []byte
+		if err = br.QueryRow().Scan(&rec); err == nil || errors.Is(err, pgx.ErrNoRows) {
+			t.ledger[pgKey(f.Key)], err = rec, nil
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return fmt.Errorf("check fence of %s: %w", f.Ref, err)
 	}
+	t.fenced, t.start = ref, now.UTC()
 	if token != f.Token || !live {
 		return fmt.Errorf("%w (entry %s: token %d, current %d, lease live %v)", ErrStaleFence, f.Ref, f.Token, token, live)
 	}
@@ -259,18 +372,22 @@ func (t *pgTx) Transition(tr idempotency.Transition) (idempotency.Record, error)
 		return idempotency.Record{}, err
 	}
 	if cur == nil {
-		// No row to lock: two first transitions race on the insert.
-		tag, err := t.tx.Exec(t.ctx, `INSERT INTO ledger (key, rec) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, pgKey(tr.Key), data)
+		// No row to lock: two first transitions race on the insert, sent
+		// at once so that the second waits on the first's row.
+		err := t.exec("create ledger key "+tr.Key, func(tag pgconn.CommandTag) error {
+			if tag.RowsAffected() == 0 {
+				return fmt.Errorf("%w: key %s (%w)", idempotency.ErrConflict, tr.Key, errCreatedConcurrently)
+			}
+			return nil
+		}, `INSERT INTO ledger (key, rec) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, pgKey(tr.Key), data)
 		if err != nil {
 			return idempotency.Record{}, err
 		}
-		if tag.RowsAffected() == 0 {
-			return idempotency.Record{}, fmt.Errorf("%w: key %s (%w)", idempotency.ErrConflict, tr.Key, errCreatedConcurrently)
-		}
-		return next, nil
+	} else {
+		t.queue("write ledger key "+tr.Key, nil, `UPDATE ledger SET rec = $2 WHERE key = $1`, pgKey(tr.Key), data)
 	}
-	_, err = t.tx.Exec(t.ctx, `UPDATE ledger SET rec = $2 WHERE key = $1`, pgKey(tr.Key), data)
-	return next, err
+	t.ledger[pgKey(tr.Key)] = data
+	return next, nil
 }
 
 // now is the transaction's start time, as PostgreSQL's now() is: asked
@@ -280,7 +397,7 @@ func (t *pgTx) now() (time.Time, error) {
 		return t.start, nil
 	}
 	var now time.Time
-	if err := t.tx.QueryRow(t.ctx, `SELECT now()`).Scan(&now); err != nil {
+	if err := t.queryRow(`SELECT now()`).Scan(&now); err != nil {
 		return time.Time{}, err
 	}
 	t.start = now.UTC()
@@ -288,7 +405,10 @@ func (t *pgTx) now() (time.Time, error) {
 }
 
 func (t *pgTx) Entry(ref string) (*EntryRecord, error) {
-	return scanEntry(t.tx.QueryRow(t.ctx, `SELECT rec, payload FROM entries WHERE ref = $1`, pgKey(ref)))
+	if t.fenced != "" && t.fenced == pgKey(ref) {
+		return decodeEntryBytes(t.fenceRec, t.fencePayload)
+	}
+	return scanEntry(t.queryRow(`SELECT rec, payload FROM entries WHERE ref = $1`, pgKey(ref)))
 }
 
 func scanEntry(row pgx.Row) (*EntryRecord, error) {
@@ -318,13 +438,24 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.tx.Exec(t.ctx, `INSERT INTO entries (ref, rec, payload) VALUES ($1, $2, $3)
-		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload`, pgKey(r.Entry.Ref()), rec, payload)
-	return err
+	ref := pgKey(r.Entry.Ref())
+	switch {
+	case ref == t.fenced && bytes.Equal(payload, t.fencePayload):
+		// The row exists (the fence locked it) and its payload is the one
+		// stored: write only the record, no insert attempt, no payload.
+		t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2 WHERE ref = $1`, ref, rec)
+	default:
+		t.queue("write entry "+r.Entry.Ref(), nil, `INSERT INTO entries (ref, rec, payload) VALUES ($1, $2, $3)
+		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload`, ref, rec, payload)
+	}
+	if ref == t.fenced {
+		t.fenceRec, t.fencePayload = rec, payload
+	}
+	return nil
 }
 
 func (t *pgTx) Approval(id string) (*Approval, error) {
-	return scanJSON[Approval](t.tx.QueryRow(t.ctx, `SELECT rec FROM approvals WHERE id = $1`+t.lockClause(), pgKey(id)))
+	return scanJSON[Approval](t.queryRow(`SELECT rec FROM approvals WHERE id = $1`+t.lockClause(), pgKey(id)))
 }
 
 func (t *pgTx) PutApproval(a *Approval) error {
@@ -335,8 +466,8 @@ func (t *pgTx) PutApproval(a *Approval) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.tx.Exec(t.ctx, `INSERT INTO approvals (id, rec) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET rec = excluded.rec`, pgKey(a.ID), data)
-	return err
+	t.queue("write approval "+a.ID, nil, `INSERT INTO approvals (id, rec) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET rec = excluded.rec`, pgKey(a.ID), data)
+	return nil
 }
 
 // LedgerView implements replay.LedgerReader.
@@ -529,9 +660,15 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 	return n, nil
 }
 
-// Claim implements Shared.
+// Claim implements Shared; the releases queued by ReleaseLater go in the
+// same round trip, before the claim.
 func (p *Postgres) Claim(ctx context.Context, owner string, since time.Time, n int, lease time.Duration) ([]Claim, error) {
-	rows, err := p.pool.Query(ctx, `
+	b := &pgx.Batch{}
+	refs, tokens := p.takeReleases()
+	if len(refs) > 0 {
+		b.Queue(releaseMany, refs, tokens)
+	}
+	b.Queue(`
 		WITH c AS (
 		  SELECT ref FROM entries
 		  WHERE (last_checked IS NULL OR last_checked < $1) AND (lease_until IS NULL OR lease_until < now())
@@ -541,6 +678,14 @@ func (p *Postgres) Claim(ctx context.Context, owner string, since time.Time, n i
 		UPDATE entries e SET lease_owner = $3, lease_until = now() + $4 * interval '1 millisecond', fence = nextval('fence_seq')
 		FROM c WHERE e.ref = c.ref
 		RETURNING e.fence, e.rec, e.payload`, since, n, owner, lease.Milliseconds())
+	br := p.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if len(refs) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("release %d claims: %w", len(refs), err)
+		}
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}

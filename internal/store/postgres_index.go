@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/replayctl/replayctl/internal/audit"
 )
 
 // PostgreSQL answers the indexed reads with SQL: the filters become WHERE
@@ -134,8 +132,8 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 	}
 }
 
-// Counters counts with GROUP BY queries; the decision counters read the
-// audit chain.
+// Counters counts entries with GROUP BY queries; decisions and outcomes
+// come from their counter rows.
 func (p *Postgres) Counters(ctx context.Context) (*Counters, error) {
 	out := &Counters{Topics: map[string]int64{}, Days: map[string]int64{}, Outcomes: map[string]int64{}, Cells: []Cell{}, Open: []Depth{}, Signatures: []SignatureCount{}}
 	rows, err := p.pool.Query(ctx, `SELECT coalesce(d->'entry'->>'source',''), coalesce(d->>'class',''), coalesce(d->>'action',''),
@@ -222,20 +220,9 @@ func (p *Postgres) Counters(ctx context.Context) (*Counters, error) {
 		}
 		return a.Signature < b.Signature
 	})
-	err = audit.Each(ctx, p, audit.Query{}, func(r audit.Record) error {
-		dec, den, o := auditCounts(&r)
-		if dec {
-			out.Decisions++
-		}
-		if den {
-			out.Denied++
-		}
-		if o != "" {
-			out.Outcomes[o]++
-		}
-		return nil
-	})
-	if err != nil {
+	// Decisions, denials and outcomes come from their counters
+	// (pg_counts.go), never from the audit chain.
+	if err := p.auditTotals(ctx, out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -279,27 +266,7 @@ func (p *Postgres) Series(ctx context.Context, from, to time.Time) ([]HourCount,
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	err = audit.Each(ctx, p, audit.Query{}, func(r audit.Record) error {
-		h := hour(r.Time)
-		if h == nil {
-			return nil
-		}
-		dec, den, o := auditCounts(&r)
-		if dec {
-			h.Decisions++
-		}
-		if den {
-			h.Denied++
-		}
-		if o != "" {
-			if h.Outcomes == nil {
-				h.Outcomes = map[string]int64{}
-			}
-			h.Outcomes[o]++
-		}
-		return nil
-	})
-	if err != nil {
+	if err := p.auditHours(ctx, from, to, hour); err != nil {
 		return nil, err
 	}
 	keys := make([]int64, 0, len(hours))

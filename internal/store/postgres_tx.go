@@ -1,0 +1,190 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Round trips of a PostgreSQL transaction (issue 16). A worker's slot
+// spent most of a replay waiting on ~40 round trips, each one statement:
+// BEGIN, COMMIT, a read-only transaction around every read, the ledger row
+// read again by every transition, the entry read again after the fence
+// check had locked it. A pgTx now
+//
+//   - sends BEGIN with its first statement, in one pipelined batch;
+//   - queues the writes whose answer it does not need (the ledger, entry,
+//     approval and audit rows it writes) and sends them with the next read
+//     or with COMMIT, in one batch: reads still see every earlier write,
+//     and a write that fails still fails the transaction, at the next
+//     round trip instead of at once;
+//   - keeps the rows it holds locked: a ledger row read FOR UPDATE (as it
+//     last wrote it) and the fenced entry, read with its fence;
+//   - (View) reads without a transaction: at READ COMMITTED every
+//     statement takes its own snapshot anyway, so BEGIN READ ONLY and
+//     COMMIT bought nothing but two round trips.
+//
+// Invariants hold as before: nothing is visible to others before COMMIT,
+// and a first ledger write that finds the key created meanwhile fails the
+// transaction (errCreatedConcurrently), which Update runs again.
+
+// pgQuerier is what a pgTx sends through: the pool (View) or the
+// transaction's connection (Update).
+type pgQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// pgWrite is a queued write, what it writes (for errors); check judges
+// its command tag.
+type pgWrite struct {
+	what  string
+	sql   string
+	args  []any
+	check func(pgconn.CommandTag) error
+}
+
+// queue adds a write to send with the next round trip.
+func (t *pgTx) queue(what string, check func(pgconn.CommandTag) error, sql string, args ...any) {
+	t.pending = append(t.pending, pgWrite{what: what, sql: sql, args: args, check: check})
+}
+
+// queryRow sends sql after BEGIN (when not sent yet) and the queued
+// writes, in one round trip.
+func (t *pgTx) queryRow(sql string, args ...any) pgx.Row {
+	if !t.begin && len(t.pending) == 0 {
+		return t.q.QueryRow(t.ctx, sql, args...)
+	}
+	br, n := t.send(func(b *pgx.Batch) { b.Queue(sql, args...) })
+	return &batchRow{t: t, br: br, n: n}
+}
+
+// exec sends a write now, with what is queued, in one round trip: for a
+// write others must meet before this transaction goes on (a new ledger
+// key: a second writer of it waits on this one's row, then sees it).
+func (t *pgTx) exec(what string, check func(pgconn.CommandTag) error, sql string, args ...any) error {
+	t.queue(what, check, sql, args...)
+	br, writes := t.send(func(*pgx.Batch) {})
+	err := drain(br, writes)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// send queues BEGIN (once), the pending writes and then what last adds;
+// n is how many results precede last's.
+func (t *pgTx) send(last func(*pgx.Batch)) (pgx.BatchResults, []pgWrite) {
+	b := &pgx.Batch{}
+	var writes []pgWrite
+	if t.begin {
+		writes = append(writes, pgWrite{what: "begin", sql: "begin"})
+		t.begin, t.begun = false, true
+	}
+	writes = append(writes, t.pending...)
+	t.pending = nil
+	for _, w := range writes {
+		b.Queue(w.sql, w.args...)
+	}
+	last(b)
+	return t.q.SendBatch(t.ctx, b), writes
+}
+
+// drain reads the results of the writes sent before a batch's last
+// statement, failing on the first that failed or whose check fails.
+func drain(br pgx.BatchResults, writes []pgWrite) error {
+	for _, w := range writes {
+		tag, err := br.Exec()
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.what, err)
+		}
+		if w.check != nil {
+			if err := w.check(tag); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// batchRow is the row of a batch's last statement.
+type batchRow struct {
+	t  *pgTx
+	br pgx.BatchResults
+	n  []pgWrite
+}
+
+func (r *batchRow) Scan(dest ...any) error {
+	if err := drain(r.br, r.n); err != nil {
+		_ = r.br.Close()
+		return err
+	}
+	err := r.br.QueryRow().Scan(dest...)
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// commit sends what is queued with COMMIT; a transaction that sent
+// nothing has nothing to commit.
+func (t *pgTx) commit() error {
+	t.queueCounts()
+	if t.begin && len(t.pending) == 0 {
+		return nil
+	}
+	br, writes := t.send(func(b *pgx.Batch) { b.Queue("commit") })
+	err := drain(br, writes)
+	if err == nil {
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err == nil && tag.String() != "COMMIT" {
+			// COMMIT of a failed transaction answers ROLLBACK.
+			err = pgx.ErrTxCommitRollback
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		t.begun = false
+	}
+	return err
+}
+
+// update runs fn once in a transaction on one connection.
+func (p *Postgres) update(ctx context.Context, fn func(Tx) error) (err error) {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	t := &pgTx{ctx: ctx, q: conn, key: p.key, begin: true, ledger: map[string][]byte{}}
+	defer func() {
+		if t.begun {
+			// Failed or panicked after BEGIN went out: roll back, or drop
+			// the connection (the pool never reuses one left in a
+			// transaction).
+			if _, rerr := conn.Exec(context.WithoutCancel(ctx), "rollback"); rerr != nil {
+				_ = conn.Conn().Close(context.WithoutCancel(ctx))
+			}
+		}
+		conn.Release()
+	}()
+	// A worker whose claim is no longer current writes nothing at all: not
+	// a ledger transition, not an entry, not a record.
+	if err := t.checkFence(); err != nil {
+		return err
+	}
+	if err := fn(t); err != nil {
+		return err
+	}
+	return t.commit()
+}
+
+var (
+	_ pgQuerier = (*pgxpool.Pool)(nil)
+	_ pgQuerier = (*pgxpool.Conn)(nil)
+)

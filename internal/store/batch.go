@@ -19,6 +19,6 @@ func (s *Bolt) UpdateNow(ctx context.Context, fn func(Tx) error) error {
 	}
 	return s.db.Update(func(btx *bolt.Tx) error {
 		setFillPercent(btx)
-		return fn(&boltTx{tx: btx, now: s.now, key: s.key})
+		return fn(s.writeTx(btx))
 	})
 }

@@ -74,6 +74,9 @@ type Bolt struct {
 	// other live process can own a dispatching record in it.
 	instance string
 	flight   inFlight
+	// onEntryDecode, when set (tests), is called for every entry record
+	// a transaction decodes: proves PutEntry reuses what Entry read.
+	onEntryDecode func()
 }
 
 var _ Store = (*Bolt)(nil)
@@ -165,8 +168,13 @@ func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
 	}
 	return s.db.Batch(func(btx *bolt.Tx) error {
 		setFillPercent(btx)
-		return fn(&boltTx{tx: btx, now: s.now, key: s.key})
+		return fn(s.writeTx(btx))
 	})
+}
+
+// writeTx wraps a read-write bbolt transaction.
+func (s *Bolt) writeTx(btx *bolt.Tx) *boltTx {
+	return &boltTx{tx: btx, now: s.now, key: s.key, onDecode: s.onEntryDecode}
 }
 
 // View runs fn in a read-only transaction.
@@ -174,13 +182,40 @@ func (s *Bolt) View(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&boltTx{tx: btx, now: s.now}) })
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&boltTx{tx: btx, now: s.now, onDecode: s.onEntryDecode}) })
 }
 
 type boltTx struct {
 	tx  *bolt.Tx
 	now func() time.Time
 	key []byte
+	// old remembers, per entry key, what a read-write transaction read
+	// or wrote there, so that Entry then PutEntry of the same ref (every
+	// replay step) decodes the record once: PutEntry needs only the old
+	// record's index facets and, to skip an unchanged payload, its bytes.
+	// Only Entry and PutEntry write the entries bucket through a boltTx.
+	old      map[string]oldEntry
+	onDecode func()
+}
+
+// oldEntry is what PutEntry needs of the record stored under a key.
+type oldEntry struct {
+	facets facets
+	exists bool
+	// payload is a private copy of the stored payload (nil: unknown, read
+	// it again), kept apart from the caller's so an in-place edit of the
+	// returned record cannot pass for the stored bytes.
+	payload []byte
+}
+
+// entryRecord reads and decodes the entry record stored under key.
+func (t *boltTx) entryRecord(key []byte) (*storedEntry, error) {
+	if t.onDecode != nil {
+		if b := t.bucket(bucketEntries); b != nil && b.Get(key) != nil {
+			t.onDecode()
+		}
+	}
+	return getJSON[storedEntry](t.bucket(bucketEntries), key)
 }
 
 // bucket returns a bucket, or nil when a read-only file predates it.
@@ -276,34 +311,59 @@ func decodeEntry(se *storedEntry, payload []byte) *EntryRecord {
 }
 
 func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
-	se, err := getJSON[storedEntry](t.bucket(bucketEntries), dbKey(ref))
+	key := dbKey(ref)
+	se, err := t.entryRecord(key)
 	if err != nil || se == nil {
 		return nil, err
 	}
-	payload, err := readPayload(t.tx, dbKey(ref))
+	payload, err := readPayload(t.tx, key)
 	if err != nil {
 		return nil, err
 	}
-	return decodeEntry(se, payload), nil
+	r := decodeEntry(se, payload)
+	if t.tx.Writable() {
+		if t.old == nil {
+			t.old = make(map[string]oldEntry, 4)
+		}
+		// Facets now, before the caller changes r; the payload copied
+		// only when it is the separately stored one writePayload compares.
+		o := oldEntry{facets: entryFacets(&se.EntryRecord), exists: true}
+		if payload != nil {
+			o.payload = bytes.Clone(payload)
+		}
+		t.old[string(key)] = o
+	}
+	return r, nil
 }
 
 func (t *boltTx) PutEntry(r *EntryRecord) error {
 	ref := dbKey(r.Entry.Ref())
 	// The old record tells which index keys and counters to move; a
-	// corrupt one is overwritten and counted as new.
-	var old *EntryRecord
-	if se, err := getJSON[storedEntry](t.bucket(bucketEntries), ref); err == nil && se != nil {
-		old = &se.EntryRecord
+	// corrupt one is overwritten and counted as new. Entry or an earlier
+	// PutEntry in this transaction already knows them.
+	o, known := t.old[string(ref)]
+	if !known {
+		if se, err := t.entryRecord(ref); err == nil && se != nil {
+			o = oldEntry{facets: entryFacets(&se.EntryRecord), exists: true}
+		}
 	}
-	if err := reindex(t.tx, old, r, t.now().UTC()); err != nil {
+	nf := entryFacets(r)
+	if err := reindexFacets(t.tx, o.exists, o.facets, r, nf, t.now().UTC()); err != nil {
 		return err
 	}
-	if r.Entry.Payload != nil {
+	if r.Entry.Payload != nil && (o.payload == nil || !bytes.Equal(o.payload, r.Entry.Payload)) {
 		if err := writePayload(t.tx, ref, r.Entry.Payload); err != nil {
 			return err
 		}
 	}
-	return putRecord(t.bucket(bucketEntries), ref, encodeEntry(r))
+	if err := putRecord(t.bucket(bucketEntries), ref, encodeEntry(r)); err != nil {
+		return err
+	}
+	if t.old == nil {
+		t.old = make(map[string]oldEntry, 4)
+	}
+	t.old[string(ref)] = oldEntry{facets: nf, exists: true} // payload: read again if put again
+	return nil
 }
 
 func (t *boltTx) Approval(id string) (*Approval, error) {

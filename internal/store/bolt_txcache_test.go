@@ -1,0 +1,144 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// A replay step reads an entry and writes it back in one transaction
+// (reconcile.go's intent and outcome). PutEntry must reuse what Entry
+// decoded (issue 16: the old record was decoded again to move its index
+// keys) and still leave exactly the indexes, counters, records and
+// payloads that the decode-again path leaves: store a goes through
+// Entry -> PutEntry twice in one transaction (the cached path, with the
+// payload edited in place), store b puts the same final record with no
+// Entry first (the path that decodes the old record).
+func TestPutEntryReusesTheRecordEntryDecoded(t *testing.T) {
+	ctx := context.Background()
+	clock := func() time.Time { return time.Date(2026, 11, 23, 21, 0, 0, 0, time.UTC) }
+	open := func(name string) (*Bolt, *int) {
+		s, err := OpenBolt(filepath.Join(t.TempDir(), name), Options{Now: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		decodes := new(int)
+		s.onEntryDecode = func() { *decodes++ }
+		return s, decodes
+	}
+	first := func(i int) *EntryRecord {
+		return &EntryRecord{
+			Entry: entry.Entry{ID: fmt.Sprintf("e%d", i), Source: "jsonl", Topic: "orders.t1", ReasonCode: "TIMEOUT",
+				Message: "upstream timed out after 30s", Payload: []byte(fmt.Sprintf(`{"order":%d,"note":"%s"}`, i, bytes.Repeat([]byte("x"), 200)))},
+			Class: triage.Transient, Action: triage.AutoReplay, Status: StatusPending, FirstSeen: clock().Add(-time.Hour),
+		}
+	}
+	seed := func(s *Bolt) {
+		for i := range 3 {
+			if err := s.Update(ctx, func(tx Tx) error { return tx.PutEntry(first(i)) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	final := func(i int) *EntryRecord {
+		r := first(i)
+		r.Status = StatusReplayed
+		r.Probe = "absent"
+		r.Entry.Payload[0] = '['
+		return r
+	}
+
+	a, aDecodes := open("a.db")
+	seed(a)
+	*aDecodes = 0
+	if err := a.UpdateNow(ctx, func(tx Tx) error {
+		for i := range 3 {
+			ref := first(i).Entry.Ref()
+			er, err := tx.Entry(ref)
+			if err != nil {
+				return err
+			}
+			er.Status = StatusReplaying
+			if err := tx.PutEntry(er); err != nil {
+				return err
+			}
+			if er, err = tx.Entry(ref); err != nil {
+				return err
+			}
+			before := *aDecodes
+			er.Status, er.Probe = StatusReplayed, "absent"
+			er.Entry.Payload[0] = '[' // in place: must still be written
+			if err := tx.PutEntry(er); err != nil {
+				return err
+			}
+			if *aDecodes != before {
+				t.Errorf("%s: PutEntry decoded the old record again (%d decodes)", ref, *aDecodes-before)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if *aDecodes != 6 {
+		t.Errorf("decodes = %d, want 6 (one per Entry, none per PutEntry)", *aDecodes)
+	}
+
+	b, bDecodes := open("b.db")
+	seed(b)
+	*bDecodes = 0
+	if err := b.UpdateNow(ctx, func(tx Tx) error {
+		for i := range 3 {
+			if err := tx.PutEntry(final(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if *bDecodes != 3 {
+		t.Errorf("without Entry first, decodes = %d, want 3 (PutEntry reads the old record)", *bDecodes)
+	}
+
+	for _, name := range [][]byte{bucketIdx, bucketCounters, bucketSigMeta, bucketEntries, bucketPayloadsZ} {
+		if got, want := dumpBucket(t, a, name), dumpBucket(t, b, name); got != want {
+			t.Errorf("bucket %s differs from the decode-again path:\n got %s\nwant %s", name, got, want)
+		}
+	}
+	if err := a.View(ctx, func(tx Tx) error {
+		er, err := tx.Entry(first(0).Entry.Ref())
+		if err != nil {
+			return err
+		}
+		if er.Entry.Payload[0] != '[' {
+			t.Errorf("the payload edited in place was not written: %q", er.Entry.Payload[:10])
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dumpBucket is a bucket's keys and values, as stored, in key order.
+func dumpBucket(t *testing.T, s *Bolt, name []byte) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(name).ForEach(func(k, v []byte) error {
+			fmt.Fprintf(&buf, "%q=%x\n", k, v)
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}

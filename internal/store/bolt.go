@@ -166,15 +166,20 @@ func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.Batch(func(btx *bolt.Tx) error {
-		setFillPercent(btx)
-		return fn(s.writeTx(btx))
-	})
+	return s.db.Batch(func(btx *bolt.Tx) error { return s.runWrite(btx, fn) })
 }
 
-// writeTx wraps a read-write bbolt transaction.
-func (s *Bolt) writeTx(btx *bolt.Tx) *boltTx {
-	return &boltTx{tx: btx, now: s.now, key: s.key, onDecode: s.onEntryDecode}
+// runWrite runs fn in a read-write bbolt transaction, then writes what fn
+// left pending (ledger records, the audit head): bbolt's Batch may run
+// several callers' fns in one transaction, each with its own boltTx, so
+// each flushes before the next runs.
+func (s *Bolt) runWrite(btx *bolt.Tx, fn func(Tx) error) error {
+	setFillPercent(btx)
+	t := &boltTx{tx: btx, now: s.now, key: s.key, onDecode: s.onEntryDecode}
+	if err := fn(t); err != nil {
+		return err
+	}
+	return t.flush()
 }
 
 // View runs fn in a read-only transaction.
@@ -194,8 +199,50 @@ type boltTx struct {
 	// replay step) decodes the record once: PutEntry needs only the old
 	// record's index facets and, to skip an unchanged payload, its bytes.
 	// Only Entry and PutEntry write the entries bucket through a boltTx.
-	old      map[string]oldEntry
-	onDecode func()
+	old map[string]oldEntry
+	// ledger holds the ledger records a read-write transaction read or
+	// moved, the moved ones (dirty) written once by flush: an intent moves
+	// a key twice (none -> decided -> dispatching) and would otherwise
+	// decode and encode it twice.
+	ledger map[string]ledgerSlot
+	// head is the audit chain head once read; Append advances it and
+	// flush writes it (and its MAC) once per transaction instead of once
+	// per record (a window appends two or three records per entry).
+	head      *auditHead
+	headDirty bool
+	onDecode  func()
+}
+
+type ledgerSlot struct {
+	rec   *idempotency.Record // nil: no record
+	dirty bool
+}
+
+// flush writes what the transaction left pending. Only on success: an
+// error rolls the whole bbolt transaction back anyway.
+func (t *boltTx) flush() error {
+	if len(t.ledger) > 0 {
+		b := t.bucket(bucketLedger)
+		for k, sl := range t.ledger {
+			if sl.dirty {
+				if err := putRecord(b, []byte(k), sl.rec); err != nil {
+					return fmt.Errorf("ledger %q: %w", k, err)
+				}
+			}
+		}
+	}
+	if t.headDirty {
+		meta := t.bucket(bucketMeta)
+		if len(t.key) > 0 {
+			if err := meta.Put(keyAuditMAC, []byte(audit.HeadMAC(t.key, t.head.Seq, t.head.Hash))); err != nil {
+				return err
+			}
+		}
+		if err := putJSON(meta, keyAuditHead, *t.head); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // oldEntry is what PutEntry needs of the record stored under a key.
@@ -264,7 +311,27 @@ func dbKey(s string) []byte {
 }
 
 func (t *boltTx) Ledger(key string) (*idempotency.Record, error) {
-	return getJSON[idempotency.Record](t.bucket(bucketLedger), dbKey(key))
+	if !t.tx.Writable() {
+		return getJSON[idempotency.Record](t.bucket(bucketLedger), dbKey(key))
+	}
+	k := string(dbKey(key))
+	sl, ok := t.ledger[k]
+	if !ok {
+		rec, err := getJSON[idempotency.Record](t.bucket(bucketLedger), []byte(k))
+		if err != nil {
+			return nil, err
+		}
+		sl = ledgerSlot{rec: rec}
+		if t.ledger == nil {
+			t.ledger = make(map[string]ledgerSlot, 4)
+		}
+		t.ledger[k] = sl
+	}
+	if sl.rec == nil {
+		return nil, nil
+	}
+	cp := *sl.rec // the caller's to change
+	return &cp, nil
 }
 
 func (t *boltTx) Transition(tr idempotency.Transition) (idempotency.Record, error) {
@@ -276,7 +343,12 @@ func (t *boltTx) Transition(tr idempotency.Transition) (idempotency.Record, erro
 	if err != nil {
 		return idempotency.Record{}, err
 	}
-	return next, putRecord(t.bucket(bucketLedger), dbKey(tr.Key), &next)
+	if !t.tx.Writable() {
+		return idempotency.Record{}, ErrReadOnly
+	}
+	stored := next
+	t.ledger[string(dbKey(tr.Key))] = ledgerSlot{rec: &stored, dirty: true}
+	return next, nil
 }
 
 // storedEntry is an entry record as JSON without its payload. The payload
@@ -400,12 +472,16 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	if len(t.key) == 0 && len(meta.Get(keyAuditMAC)) > 0 {
 		return audit.Sealed{}, ErrAuditKeyRequired
 	}
-	head := auditHead{Hash: audit.Genesis}
-	if v := meta.Get(keyAuditHead); v != nil {
-		if err := json.Unmarshal(v, &head); err != nil {
-			return audit.Sealed{}, fmt.Errorf("decode audit head: %w", err)
+	if t.head == nil {
+		head := auditHead{Hash: audit.Genesis}
+		if v := meta.Get(keyAuditHead); v != nil {
+			if err := json.Unmarshal(v, &head); err != nil {
+				return audit.Sealed{}, fmt.Errorf("decode audit head: %w", err)
+			}
 		}
+		t.head = &head
 	}
+	head := *t.head
 	r.Seq = head.Seq + 1
 	if r.Time.IsZero() {
 		r.Time = t.now().UTC()
@@ -420,12 +496,9 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	if err := countAudit(t.tx, r); err != nil {
 		return audit.Sealed{}, err
 	}
-	if len(t.key) > 0 {
-		if err := meta.Put(keyAuditMAC, []byte(audit.HeadMAC(t.key, r.Seq, sealed.Hash))); err != nil {
-			return audit.Sealed{}, err
-		}
-	}
-	return sealed, putJSON(meta, keyAuditHead, auditHead{Seq: r.Seq, Hash: sealed.Hash})
+	// The head (and its MAC) are written by flush, once.
+	t.head, t.headDirty = &auditHead{Seq: r.Seq, Hash: sealed.Hash}, true
+	return sealed, nil
 }
 
 // AuditHeadMAC returns the signature of the head ("" when never signed).

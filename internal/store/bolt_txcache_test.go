@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -10,7 +11,9 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -141,4 +144,86 @@ func dumpBucket(t *testing.T, s *Bolt, name []byte) string {
 		t.Fatal(err)
 	}
 	return buf.String()
+}
+
+// A write transaction keeps the ledger records it moves and the audit
+// head in memory and writes them once when fn returns (an intent moves a
+// key twice and a window appends several records). What is stored must
+// not change: concurrent Updates that bbolt's Batch runs in one
+// transaction (each with its own boltTx) still chain their records, the
+// signed head matches the last record, a key moved twice holds its last
+// state, and a failing fn leaves neither its ledger moves nor its head.
+func TestWriteTransactionsWriteLedgerAndHeadOnce(t *testing.T) {
+	ctx := context.Background()
+	key := []byte("k1")
+	path := filepath.Join(t.TempDir(), "replayctl.db")
+	s, err := OpenBolt(path, Options{AuditKey: key, MaxBatchSize: 4, MaxBatchDelay: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(k string, fail bool) error {
+		return s.Update(ctx, func(tx Tx) error {
+			if _, err := tx.Transition(idempotency.Transition{Key: k, To: idempotency.Decided, EntryRef: "jsonl:" + k, PayloadHash: "sha256:1"}); err != nil {
+				return err
+			}
+			if cur, err := tx.Ledger(k); err != nil || cur == nil || cur.State != idempotency.Decided {
+				return fmt.Errorf("ledger read back in the transaction: %+v, %v", cur, err)
+			}
+			for _, kind := range []string{audit.KindDecision, audit.KindDispatch} {
+				if _, err := tx.Append(&audit.Record{Actor: "t", Kind: kind, EntryRef: "jsonl:" + k, Key: k}); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.Transition(idempotency.Transition{Key: k, From: idempotency.Decided, To: idempotency.Dispatching, PayloadHash: "sha256:1"}); err != nil {
+				return err
+			}
+			if fail {
+				return errors.New("refused")
+			}
+			return nil
+		})
+	}
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() { errs <- step(fmt.Sprintf("k%d", i), i == 2) }()
+	}
+	failed := 0
+	for range 4 {
+		if err := <-errs; err != nil {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d Updates failed, want the one that refused", failed)
+	}
+	if err := s.View(ctx, func(tx Tx) error {
+		for i := range 4 {
+			rec, err := tx.Ledger(fmt.Sprintf("k%d", i))
+			if err != nil {
+				return err
+			}
+			switch {
+			case i == 2 && rec != nil:
+				t.Errorf("k2's transaction failed but its ledger record is %+v", rec)
+			case i != 2 && (rec == nil || rec.State != idempotency.Dispatching):
+				t.Errorf("k%d: ledger record %+v, want dispatching", i, rec)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	seq, hash, err := s.AuditHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mac, err := s.AuditHeadMAC(ctx); err != nil || mac != audit.HeadMAC(key, seq, hash) {
+		t.Errorf("head MAC %q (%v) does not sign head %d %s", mac, err, seq, hash)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if res := verifyFile(t, path, key); !res.OK() || !res.Signed || res.Records != 6 || seq != 6 {
+		t.Fatalf("chain after 3 committed transactions of 2 records: %+v (head %d)", res, seq)
+	}
 }

@@ -3,9 +3,11 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -225,5 +227,44 @@ func TestWriteTransactionsWriteLedgerAndHeadOnce(t *testing.T) {
 	}
 	if res := verifyFile(t, path, key); !res.OK() || !res.Signed || res.Records != 6 || seq != 6 {
 		t.Fatalf("chain after 3 committed transactions of 2 records: %+v (head %d)", res, seq)
+	}
+}
+
+// Append writes a sealed record's JSON directly instead of through
+// json.Marshal (which re-compacts the body); the bytes stored must be
+// exactly json.Marshal's, or the stored records would change. Bodies with
+// HTML characters, U+2028, non-ASCII text and nested raw JSON included, and
+// a hash that needs escaping (never from Seal) takes the general path.
+func TestEncodeSealedIsJSONMarshal(t *testing.T) {
+	recs := []*audit.Record{
+		{Seq: 1, Actor: "a", Kind: audit.KindDecision, EntryRef: "jsonl:x", Reason: "plain"},
+		{Seq: 1 << 40, Actor: "<b>&amp;</b>", Kind: audit.KindOutcome, EntryRef: "jsonl:\u2028ü\"\\", Reason: strings.Repeat("long reason ", 30)},
+		{Seq: 7, Actor: "a", Kind: audit.KindDecision, Input: &entry.Entry{ID: "i", Payload: []byte(`{ "spaced" : [1, 2] , "h":"<&>" }`)}},
+	}
+	for i, r := range recs {
+		for _, prev := range []string{audit.Genesis, `sha256:"quoted"<`} {
+			sealed, err := audit.Seal(r, prev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := json.Marshal(&sealed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := encodeSealed(&sealed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := recordJSON(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("record %d (prev %q):\n got %s\nwant %s", i, prev, got, want)
+			}
+			if viaRecord, _ := encodeRecord(&sealed); !bytes.Equal(raw, viaRecord) {
+				t.Errorf("record %d: stored bytes differ from encodeRecord's", i)
+			}
+		}
 	}
 }

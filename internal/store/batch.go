@@ -17,8 +17,5 @@ func (s *Bolt) UpdateNow(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.Update(func(btx *bolt.Tx) error {
-		setFillPercent(btx)
-		return fn(&boltTx{tx: btx, now: s.now, key: s.key})
-	})
+	return s.db.Update(func(btx *bolt.Tx) error { return s.runWrite(btx, fn) })
 }

@@ -74,6 +74,9 @@ type Bolt struct {
 	// other live process can own a dispatching record in it.
 	instance string
 	flight   inFlight
+	// onEntryDecode, when set (tests), is called for every entry record
+	// a transaction decodes: proves PutEntry reuses what Entry read.
+	onEntryDecode func()
 }
 
 var _ Store = (*Bolt)(nil)
@@ -163,10 +166,20 @@ func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.Batch(func(btx *bolt.Tx) error {
-		setFillPercent(btx)
-		return fn(&boltTx{tx: btx, now: s.now, key: s.key})
-	})
+	return s.db.Batch(func(btx *bolt.Tx) error { return s.runWrite(btx, fn) })
+}
+
+// runWrite runs fn in a read-write bbolt transaction, then writes what fn
+// left pending (ledger records, the audit head): bbolt's Batch may run
+// several callers' fns in one transaction, each with its own boltTx, so
+// each flushes before the next runs.
+func (s *Bolt) runWrite(btx *bolt.Tx, fn func(Tx) error) error {
+	setFillPercent(btx)
+	t := &boltTx{tx: btx, now: s.now, key: s.key, onDecode: s.onEntryDecode}
+	if err := fn(t); err != nil {
+		return err
+	}
+	return t.flush()
 }
 
 // View runs fn in a read-only transaction.
@@ -174,13 +187,82 @@ func (s *Bolt) View(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&boltTx{tx: btx, now: s.now}) })
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&boltTx{tx: btx, now: s.now, onDecode: s.onEntryDecode}) })
 }
 
 type boltTx struct {
 	tx  *bolt.Tx
 	now func() time.Time
 	key []byte
+	// old remembers, per entry key, what a read-write transaction read
+	// or wrote there, so that Entry then PutEntry of the same ref (every
+	// replay step) decodes the record once: PutEntry needs only the old
+	// record's index facets and, to skip an unchanged payload, its bytes.
+	// Only Entry and PutEntry write the entries bucket through a boltTx.
+	old map[string]oldEntry
+	// ledger holds the ledger records a read-write transaction read or
+	// moved, the moved ones (dirty) written once by flush: an intent moves
+	// a key twice (none -> decided -> dispatching) and would otherwise
+	// decode and encode it twice.
+	ledger map[string]ledgerSlot
+	// head is the audit chain head once read; Append advances it and
+	// flush writes it (and its MAC) once per transaction instead of once
+	// per record (a window appends two or three records per entry).
+	head      *auditHead
+	headDirty bool
+	onDecode  func()
+}
+
+type ledgerSlot struct {
+	rec   *idempotency.Record // nil: no record
+	dirty bool
+}
+
+// flush writes what the transaction left pending. Only on success: an
+// error rolls the whole bbolt transaction back anyway.
+func (t *boltTx) flush() error {
+	if len(t.ledger) > 0 {
+		b := t.bucket(bucketLedger)
+		for k, sl := range t.ledger {
+			if sl.dirty {
+				if err := putRecord(b, []byte(k), sl.rec); err != nil {
+					return fmt.Errorf("ledger %q: %w", k, err)
+				}
+			}
+		}
+	}
+	if t.headDirty {
+		meta := t.bucket(bucketMeta)
+		if len(t.key) > 0 {
+			if err := meta.Put(keyAuditMAC, []byte(audit.HeadMAC(t.key, t.head.Seq, t.head.Hash))); err != nil {
+				return err
+			}
+		}
+		if err := putJSON(meta, keyAuditHead, *t.head); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// oldEntry is what PutEntry needs of the record stored under a key.
+type oldEntry struct {
+	facets facets
+	exists bool
+	// payload is a private copy of the stored payload (nil: unknown, read
+	// it again), kept apart from the caller's so an in-place edit of the
+	// returned record cannot pass for the stored bytes.
+	payload []byte
+}
+
+// entryRecord reads and decodes the entry record stored under key.
+func (t *boltTx) entryRecord(key []byte) (*storedEntry, error) {
+	if t.onDecode != nil {
+		if b := t.bucket(bucketEntries); b != nil && b.Get(key) != nil {
+			t.onDecode()
+		}
+	}
+	return getJSON[storedEntry](t.bucket(bucketEntries), key)
 }
 
 // bucket returns a bucket, or nil when a read-only file predates it.
@@ -229,7 +311,27 @@ func dbKey(s string) []byte {
 }
 
 func (t *boltTx) Ledger(key string) (*idempotency.Record, error) {
-	return getJSON[idempotency.Record](t.bucket(bucketLedger), dbKey(key))
+	if !t.tx.Writable() {
+		return getJSON[idempotency.Record](t.bucket(bucketLedger), dbKey(key))
+	}
+	k := string(dbKey(key))
+	sl, ok := t.ledger[k]
+	if !ok {
+		rec, err := getJSON[idempotency.Record](t.bucket(bucketLedger), []byte(k))
+		if err != nil {
+			return nil, err
+		}
+		sl = ledgerSlot{rec: rec}
+		if t.ledger == nil {
+			t.ledger = make(map[string]ledgerSlot, 4)
+		}
+		t.ledger[k] = sl
+	}
+	if sl.rec == nil {
+		return nil, nil
+	}
+	cp := *sl.rec // the caller's to change
+	return &cp, nil
 }
 
 func (t *boltTx) Transition(tr idempotency.Transition) (idempotency.Record, error) {
@@ -241,7 +343,12 @@ func (t *boltTx) Transition(tr idempotency.Transition) (idempotency.Record, erro
 	if err != nil {
 		return idempotency.Record{}, err
 	}
-	return next, putRecord(t.bucket(bucketLedger), dbKey(tr.Key), &next)
+	if !t.tx.Writable() {
+		return idempotency.Record{}, ErrReadOnly
+	}
+	stored := next
+	t.ledger[string(dbKey(tr.Key))] = ledgerSlot{rec: &stored, dirty: true}
+	return next, nil
 }
 
 // storedEntry is an entry record as JSON without its payload. The payload
@@ -276,34 +383,59 @@ func decodeEntry(se *storedEntry, payload []byte) *EntryRecord {
 }
 
 func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
-	se, err := getJSON[storedEntry](t.bucket(bucketEntries), dbKey(ref))
+	key := dbKey(ref)
+	se, err := t.entryRecord(key)
 	if err != nil || se == nil {
 		return nil, err
 	}
-	payload, err := readPayload(t.tx, dbKey(ref))
+	payload, err := readPayload(t.tx, key)
 	if err != nil {
 		return nil, err
 	}
-	return decodeEntry(se, payload), nil
+	r := decodeEntry(se, payload)
+	if t.tx.Writable() {
+		if t.old == nil {
+			t.old = make(map[string]oldEntry, 4)
+		}
+		// Facets now, before the caller changes r; the payload copied
+		// only when it is the separately stored one writePayload compares.
+		o := oldEntry{facets: entryFacets(&se.EntryRecord), exists: true}
+		if payload != nil {
+			o.payload = bytes.Clone(payload)
+		}
+		t.old[string(key)] = o
+	}
+	return r, nil
 }
 
 func (t *boltTx) PutEntry(r *EntryRecord) error {
 	ref := dbKey(r.Entry.Ref())
 	// The old record tells which index keys and counters to move; a
-	// corrupt one is overwritten and counted as new.
-	var old *EntryRecord
-	if se, err := getJSON[storedEntry](t.bucket(bucketEntries), ref); err == nil && se != nil {
-		old = &se.EntryRecord
+	// corrupt one is overwritten and counted as new. Entry or an earlier
+	// PutEntry in this transaction already knows them.
+	o, known := t.old[string(ref)]
+	if !known {
+		if se, err := t.entryRecord(ref); err == nil && se != nil {
+			o = oldEntry{facets: entryFacets(&se.EntryRecord), exists: true}
+		}
 	}
-	if err := reindex(t.tx, old, r, t.now().UTC()); err != nil {
+	nf := entryFacets(r)
+	if err := reindexFacets(t.tx, o.exists, o.facets, r, nf, t.now().UTC()); err != nil {
 		return err
 	}
-	if r.Entry.Payload != nil {
+	if r.Entry.Payload != nil && (o.payload == nil || !bytes.Equal(o.payload, r.Entry.Payload)) {
 		if err := writePayload(t.tx, ref, r.Entry.Payload); err != nil {
 			return err
 		}
 	}
-	return putRecord(t.bucket(bucketEntries), ref, encodeEntry(r))
+	if err := putRecord(t.bucket(bucketEntries), ref, encodeEntry(r)); err != nil {
+		return err
+	}
+	if t.old == nil {
+		t.old = make(map[string]oldEntry, 4)
+	}
+	t.old[string(ref)] = oldEntry{facets: nf, exists: true} // payload: read again if put again
+	return nil
 }
 
 func (t *boltTx) Approval(id string) (*Approval, error) {
@@ -340,12 +472,16 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	if len(t.key) == 0 && len(meta.Get(keyAuditMAC)) > 0 {
 		return audit.Sealed{}, ErrAuditKeyRequired
 	}
-	head := auditHead{Hash: audit.Genesis}
-	if v := meta.Get(keyAuditHead); v != nil {
-		if err := json.Unmarshal(v, &head); err != nil {
-			return audit.Sealed{}, fmt.Errorf("decode audit head: %w", err)
+	if t.head == nil {
+		head := auditHead{Hash: audit.Genesis}
+		if v := meta.Get(keyAuditHead); v != nil {
+			if err := json.Unmarshal(v, &head); err != nil {
+				return audit.Sealed{}, fmt.Errorf("decode audit head: %w", err)
+			}
 		}
+		t.head = &head
 	}
+	head := *t.head
 	r.Seq = head.Seq + 1
 	if r.Time.IsZero() {
 		r.Time = t.now().UTC()
@@ -354,18 +490,55 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	if err != nil {
 		return audit.Sealed{}, err
 	}
-	if err := putRecord(b, seqKey(r.Seq), &sealed); err != nil {
+	data, err := encodeSealed(&sealed)
+	if err != nil {
+		return audit.Sealed{}, err
+	}
+	if err := b.Put(seqKey(r.Seq), data); err != nil {
 		return audit.Sealed{}, err
 	}
 	if err := countAudit(t.tx, r); err != nil {
 		return audit.Sealed{}, err
 	}
-	if len(t.key) > 0 {
-		if err := meta.Put(keyAuditMAC, []byte(audit.HeadMAC(t.key, r.Seq, sealed.Hash))); err != nil {
-			return audit.Sealed{}, err
+	// The head (and its MAC) are written by flush, once.
+	t.head, t.headDirty = &auditHead{Seq: r.Seq, Hash: sealed.Hash}, true
+	return sealed, nil
+}
+
+// encodeSealed is encodeRecord(s) for a record audit.Seal made. json.Marshal
+// of a Sealed re-compacts its Body (a json.RawMessage), a scan of the whole
+// record that was a twentieth of reconcile's CPU; Seal's body is already
+// json.Marshal output, compact and escaped, so the same bytes are written
+// directly. Hashes that would need escaping (never from Seal) take the
+// general path.
+func encodeSealed(s *audit.Sealed) ([]byte, error) {
+	if !plainJSONString(s.Prev) || !plainJSONString(s.Hash) || len(s.Body) == 0 {
+		return encodeRecord(s)
+	}
+	buf := jsonBuffers.Get().(*bytes.Buffer)
+	defer putJSONBuffer(buf)
+	buf.WriteString(`{"seq":`)
+	buf.Write(strconv.AppendUint(buf.AvailableBuffer(), s.Seq, 10))
+	buf.WriteString(`,"prev":"`)
+	buf.WriteString(s.Prev)
+	buf.WriteString(`","hash":"`)
+	buf.WriteString(s.Hash)
+	buf.WriteString(`","body":`)
+	buf.Write(s.Body)
+	buf.WriteByte('}')
+	return compressRecord(buf.Bytes())
+}
+
+// plainJSONString reports whether encoding/json writes s as it is between
+// quotes (printable ASCII without quote, backslash or HTML characters).
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
 		}
 	}
-	return sealed, putJSON(meta, keyAuditHead, auditHead{Seq: r.Seq, Hash: sealed.Hash})
+	return true
 }
 
 // AuditHeadMAC returns the signature of the head ("" when never signed).

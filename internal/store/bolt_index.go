@@ -174,11 +174,17 @@ func readCount(v []byte) int64 {
 // reindex moves the entry's index keys and counters from old to new (nil
 // old: a new entry; nil new: none) in the caller's transaction.
 func reindex(tx *bolt.Tx, old, new *EntryRecord, now time.Time) error {
+	return reindexFacets(tx, old != nil, entryFacets(old), new, entryFacets(new), now)
+}
+
+// reindexFacets is reindex with the facets already known: a write
+// transaction keeps those of the entry records it read (boltTx.old), so
+// PutEntry does not decode the old record again.
+func reindexFacets(tx *bolt.Tx, hadOld bool, of facets, new *EntryRecord, nf facets, now time.Time) error {
 	idx, cnt, sm := tx.Bucket(bucketIdx), tx.Bucket(bucketCounters), tx.Bucket(bucketSigMeta)
 	if idx == nil || cnt == nil || sm == nil {
 		return ErrReadOnly
 	}
-	of, nf := entryFacets(old), entryFacets(new)
 	for k := range of.idx {
 		if _, keep := nf.idx[k]; !keep {
 			if err := idx.Delete([]byte(k)); err != nil {
@@ -214,13 +220,13 @@ func reindex(tx *bolt.Tx, old, new *EntryRecord, now time.Time) error {
 		}
 	}
 	switch {
-	case old == nil && new != nil:
+	case !hadOld && new != nil:
 		at := new.FirstSeen
 		if at.IsZero() {
 			at = now
 		}
 		return addCount(cnt, hourKey(at, "i"), 1)
-	case old != nil && new != nil && of.open && !nf.open:
+	case hadOld && new != nil && of.open && !nf.open:
 		if err := addCount(cnt, hourKey(now, "r"), 1); err != nil {
 			return err
 		}

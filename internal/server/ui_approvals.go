@@ -287,6 +287,14 @@ func (u *ui) approvalsPage(w http.ResponseWriter, r *http.Request, tok Token) {
 		return
 	}
 	data["Cards"], data["Total"], data["PageN"] = cards, total, page
+	// The "decide the ticked" bar only where there is something to tick:
+	// the server refuses deciding a stale or expired request, so that view
+	// offers Re-request alone.
+	tickable := false
+	for _, c := range cards {
+		tickable = tickable || c.State == store.ApprovalPending
+	}
+	data["Tickable"] = tickable
 	link := func(p int) string {
 		v := url.Values{}
 		for _, k := range []string{"state", "group", "older"} {

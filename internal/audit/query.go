@@ -54,6 +54,9 @@ type VerifyResult struct {
 	// Unchecked names each check that could not be made and what it
 	// would have caught, so that "ok" is never read as more than it is.
 	Unchecked []string `json:"unchecked,omitempty"`
+	// MissingSnapshots counts the records naming a policy snapshot deleted
+	// from the store (a break at the first of them).
+	MissingSnapshots int `json:"missing_snapshots,omitempty"`
 	// From is the first record this verification walked: above 1, the
 	// records before it were verified earlier (Incremental) and not again.
 	From uint64 `json:"verified_from,omitempty"`
@@ -155,6 +158,10 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 	res.Records, res.Head = v.Count(), v.Head()
 	if seq != uint64(v.Count()) || head != v.Head() {
 		res.Break = &Break{Seq: seq, Reason: fmt.Sprintf("recorded head (record %d) does not match the chain's last record (%d): records were removed from the end", seq, v.Count())}
+		return res, nil
+	}
+	if res.MissingSnapshots = v.Missing; v.Missing > 0 {
+		res.Break = v.MissingBreak()
 		return res, nil
 	}
 	switch {

@@ -114,13 +114,26 @@ func (b *Break) Error() string {
 // snapshot) no longer hashes to it: it was changed where it is stored.
 var ErrBlobChanged = errors.New("stored content does not hash to its address")
 
+// MissingBlobError says a snapshot a record refers to is not stored,
+// though the store has kept every snapshot for the records from From on
+// (a marker written with the first snapshot this version stored): for
+// those records it was deleted. Records before From were written by a
+// version that did not keep every snapshot; a missing one is no error.
+type MissingBlobError struct{ From uint64 }
+
+func (e *MissingBlobError) Error() string {
+	return fmt.Sprintf("not stored, though every snapshot is kept for records from %d on", e.From)
+}
+
 // BlobChecker is a Reader that keeps content records refer to by hash,
 // stored once (policy snapshots: the rules and policy text a decision ran
 // with, which `audit replay-decision` re-runs). The chain covers the hash;
 // CheckSnapshot checks that the stored content still matches it. It
-// returns nil when the snapshot is intact or not stored at all (a file
-// written by a run that did not keep it), an error wrapping ErrBlobChanged
-// when it no longer hashes to id, another error when it cannot be read.
+// returns nil when the snapshot is intact or not stored in a store that
+// never kept every snapshot (a file written before this version), a
+// *MissingBlobError when it is not stored though the store keeps them, an
+// error wrapping ErrBlobChanged when it no longer hashes to id, another
+// error when it cannot be read.
 type BlobChecker interface {
 	CheckSnapshot(ctx context.Context, id string) error
 }
@@ -134,6 +147,13 @@ type Verifier struct {
 	// once per distinct hash.
 	blobs   func(id string) error
 	checked map[string]bool
+	// missing holds, per snapshot found missing, the first record from
+	// which it must have been stored (MissingBlobError.From).
+	missing map[string]uint64
+	// Missing counts the records naming a snapshot deleted from the
+	// store; firstMissing is the first of them.
+	Missing      int
+	firstMissing *Break
 }
 
 // NewVerifier starts at the genesis.
@@ -156,7 +176,13 @@ func (v *Verifier) Next(keySeq uint64, s Sealed) *Break {
 		return &Break{Seq: keySeq, Reason: err.Error()}
 	}
 	if id := rec.PolicySnapshot; v.blobs != nil && id != "" && !v.checked[id] {
-		if err := v.blobs(id); err != nil {
+		var gone *MissingBlobError
+		if err := v.blobs(id); errors.As(err, &gone) {
+			if v.missing == nil {
+				v.missing = map[string]uint64{}
+			}
+			v.missing[id] = gone.From
+		} else if err != nil {
 			if errors.Is(err, ErrBlobChanged) {
 				return &Break{Seq: keySeq, Reason: fmt.Sprintf("policy snapshot %s it refers to was changed: %v", id, err)}
 			}
@@ -167,9 +193,28 @@ func (v *Verifier) Next(keySeq uint64, s Sealed) *Break {
 		}
 		v.checked[id] = true
 	}
+	// Counted per record, not per snapshot: every record written since
+	// snapshots are kept that names a deleted one lost its re-run.
+	if from, ok := v.missing[rec.PolicySnapshot]; ok && keySeq >= from {
+		v.Missing++
+		if v.firstMissing == nil {
+			v.firstMissing = &Break{Seq: keySeq, Reason: fmt.Sprintf("policy snapshot %s it refers to was deleted from the store", rec.PolicySnapshot)}
+		}
+	}
 	v.prev, v.nextSeq = s.Hash, v.nextSeq+1
 	v.n++
 	return nil
+}
+
+// MissingBreak reports the records naming a deleted snapshot as a break
+// at the first of them (nil when there are none).
+func (v *Verifier) MissingBreak() *Break {
+	if v.firstMissing == nil {
+		return nil
+	}
+	b := *v.firstMissing
+	b.Reason += fmt.Sprintf(" (%d record(s) written since snapshots are kept name a deleted snapshot; `audit replay-decision` cannot re-run them)", v.Missing)
+	return &b
 }
 
 // Head is the hash of the last verified record.

@@ -138,13 +138,15 @@ func readSet(mods []*ast.Module) ([]ast.Ref, string) {
 }
 
 // nondeterministic reports whether a ref names walk or a builtin whose
-// answer is not a function of its arguments.
+// answer is not a function of its arguments. net.* is left to OPA's own
+// Nondeterministic flag: net.lookup_ip_addr asks DNS, but the net.cidr_*
+// builtins are pure functions of their arguments and keep the memo.
 func nondeterministic(name string) bool {
 	switch name {
 	case "walk", "time.now_ns", "http.send", "opa.runtime":
 		return true
 	}
-	for _, p := range []string{"rand.", "uuid.", "net."} {
+	for _, p := range []string{"rand.", "uuid."} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}

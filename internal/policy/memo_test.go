@@ -203,3 +203,30 @@ func TestMemoLeafAgreesWithTheWholeInput(t *testing.T) {
 		}
 	}
 }
+
+// Review finding 4: the net.cidr_* builtins are deterministic (OPA does
+// not flag them Nondeterministic), so a policy matching a label against a
+// CIDR is memoised; one resolving a name (net.lookup_ip_addr, flagged
+// Nondeterministic by OPA) is not.
+func TestMemoNetBuiltinsByOPAsFlag(t *testing.T) {
+	for call, memoised := range map[string]bool{
+		`net.cidr_contains("10.0.0.0/8", input.entry.labels.ip)`:           true,
+		`net.cidr_contains_matches(["10.0.0.0/8"], input.entry.labels.ip)`: true,
+		`net.lookup_ip_addr(input.entry.labels.host)`:                      false,
+	} {
+		name := strings.SplitN(call, "(", 2)[0]
+		if b, ok := ast.BuiltinMap[name]; !ok || b.Nondeterministic == memoised {
+			t.Fatalf("OPA's %s: known %v, Nondeterministic %v; the test assumes %v", name, ok, ok && b.Nondeterministic, !memoised)
+		}
+		t.Run(name, func(t *testing.T) {
+			f := regoFile("p.rego", `decision := {"action": input.proposed_action, "reasons": []} if { x := `+call+`; x }`)
+			m, why := newMemo([]triage.SourceFile{f}, 8)
+			if (m != nil) != memoised {
+				t.Fatalf("memoised %v, want %v (%q)", m != nil, memoised, why)
+			}
+			if !memoised && !strings.Contains(why, name) {
+				t.Fatalf("reason %q does not name %s", why, name)
+			}
+		})
+	}
+}

@@ -72,3 +72,77 @@ func Rerequest(ctx context.Context, s store.Store, id, actor string, now time.Ti
 	})
 	return out, err
 }
+
+// RerequestStale asks again for a request whose evidence changed since it
+// was raised: the entry is decided now, on what is stored, and while that
+// decision still asks for an approval it is recorded with a new request
+// on the current evidence, in one transaction. It never dispatches and
+// never probes: asking again is an approver's act, and sending is an
+// operator's (Replay now, a run). A decision that no longer asks for an
+// approval, or an entry held, replayed or already asked again, is refused
+// with ErrState and nothing is written. It returns the new request.
+func (r *Reconciler) RerequestStale(ctx context.Context, id string) (*store.Approval, error) {
+	r.defaults()
+	var out *store.Approval
+	err := r.Store.Update(ctx, func(tx store.Tx) error {
+		a, err := tx.Approval(id)
+		if err != nil {
+			return err
+		}
+		if a == nil {
+			return fmt.Errorf("approval %s: %w", id, ErrNotFound)
+		}
+		if a.State != store.ApprovalStale {
+			return fmt.Errorf("%w: approval %s is %s, not stale", ErrState, id, a.State)
+		}
+		er, err := tx.Entry(a.EntryRef)
+		if err != nil {
+			return err
+		}
+		switch {
+		case er == nil:
+			return fmt.Errorf("entry %s: %w", a.EntryRef, ErrNotFound)
+		case er.ApprovalID != id:
+			return fmt.Errorf("%w: approval %s was already replaced by %s", ErrState, id, orNone(er.ApprovalID))
+		case er.Hold != "":
+			return fmt.Errorf("%w: %s is %s (held: %s); release it first", ErrState, a.EntryRef, er.Status, er.Hold)
+		case er.Status == store.StatusReplayed || er.Status == store.StatusReplaying:
+			return fmt.Errorf("%w: %s is %s: nothing to ask for", ErrState, a.EntryRef, er.Status)
+		}
+		// Decided inside the transaction, on the ledger record it reads, so
+		// the decision recorded is the one checked (Planner.DecideStored's
+		// rule for a stored probe result, without making a new probe).
+		lr, err := tx.Ledger(er.Entry.IdempotencyKey)
+		if err != nil {
+			return err
+		}
+		view := lr.View()
+		d := r.Engine.Decide(ctx, &er.Entry, view)
+		if d.NeedsProbe() && er.Probe != "" {
+			view.Probe = er.Probe
+			d = r.Engine.Decide(ctx, &er.Entry, view)
+		}
+		if d.Action != triage.RequireApproval {
+			return fmt.Errorf("%w: %s's current decision is %s, not an approval: nothing was asked or sent; the next reconcile acts on it", ErrState, a.EntryRef, d.Action)
+		}
+		res := EntryResult{Ref: er.Entry.Ref(), Decision: d, Final: d.Action}
+		if err := r.recordTx(&er.Entry, &res, nil)(tx); err != nil {
+			return err
+		}
+		after, err := tx.Entry(a.EntryRef)
+		if err != nil {
+			return err
+		}
+		if after == nil || after.ApprovalID == id || after.ApprovalID == "" {
+			return fmt.Errorf("%w: %s's evidence is again the one approval %s was asked on: nothing was asked", ErrState, a.EntryRef, id)
+		}
+		if out, err = tx.Approval(after.ApprovalID); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -16,7 +16,6 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
-	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // approvalsPerPage keeps the queue page small: the whole queue at 5k
@@ -288,6 +287,14 @@ func (u *ui) approvalsPage(w http.ResponseWriter, r *http.Request, tok Token) {
 		return
 	}
 	data["Cards"], data["Total"], data["PageN"] = cards, total, page
+	// The "decide the ticked" bar only where there is something to tick:
+	// the server refuses deciding a stale or expired request, so that view
+	// offers Re-request alone.
+	tickable := false
+	for _, c := range cards {
+		tickable = tickable || c.State == store.ApprovalPending
+	}
+	data["Tickable"] = tickable
 	link := func(p int) string {
 		v := url.Values{}
 		for _, k := range []string{"state", "group", "older"} {
@@ -423,45 +430,39 @@ func (u *ui) rerequest(w http.ResponseWriter, r *http.Request, tok Token) {
 	http.Redirect(w, r, "/approvals?flash="+url.QueryEscape(flash), http.StatusSeeOther)
 }
 
-// rerequestStale asks again for a request whose evidence changed: a
-// request on the old evidence would only go stale again, so the entry is
-// decided now and, only while that decision still asks for an approval,
-// goes through the runner's own path for one entry (Replay now:
-// Reconciler.One), which records the decision and opens the request on
-// the current evidence. It returns the new request's id.
+// rerequestStale asks again for a request whose evidence changed
+// (replay.Reconciler.RerequestStale): the entry is decided now and, while
+// that decision still asks for an approval, a request is opened on the
+// current evidence. Nothing is sent: re-requesting is open to approvers,
+// and Replay now (which may dispatch) stays an operator's. It returns the
+// new request's id.
 func (u *ui) rerequestStale(r *http.Request, a *store.Approval, actor string) (string, error) {
 	ctx := r.Context()
-	er, err := replay.Find(ctx, u.s.cfg.Store, a.EntryRef)
+	engine, snap, err := u.s.cfg.Engine(ctx)
 	if err != nil {
 		return "", err
 	}
-	if er.ApprovalID != a.ID {
-		return "", fmt.Errorf("%w: approval %s was already replaced by %s", replay.ErrState, a.ID, orNone(er.ApprovalID))
+	// The decision recorded names this snapshot: store it, as a run does.
+	if err := u.s.cfg.Store.PutSnapshot(ctx, snap.ID, snap); err != nil {
+		return "", err
 	}
-	engine, _, err := u.s.cfg.Engine(ctx)
+	rc := &replay.Reconciler{Engine: engine, Store: u.s.cfg.Store, Actor: actor,
+		ApprovalTTL: u.s.cfg.Approvers.Expiry, Clock: nowClock{now: u.s.cfg.Now}}
+	n, err := rc.RerequestStale(ctx, a.ID)
 	if err != nil {
 		return "", err
 	}
-	d, err := (&replay.Planner{Engine: engine, Ledger: u.s.cfg.Store}).DecideStored(ctx, er)
-	if err != nil {
-		return "", err
-	}
-	if d.Action != triage.RequireApproval {
-		return "", fmt.Errorf("%w: %s's current decision is %s, not an approval: the next reconcile acts on it", replay.ErrState, a.EntryRef, d.Action)
-	}
-	res, err := u.s.ReplayOne(r, a.EntryRef, actor)
-	if err != nil {
-		return "", err
-	}
-	after, err := replay.Find(ctx, u.s.cfg.Store, a.EntryRef)
-	if err != nil {
-		return "", err
-	}
-	if after.ApprovalID == a.ID || after.ApprovalID == "" {
-		return "", fmt.Errorf("%w: %s was decided again (%s, %s) but no new request was opened", replay.ErrState, a.EntryRef, res.Final, orNone(res.Outcome))
-	}
-	return after.ApprovalID, nil
+	return n.ID, nil
 }
+
+// nowClock is the server's injected Now as the runner's Clock (asking
+// again never waits, so Sleep is the real one's).
+type nowClock struct {
+	replay.SystemClock
+	now func() time.Time
+}
+
+func (c nowClock) Now() time.Time { return c.now() }
 
 func orNone(s string) string {
 	if s == "" {

@@ -675,6 +675,9 @@ func (s *Bolt) PutSnapshot(ctx context.Context, id string, snapshot any) error {
 		return ErrReadOnly
 	}
 	return s.db.Update(func(tx *bolt.Tx) error {
+		if err := markSnapshotsKept(tx); err != nil { // snapshot_check.go
+			return err
+		}
 		b := tx.Bucket(bucketSnapshots)
 		if b.Get([]byte(id)) != nil {
 			return nil

@@ -616,6 +616,9 @@ func (p *Postgres) PutSnapshot(ctx context.Context, id string, snapshot any) err
 	if err != nil {
 		return err
 	}
+	if err := p.markSnapshotsKept(ctx); err != nil { // snapshot_check.go
+		return err
+	}
 	_, err = p.pool.Exec(ctx, `INSERT INTO snapshots (id, body) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, data)
 	return err
 }

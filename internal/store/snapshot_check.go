@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -22,16 +25,68 @@ var (
 	_ audit.BlobChecker = (*Postgres)(nil)
 )
 
+// Whether a snapshot that is not stored was deleted or never kept is told
+// by a marker written with the first snapshot this version stores: the
+// seq of the next audit record then. Every path that records a decision
+// stores its snapshot first, so from that record on a missing snapshot was
+// deleted (audit.MissingBlobError); before it (a file written by an older
+// version, which did not keep every snapshot) it is no error.
+var keySnapshotsKeptFrom = []byte("snapshots_kept_from")
+
+// pgSnapshotsKeptFrom is the marker on PostgreSQL: a row of the snapshots
+// table under an id no snapshot has (theirs are "sha256:...").
+const pgSnapshotsKeptFrom = "replayctl:snapshots-kept-from"
+
+// markSnapshotsKept writes the marker once, in PutSnapshot's transaction.
+func markSnapshotsKept(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta.Get(keySnapshotsKeptFrom) != nil {
+		return nil
+	}
+	var head auditHead
+	if v := meta.Get(keyAuditHead); v != nil {
+		if err := json.Unmarshal(v, &head); err != nil {
+			return fmt.Errorf("decode audit head: %w", err)
+		}
+	}
+	return meta.Put(keySnapshotsKeptFrom, []byte(strconv.FormatUint(head.Seq+1, 10)))
+}
+
+// markSnapshotsKept writes the marker once (PostgreSQL's PutSnapshot). A
+// record written but not sealed yet gets a seq above the highest sealed.
+func (p *Postgres) markSnapshotsKept(ctx context.Context) error {
+	_, err := p.pool.Exec(ctx, `INSERT INTO snapshots (id, body)
+		SELECT $1, convert_to((coalesce(max(seq), 0) + 1)::text, 'UTF8') FROM audit
+		ON CONFLICT (id) DO NOTHING`, pgSnapshotsKeptFrom)
+	return err
+}
+
+// missingSnapshot is CheckSnapshot's answer for a snapshot not stored,
+// given the marker's value (nil: none).
+func missingSnapshot(marker []byte) error {
+	if marker == nil {
+		return nil
+	}
+	from, err := strconv.ParseUint(string(marker), 10, 64)
+	if err != nil {
+		return fmt.Errorf("snapshots kept-from marker %q: %w", marker, err)
+	}
+	return &audit.MissingBlobError{From: from}
+}
+
 // CheckSnapshot implements audit.BlobChecker.
 func (s *Bolt) CheckSnapshot(ctx context.Context, id string) error {
 	return s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketSnapshots)
-		if b == nil {
-			return nil
+		var v []byte
+		if b := tx.Bucket(bucketSnapshots); b != nil {
+			v = b.Get([]byte(id))
 		}
-		v := b.Get([]byte(id))
 		if v == nil {
-			return nil
+			var marker []byte
+			if meta := tx.Bucket(bucketMeta); meta != nil {
+				marker = meta.Get(keySnapshotsKeptFrom)
+			}
+			return missingSnapshot(marker)
 		}
 		data, err := recordJSON(v)
 		if err != nil {
@@ -46,7 +101,15 @@ func (p *Postgres) CheckSnapshot(ctx context.Context, id string) error {
 	var raw json.RawMessage
 	err := p.Snapshot(ctx, id, &raw)
 	if errors.Is(err, ErrNotFound) {
-		return nil
+		var marker []byte
+		err := p.pool.QueryRow(ctx, `SELECT body FROM snapshots WHERE id = $1`, pgSnapshotsKeptFrom).Scan(&marker)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return missingSnapshot(marker)
 	}
 	if err != nil {
 		return err

@@ -43,3 +43,39 @@ func TestPostgresAuditVerifyFindsAChangedSnapshot(t *testing.T) {
 		t.Fatalf("a changed snapshot: %+v", res)
 	}
 }
+
+// Review finding 3 on PostgreSQL: a snapshot deleted from the store fails
+// verification at the first record naming it, with their count.
+func TestPostgresAuditVerifyFindsADeletedSnapshot(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	snap := triage.NewSnapshot(triage.SourceFile{Name: "rules.yaml", Text: "rules: []\n"}, nil)
+	// A record before any snapshot was kept (an older version's): its
+	// snapshot was never stored, and that is no error.
+	old := &audit.Record{Actor: "alice", Kind: audit.KindDecision, EntryRef: "jsonl:old", PolicySnapshot: "sha256:never-kept"}
+	if err := p.Update(ctx, func(tx Tx) error { _, err := tx.Append(old); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.PutSnapshot(ctx, snap.ID, snap); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"jsonl:a", "jsonl:b"} {
+		r := &audit.Record{Actor: "alice", Kind: audit.KindDecision, EntryRef: ref, PolicySnapshot: snap.ID}
+		if err := p.Update(ctx, func(tx Tx) error { _, err := tx.Append(r); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := audit.Verify(ctx, p, nil); err != nil || !res.OK() || res.Records != 3 {
+		t.Fatalf("intact: %+v %v", res, err)
+	}
+	if _, err := p.pool.Exec(ctx, `DELETE FROM snapshots WHERE id = $1`, snap.ID); err != nil {
+		t.Fatal(err)
+	}
+	res, err := audit.Verify(ctx, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK() || res.Break == nil || res.Break.Seq != 2 || res.MissingSnapshots != 2 || !strings.Contains(res.Break.Reason, "deleted") {
+		t.Fatalf("a deleted snapshot: %+v", res)
+	}
+}

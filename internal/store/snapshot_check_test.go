@@ -106,3 +106,66 @@ func TestAuditVerifyWithoutStoredSnapshots(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 }
+
+func deleteSnapshot(t *testing.T, path, id string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketSnapshots).Delete([]byte(id)) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Review finding 3: a snapshot deleted from the store passed `audit
+// verify`. Records written since this version keeps every snapshot (the
+// marker PutSnapshot writes) that name a deleted one now fail it, counted,
+// at the first of them.
+func TestAuditVerifyFindsADeletedSnapshot(t *testing.T) {
+	path, id := snapshotChain(t, true)
+	deleteSnapshot(t, path, id)
+	res := verifyFile(t, path, nil)
+	if res.OK() || res.Break == nil {
+		t.Fatal("a deleted snapshot was not detected")
+	}
+	if res.Break.Seq != 2 || !strings.Contains(res.Break.Reason, "policy snapshot "+id) || !strings.Contains(res.Break.Reason, "deleted") ||
+		!strings.Contains(res.Break.Reason, "3 record(s)") || res.MissingSnapshots != 3 {
+		t.Fatalf("break at %d: %s (%d missing); want record 2 naming the snapshot, 3 records", res.Break.Seq, res.Break.Reason, res.MissingSnapshots)
+	}
+}
+
+// A file written before snapshots were kept, then used by this version:
+// its old records' snapshots were never stored and it still verifies; a
+// snapshot this version stored and someone deleted is found, and only the
+// records written since count.
+func TestAuditVerifyOlderFileThenADeletedSnapshot(t *testing.T) {
+	path, oldID := snapshotChain(t, false) // records 2-4 name a snapshot never stored
+	s, err := OpenBolt(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	snap := triage.NewSnapshot(triage.SourceFile{Name: "rules.yaml", Text: "rules: [] # new\n"}, nil)
+	if err := s.PutSnapshot(ctx, snap.ID, snap); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{snap.ID, snap.ID} {
+		r := &audit.Record{Actor: "alice", Kind: audit.KindDecision, EntryRef: "jsonl:new", PolicySnapshot: id}
+		if err := s.Update(ctx, func(tx Tx) error { _, err := tx.Append(r); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if res := verifyFile(t, path, nil); !res.OK() || res.Records != 6 {
+		t.Fatalf("an older file with new records: %+v (old snapshot %s)", res, oldID)
+	}
+	deleteSnapshot(t, path, snap.ID)
+	res := verifyFile(t, path, nil)
+	if res.OK() || res.Break == nil || res.Break.Seq != 5 || res.MissingSnapshots != 2 || !strings.Contains(res.Break.Reason, snap.ID) {
+		t.Fatalf("after deleting the new snapshot: %+v", res)
+	}
+}

@@ -625,6 +625,9 @@ func (p *Postgres) PutSnapshot(ctx context.Context, id string, snapshot any) err
 
 // Snapshot loads a stored snapshot.
 func (p *Postgres) Snapshot(ctx context.Context, id string, out any) error {
+	if id == pgSnapshotsKeptFrom {
+		return ErrNotFound // the store's marker row, not a snapshot
+	}
 	var b []byte
 	err := p.pool.QueryRow(ctx, `SELECT body FROM snapshots WHERE id = $1`, id).Scan(&b)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -799,6 +799,23 @@ func (d dimCursor) seek(target []byte) {
 	}
 }
 
+// pageDims reads what a page of f starts from (Page, SortedPage): the
+// index and entry buckets, each dimension's values and the counters'
+// total, which it also sets as the page's total.
+func pageDims(tx *bolt.Tx, f *EntryFilter, page *EntryPage) (idx, eb *bolt.Bucket, choices []dimChoice, total int64, err error) {
+	if !indexed(tx) {
+		return nil, nil, nil, 0, ErrNotIndexed
+	}
+	cnt := tx.Bucket(bucketCounters)
+	var topics map[string]int64
+	if f.hasTopic() {
+		topics = readTopics(cnt)
+	}
+	choices, total, exact := resolveDims(f, readCells(cnt), topics)
+	page.Total, page.TotalExact = total, exact
+	return tx.Bucket(bucketIdx), tx.Bucket(bucketEntries), choices, total, nil
+}
+
 // Page returns up to limit entries matching f after cursor, in ref order.
 // Every dimension the filter names is an index range (a union over its
 // values); Page intersects them by leapfrogging (each dimension seeks to
@@ -818,16 +835,10 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 	}
 	page := &EntryPage{Items: []*EntryRecord{}}
 	err = s.db.View(func(tx *bolt.Tx) error {
-		if !indexed(tx) {
-			return ErrNotIndexed
+		idx, eb, choices, total, err := pageDims(tx, &f, page)
+		if err != nil {
+			return err
 		}
-		cnt, idx, eb := tx.Bucket(bucketCounters), tx.Bucket(bucketIdx), tx.Bucket(bucketEntries)
-		var topics map[string]int64
-		if f.hasTopic() {
-			topics = readTopics(cnt)
-		}
-		choices, total, exact := resolveDims(&f, readCells(cnt), topics)
-		page.Total, page.TotalExact = total, exact
 		var use []dimChoice
 		for _, ch := range choices {
 			if ch.set {

@@ -289,16 +289,10 @@ func (s *Bolt) SortedPage(ctx context.Context, f EntryFilter, newest bool, curso
 	}
 	page := &EntryPage{Items: []*EntryRecord{}}
 	err = s.db.View(func(tx *bolt.Tx) error {
-		if !indexed(tx) {
-			return ErrNotIndexed
+		idx, eb, choices, _, err := pageDims(tx, &f, page)
+		if err != nil {
+			return err
 		}
-		cnt, idx, eb := tx.Bucket(bucketCounters), tx.Bucket(bucketIdx), tx.Bucket(bucketEntries)
-		var topics map[string]int64
-		if f.hasTopic() {
-			topics = readTopics(cnt)
-		}
-		choices, total, exact := resolveDims(&f, readCells(cnt), topics)
-		page.Total, page.TotalExact = total, exact
 		var heads []*rangeCursor
 		for _, st := range choices[0].values {
 			h := &rangeCursor{c: idx.Cursor(), prefix: dimPrefix(dimLastFailure, st), back: newest}

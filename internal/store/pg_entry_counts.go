@@ -34,7 +34,11 @@ import (
 // Counter keys are hashed into the primary key (kh), and signatures into
 // entries_sig (md5: the probe compares the signature too), so a long topic
 // or signature never passes the btree's row size limit.
-const pgEntryCountsMigration = `ALTER TABLE entries ADD COLUMN sig text, ADD COLUMN seen timestamptz, ADD COLUMN open_seen timestamptz;
+//
+// state and last_failed order sorted pages (pg_sorted.go).
+const pgEntryCountsMigration = `ALTER TABLE entries ADD COLUMN sig text, ADD COLUMN seen timestamptz, ADD COLUMN open_seen timestamptz,
+	   ADD COLUMN state text, ADD COLUMN last_failed bigint;
+	 CREATE INDEX entries_last_failed ON entries (state, last_failed, ref COLLATE ucs_basic);
 	 CREATE INDEX entries_sig ON entries (md5(coalesce(sig, '')), ref);
 	 CREATE INDEX entries_open_seen ON entries (open_seen) WHERE open_seen IS NOT NULL;
 	 ALTER TABLE approvals ADD COLUMN pending boolean NOT NULL DEFAULT false, ADD COLUMN requested_at timestamptz;
@@ -82,10 +86,12 @@ const pgEntryTriggers = `CREATE TRIGGER entries_count AFTER INSERT OR DELETE ON 
 type entryCols struct {
 	sig            string
 	seen, openSeen pgtype.Timestamptz
+	state          string
+	lastFailed     int64
 }
 
 func colsOf(r *EntryRecord) entryCols {
-	c := entryCols{sig: Signature(r)}
+	c := entryCols{sig: Signature(r), state: r.Status, lastFailed: lastFailedKey(r)}
 	if !r.FirstSeen.IsZero() {
 		c.seen = pgtype.Timestamptz{Time: r.FirstSeen.UTC(), Valid: true}
 		if IsOpen(r.Status) {
@@ -112,8 +118,9 @@ func backfillEntryCounts(ctx context.Context, tx pgx.Tx) error {
 		if err != nil {
 			return fmt.Errorf("backfill entry columns: %w", err)
 		}
-		var refs, sigs []string
+		var refs, sigs, states []string
 		var seens, opens []pgtype.Timestamptz
+		var lfs []int64
 		for rows.Next() {
 			var ref string
 			var rec []byte
@@ -128,6 +135,7 @@ func backfillEntryCounts(ctx context.Context, tx pgx.Tx) error {
 			}
 			c := colsOf(er)
 			refs, sigs, seens, opens = append(refs, ref), append(sigs, c.sig), append(seens, c.seen), append(opens, c.openSeen)
+			states, lfs = append(states, c.state), append(lfs, c.lastFailed)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -136,9 +144,9 @@ func backfillEntryCounts(ctx context.Context, tx pgx.Tx) error {
 		if len(refs) == 0 {
 			break
 		}
-		if _, err := tx.Exec(ctx, `UPDATE entries e SET sig = u.sig, seen = u.seen, open_seen = u.open_seen
-			FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS u(ref, sig, seen, open_seen) WHERE e.ref = u.ref`,
-			refs, sigs, seens, opens); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE entries e SET sig = u.sig, seen = u.seen, open_seen = u.open_seen, state = u.state, last_failed = u.lf
+			FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::text[], $6::bigint[]) AS u(ref, sig, seen, open_seen, state, lf)
+			WHERE e.ref = u.ref`, refs, sigs, seens, opens, states, lfs); err != nil {
 			return fmt.Errorf("backfill entry columns: %w", err)
 		}
 	}

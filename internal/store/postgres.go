@@ -448,12 +448,13 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 	case ref == t.fenced && bytes.Equal(payload, t.fencePayload):
 		// The row exists (the fence locked it) and its payload is the one
 		// stored: write only the record, no insert attempt, no payload.
-		t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, sig = $3, seen = $4, open_seen = $5 WHERE ref = $1`,
-			ref, rec, c.sig, c.seen, c.openSeen)
+		t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, sig = $3, seen = $4, open_seen = $5, state = $6, last_failed = $7 WHERE ref = $1`,
+			ref, rec, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
 	default:
-		t.queue("write entry "+r.Entry.Ref(), nil, `INSERT INTO entries (ref, rec, payload, sig, seen, open_seen) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload, sig = excluded.sig, seen = excluded.seen, open_seen = excluded.open_seen`,
-			ref, rec, payload, c.sig, c.seen, c.openSeen)
+		t.queue("write entry "+r.Entry.Ref(), nil, `INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload, sig = excluded.sig, seen = excluded.seen,
+		  open_seen = excluded.open_seen, state = excluded.state, last_failed = excluded.last_failed`,
+			ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
 	}
 	if ref == t.fenced {
 		t.fenceRec, t.fencePayload = rec, payload
@@ -657,8 +658,8 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 			return 0, err
 		}
 		c := colsOf(r)
-		batch.Queue(`INSERT INTO entries (ref, rec, payload, sig, seen, open_seen) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (ref) DO NOTHING`,
-			pgKey(r.Entry.Ref()), rec, payload, c.sig, c.seen, c.openSeen)
+		batch.Queue(`INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT (ref) DO NOTHING`, pgKey(r.Entry.Ref()), rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
 	}
 	for attempt := 0; ; attempt++ {
 		n, err := p.ingest(ctx, batch, len(recs))

@@ -58,7 +58,18 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 	if err := f.prepare(); err != nil {
 		return nil, err
 	}
-	page := &EntryPage{Items: []*EntryRecord{}, TotalExact: !f.residual()}
+	// The total is the counters' (as bbolt's Page): a count(*) of the
+	// filter read every matching row.
+	c := &Counters{Topics: map[string]int64{}, Days: map[string]int64{}}
+	if err := p.cellsAndOpen(ctx, c); err != nil {
+		return nil, err
+	}
+	var counted map[string]int64
+	if f.hasTopic() {
+		counted = c.Topics
+	}
+	_, total, exact := resolveDims(&f, c.Cells, counted)
+	page := &EntryPage{Items: []*EntryRecord{}, Total: total, TotalExact: exact}
 	// A topic glob (with '.' as separator, as in rules.yaml) becomes the
 	// list of stored topics it matches.
 	topics := []string{}
@@ -83,9 +94,6 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 		}
 	}
 	where, args := pgWhere(&f, topics, nil)
-	if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM entries WHERE `+where, args...).Scan(&page.Total); err != nil {
-		return nil, fmt.Errorf("count entries: %w", err)
-	}
 	batch := limit + 1
 	var last string
 	for {

@@ -59,10 +59,14 @@ var migrations = []string{
 	// writers queueing to extend the table's last one. Pages written from
 	// now on; VACUUM FULL applies it to an existing table.
 	`ALTER TABLE entries SET (fillfactor = 50);`,
+	// 8: entry counters kept by a trigger, the signature and first-seen
+	// columns, the oldest-open and pending-approval indexes
+	// (pg_entry_counts.go), backfilled in Go.
+	pgEntryCountsMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.
-var migrationSteps = map[int]func(context.Context, pgx.Tx) error{6: backfillCounts}
+var migrationSteps = map[int]func(context.Context, pgx.Tx) error{6: backfillCounts, 8: backfillEntryCounts}
 
 // advisory lock ids (pg_advisory_lock's bigint space).
 const (
@@ -439,14 +443,18 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 		return err
 	}
 	ref := pgKey(r.Entry.Ref())
+	c := colsOf(r)
 	switch {
 	case ref == t.fenced && bytes.Equal(payload, t.fencePayload):
 		// The row exists (the fence locked it) and its payload is the one
 		// stored: write only the record, no insert attempt, no payload.
-		t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2 WHERE ref = $1`, ref, rec)
+		t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, sig = $3, seen = $4, open_seen = $5, state = $6, last_failed = $7 WHERE ref = $1`,
+			ref, rec, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
 	default:
-		t.queue("write entry "+r.Entry.Ref(), nil, `INSERT INTO entries (ref, rec, payload) VALUES ($1, $2, $3)
-		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload`, ref, rec, payload)
+		t.queue("write entry "+r.Entry.Ref(), nil, `INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload, sig = excluded.sig, seen = excluded.seen,
+		  open_seen = excluded.open_seen, state = excluded.state, last_failed = excluded.last_failed`,
+			ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
 	}
 	if ref == t.fenced {
 		t.fenceRec, t.fencePayload = rec, payload
@@ -466,7 +474,9 @@ func (t *pgTx) PutApproval(a *Approval) error {
 	if err != nil {
 		return err
 	}
-	t.queue("write approval "+a.ID, nil, `INSERT INTO approvals (id, rec) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET rec = excluded.rec`, pgKey(a.ID), data)
+	pending, at := approvalCols(a)
+	t.queue("write approval "+a.ID, nil, `INSERT INTO approvals (id, rec, pending, requested_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (id) DO UPDATE SET rec = excluded.rec, pending = excluded.pending, requested_at = excluded.requested_at`, pgKey(a.ID), data, pending, at)
 	return nil
 }
 
@@ -639,7 +649,9 @@ func (p *Postgres) Snapshot(ctx context.Context, id string, out any) error {
 	return json.Unmarshal(b, out)
 }
 
-// Ingest implements Shared.
+// Ingest implements Shared. The batch is one implicit transaction (the
+// counters its inserts add commit with them); a deadlock on a counter row shared
+// with another writer (pg_entry_counts.go) is retried.
 func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
@@ -651,19 +663,31 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 		if err != nil {
 			return 0, err
 		}
-		batch.Queue(`INSERT INTO entries (ref, rec, payload) VALUES ($1, $2, $3) ON CONFLICT (ref) DO NOTHING`, pgKey(r.Entry.Ref()), rec, payload)
+		c := colsOf(r)
+		batch.Queue(`INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT (ref) DO NOTHING`, pgKey(r.Entry.Ref()), rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
 	}
+	for attempt := 0; ; attempt++ {
+		n, err := p.ingest(ctx, batch, len(recs))
+		if err == nil || !retryable(err) || attempt >= 5 {
+			return n, err
+		}
+	}
+}
+
+func (p *Postgres) ingest(ctx context.Context, batch *pgx.Batch, count int) (int, error) {
+	// A batch is one implicit transaction: a failure rolls back all of it.
 	br := p.pool.SendBatch(ctx, batch)
 	defer br.Close()
 	n := 0
-	for range recs {
+	for range count {
 		tag, err := br.Exec()
 		if err != nil {
-			return n, err
+			return 0, err
 		}
 		n += int(tag.RowsAffected())
 	}
-	return n, nil
+	return n, br.Close()
 }
 
 // Claim implements Shared; the releases queued by ReleaseLater go in the

@@ -58,12 +58,23 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 	if err := f.prepare(); err != nil {
 		return nil, err
 	}
-	page := &EntryPage{Items: []*EntryRecord{}, TotalExact: !f.residual()}
+	// The total is the counters' (as bbolt's Page): a count(*) of the
+	// filter read every matching row.
+	c := &Counters{Topics: map[string]int64{}, Days: map[string]int64{}}
+	if err := p.cellsAndOpen(ctx, c); err != nil {
+		return nil, err
+	}
+	var counted map[string]int64
+	if f.hasTopic() {
+		counted = c.Topics
+	}
+	_, total, exact := resolveDims(&f, c.Cells, counted)
+	page := &EntryPage{Items: []*EntryRecord{}, Total: total, TotalExact: exact}
 	// A topic glob (with '.' as separator, as in rules.yaml) becomes the
 	// list of stored topics it matches.
 	topics := []string{}
 	if f.hasTopic() {
-		rows, err := p.pool.Query(ctx, `SELECT DISTINCT coalesce(`+pgDoc+`->'entry'->>'topic', '') FROM entries`)
+		rows, err := p.pool.Query(ctx, `SELECT key[1] FROM entry_counts WHERE dim = 'topic' AND at = '-infinity' GROUP BY key HAVING sum(n) <> 0`)
 		if err != nil {
 			return nil, fmt.Errorf("list topics: %w", err)
 		}
@@ -83,9 +94,6 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 		}
 	}
 	where, args := pgWhere(&f, topics, nil)
-	if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM entries WHERE `+where, args...).Scan(&page.Total); err != nil {
-		return nil, fmt.Errorf("count entries: %w", err)
-	}
 	batch := limit + 1
 	var last string
 	for {
@@ -132,96 +140,21 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 	}
 }
 
-// Counters counts entries with GROUP BY queries; decisions and outcomes
-// come from their counter rows.
+// Counters reads the entry counters (pg_entry_counts.go), the oldest open
+// entry from its index and decisions and outcomes from their counter rows
+// (pg_counts.go): no statement reads a row per entry.
 func (p *Postgres) Counters(ctx context.Context) (*Counters, error) {
 	out := &Counters{Topics: map[string]int64{}, Days: map[string]int64{}, Outcomes: map[string]int64{}, Cells: []Cell{}, Open: []Depth{}, Signatures: []SignatureCount{}}
-	rows, err := p.pool.Query(ctx, `SELECT coalesce(d->'entry'->>'source',''), coalesce(d->>'class',''), coalesce(d->>'action',''),
-		coalesce(d->>'status',''), coalesce(d->'entry'->>'topic',''), coalesce(d->>'first_seen',''), count(*)
-		FROM (SELECT `+pgDoc+` AS d FROM entries) e GROUP BY 1, 2, 3, 4, 5, 6`)
-	if err != nil {
-		return nil, fmt.Errorf("count entries: %w", err)
-	}
-	cells := map[Cell]int64{}
-	open := map[Depth]int64{}
-	for rows.Next() {
-		var c Cell
-		var topic, seen string
-		var n int64
-		if err := rows.Scan(&c.Source, &c.Class, &c.Action, &c.State, &topic, &seen, &n); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out.Entries += n
-		cells[c] += n
-		out.Topics[valKey(topic)] += n
-		first, _ := time.Parse(time.RFC3339Nano, seen)
-		out.Days[first.UTC().Format("2006-01-02")] += n
-		if IsOpen(c.State) {
-			open[Depth{Source: c.Source, Topic: valKey(topic)}] += n
-			if !first.IsZero() && (out.OldestOpen.IsZero() || first.Before(out.OldestOpen)) {
-				out.OldestOpen = first.UTC()
-			}
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := p.cellsAndOpen(ctx, out); err != nil {
 		return nil, err
 	}
-	for c, n := range cells {
-		c.N = n
-		out.Cells = append(out.Cells, c)
-	}
-	for d, n := range open {
-		d.N = n
-		out.Open = append(out.Open, d)
-	}
-	sort.Slice(out.Cells, func(i, j int) bool { return fmt.Sprint(out.Cells[i]) < fmt.Sprint(out.Cells[j]) })
-	sort.Slice(out.Open, func(i, j int) bool { return fmt.Sprint(out.Open[i]) < fmt.Sprint(out.Open[j]) })
-
-	// Signatures are computed in Go (the same function as bbolt) from the
-	// distinct (signature, reason, message) groups.
-	rows, err = p.pool.Query(ctx, `SELECT coalesce(d->'entry'->'source_state'->>'error_signature',''), coalesce(d->'entry'->>'reason_code',''),
-		coalesce(d->'entry'->>'message',''), min(ref), (array_agg(coalesce(d->>'class','') ORDER BY ref))[1], count(*)
-		FROM (SELECT ref, `+pgDoc+` AS d FROM entries) e GROUP BY 1, 2, 3`)
-	if err != nil {
-		return nil, fmt.Errorf("count signatures: %w", err)
-	}
-	sigs := map[string]*SignatureCount{}
-	for rows.Next() {
-		var er EntryRecord
-		var example, class string
-		var n int64
-		if err := rows.Scan(&er.Entry.State.ErrorSignature, &er.Entry.ReasonCode, &er.Entry.Message, &example, &class, &n); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		sig := Signature(&er)
-		sc := sigs[sig]
-		if sc == nil {
-			sc = &SignatureCount{Signature: sig, Class: class, Example: example}
-			sigs[sig] = sc
-		} else if example < sc.Example {
-			sc.Class, sc.Example = class, example
-		}
-		sc.N += n
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	var err error
+	if out.OldestOpen, err = p.oldestOpen(ctx); err != nil {
 		return nil, err
 	}
-	for _, sc := range sigs {
-		out.Signatures = append(out.Signatures, *sc)
+	if out.Signatures, err = p.signatures(ctx); err != nil {
+		return nil, err
 	}
-	sort.Slice(out.Signatures, func(i, j int) bool {
-		a, b := out.Signatures[i], out.Signatures[j]
-		if a.N != b.N {
-			return a.N > b.N
-		}
-		return a.Signature < b.Signature
-	})
-	// Decisions, denials and outcomes come from their counters
-	// (pg_counts.go), never from the audit chain.
 	if err := p.auditTotals(ctx, out); err != nil {
 		return nil, err
 	}
@@ -229,7 +162,7 @@ func (p *Postgres) Counters(ctx context.Context) (*Counters, error) {
 }
 
 // Series counts inflow by first-seen hour and decisions and outcomes by
-// record hour. Drained is not kept here (it needs the entries' history).
+// record hour, from their counter rows. Drained is not kept here (it needs the entries' history).
 func (p *Postgres) Series(ctx context.Context, from, to time.Time) ([]HourCount, error) {
 	from, to = from.UTC().Truncate(time.Hour), to.UTC().Truncate(time.Hour)
 	hours := map[int64]*HourCount{}
@@ -245,25 +178,7 @@ func (p *Postgres) Series(ctx context.Context, from, to time.Time) ([]HourCount,
 		}
 		return hc
 	}
-	rows, err := p.pool.Query(ctx, `SELECT coalesce(`+pgDoc+`->>'first_seen',''), coalesce(`+pgDoc+`->>'class','') FROM entries`)
-	if err != nil {
-		return nil, fmt.Errorf("series: %w", err)
-	}
-	for rows.Next() {
-		var seen, class string
-		if err := rows.Scan(&seen, &class); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if t, err := time.Parse(time.RFC3339Nano, seen); err == nil {
-			if h := hour(t); h != nil {
-				h.Inflow++
-				h.addClass(&h.InflowByClass, class, 1)
-			}
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := p.inflowHours(ctx, from, to, hour); err != nil {
 		return nil, err
 	}
 	if err := p.auditHours(ctx, from, to, hour); err != nil {

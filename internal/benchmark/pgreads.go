@@ -1,0 +1,180 @@
+package benchmark
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/server"
+	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/testsvc"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// pgReads measures the reads of `reads` on PostgreSQL (issue 16): a
+// filtered page of 20, a page sorted by last failure, a /metrics scrape
+// and stats, each as a ratio to a bare SELECT of 20 entry rows by primary
+// key (and their JSON decode) on the same database, alternated, at two
+// store sizes. The ratio must not grow with the store.
+func pgReads(ctx context.Context, c *Config) ([]Row, error) {
+	if _, err := testsvc.PostgresDB(fmt.Sprintf("bench_probe_%d", time.Now().UnixNano())); err != nil {
+		return []Row{{Measure: "reads on PostgreSQL", Note: "skipped: " + err.Error()}}, nil
+	}
+	defer testsvc.Stop()
+	var rows []Row
+	for _, n := range []int{c.size(10_000, 500), c.size(100_000, 2_000)} {
+		dsn, err := testsvc.PostgresDB(fmt.Sprintf("bench_reads_%d_%d", n, time.Now().UnixNano()))
+		if err != nil {
+			return rows, err
+		}
+		c.progress(fmt.Sprintf("reads on PostgreSQL: storing %d entries", n))
+		st, err := store.OpenPostgres(ctx, dsn, store.Options{})
+		if err != nil {
+			return rows, err
+		}
+		r, err := measurePGReads(ctx, c, st, dsn, n)
+		st.Close()
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, r...)
+	}
+	return rows, nil
+}
+
+// fillPG ingests n entries as fillStore writes them (without the
+// decision records: the decision counters are rows of their own).
+func fillPG(ctx context.Context, st *store.Postgres, n int) error {
+	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	payload := []byte(`{"order":{"id":"o-XXXXXXX","lines":[` + strings.Repeat(`{"sku":"sku-1234","qty":1,"price":"12.50"},`, 20) + `{"sku":"last"}]}}`)
+	const chunk = 1000
+	for from := 0; from < n; from += chunk {
+		var recs []*store.EntryRecord
+		for i := from; i < min(from+chunk, n); i++ {
+			e := entry.Entry{ID: fmt.Sprintf("e%08d", i), Source: benchSources[i%3], Topic: fmt.Sprintf("orders.t%02d", i%40),
+				ReasonCode: "timeout", Message: fmt.Sprintf("upstream timeout after %d ms calling inventory", 100+i%900),
+				IdempotencyKey: fmt.Sprintf("key-%08d", i), Attempts: 3, Payload: payload,
+				LastFailure: base.Add(time.Duration(i*7919%n) * time.Second)}
+			recs = append(recs, &store.EntryRecord{Entry: e, Status: benchStates[i%len(benchStates)], Class: benchClasses[i%len(benchClasses)],
+				Action: triage.AutoReplay, FirstSeen: base.Add(time.Duration(i) * time.Second), LastSeen: base})
+		}
+		if _, err := st.Ingest(ctx, recs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func measurePGReads(ctx context.Context, c *Config, st *store.Postgres, dsn string, n int) ([]Row, error) {
+	if err := fillPG(ctx, st, n); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE entries`); err != nil {
+		return nil, err
+	}
+	srv, err := server.New(server.Config{Store: st})
+	if err != nil {
+		return nil, err
+	}
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	mid := fmt.Sprintf("jsonl:e%08d", n/2/3*3)
+	bare := func() error {
+		rows, err := pool.Query(ctx, `SELECT rec FROM entries WHERE ref >= $1 ORDER BY ref LIMIT 20`, mid)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		got := 0
+		for rows.Next() {
+			var b []byte
+			if err := rows.Scan(&b); err != nil {
+				return err
+			}
+			var r map[string]any
+			if err := json.Unmarshal(b, &r); err != nil {
+				return err
+			}
+			got++
+		}
+		if got != 20 {
+			return fmt.Errorf("bare read got %d rows", got)
+		}
+		return rows.Err()
+	}
+	open := store.OpenStates()
+	page := func(items int, err error) error {
+		if err == nil && items != 20 {
+			err = fmt.Errorf("page of %d", items)
+		}
+		return err
+	}
+	ops := []struct {
+		name string
+		fn   func() error
+	}{
+		{"page of 20 (open states, class transient)", func() error {
+			p, err := st.Page(ctx, store.EntryFilter{States: open, Classes: []string{"transient"}}, "", 20)
+			if err != nil {
+				return err
+			}
+			return page(len(p.Items), nil)
+		}},
+		{"page of 20 sorted by last failure (open states)", func() error {
+			p, err := st.SortedPage(ctx, store.EntryFilter{States: open}, false, "", 20)
+			if err != nil {
+				return err
+			}
+			return page(len(p.Items), nil)
+		}},
+		{"/metrics scrape", func() error {
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			if rec.Code != http.StatusOK {
+				return fmt.Errorf("/metrics answered %d", rec.Code)
+			}
+			return nil
+		}},
+		{"stats", func() error {
+			s, err := replay.ComputeStats(ctx, st, now)
+			if err == nil && s.Entries != n {
+				err = fmt.Errorf("stats count %d entries", s.Entries)
+			}
+			return err
+		}},
+	}
+	reps, rounds := c.size(30, 2), c.size(9, 2)
+	timeIt := func(fn func() error) (time.Duration, error) {
+		start := time.Now()
+		for range reps {
+			if err := fn(); err != nil {
+				return 0, err
+			}
+		}
+		return time.Since(start) / time.Duration(reps), nil
+	}
+	var rows []Row
+	for _, op := range ops {
+		c.progress(fmt.Sprintf("reads on PostgreSQL: %s at %d entries", op.name, n))
+		o, b, err := paired(rounds, func() (time.Duration, error) { return timeIt(op.fn) }, func() (time.Duration, error) { return timeIt(bare) })
+		if err != nil {
+			return nil, fmt.Errorf("%s on PostgreSQL: %w", op.name, err)
+		}
+		rows = append(rows, Row{Measure: fmt.Sprintf("%s on PostgreSQL, %d entries", op.name, n), Figure: float64(o.Microseconds()), Unit: "µs",
+			Baseline: float64(b.Microseconds()), Ratio: float64(o) / float64(b), Note: "of a bare SELECT of 20 rows",
+			Target: "<= 10x, not growing with the store"})
+	}
+	return rows, nil
+}

@@ -89,6 +89,9 @@ func Stop() {
 	if pg.dir != "" {
 		os.RemoveAll(pg.dir)
 	}
+	// A later PostgresDB starts a new server: the benchmark harness stops
+	// the server after each step that used one (workers, then pgread).
+	pg.once, pg.err, pg.dir, pg.admin = sync.Once{}, nil, "", ""
 }
 
 // Postgres returns the DSN of a fresh database on the test binary's

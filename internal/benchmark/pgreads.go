@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/replayctl/replayctl/internal/entry"
-	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
@@ -121,10 +118,7 @@ func measurePGReads(ctx context.Context, c *Config, st *store.Postgres, dsn stri
 		}
 		return err
 	}
-	ops := []struct {
-		name string
-		fn   func() error
-	}{
+	ops := []readOp{
 		{"page of 20 (open states, class transient)", func() error {
 			p, err := st.Page(ctx, store.EntryFilter{States: open, Classes: []string{"transient"}}, "", 20)
 			if err != nil {
@@ -139,42 +133,8 @@ func measurePGReads(ctx context.Context, c *Config, st *store.Postgres, dsn stri
 			}
 			return page(len(p.Items), nil)
 		}},
-		{"/metrics scrape", func() error {
-			rec := httptest.NewRecorder()
-			srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-			if rec.Code != http.StatusOK {
-				return fmt.Errorf("/metrics answered %d", rec.Code)
-			}
-			return nil
-		}},
-		{"stats", func() error {
-			s, err := replay.ComputeStats(ctx, st, now)
-			if err == nil && s.Entries != n {
-				err = fmt.Errorf("stats count %d entries", s.Entries)
-			}
-			return err
-		}},
 	}
-	reps, rounds := c.size(30, 2), c.size(9, 2)
-	timeIt := func(fn func() error) (time.Duration, error) {
-		start := time.Now()
-		for range reps {
-			if err := fn(); err != nil {
-				return 0, err
-			}
-		}
-		return time.Since(start) / time.Duration(reps), nil
-	}
-	var rows []Row
-	for _, op := range ops {
-		c.progress(fmt.Sprintf("reads on PostgreSQL: %s at %d entries", op.name, n))
-		o, b, err := paired(rounds, func() (time.Duration, error) { return timeIt(op.fn) }, func() (time.Duration, error) { return timeIt(bare) })
-		if err != nil {
-			return nil, fmt.Errorf("%s on PostgreSQL: %w", op.name, err)
-		}
-		rows = append(rows, Row{Measure: fmt.Sprintf("%s on PostgreSQL, %d entries", op.name, n), Figure: float64(o.Microseconds()), Unit: "µs",
-			Baseline: float64(b.Microseconds()), Ratio: float64(o) / float64(b), Note: "of a bare SELECT of 20 rows",
-			Target: "<= 10x, not growing with the store"})
-	}
-	return rows, nil
+	ops = append(ops, scrapeAndStats(ctx, srv, st, n, now)...)
+	return timeReads(c, readsRun{label: "reads on PostgreSQL", where: " on PostgreSQL", baseline: "of a bare SELECT of 20 rows",
+		reps: c.size(30, 2), rounds: c.size(9, 2)}, n, ops, bare)
 }

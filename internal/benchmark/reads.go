@@ -171,10 +171,7 @@ func measureReads(ctx context.Context, c *Config, path string, n int) ([]Row, er
 		})
 	}
 	open := store.OpenStates()
-	ops := []struct {
-		name string
-		fn   func() error
-	}{
+	ops := []readOp{
 		{"page of 20 (open states, class transient)", func() error {
 			p, err := st.Page(ctx, store.EntryFilter{States: open, Classes: []string{"transient"}}, "", 20)
 			if err == nil && len(p.Items) != 20 {
@@ -196,6 +193,22 @@ func measureReads(ctx context.Context, c *Config, path string, n int) ([]Row, er
 			}
 			return err
 		}},
+	}
+	ops = append(ops, scrapeAndStats(ctx, srv, st, n, now)...)
+	return timeReads(c, readsRun{label: "reads", where: "", baseline: "of a bare bbolt read of 20 records",
+		reps: c.size(50, 3), rounds: c.size(15, 3)}, n, ops, bare)
+}
+
+// readOp is one read a user makes, as the reads rows time it.
+type readOp struct {
+	name string
+	fn   func() error
+}
+
+// scrapeAndStats are the reads both stores are timed on beside their
+// pages: a /metrics scrape through the server and `stats`.
+func scrapeAndStats(ctx context.Context, srv http.Handler, st replay.Reporter, n int, now time.Time) []readOp {
+	return []readOp{
 		{"/metrics scrape", func() error {
 			rec := httptest.NewRecorder()
 			srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
@@ -212,25 +225,38 @@ func measureReads(ctx context.Context, c *Config, path string, n int) ([]Row, er
 			return err
 		}},
 	}
-	reps, rounds := c.size(50, 3), c.size(15, 3)
+}
+
+// readsRun says how a store's reads are timed and named.
+type readsRun struct {
+	label    string // progress prefix
+	where    string // after the read's name in its row (" on PostgreSQL")
+	baseline string // what the bare read is
+	reps     int    // calls per timing
+	rounds   int    // alternating rounds
+}
+
+// timeReads times each op against the bare read of the same rows, the
+// runs alternating (paired), and makes a row of each.
+func timeReads(c *Config, run readsRun, n int, ops []readOp, bare func() error) ([]Row, error) {
 	timeIt := func(fn func() error) (time.Duration, error) {
 		start := time.Now()
-		for range reps {
+		for range run.reps {
 			if err := fn(); err != nil {
 				return 0, err
 			}
 		}
-		return time.Since(start) / time.Duration(reps), nil
+		return time.Since(start) / time.Duration(run.reps), nil
 	}
 	var rows []Row
 	for _, op := range ops {
-		c.progress(fmt.Sprintf("reads: %s at %d entries", op.name, n))
-		o, b, err := paired(rounds, func() (time.Duration, error) { return timeIt(op.fn) }, func() (time.Duration, error) { return timeIt(bare) })
+		c.progress(fmt.Sprintf("%s: %s at %d entries", run.label, op.name, n))
+		o, b, err := paired(run.rounds, func() (time.Duration, error) { return timeIt(op.fn) }, func() (time.Duration, error) { return timeIt(bare) })
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op.name, err)
+			return nil, fmt.Errorf("%s%s: %w", op.name, run.where, err)
 		}
-		rows = append(rows, Row{Measure: fmt.Sprintf("%s, %d entries", op.name, n), Figure: float64(o.Microseconds()), Unit: "µs",
-			Baseline: float64(b.Microseconds()), Ratio: float64(o) / float64(b), Note: "of a bare bbolt read of 20 records",
+		rows = append(rows, Row{Measure: fmt.Sprintf("%s%s, %d entries", op.name, run.where, n), Figure: float64(o.Microseconds()), Unit: "µs",
+			Baseline: float64(b.Microseconds()), Ratio: float64(o) / float64(b), Note: run.baseline,
 			Target: "<= 10x, not growing with the store"})
 	}
 	return rows, nil

@@ -975,21 +975,7 @@ func (s *Bolt) EntryAudit(ctx context.Context, ref, key string, fn func(seq uint
 			collect(auditIndexKey(&audit.Record{Key: key}))
 		}
 		sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
-		for _, seq := range seqs {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			v := ab.Get(seqKey(seq))
-			if v == nil {
-				continue
-			}
-			var sealed audit.Sealed
-			derr := DecodeValue(v, &sealed)
-			if err := fn(seq, sealed, derr); err != nil {
-				return err
-			}
-		}
-		return nil
+		return eachAuditSeq(ctx, ab, seqs, fn)
 	})
 }
 

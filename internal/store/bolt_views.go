@@ -494,20 +494,27 @@ func (s *Bolt) AuditRecords(ctx context.Context, seqs []uint64, fn func(seq uint
 		if ab == nil {
 			return nil
 		}
-		for _, seq := range seqs {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			v := ab.Get(seqKey(seq))
-			if v == nil {
-				continue
-			}
-			var sealed audit.Sealed
-			derr := DecodeValue(v, &sealed)
-			if err := fn(seq, sealed, derr); err != nil {
-				return err
-			}
-		}
-		return nil
+		return eachAuditSeq(ctx, ab, seqs, fn)
 	})
+}
+
+// eachAuditSeq calls fn with the audit record of each seq, in the order
+// given (EntryAudit, AuditRecords); a seq with no record is skipped and a
+// record that does not decode is passed on with its error.
+func eachAuditSeq(ctx context.Context, ab *bolt.Bucket, seqs []uint64, fn func(seq uint64, rec audit.Sealed, decodeErr error) error) error {
+	for _, seq := range seqs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		v := ab.Get(seqKey(seq))
+		if v == nil {
+			continue
+		}
+		var sealed audit.Sealed
+		derr := DecodeValue(v, &sealed)
+		if err := fn(seq, sealed, derr); err != nil {
+			return err
+		}
+	}
+	return nil
 }

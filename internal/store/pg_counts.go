@@ -137,21 +137,34 @@ func (p *Postgres) auditTotals(ctx context.Context, out *Counters) error {
 
 // auditHours reads the decision counters of the hours from..to.
 func (p *Postgres) auditHours(ctx context.Context, from, to time.Time, hour func(time.Time) *HourCount) error {
-	rows, err := p.pool.Query(ctx, `SELECT hour, what, sum(n)::bigint FROM audit_counts WHERE hour >= $1 AND hour <= $2 GROUP BY hour, what`, from, to)
+	err := p.hourCounts(ctx, `SELECT hour, what, sum(n)::bigint FROM audit_counts WHERE hour >= $1 AND hour <= $2 GROUP BY hour, what`,
+		from, to, func(h time.Time, what string, n int64) {
+			if hc := hour(h); hc != nil {
+				addCounted(what, n, &hc.Decisions, &hc.Denied, &hc.Outcomes)
+			}
+		})
 	if err != nil {
 		return fmt.Errorf("read decision counters: %w", err)
+	}
+	return nil
+}
+
+// hourCounts runs a query of (hour, name, count) rows over the hours
+// from..to and hands each row to fn (auditHours, inflowHours).
+func (p *Postgres) hourCounts(ctx context.Context, query string, from, to time.Time, fn func(hour time.Time, name string, n int64)) error {
+	rows, err := p.pool.Query(ctx, query, from, to)
+	if err != nil {
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var h time.Time
-		var what string
+		var name string
 		var n int64
-		if err := rows.Scan(&h, &what, &n); err != nil {
+		if err := rows.Scan(&h, &name, &n); err != nil {
 			return err
 		}
-		if hc := hour(h); hc != nil {
-			addCounted(what, n, &hc.Decisions, &hc.Denied, &hc.Outcomes)
-		}
+		fn(h, name, n)
 	}
 	return rows.Err()
 }

@@ -344,23 +344,16 @@ func (p *Postgres) PendingApprovals(ctx context.Context, fn func(*Approval) erro
 
 // inflowHours reads the inflow counters of the hours from..to.
 func (p *Postgres) inflowHours(ctx context.Context, from, to time.Time, hour func(time.Time) *HourCount) error {
-	rows, err := p.pool.Query(ctx, `SELECT at, key[1], sum(n)::bigint FROM entry_counts
-		WHERE dim = 'inflow' AND at >= $1 AND at <= $2 GROUP BY at, key HAVING sum(n) <> 0`, from, to)
+	err := p.hourCounts(ctx, `SELECT at, key[1], sum(n)::bigint FROM entry_counts
+		WHERE dim = 'inflow' AND at >= $1 AND at <= $2 GROUP BY at, key HAVING sum(n) <> 0`, from, to,
+		func(at time.Time, class string, n int64) {
+			if h := hour(at); h != nil {
+				h.Inflow += n
+				h.addClass(&h.InflowByClass, class, n)
+			}
+		})
 	if err != nil {
 		return fmt.Errorf("read inflow counters: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var at time.Time
-		var class string
-		var n int64
-		if err := rows.Scan(&at, &class, &n); err != nil {
-			return err
-		}
-		if h := hour(at); h != nil {
-			h.Inflow += n
-			h.addClass(&h.InflowByClass, class, n)
-		}
-	}
-	return rows.Err()
+	return nil
 }

@@ -222,3 +222,54 @@ func TestRerequestAnExpiredApproval(t *testing.T) {
 		t.Fatalf("delivered %d times", got)
 	}
 }
+
+// The evidence can change and then change back (a label flips and is
+// restored at the source). The first request went stale when it changed;
+// when it is back, the entry must get a new pending request that can be
+// granted, not be pointed at the stale one again: before the fix the
+// entry was left on the stale request with nothing pending, and
+// re-requesting it said "the evidence is again the one asked on", so the
+// entry could never be approved.
+func TestEvidenceBackToAStaleRequestsAsksAgain(t *testing.T) {
+	b := newBundle(t, baseRules)
+	ctx := context.Background()
+	asked := func(labels map[string]string) *store.Approval {
+		t.Helper()
+		e := highRisk("h1", "k1")
+		e["labels"] = labels
+		b.run(b.reconciler(1), b.jsonl("dlq.jsonl", e))
+		er := b.entry("jsonl:h1")
+		var a *store.Approval
+		if err := b.store.View(ctx, func(tx store.Tx) (err error) {
+			a, err = tx.Approval(er.ApprovalID)
+			return err
+		}); err != nil || a == nil {
+			t.Fatalf("approval %q of h1: %v", er.ApprovalID, err)
+		}
+		return a
+	}
+	first := asked(map[string]string{"risk": "high", "owner": "payments"})
+	second := asked(map[string]string{"risk": "high", "owner": "billing"})
+	if second.ID == first.ID || second.State != store.ApprovalPending {
+		t.Fatalf("after the owner changed: %s %s (first %s)", second.ID, second.State, first.ID)
+	}
+	third := asked(map[string]string{"risk": "high", "owner": "payments"})
+	if third.State != store.ApprovalPending || third.ID == first.ID || third.ID == second.ID {
+		t.Fatalf("evidence back to the first request's: entry on %s (%s), want a new pending request (first %s, second %s)",
+			third.ID, third.State, first.ID, second.ID)
+	}
+	if third.Evidence != first.Evidence {
+		t.Fatalf("third request asked on %s, want the first's evidence %s", third.Evidence, first.Evidence)
+	}
+	if err := b.approve(t, "jsonl:h1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	b.run(b.reconciler(1), b.jsonl("dlq.jsonl", func() map[string]any {
+		e := highRisk("h1", "k1")
+		e["labels"] = map[string]string{"risk": "high", "owner": "payments"}
+		return e
+	}()))
+	if got := b.sink.perKey()["k1"]; got != 1 {
+		t.Fatalf("approved entry delivered %d times, want 1", got)
+	}
+}

@@ -851,8 +851,12 @@ func (r *Reconciler) requestApproval(tx store.Tx, e *entry.Entry, d *triage.Deci
 	}
 	if a != nil {
 		// An expired request is replaced by a new one (issue 14 (b): the
-		// error says "reconcile asks again", so it must); any other stays.
-		if a.State != store.ApprovalExpired && (a.State != store.ApprovalPending || a.ExpiresAt.IsZero() || !now.After(a.ExpiresAt)) {
+		// error says "reconcile asks again", so it must), and so is a
+		// stale one: the evidence changed and has come back to what it
+		// was asked on, but that request was closed and can no longer be
+		// granted. Any other stays.
+		if a.State != store.ApprovalExpired && a.State != store.ApprovalStale &&
+			(a.State != store.ApprovalPending || a.ExpiresAt.IsZero() || !now.After(a.ExpiresAt)) {
 			er.MarkRejected(a) // the rejection of this evidence stands
 			return nil
 		}

@@ -412,7 +412,10 @@ func (t *pgTx) Entry(ref string) (*EntryRecord, error) {
 	if t.fenced != "" && t.fenced == pgKey(ref) {
 		return decodeEntryBytes(t.fenceRec, t.fencePayload)
 	}
-	return scanEntry(t.queryRow(`SELECT rec, payload FROM entries WHERE ref = $1`, pgKey(ref)))
+	// Locked in a read-write transaction, as approvals and ledger rows
+	// are: a person's change and a worker's are read-modify-writes, and
+	// without the lock the later writer overwrote what it never read.
+	return scanEntry(t.queryRow(`SELECT rec, payload FROM entries WHERE ref = $1`+t.lockClause(), pgKey(ref)))
 }
 
 func scanEntry(row pgx.Row) (*EntryRecord, error) {

@@ -1,0 +1,105 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/testsvc"
+)
+
+// Two people change one entry at once on PostgreSQL (an operator resolves
+// it while an approver re-requests it, or a worker decides it): each
+// reads the entry, changes it and writes it back in one Update. bbolt
+// runs one writer at a time; on PostgreSQL the read must lock the row,
+// or a writer acts on a read another writer has made stale and the other
+// change is lost (the last write wins). Here the first writer reads and
+// then waits until the second has either finished (no lock: the bug) or
+// is seen waiting on a lock (the row is locked), and only then writes.
+func TestPostgresEntryReadModifyWriteLosesNoChange(t *testing.T) {
+	ctx := context.Background()
+	dsn := testsvc.Postgres(t)
+	first, second := openPG(t, dsn, Options{}), openPG(t, dsn, Options{})
+	const ref = "jsonl:e1"
+	if err := first.Update(ctx, func(tx Tx) error {
+		return tx.PutEntry(&EntryRecord{Entry: entry.Entry{ID: "e1", Source: "jsonl", IdempotencyKey: "k1",
+			Labels: map[string]string{}}, Status: StatusPending})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	label := func(tx Tx, k string) error {
+		er, err := tx.Entry(ref)
+		if err != nil || er == nil {
+			t.Errorf("entry %s: %v", ref, err)
+			return err
+		}
+		if er.Entry.Labels == nil {
+			er.Entry.Labels = map[string]string{}
+		}
+		er.Entry.Labels[k] = "set"
+		return tx.PutEntry(er)
+	}
+
+	read := make(chan struct{})
+	var readOnce sync.Once
+	secondDone := make(chan struct{})
+	firstErr := make(chan error, 1)
+	go func() {
+		firstErr <- first.Update(ctx, func(tx Tx) error {
+			er, err := tx.Entry(ref)
+			if err != nil || er == nil {
+				return err
+			}
+			readOnce.Do(func() { close(read) })
+			waitForSecond(t, first, secondDone)
+			if er.Entry.Labels == nil {
+				er.Entry.Labels = map[string]string{}
+			}
+			er.Entry.Labels["first"] = "set"
+			return tx.PutEntry(er)
+		})
+	}()
+	<-read
+	err := second.Update(ctx, func(tx Tx) error { return label(tx, "second") })
+	close(secondDone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-firstErr; err != nil {
+		t.Fatal(err)
+	}
+	var got *EntryRecord
+	if err := first.View(ctx, func(tx Tx) (err error) {
+		got, err = tx.Entry(ref)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got.Entry.Labels["first"] != "set" || got.Entry.Labels["second"] != "set" {
+		t.Fatalf("labels after two concurrent changes: %v, want both first and second", got.Entry.Labels)
+	}
+}
+
+// waitForSecond returns once done is closed or some session waits on a
+// row lock, whichever comes first (it polls the server's activity view).
+func waitForSecond(t *testing.T, p *Postgres, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		var waiting int
+		if err := p.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Errorf("pg_stat_activity: %v", err)
+			return
+		}
+		if waiting > 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -225,7 +225,7 @@ func (t *boltTx) flush() error {
 		b := t.bucket(bucketLedger)
 		for k, sl := range t.ledger {
 			if sl.dirty {
-				if err := putRecord(b, []byte(k), sl.rec); err != nil {
+				if err := putHotRecord(b, []byte(k), sl.rec); err != nil {
 					return fmt.Errorf("ledger %q: %w", k, err)
 				}
 			}
@@ -428,7 +428,7 @@ func (t *boltTx) PutEntry(r *EntryRecord) error {
 			return err
 		}
 	}
-	if err := putRecord(t.bucket(bucketEntries), ref, encodeEntry(r)); err != nil {
+	if err := putHotRecord(t.bucket(bucketEntries), ref, encodeEntry(r)); err != nil {
 		return err
 	}
 	if t.old == nil {

@@ -7,13 +7,18 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/idempotency"
 )
 
 // Every value compressed with dictionary 1 needs these exact bytes to be
@@ -136,6 +141,254 @@ func BenchmarkEncodeDecisionRecord(b *testing.B) {
 			if err := DecodeValue(rec, &out); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+}
+
+// A file holds records in three formats side by side: plain JSON (files
+// from before compression), zstd frames (audit, approvals, snapshots, and
+// ledger and entry records written before s2), and s2 records (ledger and
+// entry records now). Every record reads back the same whichever format
+// it is in, the audit chain verifies across all three, and new writes
+// continue it.
+func TestStoreMixingRecordFormatsReadsAndVerifies(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "replayctl.db")
+	s, err := OpenBolt(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	text := strings.Repeat("a payload long enough to compress ", 4)
+	write := func(s *Bolt, from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			k := fmt.Sprintf("k%d", i)
+			if err := s.Update(ctx, func(tx Tx) error {
+				if _, err := tx.Transition(idempotency.Transition{Key: k, To: idempotency.Decided, EntryRef: "jsonl:" + k, PayloadHash: "sha256:" + k}); err != nil {
+					return err
+				}
+				if _, err := tx.Append(&audit.Record{Actor: "alice", Kind: audit.KindDecision, EntryRef: "jsonl:" + k, Action: "auto_replay", Reason: text}); err != nil {
+					return err
+				}
+				return tx.PutEntry(&EntryRecord{Entry: entry.Entry{ID: k, Source: "jsonl", Topic: "tool.email.send", ReasonCode: text, Payload: []byte(`{"n":` + strconv.Itoa(i) + `}`)}, Status: StatusPending})
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(s, 0, 9)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Rewrite the stored values so that each bucket holds every format:
+	// the i-th value of a bucket as plain JSON, zstd or s2 by i mod 3.
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	formats := map[string]int{}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketLedger, bucketEntries, bucketAudit} {
+			b := tx.Bucket(name)
+			var keys, vals [][]byte
+			if err := b.ForEach(func(k, v []byte) error {
+				keys, vals = append(keys, bytes.Clone(k)), append(vals, bytes.Clone(v))
+				return nil
+			}); err != nil {
+				return err
+			}
+			for i, k := range keys {
+				data, err := recordJSON(vals[i])
+				if err != nil {
+					return err
+				}
+				var v []byte
+				switch i % 3 {
+				case 0:
+					v = bytes.Clone(data)
+				case 1:
+					v, err = compressRecord(data)
+				case 2:
+					v, err = compressHotRecord(data)
+				}
+				if err != nil {
+					return err
+				}
+				switch {
+				case bytes.HasPrefix(v, s2Magic):
+					formats["s2"]++
+				case bytes.HasPrefix(v, zstdMagic):
+					formats["zstd"]++
+				default:
+					formats["json"]++
+				}
+				if err := b.Put(k, v); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if formats["s2"] != 9 || formats["zstd"] != 9 || formats["json"] != 9 {
+		t.Fatalf("formats written: %v, want 9 of each", formats)
+	}
+
+	check := func(n int) {
+		t.Helper()
+		if res := verifyFile(t, path, nil); !res.OK() || res.Records != n {
+			t.Fatalf("mixed chain: %+v", res)
+		}
+		s, err := OpenBolt(path, Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if err := s.View(ctx, func(tx Tx) error {
+			for i := range n {
+				k := fmt.Sprintf("k%d", i)
+				r, err := tx.Ledger(k)
+				if err != nil {
+					return err
+				}
+				if r == nil || r.State != idempotency.Decided || r.PayloadHash != "sha256:"+k {
+					t.Errorf("ledger %s: %+v", k, r)
+				}
+				er, err := tx.Entry("jsonl:" + k)
+				if err != nil {
+					return err
+				}
+				if er == nil || er.Entry.ReasonCode != text || string(er.Entry.Payload) != `{"n":`+strconv.Itoa(i)+`}` {
+					t.Errorf("entry %s: %+v", k, er)
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(9)
+	// The current code keeps writing into the mixed file.
+	s, err = OpenBolt(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(s, 9, 12)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check(12)
+}
+
+// Ledger and entry records are written as s2 records (the audit chain
+// stays zstd), and a damaged s2 record is an error, never other JSON: a
+// flipped byte in the block, a wrong checksum, an unknown dictionary, a
+// truncated record or one claiming a huge size.
+func TestS2RecordsAndTheirDamage(t *testing.T) {
+	rec := zdictV1[bytes.LastIndexByte(zdictV1[:len(zdictV1)-1], '\n')+1:]
+	v, err := compressHotRecord(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(v, s2Magic) || len(v) >= len(rec)/2 {
+		t.Fatalf("a dictionary-like record is stored as %d bytes of %d (%q)", len(v), len(rec), v[:4])
+	}
+	if got, err := recordJSON(v); err != nil || !bytes.Equal(got, rec) {
+		t.Fatalf("round trip: %v", err)
+	}
+	short := []byte(`{"a":1}`)
+	if v, _ := compressHotRecord(short); !bytes.Equal(v, short) {
+		t.Errorf("a short record is stored as %q, want it plain", v)
+	}
+	damaged := map[string]func([]byte) []byte{
+		"block byte": func(v []byte) []byte { v[len(v)-len(v)/3] ^= 0x01; return v },
+		"checksum":   func(v []byte) []byte { v[len(s2Magic)+1] ^= 0x01; return v },
+		"dictionary": func(v []byte) []byte { v[len(s2Magic)] = 2; return v },
+		"truncated":  func(v []byte) []byte { return v[:s2Header-1] },
+		"cut block":  func(v []byte) []byte { return v[:len(v)-5] },
+		"huge":       func(v []byte) []byte { return append(v[:s2Header], 0xff, 0xff, 0xff, 0xff, 0x0f) },
+	}
+	for name, edit := range damaged {
+		if _, err := recordJSON(edit(bytes.Clone(v))); !errors.Is(err, errRecordCodec) {
+			t.Errorf("%s: %v, want an error", name, err)
+		}
+	}
+
+	s, err := OpenBolt(filepath.Join(t.TempDir(), "replayctl.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Update(context.Background(), func(tx Tx) error {
+		if _, err := tx.Transition(idempotency.Transition{Key: "k", To: idempotency.Decided, EntryRef: "jsonl:k", PayloadHash: "sha256:" + strings.Repeat("0", 64)}); err != nil {
+			return err
+		}
+		if _, err := tx.Append(&audit.Record{Actor: "alice", Kind: audit.KindDecision, EntryRef: "jsonl:k", Action: "auto_replay", Reason: string(rec)}); err != nil {
+			return err
+		}
+		return tx.PutEntry(&EntryRecord{Entry: entry.Entry{ID: "k", Source: "jsonl", ReasonCode: string(rec)}, Status: StatusPending})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		for name, v := range map[string][]byte{"ledger": tx.Bucket(bucketLedger).Get([]byte("k")), "entry": tx.Bucket(bucketEntries).Get([]byte("jsonl:k"))} {
+			if !bytes.HasPrefix(v, s2Magic) {
+				t.Errorf("%s record stored as %q, want s2", name, v[:min(len(v), 4)])
+			}
+		}
+		if v := tx.Bucket(bucketAudit).Get(seqKey(1)); !bytes.HasPrefix(v, zstdMagic) {
+			t.Errorf("audit record stored as %q, want zstd", v[:min(len(v), 4)])
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// A damaged ledger record in the file fails its read, naming the key.
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLedger)
+		v := bytes.Clone(b.Get([]byte("k")))
+		v[len(v)-2] ^= 0x01
+		return b.Put([]byte("k"), v)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err = s.View(context.Background(), func(tx Tx) error { _, err := tx.Ledger("k"); return err })
+	if !errors.Is(err, errRecordCodec) || !strings.Contains(err.Error(), `"k"`) {
+		t.Fatalf("damaged ledger record: %v", err)
+	}
+}
+
+// Whatever bytes a stored value holds (a damaged file, an edit by hand),
+// reading it returns JSON or an error, never a panic; and any record
+// stored as s2 reads back byte for byte.
+func FuzzStoredRecord(f *testing.F) {
+	rec := zdictV1[bytes.LastIndexByte(zdictV1[:len(zdictV1)-1], '\n')+1:]
+	f.Add(rec)
+	if v, err := compressHotRecord(rec); err == nil {
+		f.Add(v)
+	}
+	if v, err := compressRecord(rec); err == nil {
+		f.Add(v)
+	}
+	f.Add(append(bytes.Clone(s2Magic), s2DictV1ID, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		_, _ = recordJSON(raw)
+		if bytes.HasPrefix(raw, s2Magic) || bytes.HasPrefix(raw, zstdMagic) {
+			return // not a record's JSON (JSON never starts so), only read
+		}
+		v, err := compressHotRecord(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := recordJSON(v)
+		if err != nil {
+			t.Fatalf("stored %q as %q, read back: %v", raw, v, err)
+		}
+		if !bytes.Equal(got, raw) {
+			t.Fatalf("round trip of %q: %q", raw, got)
 		}
 	})
 }

@@ -20,7 +20,7 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-# A short run of every fuzz target, so the decoders, the rules loader and the
+# A short run of every fuzz target, so the decoders, the stored-record codecs, the rules loader and the
 # HTTP API's request decoding are fuzzed on every change (longer: make
 # fuzz-smoke FUZZTIME=2000000x). The budget is a count of executions, not a
 # duration: Go 1.26's fuzz coordinator can fail a target with "context
@@ -28,7 +28,7 @@ unit:
 # (go.dev/issue/75804, fixed in Go 1.27), which failed CI once. A failing
 # target's output (and the crasher it wrote under testdata/fuzz) is shown.
 fuzz-smoke:
-	@set -e; for pkg in ./internal/source ./internal/triage ./internal/server; do \
+	@set -e; for pkg in ./internal/source ./internal/store ./internal/triage ./internal/server; do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
 	    out=$$($(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg 2>&1) || { echo "$$out" | tail -40; exit 1; }; \

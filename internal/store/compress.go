@@ -114,7 +114,11 @@ var jsonBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 const maxPooledBuffer = 1 << 20
 
 // encodeRecord is a value as stored: v's JSON, compressed when smaller.
-func encodeRecord(v any) ([]byte, error) {
+func encodeRecord(v any) ([]byte, error) { return encodeWith(v, compressRecord) }
+
+// encodeWith encodes v's JSON into a pooled buffer and hands it to
+// compress, which returns a new slice.
+func encodeWith(v any, compress func([]byte) ([]byte, error)) ([]byte, error) {
 	buf := jsonBuffers.Get().(*bytes.Buffer)
 	defer putJSONBuffer(buf)
 	// Encoder output is json.Marshal's (HTML escaped) plus a newline.
@@ -122,7 +126,7 @@ func encodeRecord(v any) ([]byte, error) {
 		return nil, err
 	}
 	buf.Truncate(buf.Len() - 1)
-	return compressRecord(buf.Bytes())
+	return compress(buf.Bytes())
 }
 
 func putJSONBuffer(buf *bytes.Buffer) {
@@ -157,15 +161,7 @@ var s2Buffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // encodeHotRecord is encodeRecord for the records a replay rewrites (ledger
 // and entry records): s2 against dictionary 1 instead of zstd.
-func encodeHotRecord(v any) ([]byte, error) {
-	buf := jsonBuffers.Get().(*bytes.Buffer)
-	defer putJSONBuffer(buf)
-	if err := json.NewEncoder(buf).Encode(v); err != nil {
-		return nil, err
-	}
-	buf.Truncate(buf.Len() - 1)
-	return compressHotRecord(buf.Bytes())
-}
+func encodeHotRecord(v any) ([]byte, error) { return encodeWith(v, compressHotRecord) }
 
 // compressHotRecord is compressRecord with s2 (see encodeHotRecord).
 func compressHotRecord(data []byte) ([]byte, error) {
@@ -269,23 +265,18 @@ func DecodeValue(raw []byte, out any) error {
 // EncodeValue is DecodeValue's inverse.
 func EncodeValue(v any) ([]byte, error) { return encodeRecord(v) }
 
-func putRecord(b *bolt.Bucket, key []byte, v any) error {
-	if b == nil {
-		return ErrReadOnly
-	}
-	data, err := encodeRecord(v)
-	if err != nil {
-		return err
-	}
-	return b.Put(key, data)
-}
+func putRecord(b *bolt.Bucket, key []byte, v any) error { return putEncoded(b, key, v, encodeRecord) }
 
 // putHotRecord is putRecord for ledger and entry records (s2).
 func putHotRecord(b *bolt.Bucket, key []byte, v any) error {
+	return putEncoded(b, key, v, encodeHotRecord)
+}
+
+func putEncoded(b *bolt.Bucket, key []byte, v any, encode func(any) ([]byte, error)) error {
 	if b == nil {
 		return ErrReadOnly
 	}
-	data, err := encodeHotRecord(v)
+	data, err := encode(v)
 	if err != nil {
 		return err
 	}

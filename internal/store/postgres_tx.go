@@ -133,6 +133,7 @@ func (r *batchRow) Scan(dest ...any) error {
 // commit sends what is queued with COMMIT; a transaction that sent
 // nothing has nothing to commit.
 func (t *pgTx) commit() error {
+	t.queueEntryCounts()
 	t.queueCounts()
 	if t.begin && len(t.pending) == 0 {
 		return nil

@@ -92,6 +92,10 @@ type Postgres struct {
 	relMu     sync.Mutex
 	relRefs   []string
 	relTokens []int64
+	// ahead holds the reads made ahead under claims, by fencing token
+	// (pg_readahead.go).
+	aheadMu sync.Mutex
+	ahead   map[int64]*readAhead
 }
 
 // poolSize is the default pool: one connection for each of the worker's
@@ -239,13 +243,15 @@ func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 // View runs fn's reads, each a statement of its own (at READ COMMITTED a
 // read-only transaction gave no more than that).
 func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {
-	return fn(&pgTx{ctx: ctx, q: p.pool, ro: true})
+	return fn(&pgTx{ctx: ctx, q: p.pool, ro: true, p: p})
 }
 
 type pgTx struct {
 	ctx context.Context
 	q   pgQuerier
 	ro  bool
+	// p is the store a View reads (its reads ahead, pg_readahead.go).
+	p   *Postgres
 	key []byte
 	// start caches now() (the fence check and pg_audit.go fill it too).
 	start time.Time
@@ -305,6 +311,13 @@ func (t *pgTx) Ledger(key string) (*idempotency.Record, error) {
 	if rec, ok := t.ledger[k]; ok {
 		// Locked by this transaction (or absent, which the first write
 		// checks): no one else changed it.
+		return decodeJSON[idempotency.Record](rec)
+	}
+	if f, ok := FenceFrom(t.ctx); ok && t.ro && t.p != nil && f.Key != "" && pgKey(f.Key) == k {
+		rec, err := t.aheadLedger(f, k)
+		if err != nil {
+			return nil, err
+		}
 		return decodeJSON[idempotency.Record](rec)
 	}
 	var rec []byte
@@ -428,6 +441,14 @@ func (t *pgTx) now() (time.Time, error) {
 func (t *pgTx) Entry(ref string) (*EntryRecord, error) {
 	if t.fenced != "" && t.fenced == pgKey(ref) {
 		return decodeEntryBytes(t.fenceRec, t.fencePayload)
+	}
+	if f, ok := FenceFrom(t.ctx); ok && t.ro && t.p != nil && pgKey(f.Ref) == pgKey(ref) {
+		if rec, payload, found, kept := t.aheadEntry(f); kept {
+			if !found {
+				return nil, nil
+			}
+			return decodeEntryBytes(rec, payload)
+		}
 	}
 	return scanEntry(t.queryRow(`SELECT rec, payload FROM entries WHERE ref = $1`, pgKey(ref)))
 }
@@ -891,6 +912,7 @@ func (p *Postgres) ClaimRef(ctx context.Context, ref, owner string, lease time.D
 
 // Release implements Shared.
 func (p *Postgres) Release(ctx context.Context, ref string, token int64) error {
+	p.dropAhead(token)
 	_, err := p.pool.Exec(ctx, `UPDATE entries SET last_checked = now(), lease_owner = NULL, lease_until = NULL
 		WHERE ref = $1 AND fence = $2`, pgKey(ref), token)
 	return err

@@ -94,6 +94,7 @@ const releaseMany = `UPDATE entries e SET last_checked = now(), lease_owner = NU
 
 // ReleaseLater queues Release(ref, token) for this process's next claim.
 func (p *Postgres) ReleaseLater(ref string, token int64) {
+	p.dropAhead(token)
 	p.relMu.Lock()
 	defer p.relMu.Unlock()
 	p.relRefs = append(p.relRefs, pgKey(ref))

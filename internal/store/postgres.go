@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/replayctl/replayctl/internal/audit"
@@ -63,6 +64,9 @@ var migrations = []string{
 	// columns, the oldest-open and pending-approval indexes
 	// (pg_entry_counts.go), backfilled in Go.
 	pgEntryCountsMigration,
+	// 9: entries are counted in Go (pg_entry_counts.go); the triggers
+	// count only the writes of a replayctl older than this version.
+	pgEntryTriggers,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.
@@ -88,6 +92,10 @@ type Postgres struct {
 	relMu     sync.Mutex
 	relRefs   []string
 	relTokens []int64
+	// ahead holds the reads made ahead under claims, by fencing token
+	// (pg_readahead.go).
+	aheadMu sync.Mutex
+	ahead   map[int64]*readAhead
 }
 
 // poolSize is the default pool: one connection for each of the worker's
@@ -235,13 +243,15 @@ func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 // View runs fn's reads, each a statement of its own (at READ COMMITTED a
 // read-only transaction gave no more than that).
 func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {
-	return fn(&pgTx{ctx: ctx, q: p.pool, ro: true})
+	return fn(&pgTx{ctx: ctx, q: p.pool, ro: true, p: p})
 }
 
 type pgTx struct {
 	ctx context.Context
 	q   pgQuerier
 	ro  bool
+	// p is the store a View reads (its reads ahead, pg_readahead.go).
+	p   *Postgres
 	key []byte
 	// start caches now() (the fence check and pg_audit.go fill it too).
 	start time.Time
@@ -257,6 +267,19 @@ type pgTx struct {
 	// fenceRec/fencePayload its row as this transaction last wrote it.
 	fenced                 string
 	fenceRec, fencePayload []byte
+	// fenceSig and fenceSeen are the fenced row's columns as read;
+	// fenceKeys its counter keys as this transaction last wrote it (nil:
+	// not written yet, fenceRec is the row as read).
+	fenceSig  *string
+	fenceSeen pgtype.Timestamptz
+	fenceKeys *entryKeys
+	// written are the counter keys of the entries this transaction
+	// wrote or locked to write, other than the fenced one, by stored ref
+	// (nil: no row).
+	written map[string]*entryKeys
+	// entryDelta is what its entry writes add to the entry counters
+	// (pg_entry_counts.go), written with COMMIT.
+	entryDelta entryDelta
 	// counts are what the records appended add to the counters
 	// (pg_counts.go), written with COMMIT.
 	counts map[countKey]int64
@@ -288,6 +311,13 @@ func (t *pgTx) Ledger(key string) (*idempotency.Record, error) {
 	if rec, ok := t.ledger[k]; ok {
 		// Locked by this transaction (or absent, which the first write
 		// checks): no one else changed it.
+		return decodeJSON[idempotency.Record](rec)
+	}
+	if f, ok := FenceFrom(t.ctx); ok && t.ro && t.p != nil && f.Key != "" && pgKey(f.Key) == k {
+		rec, err := t.aheadLedger(f, k)
+		if err != nil {
+			return nil, err
+		}
 		return decodeJSON[idempotency.Record](rec)
 	}
 	var rec []byte
@@ -327,14 +357,14 @@ func (t *pgTx) checkFence() error {
 	// the entry's ledger row (locked, as Ledger would) when its key is
 	// known.
 	br, writes := t.send(func(b *pgx.Batch) {
-		b.Queue(`SELECT fence, coalesce(lease_until > now(), false), now(), rec, payload FROM entries WHERE ref = $1 FOR UPDATE`, ref)
+		b.Queue(`SELECT fence, coalesce(lease_until > now(), false), now(), rec, payload, sig, seen FROM entries WHERE ref = $1 FOR UPDATE`, ref)
 		if f.Key != "" {
 			b.Queue(`SELECT rec FROM ledger WHERE key = $1 FOR UPDATE`, pgKey(f.Key))
 		}
 	})
 	err := drain(br, writes)
 	if err == nil {
-		err = br.QueryRow().Scan(&token, &live, &now, &t.fenceRec, &t.fencePayload)
+		err = br.QueryRow().Scan(&token, &live, &now, &t.fenceRec, &t.fencePayload, &t.fenceSig, &t.fenceSeen)
 	}
 	if err == nil && f.Key != "" {
 		var rec []byte
@@ -412,6 +442,14 @@ func (t *pgTx) Entry(ref string) (*EntryRecord, error) {
 	if t.fenced != "" && t.fenced == pgKey(ref) {
 		return decodeEntryBytes(t.fenceRec, t.fencePayload)
 	}
+	if f, ok := FenceFrom(t.ctx); ok && t.ro && t.p != nil && pgKey(f.Ref) == pgKey(ref) {
+		if rec, payload, found, kept := t.aheadEntry(f); kept {
+			if !found {
+				return nil, nil
+			}
+			return decodeEntryBytes(rec, payload)
+		}
+	}
 	// Locked in a read-write transaction, as approvals and ledger rows
 	// are: a person's change and a worker's are read-modify-writes, and
 	// without the lock the later writer overwrote what it never read.
@@ -447,21 +485,72 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 	}
 	ref := pgKey(r.Entry.Ref())
 	c := colsOf(r)
-	switch {
-	case ref == t.fenced && bytes.Equal(payload, t.fencePayload):
-		// The row exists (the fence locked it) and its payload is the one
-		// stored: write only the record, no insert attempt, no payload.
-		t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, sig = $3, seen = $4, open_seen = $5, state = $6, last_failed = $7 WHERE ref = $1`,
-			ref, rec, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
-	default:
-		t.queue("write entry "+r.Entry.Ref(), nil, `INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload, sig = excluded.sig, seen = excluded.seen,
-		  open_seen = excluded.open_seen, state = excluded.state, last_failed = excluded.last_failed`,
+	keys := keysOf(r, c)
+	if ref == t.fenced {
+		// The row exists (the fence locked it).
+		old := t.fenceKeys
+		if old == nil {
+			k, err := storedKeys(t.fenceRec, t.fenceSig, t.fenceSeen)
+			if err != nil {
+				return fmt.Errorf("count entry %s: %w", r.Entry.Ref(), err)
+			}
+			old = &k
+		}
+		t.countEntry(old, &keys)
+		if bytes.Equal(payload, t.fencePayload) {
+			// Its payload is the one stored: write only the record.
+			t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, sig = $3, seen = $4, open_seen = $5, state = $6, last_failed = $7 WHERE ref = $1`,
+				ref, rec, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
+		} else {
+			t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, payload = $3, sig = $4, seen = $5, open_seen = $6, state = $7, last_failed = $8 WHERE ref = $1`,
+				ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
+		}
+		t.fenceRec, t.fencePayload, t.fenceKeys = rec, payload, &keys
+		return nil
+	}
+	old, locked := t.written[ref]
+	if !locked {
+		// The row this write replaces, locked until COMMIT: what the
+		// counters lose.
+		var oldRec []byte
+		var sig *string
+		var seen pgtype.Timestamptz
+		err := t.queryRow(`SELECT rec, sig, seen FROM entries WHERE ref = $1 FOR UPDATE`, ref).Scan(&oldRec, &sig, &seen)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return fmt.Errorf("read entry %s: %w", r.Entry.Ref(), err)
+		default:
+			k, err := storedKeys(oldRec, sig, seen)
+			if err != nil {
+				return fmt.Errorf("count entry %s: %w", r.Entry.Ref(), err)
+			}
+			old = &k
+		}
+	}
+	t.countEntry(old, &keys)
+	if t.written == nil {
+		t.written = map[string]*entryKeys{}
+	}
+	if old == nil {
+		// No row to lock: two first writes race on the insert, sent at
+		// once so that the second waits on the first's row, then runs
+		// again (Update) and replaces it.
+		err := t.exec("create entry "+r.Entry.Ref(), func(tag pgconn.CommandTag) error {
+			if tag.RowsAffected() == 0 {
+				return fmt.Errorf("write entry %s: %w", r.Entry.Ref(), errCreatedConcurrently)
+			}
+			return nil
+		}, `INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (ref) DO NOTHING`, ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
+		if err != nil {
+			return err
+		}
+	} else {
+		t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, payload = $3, sig = $4, seen = $5, open_seen = $6, state = $7, last_failed = $8 WHERE ref = $1`,
 			ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
 	}
-	if ref == t.fenced {
-		t.fenceRec, t.fencePayload = rec, payload
-	}
+	t.written[ref] = &keys
 	return nil
 }
 
@@ -652,45 +741,109 @@ func (p *Postgres) Snapshot(ctx context.Context, id string, out any) error {
 	return json.Unmarshal(b, out)
 }
 
-// Ingest implements Shared. The batch is one implicit transaction (the
-// counters its inserts add commit with them); a deadlock on a counter row shared
-// with another writer (pg_entry_counts.go) is retried.
+// Ingest implements Shared: one statement inserts the batch's new
+// entries and adds what the inserted ones count (an entry already stored
+// counts nothing), in one transaction with setCountsInGo. Of two records
+// with one ref the first is kept, as inserting them in turn did. A
+// deadlock on a counter row shared with another writer (one older than
+// schema version 9, counting by trigger) is retried.
 func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
-	batch := &pgx.Batch{}
+	var refs, sigs, states []string
+	var recBytes, payloads [][]byte
+	var seens, opens []pgtype.Timestamptz
+	var lfs []int64
+	seen := map[string]bool{}
+	delta := entryDelta{}
+	var counted countRows
 	for _, r := range recs {
-		payload := []byte(r.Entry.Payload)
+		ref := pgKey(r.Entry.Ref())
+		if seen[ref] {
+			continue
+		}
+		seen[ref] = true
 		rec, err := json.Marshal(encodeEntry(r))
 		if err != nil {
 			return 0, err
 		}
 		c := colsOf(r)
-		batch.Queue(`INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-			ON CONFLICT (ref) DO NOTHING`, pgKey(r.Entry.Ref()), rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
+		refs, recBytes, payloads = append(refs, ref), append(recBytes, rec), append(payloads, []byte(r.Entry.Payload))
+		sigs, seens, opens, states, lfs = append(sigs, c.sig), append(seens, c.seen), append(opens, c.openSeen), append(states, c.state), append(lfs, c.lastFailed)
+		// Each record's own rows, tagged with its ref: the statement adds
+		// those of the refs it inserted.
+		keys := keysOf(r, c)
+		clear(delta)
+		delta.add(nil, &keys)
+		delta.appendTo(&counted, ref)
 	}
+	args := append([]any{refs, recBytes, payloads, sigs, seens, opens, states, lfs, counted.refs}, counted.args()...)
 	for attempt := 0; ; attempt++ {
-		n, err := p.ingest(ctx, batch, len(recs))
+		n, err := p.ingest(ctx, args)
 		if err == nil || !retryable(err) || attempt >= 5 {
 			return n, err
 		}
 	}
 }
 
-func (p *Postgres) ingest(ctx context.Context, batch *pgx.Batch, count int) (int, error) {
-	// A batch is one implicit transaction: a failure rolls back all of it.
-	br := p.pool.SendBatch(ctx, batch)
-	defer br.Close()
-	n := 0
-	for range count {
-		tag, err := br.Exec()
-		if err != nil {
-			return 0, err
-		}
-		n += int(tag.RowsAffected())
+// ingestSQL inserts the entries given as arrays ($1-$8) and adds the
+// counter rows ($10-$17, each of the entry $9) of those it inserted.
+const ingestSQL = `WITH ins AS (
+	  INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed)
+	  SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[], $8::bigint[])
+	  ON CONFLICT (ref) DO NOTHING
+	  RETURNING ref),
+	counted AS (
+	  INSERT INTO entry_counts (dim, at, kh, key, shard, n)
+	  SELECT u.dim, u.at, sha256(convert_to(k.key::text, 'UTF8')), k.key, pg_backend_pid() % ` + "16" + `, sum(u.n)
+	  FROM unnest($9::text[], $10::text[], $11::timestamptz[], $12::text[], $13::text[], $14::text[], $15::text[], $16::int[], $17::bigint[])
+	    AS u(ref, dim, at, k1, k2, k3, k4, len, n),
+	    LATERAL (SELECT (ARRAY[u.k1, u.k2, u.k3, u.k4])[1:u.len] AS key) k
+	  WHERE u.ref IN (SELECT ref FROM ins)
+	  GROUP BY 1, 2, 3, 4
+	  ORDER BY 1, 2, 3
+	  ON CONFLICT (dim, at, kh, shard) DO UPDATE SET n = entry_counts.n + excluded.n)
+	SELECT count(*) FROM ins`
+
+func (p *Postgres) ingest(ctx context.Context, args []any) (int, error) {
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.Queue(setCountsInGo)
+	b.Queue(ingestSQL, args...)
+	b.Queue("commit")
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
 	}
-	return n, br.Close()
+	defer conn.Release()
+	br := conn.SendBatch(ctx, b)
+	var n int
+	_, err = br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&n)
+	}
+	if err == nil {
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err == nil && tag.String() != "COMMIT" {
+			err = pgx.ErrTxCommitRollback
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// A batch that failed after BEGIN leaves the connection in a
+		// transaction: roll back, or drop the connection.
+		if _, rerr := conn.Exec(context.WithoutCancel(ctx), "rollback"); rerr != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+		return 0, err
+	}
+	return n, nil
 }
 
 // Claim implements Shared; the releases queued by ReleaseLater go in the
@@ -762,6 +915,7 @@ func (p *Postgres) ClaimRef(ctx context.Context, ref, owner string, lease time.D
 
 // Release implements Shared.
 func (p *Postgres) Release(ctx context.Context, ref string, token int64) error {
+	p.dropAhead(token)
 	_, err := p.pool.Exec(ctx, `UPDATE entries SET last_checked = now(), lease_owner = NULL, lease_until = NULL
 		WHERE ref = $1 AND fence = $2`, pgKey(ref), token)
 	return err

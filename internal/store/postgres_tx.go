@@ -133,6 +133,7 @@ func (r *batchRow) Scan(dest ...any) error {
 // commit sends what is queued with COMMIT; a transaction that sent
 // nothing has nothing to commit.
 func (t *pgTx) commit() error {
+	t.queueEntryCounts()
 	t.queueCounts()
 	if t.begin && len(t.pending) == 0 {
 		return nil
@@ -157,6 +158,11 @@ func (t *pgTx) commit() error {
 
 // update runs fn once in a transaction on one connection.
 func (p *Postgres) update(ctx context.Context, fn func(Tx) error) (err error) {
+	if f, ok := FenceFrom(ctx); ok {
+		// A write under the claim: what was read ahead under it is not
+		// served after it.
+		p.dropAhead(f.Token)
+	}
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return err

@@ -1,0 +1,301 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/replayctl/replayctl/internal/testsvc"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// entryCounters are the entry counters of p (Counters without the
+// decision counters, which pg_counts_test.go checks).
+func entryCounters(t *testing.T, p *Postgres) *Counters {
+	t.Helper()
+	c, err := p.Counters(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Decisions, c.Denied, c.Outcomes = 0, 0, nil
+	return c
+}
+
+func assertCountersEqualRecount(t *testing.T, p *Postgres, from, to time.Time) {
+	t.Helper()
+	want, wantHours := recountEntries(t, p, from, to)
+	if got := entryCounters(t, p); !reflect.DeepEqual(got, want) {
+		t.Errorf("counters:\n%+v\nrecount:\n%+v", got, want)
+	}
+	series, err := p.Series(context.Background(), from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotHours := map[time.Time]HourCount{}
+	for _, h := range series {
+		if h.Inflow != 0 {
+			gotHours[h.Hour.UTC()] = HourCount{Hour: h.Hour.UTC(), Inflow: h.Inflow, InflowByClass: h.InflowByClass}
+		}
+	}
+	if !reflect.DeepEqual(gotHours, wantHours) {
+		t.Errorf("series inflow: %+v\nrecount: %+v", gotHours, wantHours)
+	}
+}
+
+// Schema version 9 counts entries in Go, from the row each transaction
+// read locked. Three workers (three pools, as three processes) ingest
+// overlapping batches at once, claim entries and move them between cells
+// under their fences (as shared.go does), and create the same new entries
+// without a fence (the second creator of each loses the insert race and
+// runs again); the counters end equal to a recount.
+func TestPostgresEntryCountsFromSeveralWorkers(t *testing.T) {
+	ctx := context.Background()
+	dsn := testsvc.Postgres(t)
+	ps := []*Postgres{openPG(t, dsn, Options{}), openPG(t, dsn, Options{}), openPG(t, dsn, Options{})}
+	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
+	const n = 180
+	recs := make([]*EntryRecord, n)
+	for i := range recs {
+		recs[i] = mixedEntry(i, base)
+	}
+	var wg sync.WaitGroup
+	ingested := make([]int, len(ps))
+	for w, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Overlapping halves, in different orders.
+			for lo := (w * n / 3) % n; lo < n; lo += 30 {
+				got, err := p.Ingest(ctx, recs[lo:min(lo+60, n)])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ingested[w] += got
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	if total := ingested[0] + ingested[1] + ingested[2]; total != n {
+		t.Fatalf("workers ingested %v entries, want %d in all", ingested, n)
+	}
+	assertCountersEqualRecount(t, ps[0], base, base.Add(48*time.Hour))
+
+	for w, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := fmt.Sprintf("w%d", w)
+			for round := 0; ; round++ {
+				claims, err := p.Claim(ctx, owner, base.Add(time.Hour), 4, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(claims) == 0 {
+					return
+				}
+				for k, c := range claims {
+					fctx := WithFence(ctx, Fence{Ref: c.Entry.Entry.Ref(), Token: c.Token})
+					err := p.Update(fctx, func(tx Tx) error {
+						r, err := tx.Entry(c.Entry.Entry.Ref())
+						if err != nil || r == nil {
+							return fmt.Errorf("read claimed %s: %v", c.Entry.Entry.Ref(), err)
+						}
+						switch (round + k + w) % 4 {
+						case 0:
+							r.Status = StatusReplayed
+						case 1:
+							r.Status, r.Class, r.Action = StatusQuarantined, triage.Poison, triage.Quarantine
+						case 2:
+							r.Reason = "only the reason"
+						case 3:
+							r.Entry.Payload = json.RawMessage(`{"n":2}`) // a new payload: the other UPDATE
+							r.Entry.Topic = "moved"
+						}
+						if err := tx.PutEntry(r); err != nil {
+							return err
+						}
+						// A second write of the same entry counts from the first.
+						r.Status = StatusReplaying
+						if (round+k)%3 == 0 {
+							return tx.PutEntry(r)
+						}
+						return nil
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if err := p.Release(ctx, c.Entry.Entry.Ref(), c.Token); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				if round >= 8 {
+					continue
+				}
+				// Entries no worker claimed, created by every worker: each
+				// is inserted once and counted once (and claimed later).
+				extra := mixedEntry(n+round, base)
+				extra.Status = StatusManualReview
+				err = p.Update(ctx, func(tx Tx) error { return tx.PutEntry(extra) })
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	want, _ := recountEntries(t, ps[0], base, base)
+	if want.Entries <= n || len(want.Cells) < 6 {
+		t.Fatalf("the run did not mix entries: %+v", want)
+	}
+	assertCountersEqualRecount(t, ps[1], base, base.Add(48*time.Hour))
+}
+
+// A transaction that rolls back (its function failed, or it never
+// committed) leaves the counters as they were, whatever it wrote: the
+// counts go out with COMMIT only.
+func TestPostgresRolledBackEntryWritesCountNothing(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
+	recs := []*EntryRecord{mixedEntry(0, base), mixedEntry(1, base), mixedEntry(2, base)}
+	if _, err := p.Ingest(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	before := entryCounters(t, p)
+	claims, err := p.Claim(ctx, "w", base.Add(time.Hour), 1, time.Minute)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %v, %v", claims, err)
+	}
+	fctx := WithFence(ctx, Fence{Ref: claims[0].Entry.Entry.Ref(), Token: claims[0].Token})
+	errFail := errors.New("fail")
+	err = p.Update(fctx, func(tx Tx) error {
+		r := claims[0].Entry
+		r.Status, r.Class = StatusQuarantined, triage.Poison
+		if err := tx.PutEntry(r); err != nil {
+			return err
+		}
+		other, err := tx.Entry(recs[2].Entry.Ref())
+		if err != nil || other == nil {
+			return fmt.Errorf("read: %v", err)
+		}
+		other.Status = StatusResolved
+		if err := tx.PutEntry(other); err != nil {
+			return err
+		}
+		if err := tx.PutEntry(mixedEntry(3, base)); err != nil { // a new entry
+			return err
+		}
+		return errFail
+	})
+	if !errors.Is(err, errFail) {
+		t.Fatalf("update: %v", err)
+	}
+	// A fence no longer current fails the transaction before it writes.
+	stale := WithFence(ctx, Fence{Ref: claims[0].Entry.Entry.Ref(), Token: claims[0].Token - 1})
+	if err := p.Update(stale, func(tx Tx) error { return tx.PutEntry(mixedEntry(4, base)) }); !errors.Is(err, ErrStaleFence) {
+		t.Fatalf("stale update: %v", err)
+	}
+	if got := entryCounters(t, p); !reflect.DeepEqual(got, before) {
+		t.Errorf("after rolled-back writes:\n%+v\nbefore:\n%+v", got, before)
+	}
+	assertCountersEqualRecount(t, p, base, base.Add(48*time.Hour))
+}
+
+// A replayctl older than schema version 9 that started before a newer
+// one migrated goes on writing (it checked the version when it started),
+// and counts nothing itself: its writes are still counted, by the
+// triggers it relied on, which skip the newer writers' (or those would
+// count twice). The older writer is played by its statements (version 8's
+// PutEntry and Ingest) on a connection of its own.
+func TestPostgresOlderReplayctlWritingMeanwhileIsCounted(t *testing.T) {
+	ctx := context.Background()
+	dsn := testsvc.Postgres(t)
+	p := openPG(t, dsn, Options{})
+	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
+	if _, err := p.Ingest(ctx, []*EntryRecord{mixedEntry(0, base), mixedEntry(1, base)}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close(ctx)
+	write := func(r *EntryRecord) {
+		t.Helper()
+		rec, err := json.Marshal(encodeEntry(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := colsOf(r)
+		if _, err := old.Exec(ctx, `INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload, sig = excluded.sig, seen = excluded.seen,
+		  open_seen = excluded.open_seen, state = excluded.state, last_failed = excluded.last_failed`,
+			pgKey(r.Entry.Ref()), rec, []byte(r.Entry.Payload), c.sig, c.seen, c.openSeen, c.state, c.lastFailed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved := mixedEntry(0, base)
+	moved.Status, moved.Class = StatusQuarantined, triage.Poison
+	write(moved)
+	write(mixedEntry(2, base))
+	// The newer writer moves what the older one wrote, and the other way.
+	if err := p.Update(ctx, func(tx Tx) error {
+		r, err := tx.Entry(mixedEntry(2, base).Entry.Ref())
+		if err != nil || r == nil {
+			return fmt.Errorf("read: %v", err)
+		}
+		r.Status = StatusReplayed
+		return tx.PutEntry(r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	back := mixedEntry(1, base)
+	back.Status = StatusResolved
+	write(back)
+	if c := entryCounters(t, p); c.Entries != 3 {
+		t.Errorf("counted %d entries, want 3", c.Entries)
+	}
+	assertCountersEqualRecount(t, p, base, base.Add(48*time.Hour))
+}
+
+// A replayctl that finds a schema newer than it knows refuses to start:
+// it would write without what the newer schema expects of its writers
+// (since version 9, counting entries in Go).
+func TestPostgresRefusesANewerSchema(t *testing.T) {
+	ctx := context.Background()
+	dsn := testsvc.Postgres(t)
+	p := openPG(t, dsn, Options{})
+	if v, err := p.SchemaVersion(ctx); err != nil || v != len(migrations) {
+		t.Fatalf("schema version %d, %v; want %d", v, err, len(migrations))
+	}
+	if _, err := p.pool.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, len(migrations)+1); err != nil {
+		t.Fatal(err)
+	}
+	q, err := OpenPostgres(ctx, dsn, Options{})
+	if err == nil {
+		q.Close()
+		t.Fatal("opened a database with a newer schema")
+	}
+	if want := fmt.Sprintf("schema version %d, this replayctl knows %d: upgrade replayctl", len(migrations)+1, len(migrations)); !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
+	}
+}

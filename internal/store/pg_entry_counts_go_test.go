@@ -39,12 +39,7 @@ func assertCountersEqualRecount(t *testing.T, p *Postgres, from, to time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gotHours := map[time.Time]HourCount{}
-	for _, h := range series {
-		if h.Inflow != 0 {
-			gotHours[h.Hour.UTC()] = HourCount{Hour: h.Hour.UTC(), Inflow: h.Inflow, InflowByClass: h.InflowByClass}
-		}
-	}
+	gotHours := inflowHours(series)
 	if !reflect.DeepEqual(gotHours, wantHours) {
 		t.Errorf("series inflow: %+v\nrecount: %+v", gotHours, wantHours)
 	}

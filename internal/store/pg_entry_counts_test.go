@@ -228,12 +228,7 @@ func TestPostgresEntryCountersEqualARecount(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("counters:\n%+v\nrecount:\n%+v", got, want)
 	}
-	gotHours := map[time.Time]HourCount{}
-	for _, h := range series {
-		if h.Inflow != 0 {
-			gotHours[h.Hour.UTC()] = HourCount{Hour: h.Hour.UTC(), Inflow: h.Inflow, InflowByClass: h.InflowByClass}
-		}
-	}
+	gotHours := inflowHours(series)
 	if !reflect.DeepEqual(gotHours, wantHours) {
 		t.Errorf("series inflow: %+v\nrecount: %+v", gotHours, wantHours)
 	}
@@ -353,4 +348,16 @@ func assertIndexBounded(t *testing.T, p *Postgres, sqls []string) {
 		}
 		conn.Exec(ctx, `DEALLOCATE `+name)
 	}
+}
+
+// inflowHours is series' hours with an inflow, keyed by hour (UTC), as a
+// recount builds them.
+func inflowHours(series []HourCount) map[time.Time]HourCount {
+	out := map[time.Time]HourCount{}
+	for _, h := range series {
+		if h.Inflow != 0 {
+			out[h.Hour.UTC()] = HourCount{Hour: h.Hour.UTC(), Inflow: h.Inflow, InflowByClass: h.InflowByClass}
+		}
+	}
+	return out
 }

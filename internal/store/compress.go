@@ -214,8 +214,12 @@ func decodeS2Record(raw []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: s2: %w", errRecordCodec, err)
 	}
-	if n > maxDecoded {
-		return nil, fmt.Errorf("%w: s2 record claims %d bytes", errRecordCodec, n)
+	// No s2 record larger than maxS2Record is written (larger ones take
+	// zstd), and the decoder allocates what the block claims before it
+	// finds a damaged block: a claim above that is damage, refused before
+	// a 15-byte record costs a GiB.
+	if n > maxS2Record {
+		return nil, fmt.Errorf("%w: s2 record claims %d bytes, more than the %d an s2 record holds", errRecordCodec, n, maxS2Record)
 	}
 	d := recordDictS2()
 	if d == nil {

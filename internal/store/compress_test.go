@@ -4,16 +4,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
@@ -187,6 +190,14 @@ func TestStoreMixingRecordFormatsReadsAndVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The record encoder of the version before the s2 records: zstd with
+	// entropy coding (huff0 literals, FSE sequences), which this version's
+	// encoder no longer writes.
+	entropyEnc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderDictRaw(zdictV1ID, zdictV1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer entropyEnc.Close()
 	formats := map[string]int{}
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketLedger, bucketEntries, bucketAudit} {
@@ -208,7 +219,13 @@ func TestStoreMixingRecordFormatsReadsAndVerifies(t *testing.T) {
 				case 0:
 					v = bytes.Clone(data)
 				case 1:
-					v, err = compressRecord(data)
+					// zstd frames as this version writes them (no entropy
+					// coding), and as the version before it did (with).
+					if (i/3)%2 == 0 {
+						v = entropyEnc.EncodeAll(data, nil)
+					} else {
+						v, err = compressRecord(data)
+					}
 				case 2:
 					v, err = compressHotRecord(data)
 				}
@@ -314,6 +331,23 @@ func TestS2RecordsAndTheirDamage(t *testing.T) {
 	for name, edit := range damaged {
 		if _, err := recordJSON(edit(bytes.Clone(v))); !errors.Is(err, errRecordCodec) {
 			t.Errorf("%s: %v, want an error", name, err)
+		}
+	}
+	// A 15-byte record claiming just under a GiB, or anything above the
+	// largest s2 record written (maxS2Record): refused before the decoder
+	// allocates what it claims (review: a read allocated 1 GiB first).
+	for _, claim := range []uint64{maxS2Record + 1, maxDecoded - 1} {
+		bad := binary.AppendUvarint(bytes.Clone(v[:s2Header]), claim)
+		bad = append(bad, 0x00, 0x00)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := recordJSON(bad)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, errRecordCodec) {
+			t.Errorf("a record claiming %d bytes: %v, want an error", claim, err)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+			t.Errorf("reading a %d-byte record claiming %d bytes allocated %d bytes", len(bad), claim, grew)
 		}
 	}
 

@@ -77,17 +77,29 @@ const pgEntryCountsMigration = `ALTER TABLE entries ADD COLUMN sig text, ADD COL
 	   RETURN NULL;
 	 END $$;`
 
-// pgEntryTriggers are created after the backfill (migrationSteps), so the
-// backfill's own updates count nothing twice. They count only the writes
-// of a transaction that does not count in Go (schema version 9,
-// countsInGo): a replayctl older than version 9 still running while a
-// newer one migrated the schema (it checked the version when it started)
-// goes on counting through them, and a newer one does not pay for them:
-// the WHEN clause is evaluated before any function is called.
-const pgEntryTriggers = `CREATE OR REPLACE TRIGGER entries_count AFTER INSERT OR DELETE ON entries FOR EACH ROW
+// pgEntryTriggersV8 are the triggers as migration 8 created them, after
+// its backfill (migrationSteps), so the backfill's own updates count
+// nothing twice. A shipped migration never changes meaning: version 9
+// replaces them (pgEntryTriggers).
+const pgEntryTriggersV8 = `CREATE TRIGGER entries_count AFTER INSERT OR DELETE ON entries FOR EACH ROW EXECUTE FUNCTION replayctl_count_entry();
+	 CREATE TRIGGER entries_recount AFTER UPDATE OF rec, sig, seen ON entries FOR EACH ROW
+	   WHEN (OLD.rec IS DISTINCT FROM NEW.rec OR OLD.sig IS DISTINCT FROM NEW.sig OR OLD.seen IS DISTINCT FROM NEW.seen)
+	   EXECUTE FUNCTION replayctl_count_entry();`
+
+// pgEntryTriggers (migration 9) count only the writes of a transaction
+// that does not count in Go (countsInGo): a replayctl older than version
+// 9 still running while a newer one migrated the schema (it checked the
+// version when it started) goes on counting through them, and a newer one
+// does not pay for them: the WHEN clause is evaluated before any function
+// is called. DROP and CREATE rather than CREATE OR REPLACE TRIGGER, which
+// needs PostgreSQL 14; both run in the migration's transaction, so no
+// write falls between them.
+const pgEntryTriggers = `DROP TRIGGER IF EXISTS entries_count ON entries;
+	 DROP TRIGGER IF EXISTS entries_recount ON entries;
+	 CREATE TRIGGER entries_count AFTER INSERT OR DELETE ON entries FOR EACH ROW
 	   WHEN (current_setting('` + countsInGoSetting + `', true) IS DISTINCT FROM 'on')
 	   EXECUTE FUNCTION replayctl_count_entry();
-	 CREATE OR REPLACE TRIGGER entries_recount AFTER UPDATE OF rec, sig, seen ON entries FOR EACH ROW
+	 CREATE TRIGGER entries_recount AFTER UPDATE OF rec, sig, seen ON entries FOR EACH ROW
 	   WHEN (current_setting('` + countsInGoSetting + `', true) IS DISTINCT FROM 'on'
 	     AND (OLD.rec IS DISTINCT FROM NEW.rec OR OLD.sig IS DISTINCT FROM NEW.sig OR OLD.seen IS DISTINCT FROM NEW.seen))
 	   EXECUTE FUNCTION replayctl_count_entry();`
@@ -204,7 +216,7 @@ func backfillEntryCounts(ctx context.Context, tx pgx.Tx) error {
 		FROM entries e, LATERAL replayctl_entry_keys(e.rec, e.sig, e.seen) k GROUP BY k.dim, k.at, k.key`); err != nil {
 		return fmt.Errorf("count entries: %w", err)
 	}
-	if _, err := tx.Exec(ctx, pgEntryTriggers); err != nil {
+	if _, err := tx.Exec(ctx, pgEntryTriggersV8); err != nil {
 		return fmt.Errorf("create entry count triggers: %w", err)
 	}
 	return nil

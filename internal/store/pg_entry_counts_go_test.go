@@ -229,25 +229,7 @@ func TestPostgresOlderReplayctlWritingMeanwhileIsCounted(t *testing.T) {
 	if _, err := p.Ingest(ctx, []*EntryRecord{mixedEntry(0, base), mixedEntry(1, base)}); err != nil {
 		t.Fatal(err)
 	}
-	old, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close(ctx)
-	write := func(r *EntryRecord) {
-		t.Helper()
-		rec, err := json.Marshal(encodeEntry(r))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := colsOf(r)
-		if _, err := old.Exec(ctx, `INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload, sig = excluded.sig, seen = excluded.seen,
-		  open_seen = excluded.open_seen, state = excluded.state, last_failed = excluded.last_failed`,
-			pgKey(r.Entry.Ref()), rec, []byte(r.Entry.Payload), c.sig, c.seen, c.openSeen, c.state, c.lastFailed); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := olderWriter(t, dsn)
 	moved := mixedEntry(0, base)
 	moved.Status, moved.Class = StatusQuarantined, triage.Poison
 	write(moved)
@@ -293,4 +275,94 @@ func TestPostgresRefusesANewerSchema(t *testing.T) {
 	if want := fmt.Sprintf("schema version %d, this replayctl knows %d: upgrade replayctl", len(migrations)+1, len(migrations)); !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not say %q", err, want)
 	}
+}
+
+// olderWriter writes an entry as a replayctl of schema version 8 did: one
+// statement on its own connection, counting nothing itself.
+func olderWriter(t *testing.T, dsn string) func(*EntryRecord) {
+	t.Helper()
+	ctx := context.Background()
+	old, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { old.Close(ctx) })
+	return func(r *EntryRecord) {
+		t.Helper()
+		rec, err := json.Marshal(encodeEntry(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := colsOf(r)
+		if _, err := old.Exec(ctx, `INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (ref) DO UPDATE SET rec = excluded.rec, payload = excluded.payload, sig = excluded.sig, seen = excluded.seen,
+		  open_seen = excluded.open_seen, state = excluded.state, last_failed = excluded.last_failed`,
+			pgKey(r.Entry.Ref()), rec, []byte(r.Entry.Payload), c.sig, c.seen, c.openSeen, c.state, c.lastFailed); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A database at schema version 8 (the counters kept by ungated triggers)
+// is migrated to 9 when a newer replayctl opens it: the triggers are
+// replaced by ones that skip the transactions counting in Go, so what the
+// newer replayctl writes is counted once (with migration 9 left out the
+// old triggers would count it a second time), while an older replayctl
+// still writing meanwhile is counted by the triggers. Every fresh test
+// database is created at 9 directly; this one is taken back to 8 first.
+func TestPostgresMigratesVersion8To9(t *testing.T) {
+	ctx := context.Background()
+	dsn := testsvc.Postgres(t)
+	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
+	v8 := openPG(t, dsn, Options{})
+	if _, err := v8.pool.Exec(ctx, `DROP TRIGGER entries_count ON entries; DROP TRIGGER entries_recount ON entries;`+
+		pgEntryTriggersV8+`; DELETE FROM schema_migrations WHERE version = 9`); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := v8.SchemaVersion(ctx); err != nil || v != 8 {
+		t.Fatalf("schema version %d, %v; want 8", v, err)
+	}
+	v8.Close()
+	write := olderWriter(t, dsn)
+	for i := range 6 {
+		write(mixedEntry(i, base))
+	}
+
+	p := openPG(t, dsn, Options{})
+	if v, err := p.SchemaVersion(ctx); err != nil || v != len(migrations) {
+		t.Fatalf("after opening: schema version %d, %v; want %d", v, err, len(migrations))
+	}
+	var gated int
+	if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgrelid = 'entries'::regclass
+		AND tgname IN ('entries_count', 'entries_recount') AND pg_get_triggerdef(oid) LIKE '%`+countsInGoSetting+`%'`).Scan(&gated); err != nil {
+		t.Fatal(err)
+	}
+	if gated != 2 {
+		t.Fatalf("%d of the two entry triggers skip the transactions counting in Go", gated)
+	}
+	// The newer replayctl inserts and moves entries, some the older one
+	// wrote; the older one moves one the newer one wrote.
+	if _, err := p.Ingest(ctx, []*EntryRecord{mixedEntry(4, base), mixedEntry(6, base), mixedEntry(7, base)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 3, 6} {
+		ref := mixedEntry(i, base).Entry.Ref()
+		if err := p.Update(ctx, func(tx Tx) error {
+			r, err := tx.Entry(ref)
+			if err != nil || r == nil {
+				return fmt.Errorf("read %s: %v", ref, err)
+			}
+			r.Status, r.Class = StatusQuarantined, triage.Poison
+			return tx.PutEntry(r)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved := mixedEntry(7, base)
+	moved.Status = StatusResolved
+	write(moved)
+	if c := entryCounters(t, p); c.Entries != 8 {
+		t.Errorf("counted %d entries, want 8", c.Entries)
+	}
+	assertCountersEqualRecount(t, p, base, base.Add(48*time.Hour))
 }

@@ -248,12 +248,19 @@ func TestPostgresEntryCountersEqualARecount(t *testing.T) {
 	assertIndexBounded(t, p, sent)
 
 	// A store written before the counters existed gets them when migrated:
-	// drop them, clear the columns, and run the migration's step again.
+	// drop them, clear the columns, and run migration 8's step again, then
+	// migration 9 (its triggers), as opening such a store does.
 	if _, err := p.pool.Exec(ctx, `DROP TRIGGER entries_count ON entries; DROP TRIGGER entries_recount ON entries;
 		DELETE FROM entry_counts; UPDATE entries SET sig = NULL, seen = NULL, open_seen = NULL; UPDATE approvals SET pending = false, requested_at = NULL`); err != nil {
 		t.Fatal(err)
 	}
-	if err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error { return backfillEntryCounts(ctx, tx) }); err != nil {
+	if err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if err := backfillEntryCounts(ctx, tx); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, pgEntryTriggers)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	again, err := p.Counters(ctx)

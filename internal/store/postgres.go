@@ -450,10 +450,35 @@ func (t *pgTx) Entry(ref string) (*EntryRecord, error) {
 			return decodeEntryBytes(rec, payload)
 		}
 	}
+	if t.ro {
+		return scanEntry(t.queryRow(`SELECT rec, payload FROM entries WHERE ref = $1`, pgKey(ref)))
+	}
 	// Locked in a read-write transaction, as approvals and ledger rows
 	// are: a person's change and a worker's are read-modify-writes, and
-	// without the lock the later writer overwrote what it never read.
-	return scanEntry(t.queryRow(`SELECT rec, payload FROM entries WHERE ref = $1`+t.lockClause(), pgKey(ref)))
+	// without the lock the later writer overwrote what it never read. The
+	// row's counted keys are kept too, so that a PutEntry of it need not
+	// read the row again (a bulk change of N entries: N round trips, not 2N).
+	k := pgKey(ref)
+	var rec, payload []byte
+	var sig *string
+	var seen pgtype.Timestamptz
+	err := t.queryRow(`SELECT rec, payload, sig, seen FROM entries WHERE ref = $1 FOR UPDATE`, k).Scan(&rec, &payload, &sig, &seen)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil // no row, no lock: PutEntry's insert finds a racing one
+	} else if err != nil {
+		return nil, err
+	}
+	if _, ok := t.written[k]; !ok {
+		keys, err := storedKeys(rec, sig, seen)
+		if err != nil {
+			return nil, fmt.Errorf("count entry %s: %w", ref, err)
+		}
+		if t.written == nil {
+			t.written = map[string]*entryKeys{}
+		}
+		t.written[k] = &keys
+	}
+	return decodeEntryBytes(rec, payload)
 }
 
 func scanEntry(row pgx.Row) (*EntryRecord, error) {

@@ -366,3 +366,81 @@ func TestPostgresMigratesVersion8To9(t *testing.T) {
 	}
 	assertCountersEqualRecount(t, p, base, base.Add(48*time.Hour))
 }
+
+// Every connection of a store's pool counts in Go for its session, set
+// once when it is opened: no transaction sends set_config any more (two
+// statements of 28 per replay did), and what they write is still counted
+// once. A migration's transaction sets it off for itself, so a write
+// there is counted by the triggers, as before the setting existed.
+func TestPostgresConnectionsCountInGoForTheirSession(t *testing.T) {
+	ctx := context.Background()
+	dsn := testsvc.Postgres(t)
+	p := openPG(t, dsn, Options{})
+	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
+	before := p.Trips()
+	if _, err := p.Ingest(ctx, []*EntryRecord{mixedEntry(0, base), mixedEntry(1, base)}); err != nil {
+		t.Fatal(err)
+	}
+	ref := mixedEntry(1, base).Entry.Ref()
+	if err := p.Update(ctx, func(tx Tx) error {
+		r, err := tx.Entry(ref)
+		if err != nil || r == nil {
+			return fmt.Errorf("read %s: %v", ref, err)
+		}
+		r.Status, r.Class = StatusQuarantined, triage.Poison
+		return tx.PutEntry(r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	after := p.Trips()
+	for sql, n := range after.ByStatement {
+		if strings.Contains(sql, countsInGoSetting) && n > before.ByStatement[sql] {
+			t.Errorf("a transaction sent %q", sql)
+		}
+	}
+	// Two connections at once: neither is in a transaction, both count in Go.
+	c1, err := p.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Release()
+	c2, err := p.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Release()
+	for _, c := range []interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}{c1, c2} {
+		var v string
+		if err := c.QueryRow(ctx, `SELECT current_setting('`+countsInGoSetting+`', true)`).Scan(&v); err != nil || v != "on" {
+			t.Errorf("a pooled connection's %s is %q (%v), want on", countsInGoSetting, v, err)
+		}
+	}
+	// As a migration writes: on a pool connection, set off for its transaction.
+	rec, err := json.Marshal(encodeEntry(mixedEntry(2, base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := colsOf(mixedEntry(2, base))
+	if err := pgx.BeginFunc(ctx, c1, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, countsByTrigger); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			pgKey(mixedEntry(2, base).Entry.Ref()), rec, []byte(mixedEntry(2, base).Entry.Payload), cols.sig, cols.seen, cols.openSeen, cols.state, cols.lastFailed)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var v string
+	if err := c1.QueryRow(ctx, `SELECT current_setting('`+countsInGoSetting+`', true)`).Scan(&v); err != nil || v != "on" {
+		t.Errorf("after a migration's transaction the connection's %s is %q (%v), want on", countsInGoSetting, v, err)
+	}
+	c1.Release()
+	c2.Release()
+	if c := entryCounters(t, p); c.Entries != 3 {
+		t.Errorf("counted %d entries, want 3", c.Entries)
+	}
+	assertCountersEqualRecount(t, p, base, base.Add(48*time.Hour))
+}

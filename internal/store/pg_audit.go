@@ -76,7 +76,9 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 		return audit.Sealed{}, fmt.Errorf("encode audit record: %w", err)
 	}
 	t.countAppend(r)
-	t.queue(fmt.Sprintf("append audit record %d", seq), nil, `INSERT INTO audit (seq, body) VALUES ($1, $2)`, seq, body)
+	// Inserted with COMMIT, with the transaction's other records
+	// (commitWrites): nothing reads the audit table in a transaction.
+	t.auditSeqs, t.auditBodies = append(t.auditSeqs, seq), append(t.auditBodies, body)
 	return audit.Sealed{Seq: r.Seq, Body: body}, nil
 }
 
@@ -272,6 +274,20 @@ func readTail(ctx context.Context, tx pgx.Tx, headSeq int64) ([]tailRow, error) 
 		tail = append(tail, r)
 	}
 	return tail, rows.Err()
+}
+
+// auditInsertSQL inserts the records a transaction appended, unchained.
+const auditInsertSQL = `INSERT INTO audit (seq, body) SELECT * FROM unnest($1::bigint[], $2::bytea[])`
+
+// auditWrite is the statement inserting the transaction's records, for
+// COMMIT (commitWrites).
+func (t *pgTx) auditWrite() (commitWrite, bool) {
+	if len(t.auditSeqs) == 0 {
+		return commitWrite{}, false
+	}
+	w := commitWrite{sql: auditInsertSQL, args: []any{t.auditSeqs, t.auditBodies}}
+	t.auditSeqs, t.auditBodies = nil, nil
+	return w, true
 }
 
 // markSigned records that a keyed process writes this store, before its

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/testsvc"
+	"github.com/replayctl/replayctl/internal/triage"
 )
 
 func openPG(t *testing.T, dsn string, o Options) *Postgres {
@@ -332,4 +335,94 @@ func TestPostgresSealerNeverVoidsALiveRecord(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A transaction's records, what they add to the audit counters and what
+// its entry writes add to the entry counters go in one statement, sent
+// with COMMIT (three to five statements of a replay's two transactions
+// before). What is stored is what it was: the bodies Append returned,
+// chained by the sealer, the counters equal to a recount.
+func TestPostgresTransactionInsertsItsRecordsAndCountersInOneStatement(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
+	if _, err := p.Ingest(ctx, []*EntryRecord{mixedEntry(0, base), mixedEntry(1, base)}); err != nil {
+		t.Fatal(err)
+	}
+	ref := mixedEntry(1, base).Entry.Ref()
+	replay := &triage.Decision{ProposedAction: triage.AutoReplay}
+	before := p.Trips()
+	var sealed []audit.Sealed
+	if err := p.Update(ctx, func(tx Tx) error {
+		sealed = nil
+		for _, r := range []audit.Record{
+			{Kind: audit.KindDecision, Decision: replay, Action: triage.AutoReplay},
+			{Kind: audit.KindDispatch, Action: triage.AutoReplay},
+			{Kind: audit.KindOutcome, Outcome: "succeeded"},
+		} {
+			r.Actor, r.EntryRef = "ops", ref
+			s, err := tx.Append(&r)
+			if err != nil {
+				return err
+			}
+			sealed = append(sealed, s)
+		}
+		r, err := tx.Entry(ref)
+		if err != nil || r == nil {
+			return fmt.Errorf("read %s: %v", ref, err)
+		}
+		r.Status, r.LastDecision = StatusReplayed, sealed[0].Seq
+		return tx.PutEntry(r)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	after := p.Trips()
+	writes := 0
+	for sql, n := range after.ByStatement {
+		if n == before.ByStatement[sql] {
+			continue
+		}
+		touches := 0
+		for _, table := range []string{"insert into audit (", "insert into audit_counts", "insert into entry_counts"} {
+			if strings.Contains(sql, table) {
+				touches++
+			}
+		}
+		if touches > 0 {
+			writes += int(n - before.ByStatement[sql])
+			if touches != 3 {
+				t.Errorf("records and counters written apart: %s", sql)
+			}
+		}
+	}
+	if writes != 1 {
+		t.Errorf("%d statements wrote the records and counters, want 1", writes)
+	}
+
+	if _, err := p.SealAudit(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	res, err := audit.Verify(ctx, p, nil)
+	if err != nil || !res.OK() || res.Records != 3 {
+		t.Fatalf("verify: %+v, %v", res, err)
+	}
+	i := 0
+	if err := p.AuditRange(ctx, 1, func(seq uint64, s audit.Sealed, err error) error {
+		if err != nil {
+			return err
+		}
+		if i >= len(sealed) || seq != sealed[i].Seq || !bytes.Equal(s.Body, sealed[i].Body) {
+			t.Errorf("record %d stored as %s, Append returned %+v", seq, s.Body, sealed)
+		}
+		i++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := recount(t, p, base, base)
+	if got, err := p.Counters(ctx); err != nil || got.Decisions != want.Decisions || got.Decisions != 1 ||
+		got.Denied != want.Denied || !reflect.DeepEqual(got.Outcomes, want.Outcomes) {
+		t.Errorf("counters %+v (%v); recount %+v", got, err, want)
+	}
+	assertCountersEqualRecount(t, p, base, base.Add(48*time.Hour))
 }

@@ -27,7 +27,7 @@ const pgCountsMigration = `CREATE TABLE audit_counts (hour timestamptz NOT NULL,
 	   n bigint NOT NULL, PRIMARY KEY (hour, what, shard));`
 
 // countShards bounds the rows per (hour, what).
-const countShards = 16
+const countShards = "16"
 
 // countKey is one counter: "D" decisions, "X" denied, "O"+outcome (the
 // letters of bbolt's counters); hour is zero for the total.
@@ -61,17 +61,21 @@ func (t *pgTx) countAppend(r *audit.Record) {
 	}
 }
 
-// queueCounts queues one statement adding the transaction's counts, its
+// auditCountsSQL adds the transaction's audit counts (countArrays), its
 // rows in one order (so two writers on one shard never deadlock).
-func (t *pgTx) queueCounts() {
+const auditCountsSQL = `INSERT INTO audit_counts (hour, what, shard, n)
+	SELECT h, w, pg_backend_pid() % ` + countShards + `, c FROM unnest($1::timestamptz[], $2::text[], $3::bigint[]) AS u(h, w, c) ORDER BY h, w
+	ON CONFLICT (hour, what, shard) DO UPDATE SET n = audit_counts.n + excluded.n`
+
+// auditCountsWrite is the statement adding the transaction's counts, for
+// COMMIT (commitWrites); none when its records count nothing.
+func (t *pgTx) auditCountsWrite() (commitWrite, bool) {
 	if len(t.counts) == 0 {
-		return
+		return commitWrite{}, false
 	}
 	hours, whats, ns := countArrays(t.counts)
-	t.queue("count audit records", nil, `INSERT INTO audit_counts (hour, what, shard, n)
-		SELECT h, w, pg_backend_pid() % `+fmt.Sprint(countShards)+`, c FROM unnest($1::timestamptz[], $2::text[], $3::bigint[]) AS u(h, w, c) ORDER BY h, w
-		ON CONFLICT (hour, what, shard) DO UPDATE SET n = audit_counts.n + excluded.n`, hours, whats, ns)
 	t.counts = nil
+	return commitWrite{sql: auditCountsSQL, args: []any{hours, whats, ns}}, true
 }
 
 // countArrays turns counts into the statement's arrays; the total's hour

@@ -408,7 +408,7 @@ func (p *Postgres) inflowHours(ctx context.Context, from, to time.Time, hour fun
 // PostgreSQL write). A transaction knows the row it replaces (the fence
 // check read it locked, or PutEntry reads it locked) and the values it
 // writes, so it adds up the changes itself (entryKeys.add) and sends them
-// with COMMIT in one statement (queueEntryCounts), rows in the trigger's
+// with COMMIT in one statement (entryCountsWrite, commitWrites), rows in the trigger's
 // order and under the trigger's keys: rows counted by a trigger (an older
 // replayctl) and rows counted here are the same rows.
 
@@ -563,12 +563,14 @@ func (t *pgTx) countEntry(old, new *entryKeys) {
 	t.entryDelta.add(old, new)
 }
 
-// queueEntryCounts queues the transaction's entry counts, for COMMIT.
-func (t *pgTx) queueEntryCounts() {
+// entryCountsWrite is the statement adding the transaction's entry
+// counts, for COMMIT (commitWrites); none when they did not change.
+func (t *pgTx) entryCountsWrite() (commitWrite, bool) {
 	var rows countRows
 	t.entryDelta.appendTo(&rows, "")
-	if len(rows.dims) > 0 {
-		t.queue("count entries", nil, entryCountsSQL, rows.args()...)
-	}
 	t.entryDelta = nil
+	if len(rows.dims) == 0 {
+		return commitWrite{}, false
+	}
+	return commitWrite{sql: entryCountsSQL, args: rows.args()}, true
 }

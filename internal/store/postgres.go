@@ -287,6 +287,10 @@ type pgTx struct {
 	// counts are what the records appended add to the counters
 	// (pg_counts.go), written with COMMIT.
 	counts map[countKey]int64
+	// auditSeqs and auditBodies are the records appended (pg_audit.go),
+	// inserted with COMMIT.
+	auditSeqs   []int64
+	auditBodies [][]byte
 }
 
 func (t *pgTx) lockClause() string {

@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -133,8 +136,7 @@ func (r *batchRow) Scan(dest ...any) error {
 // commit sends what is queued with COMMIT; a transaction that sent
 // nothing has nothing to commit.
 func (t *pgTx) commit() error {
-	t.queueEntryCounts()
-	t.queueCounts()
+	t.queueCommitWrites()
 	if t.begin && len(t.pending) == 0 {
 		return nil
 	}
@@ -154,6 +156,58 @@ func (t *pgTx) commit() error {
 		t.begun = false
 	}
 	return err
+}
+
+// commitWrite is one of the statements a transaction sends with COMMIT,
+// its parameters numbered from $1.
+type commitWrite struct {
+	sql  string
+	args []any
+}
+
+// paramRef is a statement parameter, $n.
+var paramRef = regexp.MustCompile(`\$([0-9]+)`)
+
+// queueCommitWrites queues, as one statement, what a transaction writes
+// last: its audit records, then what they add to the audit counters and
+// what its entry writes add to the entry counters (up to three statements
+// of ~10 per transaction, each costing the backend about as much as a
+// small write). Each is a data-modifying WITH of the last: PostgreSQL runs
+// them all, in an order fixed by the statement, so two writers lock their
+// counter rows in one order as before. A failure fails the transaction at
+// COMMIT, as any queued write.
+func (t *pgTx) queueCommitWrites() {
+	var ws []commitWrite
+	for _, f := range []func() (commitWrite, bool){t.auditWrite, t.auditCountsWrite, t.entryCountsWrite} {
+		if w, ok := f(); ok {
+			ws = append(ws, w)
+		}
+	}
+	switch len(ws) {
+	case 0:
+		return
+	case 1:
+		t.queue("write audit records and counters", nil, ws[0].sql, ws[0].args...)
+		return
+	}
+	var sql strings.Builder
+	var args []any
+	for i, w := range ws {
+		shifted := paramRef.ReplaceAllStringFunc(w.sql, func(ref string) string {
+			n, _ := strconv.Atoi(ref[1:])
+			return "$" + strconv.Itoa(n+len(args))
+		})
+		switch {
+		case i == 0:
+			fmt.Fprintf(&sql, "WITH w%d AS (%s)", i, shifted)
+		case i < len(ws)-1:
+			fmt.Fprintf(&sql, ", w%d AS (%s)", i, shifted)
+		default:
+			sql.WriteString(" " + shifted)
+		}
+		args = append(args, w.args...)
+	}
+	t.queue("write audit records and counters", nil, sql.String(), args...)
 }
 
 // update runs fn once in a transaction on one connection.

@@ -2,12 +2,17 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -113,5 +118,81 @@ func TestPostgresClaimKeepsTheEntryOnItsPage(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A write under a claim locks the entry and its key's ledger row in the
+// statement that checks the fence (two statements before, in one round
+// trip): the ledger is read no more, the row is locked until COMMIT, an
+// absent key reads as none, and a stale claim still writes nothing.
+func TestPostgresFenceCheckLocksTheLedgerRowInItsStatement(t *testing.T) {
+	ctx := context.Background()
+	dsn := testsvc.Postgres(t)
+	p := openPG(t, dsn, Options{})
+	const ref, key = "jsonl:e1", "k1"
+	if _, err := p.Ingest(ctx, []*EntryRecord{{Entry: entry.Entry{ID: "e1", Source: entry.KindJSONL, IdempotencyKey: key,
+		Payload: []byte(`{"order":1}`)}, Status: StatusPending}}); err != nil {
+		t.Fatal(err)
+	}
+	c, ok, err := p.ClaimRef(ctx, ref, "w0", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	fenced := WithFence(ctx, Fence{Ref: ref, Token: c.Token, Key: key})
+	reads := func(before, after Trips) (n int64) {
+		for sql, k := range after.ByStatement {
+			if strings.Contains(sql, "from ledger") || strings.Contains(sql, "from entries") {
+				n += k - before.ByStatement[sql]
+			}
+		}
+		return n
+	}
+	// The key is not in the ledger yet: the fence check says so.
+	before := p.Trips()
+	if err := p.Update(fenced, func(tx Tx) error {
+		cur, err := tx.Ledger(key)
+		if err != nil || cur != nil {
+			return fmt.Errorf("ledger of a new key: %+v, %v", cur, err)
+		}
+		_, err = tx.Transition(idempotency.Transition{Key: key, To: idempotency.Decided, EntryRef: ref})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := reads(before, p.Trips()); n != 1 {
+		t.Errorf("%d statements read the entry and the ledger, want 1 (the fence check)", n)
+	}
+	// The key is there: read with the fence, locked until COMMIT (seen
+	// from a session of its own, whose statements p does not count).
+	other, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	before = p.Trips()
+	if err := p.Update(fenced, func(tx Tx) error {
+		cur, err := tx.Ledger(key)
+		if err != nil || cur == nil || cur.State != idempotency.Decided {
+			return fmt.Errorf("ledger of %s: %+v, %v", key, cur, err)
+		}
+		_, lerr := other.Exec(ctx, `SELECT 1 FROM ledger WHERE key = $1 FOR UPDATE NOWAIT`, pgKey(key))
+		var pe *pgconn.PgError
+		if !errors.As(lerr, &pe) || pe.Code != "55P03" {
+			t.Errorf("another session locked the ledger row during the fenced write: %v", lerr)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := reads(before, p.Trips()); n != 1 {
+		t.Errorf("%d statements read the entry and the ledger, want 1 (the fence check)", n)
+	}
+	// A stale claim writes nothing.
+	stale := WithFence(ctx, Fence{Ref: ref, Token: c.Token - 1, Key: key})
+	if err := p.Update(stale, func(tx Tx) error {
+		_, err := tx.Transition(idempotency.Transition{Key: key, From: idempotency.Decided, To: idempotency.Dispatching})
+		return err
+	}); !errors.Is(err, ErrStaleFence) {
+		t.Fatalf("a stale claim's write: %v, want %v", err, ErrStaleFence)
 	}
 }

@@ -363,21 +363,28 @@ func (t *pgTx) checkFence() error {
 	// The row the check locks is the entry the transaction writes: read
 	// with it, and the transaction's clock too, in BEGIN's round trip, and
 	// the entry's ledger row (locked, as Ledger would) when its key is
-	// known.
+	// known, in the same statement (a statement costs the backend about
+	// as much as the row it reads). The entry is locked first, as before:
+	// the materialized CTE runs before the subquery that locks the ledger
+	// row (no row: NULL, rec is NOT NULL).
 	br, writes := t.send(func(b *pgx.Batch) {
-		b.Queue(`SELECT fence, coalesce(lease_until > now(), false), now(), rec, payload, sig, seen FROM entries WHERE ref = $1 FOR UPDATE`, ref)
 		if f.Key != "" {
-			b.Queue(`SELECT rec FROM ledger WHERE key = $1 FOR UPDATE`, pgKey(f.Key))
+			b.Queue(`WITH e AS MATERIALIZED (SELECT fence, coalesce(lease_until > now(), false) AS live, now() AS now, rec, payload, sig, seen
+				FROM entries WHERE ref = $1 FOR UPDATE)
+				SELECT e.*, (SELECT l.rec FROM ledger l WHERE l.key = $2 FOR UPDATE) FROM e`, ref, pgKey(f.Key))
+		} else {
+			b.Queue(`SELECT fence, coalesce(lease_until > now(), false), now(), rec, payload, sig, seen FROM entries WHERE ref = $1 FOR UPDATE`, ref)
 		}
 	})
 	err := drain(br, writes)
 	if err == nil {
-		err = br.QueryRow().Scan(&token, &live, &now, &t.fenceRec, &t.fencePayload, &t.fenceSig, &t.fenceSeen)
-	}
-	if err == nil && f.Key != "" {
+		dest := []any{&token, &live, &now, &t.fenceRec, &t.fencePayload, &t.fenceSig, &t.fenceSeen}
 		var rec []byte
-		if err = br.QueryRow().Scan(&rec); err == nil || errors.Is(err, pgx.ErrNoRows) {
-			t.ledger[pgKey(f.Key)], err = rec, nil
+		if f.Key != "" {
+			dest = append(dest, &rec)
+		}
+		if err = br.QueryRow().Scan(dest...); err == nil && f.Key != "" {
+			t.ledger[pgKey(f.Key)] = rec
 		}
 	}
 	if cerr := br.Close(); err == nil {

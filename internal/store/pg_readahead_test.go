@@ -69,8 +69,12 @@ func TestPostgresReadsAheadUnderAClaim(t *testing.T) {
 			return nil
 		}
 	}
+	statements := p.Trips().Statements
 	if n := trips(ledger("")); n != 1 {
 		t.Errorf("first ledger read: %d round trips, want 1", n)
+	}
+	if n := p.Trips().Statements - statements; n != 1 {
+		t.Errorf("first ledger read: %d statements, want 1 (the ledger row and the entry together)", n)
 	}
 	if n := trips(ledger("")); n != 0 {
 		t.Errorf("second ledger read: %d round trips, want 0 (read ahead)", n)
@@ -107,6 +111,26 @@ func TestPostgresReadsAheadUnderAClaim(t *testing.T) {
 	p.ReleaseLater(r.Entry.Ref(), f.Token)
 	if n := trips(entry(StatusReplaying)); n != 1 {
 		t.Errorf("entry read after the release: %d round trips, want 1", n)
+	}
+	// Under a fence of an entry that is not stored (nor its key): both
+	// read ahead as none.
+	none := WithFence(ctx, Fence{Ref: "jsonl:none", Token: f.Token + 1000, Key: "key-none"})
+	statements = p.Trips().Statements
+	if err := p.View(none, func(tx Tx) error {
+		rec, err := tx.Ledger("key-none")
+		if err != nil || rec != nil {
+			t.Errorf("ledger of a key not stored: %+v, %v", rec, err)
+		}
+		er, err := tx.Entry("jsonl:none")
+		if err != nil || er != nil {
+			t.Errorf("entry not stored: %+v, %v", er, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Trips().Statements - statements; n != 1 {
+		t.Errorf("reads under the fence of an entry not stored: %d statements, want 1", n)
 	}
 	// Without a fence every read is its own.
 	before := p.Trips().RoundTrips

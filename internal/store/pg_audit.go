@@ -58,9 +58,7 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 	var seq int64
 	var now time.Time
 	var signed bool
-	// Sent aside from the queued writes: it reads only the head and the
-	// sequence, which they do not change.
-	if err := t.queryRowAside(`WITH h AS MATERIALIZED (SELECT signed OR mac <> '' AS signed FROM audit_head WHERE id = 1),
+	if err := t.queryRow(`WITH h AS MATERIALIZED (SELECT signed OR mac <> '' AS signed FROM audit_head WHERE id = 1),
 		x AS MATERIALIZED (SELECT pg_current_xact_id() FROM h WHERE $1 OR NOT h.signed)
 		SELECT (SELECT signed FROM h), coalesce((SELECT nextval('audit_seq') FROM x), 0), now()`, len(t.key) > 0).Scan(&signed, &seq, &now); err != nil {
 		return audit.Sealed{}, fmt.Errorf("number audit record: %w", err)
@@ -283,11 +281,11 @@ const auditInsertSQL = `INSERT INTO audit (seq, body) SELECT * FROM unnest($1::b
 
 // auditWrite is the statement inserting the transaction's records, for
 // COMMIT (commitWrites).
-func (t *pgTx) auditWrite() (pgWrite, bool) {
+func (t *pgTx) auditWrite() (commitWrite, bool) {
 	if len(t.auditSeqs) == 0 {
-		return pgWrite{}, false
+		return commitWrite{}, false
 	}
-	w := pgWrite{what: "append audit records", sql: auditInsertSQL, args: []any{t.auditSeqs, t.auditBodies}, target: "audit"}
+	w := commitWrite{sql: auditInsertSQL, args: []any{t.auditSeqs, t.auditBodies}}
 	t.auditSeqs, t.auditBodies = nil, nil
 	return w, true
 }

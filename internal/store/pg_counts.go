@@ -69,13 +69,13 @@ const auditCountsSQL = `INSERT INTO audit_counts (hour, what, shard, n)
 
 // auditCountsWrite is the statement adding the transaction's counts, for
 // COMMIT (commitWrites); none when its records count nothing.
-func (t *pgTx) auditCountsWrite() (pgWrite, bool) {
+func (t *pgTx) auditCountsWrite() (commitWrite, bool) {
 	if len(t.counts) == 0 {
-		return pgWrite{}, false
+		return commitWrite{}, false
 	}
 	hours, whats, ns := countArrays(t.counts)
 	t.counts = nil
-	return pgWrite{what: "count audit records", sql: auditCountsSQL, args: []any{hours, whats, ns}, target: "audit_counts"}, true
+	return commitWrite{sql: auditCountsSQL, args: []any{hours, whats, ns}}, true
 }
 
 // countArrays turns counts into the statement's arrays; the total's hour

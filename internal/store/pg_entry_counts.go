@@ -565,12 +565,12 @@ func (t *pgTx) countEntry(old, new *entryKeys) {
 
 // entryCountsWrite is the statement adding the transaction's entry
 // counts, for COMMIT (commitWrites); none when they did not change.
-func (t *pgTx) entryCountsWrite() (pgWrite, bool) {
+func (t *pgTx) entryCountsWrite() (commitWrite, bool) {
 	var rows countRows
 	t.entryDelta.appendTo(&rows, "")
 	t.entryDelta = nil
 	if len(rows.dims) == 0 {
-		return pgWrite{}, false
+		return commitWrite{}, false
 	}
-	return pgWrite{what: "count entries", sql: entryCountsSQL, args: rows.args(), target: "entry_counts"}, true
+	return commitWrite{sql: entryCountsSQL, args: rows.args()}, true
 }

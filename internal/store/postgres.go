@@ -433,7 +433,7 @@ func (t *pgTx) Transition(tr idempotency.Transition) (idempotency.Record, error)
 			return idempotency.Record{}, err
 		}
 	} else {
-		t.queueRow("ledger:"+pgKey(tr.Key), "write ledger key "+tr.Key, `UPDATE ledger SET rec = $2 WHERE key = $1`, pgKey(tr.Key), data)
+		t.queue("write ledger key "+tr.Key, nil, `UPDATE ledger SET rec = $2 WHERE key = $1`, pgKey(tr.Key), data)
 	}
 	t.ledger[pgKey(tr.Key)] = data
 	return next, nil
@@ -539,10 +539,10 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 		t.countEntry(old, &keys)
 		if bytes.Equal(payload, t.fencePayload) {
 			// Its payload is the one stored: write only the record.
-			t.queueRow("entries:"+ref, "write entry "+r.Entry.Ref(), `UPDATE entries SET rec = $2, sig = $3, seen = $4, open_seen = $5, state = $6, last_failed = $7 WHERE ref = $1`,
+			t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, sig = $3, seen = $4, open_seen = $5, state = $6, last_failed = $7 WHERE ref = $1`,
 				ref, rec, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
 		} else {
-			t.queueRow("entries:"+ref, "write entry "+r.Entry.Ref(), `UPDATE entries SET rec = $2, payload = $3, sig = $4, seen = $5, open_seen = $6, state = $7, last_failed = $8 WHERE ref = $1`,
+			t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, payload = $3, sig = $4, seen = $5, open_seen = $6, state = $7, last_failed = $8 WHERE ref = $1`,
 				ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
 		}
 		t.fenceRec, t.fencePayload, t.fenceKeys = rec, payload, &keys
@@ -587,7 +587,7 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 			return err
 		}
 	} else {
-		t.queueRow("entries:"+ref, "write entry "+r.Entry.Ref(), `UPDATE entries SET rec = $2, payload = $3, sig = $4, seen = $5, open_seen = $6, state = $7, last_failed = $8 WHERE ref = $1`,
+		t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, payload = $3, sig = $4, seen = $5, open_seen = $6, state = $7, last_failed = $8 WHERE ref = $1`,
 			ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
 	}
 	t.written[ref] = &keys
@@ -607,7 +607,7 @@ func (t *pgTx) PutApproval(a *Approval) error {
 		return err
 	}
 	pending, at := approvalCols(a)
-	t.queueRow("approvals:"+pgKey(a.ID), "write approval "+a.ID, `INSERT INTO approvals (id, rec, pending, requested_at) VALUES ($1, $2, $3, $4)
+	t.queue("write approval "+a.ID, nil, `INSERT INTO approvals (id, rec, pending, requested_at) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (id) DO UPDATE SET rec = excluded.rec, pending = excluded.pending, requested_at = excluded.requested_at`, pgKey(a.ID), data, pending, at)
 	return nil
 }

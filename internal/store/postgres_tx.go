@@ -43,26 +43,17 @@ type pgQuerier interface {
 }
 
 // pgWrite is a queued write, what it writes (for errors); check judges
-// its command tag. target names the one row (table:key) or table a
-// single-statement write without a check changes: commit may send such
-// writes of distinct targets as one statement (mergeWrites).
+// its command tag.
 type pgWrite struct {
-	what   string
-	sql    string
-	args   []any
-	check  func(pgconn.CommandTag) error
-	target string
+	what  string
+	sql   string
+	args  []any
+	check func(pgconn.CommandTag) error
 }
 
 // queue adds a write to send with the next round trip.
 func (t *pgTx) queue(what string, check func(pgconn.CommandTag) error, sql string, args ...any) {
 	t.pending = append(t.pending, pgWrite{what: what, sql: sql, args: args, check: check})
-}
-
-// queueRow adds a write of the one row target (table:key) to send with
-// the next round trip; at COMMIT it may go in one statement with others.
-func (t *pgTx) queueRow(target, what string, sql string, args ...any) {
-	t.pending = append(t.pending, pgWrite{what: what, sql: sql, args: args, target: target})
 }
 
 // queryRow sends sql after BEGIN (when not sent yet) and the queued
@@ -72,22 +63,6 @@ func (t *pgTx) queryRow(sql string, args ...any) pgx.Row {
 		return t.q.QueryRow(t.ctx, sql, args...)
 	}
 	br, n := t.send(func(b *pgx.Batch) { b.Queue(sql, args...) })
-	return &batchRow{t: t, br: br, n: n}
-}
-
-// queryRowAside sends sql (after BEGIN when not sent yet) but not the
-// queued writes: for a read of what no queued write changes (the audit
-// record numbering), so that they still go with COMMIT, in one statement
-// (mergeWrites). The rows they write are locked already (read FOR UPDATE
-// first), so sending them later changes no one's wait.
-func (t *pgTx) queryRowAside(sql string, args ...any) pgx.Row {
-	if !t.begin {
-		return t.q.QueryRow(t.ctx, sql, args...)
-	}
-	pending := t.pending
-	t.pending = nil
-	br, n := t.send(func(b *pgx.Batch) { b.Queue(sql, args...) })
-	t.pending = pending
 	return &batchRow{t: t, br: br, n: n}
 }
 
@@ -183,41 +158,40 @@ func (t *pgTx) commit() error {
 	return err
 }
 
-// maxMerged bounds the writes mergeWrites sends as one statement: a
-// replay's transaction has five.
-const maxMerged = 8
+// commitWrite is one of the statements a transaction sends with COMMIT,
+// its parameters numbered from $1.
+type commitWrite struct {
+	sql  string
+	args []any
+}
 
 // paramRef is a statement parameter, $n.
 var paramRef = regexp.MustCompile(`\$([0-9]+)`)
 
-// mergeWrites sends what a transaction writes last in one statement (each
-// statement costs the backend about as much as the small write it does;
-// a replay's transaction sent five here): its ledger, entry and approval
-// rows, its audit records, and what they add to the audit and entry
-// counters, each a data-modifying WITH of the last. PostgreSQL runs them
-// all, in an order fixed by the statement's shape, so two writers lock
-// their counter rows in one order as before. A statement changes a row at
-// most once and its parts do not see each other's changes: so only when
-// every write is of a target of its own (queueRow), has no check and is
-// not a WITH itself; else they go as they are. A failure fails the
-// transaction at COMMIT, as any queued write, naming all of them. A
-// transaction writing more rows than maxMerged (a person's change of many
-// entries) sends them as they are: a statement of many parts takes long to
-// plan and a cached one for each count of parts.
-func mergeWrites(ws []pgWrite) []pgWrite {
-	if len(ws) < 2 || len(ws) > maxMerged {
-		return ws
-	}
-	seen := map[string]bool{}
-	for _, w := range ws {
-		if w.target == "" || w.check != nil || seen[w.target] || strings.HasPrefix(w.sql, "WITH") {
-			return ws
+// queueCommitWrites queues, as one statement, what a transaction writes
+// last: its audit records, then what they add to the audit counters and
+// what its entry writes add to the entry counters (up to three statements
+// of ~10 per transaction, each costing the backend about as much as a
+// small write). Each is a data-modifying WITH of the last: PostgreSQL runs
+// them all, in an order fixed by the statement, so two writers lock their
+// counter rows in one order as before. A failure fails the transaction at
+// COMMIT, as any queued write.
+func (t *pgTx) queueCommitWrites() {
+	var ws []commitWrite
+	for _, f := range []func() (commitWrite, bool){t.auditWrite, t.auditCountsWrite, t.entryCountsWrite} {
+		if w, ok := f(); ok {
+			ws = append(ws, w)
 		}
-		seen[w.target] = true
+	}
+	switch len(ws) {
+	case 0:
+		return
+	case 1:
+		t.queue("write audit records and counters", nil, ws[0].sql, ws[0].args...)
+		return
 	}
 	var sql strings.Builder
 	var args []any
-	var what []string
 	for i, w := range ws {
 		shifted := paramRef.ReplaceAllStringFunc(w.sql, func(ref string) string {
 			n, _ := strconv.Atoi(ref[1:])
@@ -232,26 +206,8 @@ func mergeWrites(ws []pgWrite) []pgWrite {
 			sql.WriteString(" " + shifted)
 		}
 		args = append(args, w.args...)
-		what = append(what, w.what)
 	}
-	return []pgWrite{{what: strings.Join(what, ", "), sql: sql.String(), args: args, target: "merged"}}
-}
-
-// queueCommitWrites queues the transaction's audit records and counter
-// rows, in one statement with the writes still queued when it can
-// (mergeWrites), else in one statement of their own.
-func (t *pgTx) queueCommitWrites() {
-	var last []pgWrite
-	for _, f := range []func() (pgWrite, bool){t.auditWrite, t.auditCountsWrite, t.entryCountsWrite} {
-		if w, ok := f(); ok {
-			last = append(last, w)
-		}
-	}
-	if merged := mergeWrites(append(t.pending[:len(t.pending):len(t.pending)], last...)); len(merged) == 1 {
-		t.pending = merged
-		return
-	}
-	t.pending = append(t.pending, mergeWrites(last)...)
+	t.queue("write audit records and counters", nil, sql.String(), args...)
 }
 
 // update runs fn once in a transaction on one connection.

@@ -104,28 +104,11 @@ const pgEntryTriggers = `DROP TRIGGER IF EXISTS entries_count ON entries;
 	     AND (OLD.rec IS DISTINCT FROM NEW.rec OR OLD.sig IS DISTINCT FROM NEW.sig OR OLD.seen IS DISTINCT FROM NEW.seen))
 	   EXECUTE FUNCTION replayctl_count_entry();`
 
-// countsInGoSetting is set by a replayctl that counts its entry writes
-// itself: for the session, on each of its pool's connections when it is
-// opened (countInGo), so that no transaction pays a statement for it. A
-// migration's transaction sets it off for itself (migrate): its writes,
-// if any, are counted by the triggers as they always were.
+// countsInGoSetting is set (for its transaction only) by a transaction
+// that writes entries and counts them itself.
 const countsInGoSetting = "replayctl.counts_in_go"
 
-// countsInGoSession is run once on each new connection of the pool: every
-// statement a Postgres store sends but a migration's counts the entries it
-// writes in Go (PutEntry, Ingest) or writes none.
-const countsInGoSession = `SELECT set_config('` + countsInGoSetting + `', 'on', false)`
-
-// countsByTrigger undoes countsInGoSession for a migration's transaction.
-const countsByTrigger = `SELECT set_config('` + countsInGoSetting + `', 'off', true)`
-
-// countInGo is the pool's AfterConnect.
-func countInGo(ctx context.Context, c *pgx.Conn) error {
-	if _, err := c.Exec(ctx, countsInGoSession); err != nil {
-		return fmt.Errorf("postgres store: count entries in Go on a new connection: %w", err)
-	}
-	return nil
-}
+const setCountsInGo = `SELECT set_config('` + countsInGoSetting + `', 'on', true)`
 
 // entryCols are the columns computed in Go for a written entry.
 type entryCols struct {
@@ -554,11 +537,14 @@ func (rows *countRows) args() []any {
 	return []any{rows.dims, rows.ats, rows.k1, rows.k2, rows.k3, rows.k4, rows.lens, rows.ns}
 }
 
-// countEntry notes a write of an entry, from old to new. The trigger left
-// for older binaries skips it: the connection counts in Go (countInGo).
+// countEntry notes a write of an entry, from old to new, and says (once
+// per transaction, before its first entry write) that this transaction
+// counts its writes itself, so the trigger left for older binaries skips
+// them.
 func (t *pgTx) countEntry(old, new *entryKeys) {
 	if t.entryDelta == nil {
 		t.entryDelta = entryDelta{}
+		t.queue("count entries in Go", nil, setCountsInGo)
 	}
 	t.entryDelta.add(old, new)
 }

@@ -121,7 +121,6 @@ func OpenPostgres(ctx context.Context, dsn string, o Options) (*Postgres, error)
 	}
 	tr := newPGTrace()
 	cfg.ConnConfig.Tracer = tr
-	cfg.AfterConnect = countInGo
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)
@@ -190,9 +189,6 @@ func (p *Postgres) migrate(ctx context.Context) error {
 			continue
 		}
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, countsByTrigger); err != nil {
-				return err
-			}
 			if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
 				return err
 			}
@@ -783,8 +779,7 @@ func (p *Postgres) Snapshot(ctx context.Context, id string, out any) error {
 
 // Ingest implements Shared: one statement inserts the batch's new
 // entries and adds what the inserted ones count (an entry already stored
-// counts nothing), in one transaction on a connection counting in Go
-// (countInGo). Of two records
+// counts nothing), in one transaction with setCountsInGo. Of two records
 // with one ref the first is kept, as inserting them in turn did. A
 // deadlock on a counter row shared with another writer (one older than
 // schema version 9, counting by trigger) is retried.
@@ -850,6 +845,7 @@ const ingestSQL = `WITH ins AS (
 func (p *Postgres) ingest(ctx context.Context, args []any) (int, error) {
 	b := &pgx.Batch{}
 	b.Queue("begin")
+	b.Queue(setCountsInGo)
 	b.Queue(ingestSQL, args...)
 	b.Queue("commit")
 	conn, err := p.pool.Acquire(ctx)
@@ -860,6 +856,9 @@ func (p *Postgres) ingest(ctx context.Context, args []any) (int, error) {
 	br := conn.SendBatch(ctx, b)
 	var n int
 	_, err = br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
 	if err == nil {
 		err = br.QueryRow().Scan(&n)
 	}

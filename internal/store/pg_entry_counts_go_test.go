@@ -235,16 +235,7 @@ func TestPostgresOlderReplayctlWritingMeanwhileIsCounted(t *testing.T) {
 	write(moved)
 	write(mixedEntry(2, base))
 	// The newer writer moves what the older one wrote, and the other way.
-	if err := p.Update(ctx, func(tx Tx) error {
-		r, err := tx.Entry(mixedEntry(2, base).Entry.Ref())
-		if err != nil || r == nil {
-			return fmt.Errorf("read: %v", err)
-		}
-		r.Status = StatusReplayed
-		return tx.PutEntry(r)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	changeEntry(t, p, mixedEntry(2, base).Entry.Ref(), func(r *EntryRecord) { r.Status = StatusReplayed })
 	back := mixedEntry(1, base)
 	back.Status = StatusResolved
 	write(back)
@@ -346,17 +337,9 @@ func TestPostgresMigratesVersion8To9(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, i := range []int{0, 3, 6} {
-		ref := mixedEntry(i, base).Entry.Ref()
-		if err := p.Update(ctx, func(tx Tx) error {
-			r, err := tx.Entry(ref)
-			if err != nil || r == nil {
-				return fmt.Errorf("read %s: %v", ref, err)
-			}
+		changeEntry(t, p, mixedEntry(i, base).Entry.Ref(), func(r *EntryRecord) {
 			r.Status, r.Class = StatusQuarantined, triage.Poison
-			return tx.PutEntry(r)
-		}); err != nil {
-			t.Fatal(err)
-		}
+		})
 	}
 	moved := mixedEntry(7, base)
 	moved.Status = StatusResolved
@@ -365,4 +348,20 @@ func TestPostgresMigratesVersion8To9(t *testing.T) {
 		t.Errorf("counted %d entries, want 8", c.Entries)
 	}
 	assertCountersEqualRecount(t, p, base, base.Add(48*time.Hour))
+}
+
+// changeEntry reads the stored entry ref, changes it and writes it back,
+// in one Update, as a person's change does.
+func changeEntry(t *testing.T, p *Postgres, ref string, change func(*EntryRecord)) {
+	t.Helper()
+	if err := p.Update(context.Background(), func(tx Tx) error {
+		r, err := tx.Entry(ref)
+		if err != nil || r == nil {
+			return fmt.Errorf("read %s: %v", ref, err)
+		}
+		change(r)
+		return tx.PutEntry(r)
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

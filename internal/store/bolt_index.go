@@ -921,20 +921,16 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 			if v := at.val(); len(v) > 0 {
 				ek = v
 			}
-			if v := eb.Get(ek); v != nil {
-				var se storedEntry
-				if err := DecodeValue(v, &se); err != nil {
-					return fmt.Errorf("decode entry %q: %w", ek, err)
-				}
-				r := se.EntryRecord
-				if f.Match(&r) {
-					if len(page.Items) == limit {
-						page.Next = encodeCursor(last)
-						return nil
-					}
-					page.Items = append(page.Items, &r)
-					last = cand
-				}
+			added, full, err := page.take(eb, ek, &f, limit)
+			if err != nil {
+				return err
+			}
+			if full {
+				page.Next = encodeCursor(last)
+				return nil
+			}
+			if added {
+				last = cand
 			}
 			// Past the candidate in every dimension.
 			for _, d := range dims {
@@ -1003,4 +999,28 @@ func (s *Bolt) RefsByID(ctx context.Context, id string) ([]string, error) {
 		return ctx.Err()
 	})
 	return refs, err
+}
+
+// take adds the stored entry ek to the page when f matches it (added). A
+// match found when the page already holds limit items is not added: full
+// says the page is complete, and the caller sets its cursor. No entry at
+// ek (an index row left by an entry rewritten meanwhile) adds nothing.
+func (page *EntryPage) take(eb *bolt.Bucket, ek []byte, f *EntryFilter, limit int) (added, full bool, err error) {
+	v := eb.Get(ek)
+	if v == nil {
+		return false, false, nil
+	}
+	var se storedEntry
+	if err := DecodeValue(v, &se); err != nil {
+		return false, false, fmt.Errorf("decode entry %q: %w", ek, err)
+	}
+	r := se.EntryRecord
+	if !f.Match(&r) {
+		return false, false, nil
+	}
+	if len(page.Items) == limit {
+		return false, true, nil
+	}
+	page.Items = append(page.Items, &r)
+	return true, false, nil
 }

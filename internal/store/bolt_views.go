@@ -329,20 +329,16 @@ func (s *Bolt) SortedPage(ctx context.Context, f EntryFilter, newest bool, curso
 			if len(at.v) > 0 {
 				ek = at.v
 			}
-			if v := eb.Get(ek); v != nil {
-				var se storedEntry
-				if err := DecodeValue(v, &se); err != nil {
-					return fmt.Errorf("decode entry %q: %w", ek, err)
-				}
-				r := se.EntryRecord
-				if f.Match(&r) {
-					if len(page.Items) == limit {
-						page.Next = encodeCursor(after)
-						return nil
-					}
-					page.Items = append(page.Items, &r)
-					after = sfx
-				}
+			added, full, err := page.take(eb, ek, &f, limit)
+			if err != nil {
+				return err
+			}
+			if full {
+				page.Next = encodeCursor(after)
+				return nil
+			}
+			if added {
+				after = sfx
 			}
 			at.advance()
 		}

@@ -217,22 +217,7 @@ func TestSortedPageMatchesScan(t *testing.T) {
 	all := allEntries(t, s)
 	for name, f := range viewFilters() {
 		for _, newest := range []bool{false, true} {
-			var want []*EntryRecord
-			for _, r := range all {
-				if f.Match(r) {
-					want = append(want, r)
-				}
-			}
-			slices.SortFunc(want, func(a, b *EntryRecord) int {
-				c := LastFailure(a).Compare(LastFailure(b))
-				if c == 0 {
-					c = bytes.Compare(ikey(a.Entry.Ref()), ikey(b.Entry.Ref()))
-				}
-				if newest {
-					c = -c
-				}
-				return c
-			})
+			want := sortedByLastFailure(all, &f, newest)
 			var got []string
 			cursor := ""
 			for range 100 {
@@ -376,4 +361,26 @@ func TestViewsBuiltOnFirstReadWriteOpen(t *testing.T) {
 	if err != nil || !slices.Equal(seqs, liveSeqs) {
 		t.Fatalf("audit seqs after the rebuild: %v %v, want %v", seqs, err, liveSeqs)
 	}
+}
+
+// sortedByLastFailure is what a sorted page must list, by a scan: the
+// entries f matches, by last failure then stored ref (reversed for newest).
+func sortedByLastFailure(all []*EntryRecord, f *EntryFilter, newest bool) []*EntryRecord {
+	var want []*EntryRecord
+	for _, r := range all {
+		if f.Match(r) {
+			want = append(want, r)
+		}
+	}
+	slices.SortFunc(want, func(a, b *EntryRecord) int {
+		c := LastFailure(a).Compare(LastFailure(b))
+		if c == 0 {
+			c = bytes.Compare(ikey(a.Entry.Ref()), ikey(b.Entry.Ref()))
+		}
+		if newest {
+			c = -c
+		}
+		return c
+	})
+	return want
 }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"path/filepath"
 	"slices"
@@ -39,22 +38,7 @@ func TestPostgresSortedPageMatchesBoltAndScan(t *testing.T) {
 	before := p.Trips()
 	for name, f := range viewFilters() {
 		for _, newest := range []bool{false, true} {
-			var want []*EntryRecord
-			for _, r := range all {
-				if f.Match(r) {
-					want = append(want, r)
-				}
-			}
-			slices.SortFunc(want, func(a, b *EntryRecord) int {
-				c := LastFailure(a).Compare(LastFailure(b))
-				if c == 0 {
-					c = bytes.Compare(ikey(a.Entry.Ref()), ikey(b.Entry.Ref()))
-				}
-				if newest {
-					c = -c
-				}
-				return c
-			})
+			want := sortedByLastFailure(all, &f, newest)
 			var got, fromBolt []string
 			pc, bc := "", ""
 			for range 100 {

@@ -267,6 +267,26 @@ func (r *rangeCursor) advance() {
 	r.clip()
 }
 
+// sortedPageArgs checks a SortedPage request as both stores take it: the
+// page size (20 by default), the cursor (a last-failure key of 8 bytes and
+// the ref after it) and the filter.
+func sortedPageArgs(f *EntryFilter, cursor string, limit int) (int, []byte, error) {
+	if limit <= 0 {
+		limit = 20
+	}
+	after, err := decodeCursor(cursor)
+	if err != nil {
+		return 0, nil, err
+	}
+	if after != nil && len(after) < 8 {
+		return 0, nil, fmt.Errorf("%w: %q", ErrBadCursor, cursor)
+	}
+	if err := f.prepare(); err != nil {
+		return 0, nil, err
+	}
+	return limit, after, nil
+}
+
 // SortedPage returns up to limit entries matching f after cursor, by last
 // failure (oldest first, or newest first), ties by ref. It merges the
 // per-state ranges of the last-failure index the filter's states select
@@ -274,17 +294,8 @@ func (r *rangeCursor) advance() {
 // many entries it skips, not the store. The total is the counters' (as
 // Page's).
 func (s *Bolt) SortedPage(ctx context.Context, f EntryFilter, newest bool, cursor string, limit int) (*EntryPage, error) {
-	if limit <= 0 {
-		limit = 20
-	}
-	after, err := decodeCursor(cursor)
+	limit, after, err := sortedPageArgs(&f, cursor, limit)
 	if err != nil {
-		return nil, err
-	}
-	if after != nil && len(after) < 8 {
-		return nil, fmt.Errorf("%w: %q", ErrBadCursor, cursor)
-	}
-	if err := f.prepare(); err != nil {
 		return nil, err
 	}
 	page := &EntryPage{Items: []*EntryRecord{}}

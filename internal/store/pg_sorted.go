@@ -105,17 +105,8 @@ func (p *Postgres) fill(ctx context.Context, h *sortedHead, bound *int64) error 
 // failure (oldest first, or newest first), ties by ref in byte order: the
 // order and cursors of store.Bolt.SortedPage. The total is the counters'.
 func (p *Postgres) SortedPage(ctx context.Context, f EntryFilter, newest bool, cursor string, limit int) (*EntryPage, error) {
-	if limit <= 0 {
-		limit = 20
-	}
-	after, err := decodeCursor(cursor)
+	limit, after, err := sortedPageArgs(&f, cursor, limit)
 	if err != nil {
-		return nil, err
-	}
-	if after != nil && len(after) < 8 {
-		return nil, fmt.Errorf("%w: %q", ErrBadCursor, cursor)
-	}
-	if err := f.prepare(); err != nil {
 		return nil, err
 	}
 	c := &Counters{Topics: map[string]int64{}, Days: map[string]int64{}}

@@ -1,11 +1,7 @@
 package replay
 
 import (
-	"context"
-	"errors"
-	"net/http"
 	"testing"
-	"time"
 
 	"github.com/replayctl/replayctl/internal/store"
 )
@@ -22,25 +18,12 @@ func TestReadAheadResolveMeanwhileStands(t *testing.T) {
 		t.Fatalf("after run 1, p1 is %s", er.Status)
 	}
 	vs := &viewSignal{Bolt: b.store, nth: 2, read: make(chan struct{})}
-	var resolveErr error
-	b.sink.status = func(key string, _ int) int {
-		if key == "k2" {
-			select {
-			case <-vs.read:
-			case <-time.After(30 * time.Second):
-				resolveErr = errors.New("p1 was never read ahead")
-			}
-			if _, err := Resolve(context.Background(), b.store, "jsonl:p1", "alice", "handled by hand"); err != nil && resolveErr == nil {
-				resolveErr = err
-			}
-		}
-		return http.StatusOK
-	}
+	resolveErr := b.resolveOnceReadAhead(vs, "k2", "jsonl:p1")
 	r := b.reconciler(1)
 	r.Store = vs
 	b.run(r, b.jsonl("second.jsonl", transient("e2", "k2"), perm))
-	if resolveErr != nil {
-		t.Fatal(resolveErr)
+	if err := resolveErr(); err != nil {
+		t.Fatal(err)
 	}
 	er := b.entry("jsonl:p1")
 	t.Logf("p1 after run 2: status=%s hold=%q reason=%q writeback=%q", er.Status, er.Hold, er.Reason, er.WriteBackPending)

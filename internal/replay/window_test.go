@@ -207,25 +207,12 @@ func TestWindowReadAheadYieldsToAHoldPutMeanwhile(t *testing.T) {
 	// Run 2: window [e2], while e1 is read ahead (the run's second read
 	// transaction); once it was read, e2's dispatch makes a person resolve e1.
 	vs := &viewSignal{Bolt: b.store, nth: 2, read: make(chan struct{})}
-	var resolveErr error
-	b.sink.status = func(key string, _ int) int {
-		if key == "k2" {
-			select {
-			case <-vs.read:
-			case <-time.After(30 * time.Second): // failsafe only: the read comes first
-				resolveErr = errors.New("e1 was never read ahead")
-			}
-			if _, err := Resolve(context.Background(), b.store, "jsonl:e1", "alice", "handled by hand"); err != nil && resolveErr == nil {
-				resolveErr = err
-			}
-		}
-		return http.StatusOK
-	}
+	resolveErr := b.resolveOnceReadAhead(vs, "k2", "jsonl:e1")
 	r := b.reconciler(1)
 	r.Store = vs
 	b.run(r, b.jsonl("second.jsonl", transient("e2", "k2"), transient("e1", "k1")))
-	if resolveErr != nil {
-		t.Fatal(resolveErr)
+	if err := resolveErr(); err != nil {
+		t.Fatal(err)
 	}
 	if n := b.sink.perKey()["k1"]; n != 1 {
 		t.Fatalf("k1 sent %d times, want only run 1's attempt: the resolve came before its window", n)
@@ -387,4 +374,26 @@ func TestWindowCopiesOfAKeyAcrossOverlappingWindowsAreSentOnce(t *testing.T) {
 			t.Errorf("e%02d (a later copy of k%02d) is %s: %q", i, i%6, er.Status, er.Reason)
 		}
 	}
+}
+
+// resolveOnceReadAhead makes the sink, when it receives key, wait until vs
+// has made its read ahead and then resolve ref as a person would (the
+// 30 s wait is a failsafe only: the read comes first). The returned
+// function says what went wrong, once the run is over.
+func (b *testBundle) resolveOnceReadAhead(vs *viewSignal, key, ref string) func() error {
+	var resolveErr error
+	b.sink.status = func(k string, _ int) int {
+		if k == key {
+			select {
+			case <-vs.read:
+			case <-time.After(30 * time.Second):
+				resolveErr = fmt.Errorf("%s was never read ahead", ref)
+			}
+			if _, err := Resolve(context.Background(), b.store, ref, "alice", "handled by hand"); err != nil && resolveErr == nil {
+				resolveErr = err
+			}
+		}
+		return http.StatusOK
+	}
+	return func() error { return resolveErr }
 }

@@ -862,16 +862,7 @@ func (p *Postgres) ingest(ctx context.Context, args []any) (int, error) {
 	if err == nil {
 		err = br.QueryRow().Scan(&n)
 	}
-	if err == nil {
-		var tag pgconn.CommandTag
-		if tag, err = br.Exec(); err == nil && tag.String() != "COMMIT" {
-			err = pgx.ErrTxCommitRollback
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err = finishCommit(br, err); err != nil {
 		// A batch that failed after BEGIN leaves the connection in a
 		// transaction: roll back, or drop the connection.
 		if _, rerr := conn.Exec(context.WithoutCancel(ctx), "rollback"); rerr != nil {

@@ -141,19 +141,25 @@ func (t *pgTx) commit() error {
 		return nil
 	}
 	br, writes := t.send(func(b *pgx.Batch) { b.Queue("commit") })
-	err := drain(br, writes)
+	err := finishCommit(br, drain(br, writes))
+	if err == nil {
+		t.begun = false
+	}
+	return err
+}
+
+// finishCommit reads the answer to the COMMIT that ends batch br, when
+// err (what the batch's earlier statements answered) is nil, and closes
+// br. COMMIT of a failed transaction answers ROLLBACK, an error too.
+func finishCommit(br pgx.BatchResults, err error) error {
 	if err == nil {
 		var tag pgconn.CommandTag
 		if tag, err = br.Exec(); err == nil && tag.String() != "COMMIT" {
-			// COMMIT of a failed transaction answers ROLLBACK.
 			err = pgx.ErrTxCommitRollback
 		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		t.begun = false
 	}
 	return err
 }

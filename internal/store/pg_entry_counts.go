@@ -15,13 +15,15 @@ import (
 
 // Entry counters on PostgreSQL (issue 16, "reads independent of store
 // size"). Counters, Series' inflow and a /metrics scrape grouped the whole
-// entries table (about a row per entry: first_seen is in the key). Now a
-// trigger keeps counter rows in entry_counts in the writing transaction,
-// as bbolt keeps its counters bucket in the entry's: by cell (source,
+// entries table (about a row per entry: first_seen is in the key). Now
+// counter rows in entry_counts are kept in the writing transaction, as
+// bbolt keeps its counters bucket in the entry's: by cell (source,
 // class, action, state), topic, first-seen day, failure signature, open
-// (source, topic) and inflow (first-seen hour, class). A trigger rather
-// than Go: an upsert does not know the row it replaces, the trigger sees
-// OLD and NEW without another read. Rows are split in shards by the
+// (source, topic) and inflow (first-seen hour, class). Schema version 8
+// kept them by a trigger (it sees OLD and NEW without another read);
+// since version 9 the writing transaction counts in Go from the row it
+// holds locked ("Counting in Go" below), and the trigger counts only an
+// older replayctl's writes. Rows are split in shards by the
 // writing backend's pid, as audit_counts (pg_counts.go), so writers do not
 // queue on one hot row; a read sums the shards. Two writers on one shard
 // that touch two counter rows in opposite orders can deadlock: PostgreSQL

@@ -133,8 +133,12 @@ func (r *Reconciler) RerequestStale(ctx context.Context, id string) (*store.Appr
 		if err != nil {
 			return err
 		}
+		// requestApproval replaces a stale request, also when the evidence
+		// is back to the one it was asked on, so the entry is on
+		// another request now; if it is not, nothing was asked, and the
+		// transaction must not commit as if it had been.
 		if after == nil || after.ApprovalID == id || after.ApprovalID == "" {
-			return fmt.Errorf("%w: %s's evidence is again the one approval %s was asked on: nothing was asked", ErrState, a.EntryRef, id)
+			return fmt.Errorf("%w: %s is still on approval %s: no new request was opened", ErrState, a.EntryRef, id)
 		}
 		if out, err = tx.Approval(after.ApprovalID); err != nil {
 			return err

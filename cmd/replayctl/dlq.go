@@ -109,6 +109,11 @@ indexes, never payloads; --cursor continues from the "next" a page printed.`,
 			if page < 0 || size < 1 {
 				return usageError("--page must be >= 0 and --size >= 1")
 			}
+			if cursor != "" && cmd.Flags().Changed("page") {
+				// A cursor already says where the page starts; a page number
+				// beside it would be silently ignored.
+				return usageError("--page and --cursor cannot be used together (the cursor says where the page starts)")
+			}
 			q := url.Values{"state": states, "class": classes, "action": actions, "source": srcs, "label": labels,
 				"size": {strconv.Itoa(size)}}
 			for k, v := range map[string]string{"topic": topic, "q": search, "cursor": cursor} {
@@ -135,7 +140,7 @@ indexes, never payloads; --cursor continues from the "next" a page printed.`,
 			if format == "json" {
 				return writeJSON(s.out, p)
 			}
-			printEntryTable(s.out, p)
+			printEntryTable(s.out, p, cursor != "")
 			return nil
 		},
 	}
@@ -165,7 +170,10 @@ func contains(list []string, v string) bool {
 	return false
 }
 
-func printEntryTable(w io.Writer, p *replay.Page) {
+// printEntryTable prints a page and where it sits. A page read after a
+// cursor does not know its position (the cursor is a key, not an offset), so
+// its footer counts what it shows instead of numbering it from 1.
+func printEntryTable(w io.Writer, p *replay.Page, afterCursor bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ENTRY\tCLASS\tACTION\tSTATUS\tOWNER/GROUP\tLAST SEEN\tREASON")
 	for _, r := range p.Items {
@@ -177,16 +185,21 @@ func printEntryTable(w io.Writer, p *replay.Page) {
 			r.LastSeen.Format(time.RFC3339), clip(r.Reason, 70))
 	}
 	tw.Flush()
-	if len(p.Items) == 0 {
-		fmt.Fprintf(w, "none of %d on page %d (size %d)\n", p.Total, p.Page, p.Size)
-		return
-	}
-	first := p.Page*p.Size + 1
 	of := strconv.Itoa(p.Total)
 	if !p.TotalExact {
 		of = "at most " + of
 	}
-	fmt.Fprintf(w, "%d-%d of %s (page %d, size %d)\n", first, first+len(p.Items)-1, of, p.Page, p.Size)
+	switch {
+	case afterCursor && len(p.Items) == 0:
+		fmt.Fprintf(w, "none after the cursor, of %s (size %d)\n", of, p.Size)
+	case afterCursor:
+		fmt.Fprintf(w, "%d after the cursor, of %s (size %d)\n", len(p.Items), of, p.Size)
+	case len(p.Items) == 0:
+		fmt.Fprintf(w, "none of %d on page %d (size %d)\n", p.Total, p.Page, p.Size)
+	default:
+		first := p.Page*p.Size + 1
+		fmt.Fprintf(w, "%d-%d of %s (page %d, size %d)\n", first, first+len(p.Items)-1, of, p.Page, p.Size)
+	}
 	if p.Next != "" {
 		fmt.Fprintf(w, "next: --cursor %s\n", p.Next)
 	}

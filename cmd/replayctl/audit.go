@@ -17,7 +17,6 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/policy"
-	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -335,11 +334,9 @@ func newAuditExplainCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			// The same detail `dlq show` reads, so --server uses the same endpoint.
-			d, err := fetch(cmd.Context(), &db, "/api/dead-letters/"+url.PathEscape(args[0]), nil,
-				func(st store.Backend) (*replay.Detail, error) { return replay.Show(cmd.Context(), st, args[0]) })
+			d, err := fetchDetail(cmd.Context(), &db, args[0])
 			if err != nil {
-				return entryErr(err)
+				return err
 			}
 			if format == "json" {
 				return writeJSON(s.out, d)

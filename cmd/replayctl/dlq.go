@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -205,6 +206,18 @@ func printEntryTable(w io.Writer, p *replay.Page, afterCursor bool) {
 	}
 }
 
+// fetchDetail reads one entry's detail (dlq show, audit explain) locally or
+// through --server's endpoint for it, with the exit code an unknown or
+// ambiguous id gets.
+func fetchDetail(ctx context.Context, db *dbFlags, id string) (*replay.Detail, error) {
+	d, err := fetch(ctx, db, "/api/dead-letters/"+url.PathEscape(id), nil,
+		func(st store.Backend) (*replay.Detail, error) { return replay.Show(ctx, st, id) })
+	if err != nil {
+		return nil, entryErr(err)
+	}
+	return d, nil
+}
+
 func newDLQShowCmd(s *streams) *cobra.Command {
 	var db dbFlags
 	var outF string
@@ -217,10 +230,9 @@ func newDLQShowCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := fetch(cmd.Context(), &db, "/api/dead-letters/"+url.PathEscape(args[0]), nil,
-				func(st store.Backend) (*replay.Detail, error) { return replay.Show(cmd.Context(), st, args[0]) })
+			d, err := fetchDetail(cmd.Context(), &db, args[0])
 			if err != nil {
-				return entryErr(err)
+				return err
 			}
 			if format == "json" {
 				return writeJSON(s.out, d)

@@ -82,9 +82,20 @@ func measurePGReads(ctx context.Context, c *Config, st *store.Postgres, dsn stri
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE entries`); err != nil {
 		return nil, err
 	}
-	srv, err := server.New(server.Config{Store: st})
+	ops, bare, err := pgReadOps(ctx, st, pool, n)
 	if err != nil {
 		return nil, err
+	}
+	return timeReads(c, readsRun{label: "reads on PostgreSQL", where: " on PostgreSQL", baseline: "of a bare SELECT of 20 rows",
+		reps: c.size(30, 2), rounds: c.size(9, 2)}, n, ops, bare)
+}
+
+// pgReadOps are the timed reads of a store of n entries (filled by
+// fillPG) and the bare read they are compared with.
+func pgReadOps(ctx context.Context, st *store.Postgres, pool *pgxpool.Pool, n int) ([]readOp, func() error, error) {
+	srv, err := server.New(server.Config{Store: st})
+	if err != nil {
+		return nil, nil, err
 	}
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	mid := fmt.Sprintf("jsonl:e%08d", n/2/3*3)
@@ -135,6 +146,5 @@ func measurePGReads(ctx context.Context, c *Config, st *store.Postgres, dsn stri
 		}},
 	}
 	ops = append(ops, scrapeAndStats(ctx, srv, st, n, now)...)
-	return timeReads(c, readsRun{label: "reads on PostgreSQL", where: " on PostgreSQL", baseline: "of a bare SELECT of 20 rows",
-		reps: c.size(30, 2), rounds: c.size(9, 2)}, n, ops, bare)
+	return ops, bare, nil
 }

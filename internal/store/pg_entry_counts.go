@@ -264,8 +264,8 @@ func (p *Postgres) cellsAndOpen(ctx context.Context, out *Counters) error {
 	if err != nil {
 		return err
 	}
-	sort.Slice(out.Cells, func(i, j int) bool { return fmt.Sprint(out.Cells[i]) < fmt.Sprint(out.Cells[j]) })
-	sort.Slice(out.Open, func(i, j int) bool { return fmt.Sprint(out.Open[i]) < fmt.Sprint(out.Open[j]) })
+	sortByPrint(out.Cells)
+	sortByPrint(out.Open)
 	return nil
 }
 

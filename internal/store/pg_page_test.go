@@ -95,3 +95,47 @@ func TestPostgresPageWalksIndexRangesAndMatchesScan(t *testing.T) {
 	}
 	assertIndexBounded(t, p, sent)
 }
+
+// TestPostgresPageWithASourceWalksThatSourcesRange: a ref begins with its
+// source, so the range of any other dimension holds, in ref order, the
+// other sources' entries before the ones asked for: a page of topic and
+// source walking the primary key (before issue 16) or the topic's range
+// passed every cordum entry of the topic before the first nexora one (a
+// walk growing with the store: 1.8 s a page at 1M entries). It walks the
+// source's range: here one statement besides the counters', whose first
+// rows are the page.
+func TestPostgresPageWithASourceWalksThatSourcesRange(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	var recs []*EntryRecord
+	add := func(source, id, topic string) {
+		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: id, Source: source, Topic: topic, Payload: []byte(`{}`)},
+			Status: StatusPending, Class: triage.Transient, Action: triage.AutoReplay})
+	}
+	// The topic holds fewer entries than the source: the narrowest range.
+	for i := range 300 {
+		add(entry.KindCordum, fmt.Sprintf("c%03d", i), "orders.a")
+	}
+	for i := range 30 {
+		add(entry.KindNexora, fmt.Sprintf("a%03d", i), "orders.a")
+	}
+	for i := range 400 {
+		add(entry.KindNexora, fmt.Sprintf("b%03d", i), "orders.b")
+	}
+	if _, err := p.Ingest(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	p.stopSealer()
+	p.stopSealer = nil
+	before := p.Trips().Statements
+	pg, err := p.Page(ctx, EntryFilter{Topic: "orders.a", Sources: []string{"NEXORA"}}, "", 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Trips().Statements - before; n != 2 {
+		t.Errorf("a page sent %d statements, want the counters' and one walk", n)
+	}
+	if got := refsOf(pg.Items); len(got) != 20 || got[0] != "nexora:a000" || got[19] != "nexora:a019" {
+		t.Errorf("page %v", got)
+	}
+}

@@ -77,7 +77,7 @@ type pageWalk struct {
 	batch  int
 }
 
-func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]int64, total int64, limit int) pageWalk {
+func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]int64, limit int) pageWalk {
 	w := pageWalk{batch: limit + 1}
 	best := -1
 	for i, ch := range choices {
@@ -88,9 +88,15 @@ func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]
 	if best < 0 {
 		return w
 	}
+	if choices[3].set {
+		// A ref begins with its source: the range of any other dimension,
+		// in ref order, holds every other source's entries before (or
+		// after) the ones asked for, a walk growing with the store. The
+		// sources' own ranges hold only theirs.
+		best = 3
+	}
 	ch := choices[best]
 	w.ranged, w.dim = true, ch.dim
-	walked := ch.n
 	if ch.dim == dimTopic {
 		// The counted topics are keyed as Counters keys them (a long one
 		// by its hash); the range needs the stored topic.
@@ -108,17 +114,31 @@ func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]
 	}
 	if choices[0].set && ch.dim != dimState {
 		w.states = choices[0].values
-		if ch.dim != dimTopic {
-			walked = 0
-			for _, c := range cells {
-				if slices.Contains(w.states, c.State) && slices.ContainsFunc(ch.values, func(v string) bool { return v == cellValue(c, ch.dim) }) {
-					walked += c.N
-				}
-			}
+	}
+	// The rows a match costs: of the entries the statement returns (the
+	// walked values' cells, on the states it checks), those matching
+	// every dimension, by the cell counters; a topic is taken as
+	// independent of the cells. A quarter more, so that a page seldom
+	// needs a second statement.
+	in := func(c Cell, i int) bool {
+		return !choices[i].set || slices.Contains(choices[i].values, cellValue(c, choices[i].dim))
+	}
+	var walked, matched, entries int64
+	for _, c := range cells {
+		entries += c.N
+		if (w.states != nil && !in(c, 0)) || (ch.dim != dimTopic && !in(c, best)) {
+			continue
+		}
+		walked += c.N
+		if in(c, 0) && in(c, 1) && in(c, 2) && in(c, 3) {
+			matched += c.N
 		}
 	}
-	if total > 0 && walked > total {
-		w.batch = max(w.batch, int(min(int64(limit+1)*walked/total+1, 1000)))
+	if len(choices) > 4 && ch.dim != dimTopic && entries > 0 {
+		matched = matched * choices[4].n / entries
+	}
+	if matched > 0 && walked > matched {
+		w.batch = max(w.batch, int(min(int64(limit+1)*walked*5/4/matched+1, 1000)))
 	}
 	return w
 }
@@ -193,7 +213,7 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 	}
 	choices, total, exact := resolveDims(&f, cells, counted)
 	page := &EntryPage{Items: []*EntryRecord{}, Total: total, TotalExact: exact}
-	w := planPage(&f, choices, cells, raw, total, limit)
+	w := planPage(&f, choices, cells, raw, limit)
 	if w.ranged && len(w.values) == 0 {
 		return page, nil
 	}

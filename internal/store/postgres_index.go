@@ -342,3 +342,48 @@ func sortByPrint[T any](s []T) {
 		s[i] = keyed[i].v
 	}
 }
+
+// gaugesSQL reads a scrape's counters (the cells and open depths, not
+// the topics and days it does not show) and the first-seen times of the
+// oldest open entries (oldestOpen's statement) in one statement: a
+// scrape's store reads were two round trips and a quarter of its time.
+const gaugesSQL = `SELECT dim, key, sum(n)::bigint FROM entry_counts
+	WHERE dim IN ('cell', 'open') AND at = '-infinity' GROUP BY dim, key HAVING sum(n) <> 0
+	UNION ALL
+	SELECT 'oldest', ARRAY[coalesce(` + pgDoc + `->>'first_seen', '')], 0 FROM entries
+	WHERE open_seen = (SELECT min(open_seen) FROM entries)`
+
+// gauges reads what Gauges returns, as cellsAndOpen and oldestOpen read
+// it.
+func (p *Postgres) gauges(ctx context.Context) (*Gauges, error) {
+	rows, err := p.pool.Query(ctx, gaugesSQL)
+	if err != nil {
+		return nil, fmt.Errorf("read entry counters: %w", err)
+	}
+	defer rows.Close()
+	g := &Gauges{}
+	for rows.Next() {
+		var dim string
+		var key []string
+		var n int64
+		if err := rows.Scan(&dim, &key, &n); err != nil {
+			return nil, err
+		}
+		switch {
+		case dim == "cell" && len(key) == 4:
+			g.Cells = append(g.Cells, Cell{Source: key[0], Class: key[1], Action: key[2], State: key[3], N: n})
+		case dim == "open" && len(key) == 2:
+			g.Open = append(g.Open, Depth{Source: key[0], Topic: valKey(key[1]), N: n})
+		case dim == "oldest" && len(key) == 1:
+			if t, err := time.Parse(time.RFC3339Nano, key[0]); err == nil && !t.IsZero() && (g.OldestOpen.IsZero() || t.Before(g.OldestOpen)) {
+				g.OldestOpen = t.UTC()
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	sortByPrint(g.Cells)
+	sortByPrint(g.Open)
+	return g, nil
+}

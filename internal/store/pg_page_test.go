@@ -96,15 +96,16 @@ func TestPostgresPageWalksIndexRangesAndMatchesScan(t *testing.T) {
 	assertIndexBounded(t, p, sent)
 }
 
-// TestPostgresPageWithASourceWalksThatSourcesRange: a ref begins with its
+// TestPostgresPageWithASourceWalksOnlyThatSourcesRefs: a ref begins with its
 // source, so the range of any other dimension holds, in ref order, the
 // other sources' entries before the ones asked for: a page of topic and
 // source walking the primary key (before issue 16) or the topic's range
 // passed every cordum entry of the topic before the first nexora one (a
-// walk growing with the store: 1.8 s a page at 1M entries). It walks the
-// source's range: here one statement besides the counters', whose first
-// rows are the page.
-func TestPostgresPageWithASourceWalksThatSourcesRange(t *testing.T) {
+// walk growing with the store: 6.4 s a page at 1M entries before, 1.8 s
+// on the topic's ranges). Each range is now cut to the source's span of
+// refs: here one statement besides the counters', whose first rows are
+// the page.
+func TestPostgresPageWithASourceWalksOnlyThatSourcesRefs(t *testing.T) {
 	ctx := context.Background()
 	p := openPG(t, testsvc.Postgres(t), Options{})
 	var recs []*EntryRecord

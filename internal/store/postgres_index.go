@@ -74,7 +74,9 @@ type pageWalk struct {
 	dim    byte
 	values []string
 	states []string
-	batch  int
+	// sources cut each range to the spans of their refs.
+	sources []string
+	batch   int
 }
 
 func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]int64, limit int) pageWalk {
@@ -88,15 +90,18 @@ func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]
 	if best < 0 {
 		return w
 	}
-	if choices[3].set {
-		// A ref begins with its source: the range of any other dimension,
-		// in ref order, holds every other source's entries before (or
-		// after) the ones asked for, a walk growing with the store. The
-		// sources' own ranges hold only theirs.
-		best = 3
-	}
 	ch := choices[best]
 	w.ranged, w.dim = true, ch.dim
+	if choices[3].set && ch.dim != dimSource {
+		// A ref begins with its source: the range of any other dimension,
+		// in ref order, holds every other source's entries before (or
+		// after) the ones asked for, a walk growing with the store. Each
+		// range is cut to each source's span of refs (its first and last
+		// ref, from the source's index), which holds only that source's
+		// entries (but for refs stored hashed, pg_keys.go).
+		w.sources = slices.Clone(choices[3].values)
+		sort.Strings(w.sources)
+	}
 	if ch.dim == dimTopic {
 		// The counted topics are keyed as Counters keys them (a long one
 		// by its hash); the range needs the stored topic.
@@ -126,7 +131,7 @@ func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]
 	var walked, matched, entries int64
 	for _, c := range cells {
 		entries += c.N
-		if (w.states != nil && !in(c, 0)) || (ch.dim != dimTopic && !in(c, best)) {
+		if (w.states != nil && !in(c, 0)) || (ch.dim != dimTopic && !in(c, best)) || (w.sources != nil && !in(c, 3)) {
 			continue
 		}
 		walked += c.N
@@ -168,16 +173,33 @@ func (w *pageWalk) sql() (string, []any) {
 		args = append(args, w.states)
 		cond = ` AND state = ANY($2)`
 	}
-	parts := make([]string, len(w.values))
-	for i, v := range w.values {
+	// spans are the sources' first and last refs, read once (a
+	// materialized CTE: two index probes a source).
+	with, spans := "", []string{""}
+	if len(w.sources) > 0 {
+		src := pgDimIndex[dimSource]
+		rows := make([]string, len(w.sources))
+		spans = make([]string, len(w.sources))
+		for j, v := range w.sources {
+			args = append(args, v)
+			rows[j] = fmt.Sprintf(`SELECT %d AS i, (SELECT min(ref) FROM entries WHERE %s = lower($%d)) AS lo, (SELECT max(ref) FROM entries WHERE %s = lower($%d)) AS hi`,
+				j, src, len(args), src, len(args))
+			spans[j] = fmt.Sprintf(` AND ref >= (SELECT lo FROM s WHERE i = %d) AND ref <= (SELECT hi FROM s WHERE i = %d)`, j, j)
+		}
+		with = `WITH s AS MATERIALIZED (` + strings.Join(rows, " UNION ALL ") + `) `
+	}
+	var parts []string
+	for _, v := range w.values {
 		args = append(args, v)
 		val := fmt.Sprintf("lower($%d)", len(args))
 		if w.dim == dimTopic {
 			val = fmt.Sprintf("$%d", len(args))
 		}
-		parts[i] = fmt.Sprintf(`(SELECT ref, rec FROM entries WHERE %s = %s AND ref > $1%s ORDER BY ref LIMIT %d)`, pgDimIndex[w.dim], val, cond, w.batch)
+		for _, span := range spans {
+			parts = append(parts, fmt.Sprintf(`(SELECT ref, rec FROM entries WHERE %s = %s AND ref > $1%s%s ORDER BY ref LIMIT %d)`, pgDimIndex[w.dim], val, span, cond, w.batch))
+		}
 	}
-	return fmt.Sprintf(`SELECT ref, rec FROM (%s) u ORDER BY ref LIMIT %d`, strings.Join(parts, " UNION ALL "), w.batch), args
+	return fmt.Sprintf(`%sSELECT ref, rec FROM (%s) u ORDER BY ref LIMIT %d`, with, strings.Join(parts, " UNION ALL "), w.batch), args
 }
 
 // Page returns up to limit entries matching f after cursor, in ref order.

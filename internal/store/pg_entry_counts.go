@@ -264,8 +264,8 @@ func (p *Postgres) cellsAndOpen(ctx context.Context, out *Counters) error {
 	if err != nil {
 		return err
 	}
-	sort.Slice(out.Cells, func(i, j int) bool { return fmt.Sprint(out.Cells[i]) < fmt.Sprint(out.Cells[j]) })
-	sort.Slice(out.Open, func(i, j int) bool { return fmt.Sprint(out.Open[i]) < fmt.Sprint(out.Open[j]) })
+	sortByPrint(out.Cells)
+	sortByPrint(out.Open)
 	return nil
 }
 
@@ -328,15 +328,7 @@ func (p *Postgres) signatures(ctx context.Context) ([]SignatureCount, error) {
 // Gauges reads a /metrics scrape's counts (as store.Bolt.Gauges): the
 // cell and open-depth counters and the oldest open entry from its index.
 func (p *Postgres) Gauges(ctx context.Context) (*Gauges, error) {
-	c := &Counters{Topics: map[string]int64{}, Days: map[string]int64{}}
-	if err := p.cellsAndOpen(ctx, c); err != nil {
-		return nil, err
-	}
-	oldest, err := p.oldestOpen(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &Gauges{Cells: c.Cells, Open: c.Open, OldestOpen: oldest}, nil
+	return p.gauges(ctx) // one statement (postgres_index.go)
 }
 
 // PendingApprovals calls fn with the open approval requests, oldest

@@ -5,14 +5,15 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Sorted pages on PostgreSQL (issue 16): a page sorted by last failure
 // sorted every entry the filter's WHERE kept. Now, as bbolt's SortedPage
 // (bolt_views.go), one ordered range per state the filter selects is read
 // from entries_last_failed (state, last_failed, ref in byte order) and
-// the ranges are merged here: a page's cost follows the entries it walks
-// past, not the table. state and last_failed are columns written in Go
+// the ranges are merged by the statement (sortedBatch): a page's cost
+// follows the entries it walks past, not the table. state and last_failed are columns written in Go
 // (migration 8): last_failed is LastFailure in Unix nanoseconds, the
 // smallest int64 when unknown, which orders exactly as bbolt's orderKey.
 
@@ -32,73 +33,55 @@ func sortedCursor(lf int64, ref string) string {
 	return encodeCursor(append(b, ref...))
 }
 
-// sortedHead reads one state's range in batches.
-type sortedHead struct {
-	state  string
-	rows   []sortedRow
-	from   *sortedRow // the last row read: the next batch starts after it
-	done   bool
-	batch  int
-	newest bool
-}
-
 type sortedRow struct {
 	lf  int64
 	ref string
 	rec []byte
 }
 
-// less orders a before b in the page's direction.
-func (h *sortedHead) less(a, b *sortedRow) bool {
-	if a.lf != b.lf {
-		return (a.lf < b.lf) != h.newest
-	}
-	return (a.ref < b.ref) != h.newest
-}
-
-// fill reads the next batch when the head has no row left.
-func (p *Postgres) fill(ctx context.Context, h *sortedHead, bound *int64) error {
-	if len(h.rows) > 0 || h.done {
-		return nil
-	}
+// sortedBatch reads the next batch of the page's order after from (all
+// of it when from is nil): one statement, whose per-state ranges of
+// entries_last_failed PostgreSQL merges (a Merge Append of index scans,
+// each reading only the rows it returns). A round trip per state and
+// batch was most of a page's time (issue 16).
+func (p *Postgres) sortedBatch(ctx context.Context, states []string, newest bool, from *sortedRow, bound *int64, batch int) ([]sortedRow, error) {
 	cmp, dir := ">", "ASC"
-	if h.newest {
+	if newest {
 		cmp, dir = "<", "DESC"
 	}
-	args := []any{h.state}
-	q := `SELECT last_failed, ref, rec FROM entries WHERE state = $1`
-	if h.from != nil {
-		args = append(args, h.from.lf, h.from.ref)
-		q += fmt.Sprintf(` AND (last_failed, ref COLLATE ucs_basic) %s ($2, $3)`, cmp)
+	var args []any
+	var conds []string
+	if from != nil {
+		args = append(args, from.lf, from.ref)
+		conds = append(conds, fmt.Sprintf(`(last_failed, ref COLLATE ucs_basic) %s ($1, $2)`, cmp))
 	}
 	if bound != nil {
 		args = append(args, *bound)
-		q += fmt.Sprintf(` AND last_failed <= $%d`, len(args))
+		conds = append(conds, fmt.Sprintf(`last_failed <= $%d`, len(args)))
 	}
-	q += fmt.Sprintf(` ORDER BY last_failed %s, ref COLLATE ucs_basic %s LIMIT %d`, dir, dir, h.batch)
+	parts := make([]string, len(states))
+	for i, st := range states {
+		args = append(args, st)
+		where := append([]string{fmt.Sprintf(`state = $%d`, len(args))}, conds...)
+		parts[i] = fmt.Sprintf(`(SELECT last_failed, ref COLLATE ucs_basic AS ref, rec FROM entries WHERE %s
+			ORDER BY last_failed %s, ref COLLATE ucs_basic %s LIMIT %d)`, strings.Join(where, " AND "), dir, dir, batch)
+	}
+	q := fmt.Sprintf(`SELECT last_failed, ref, rec FROM (%s) u ORDER BY last_failed %s, ref %s LIMIT %d`,
+		strings.Join(parts, " UNION ALL "), dir, dir, batch)
 	rows, err := p.pool.Query(ctx, q, args...)
 	if err != nil {
-		return fmt.Errorf("page entries by last failure: %w", err)
+		return nil, fmt.Errorf("page entries by last failure: %w", err)
 	}
 	defer rows.Close()
+	var out []sortedRow
 	for rows.Next() {
 		var r sortedRow
 		if err := rows.Scan(&r.lf, &r.ref, &r.rec); err != nil {
-			return err
+			return nil, err
 		}
-		h.rows = append(h.rows, r)
+		out = append(out, r)
 	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if len(h.rows) < h.batch {
-		h.done = true
-	}
-	if n := len(h.rows); n > 0 {
-		h.from = &h.rows[n-1]
-	}
-	h.batch = min(h.batch*4, 1000)
-	return nil
+	return out, rows.Err()
 }
 
 // SortedPage returns up to limit entries matching f after cursor, by last
@@ -109,16 +92,19 @@ func (p *Postgres) SortedPage(ctx context.Context, f EntryFilter, newest bool, c
 	if err != nil {
 		return nil, err
 	}
-	c := &Counters{Topics: map[string]int64{}, Days: map[string]int64{}}
-	if err := p.cellsAndOpen(ctx, c); err != nil {
+	cells, topics, _, err := p.pageCounts(ctx, f.hasTopic())
+	if err != nil {
 		return nil, err
 	}
-	var topics map[string]int64
-	if f.hasTopic() {
-		topics = c.Topics
+	if !f.hasTopic() {
+		topics = nil
 	}
-	choices, total, exact := resolveDims(&f, c.Cells, topics)
+	choices, total, exact := resolveDims(&f, cells, topics)
 	page := &EntryPage{Items: []*EntryRecord{}, Total: total, TotalExact: exact}
+	states := choices[0].values
+	if len(states) == 0 {
+		return page, nil
+	}
 	var from *sortedRow
 	if after != nil {
 		from = &sortedRow{lf: int64(binary.BigEndian.Uint64(after[:8]) ^ (1 << 63)), ref: string(after[8:])}
@@ -128,41 +114,39 @@ func (p *Postgres) SortedPage(ctx context.Context, f EntryFilter, newest bool, c
 		b := f.LastFailedBy.UnixNano()
 		bound = &b
 	}
-	var heads []*sortedHead
-	for _, st := range choices[0].values {
-		heads = append(heads, &sortedHead{state: st, from: from, batch: limit + 1, newest: newest})
-	}
+	// walked is the last row read: the next batch starts after it; from
+	// is the last row on the page, its cursor.
+	walked := from
+	batch := limit + 1
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		var at *sortedHead
-		for _, h := range heads {
-			if err := p.fill(ctx, h, bound); err != nil {
-				return nil, err
-			}
-			if len(h.rows) > 0 && (at == nil || h.less(&h.rows[0], &at.rows[0])) {
-				at = h
-			}
-		}
-		if at == nil {
-			return page, nil
-		}
-		row := at.rows[0]
-		at.rows = at.rows[1:]
-		r, err := decodeEntryBytes(row.rec, nil)
+		rows, err := p.sortedBatch(ctx, states, newest, walked, bound, batch)
 		if err != nil {
-			return nil, fmt.Errorf("decode entry %q: %w", row.ref, err)
+			return nil, err
 		}
-		r.Entry.Payload = nil
-		if !f.Match(r) {
-			continue
+		for i := range rows {
+			row := &rows[i]
+			walked = row
+			r, err := decodeEntryBytes(row.rec, nil)
+			if err != nil {
+				return nil, fmt.Errorf("decode entry %q: %w", row.ref, err)
+			}
+			r.Entry.Payload = nil
+			if !f.Match(r) {
+				continue
+			}
+			if len(page.Items) == limit {
+				page.Next = sortedCursor(from.lf, from.ref)
+				return page, nil
+			}
+			page.Items = append(page.Items, r)
+			from = row
 		}
-		if len(page.Items) == limit {
-			page.Next = sortedCursor(from.lf, from.ref)
+		if len(rows) < batch {
 			return page, nil
 		}
-		page.Items = append(page.Items, r)
-		from = &row
+		batch = min(batch*4, 1000)
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,36 +17,201 @@ import (
 // are on it, so filters must spell it the same way.
 const pgDoc = `replayctl_doc(rec)`
 
-// pgWhere turns the indexed parts of f into SQL; args continue from $n.
-// topics are the stored topics the glob matches (when f.Topic is set).
-func pgWhere(f *EntryFilter, topics []string, args []any) (string, []any) {
-	var conds []string
-	add := func(expr string, want []string) {
-		if len(want) == 0 {
-			return
+// pgDimIndex is the expression of each dimension's index of migration 2
+// (value, ref): equal to one value, its range is in ref order.
+var pgDimIndex = map[byte]string{
+	dimState:  `lower(coalesce(` + pgDoc + `->>'status', ''))`,
+	dimClass:  `lower(coalesce(` + pgDoc + `->>'class', ''))`,
+	dimAction: `lower(coalesce(` + pgDoc + `->>'action', ''))`,
+	dimSource: `lower(coalesce(` + pgDoc + `->'entry'->>'source', ''))`,
+	dimTopic:  `coalesce(` + pgDoc + `->'entry'->>'topic', '')`,
+}
+
+// pageCounts reads what a page needs of the entry counters: the cells,
+// and the topics (counted: as Counters keys them; raw: as stored) when
+// the filter has a topic. Not cellsAndOpen: a page needs neither the
+// open depths nor the days, nor the cells sorted.
+func (p *Postgres) pageCounts(ctx context.Context, topics bool) (cells []Cell, counted, raw map[string]int64, err error) {
+	dims := []string{"cell"}
+	if topics {
+		dims = append(dims, "topic")
+	}
+	counted, raw = map[string]int64{}, map[string]int64{}
+	rows, err := p.pool.Query(ctx, `SELECT dim, key, sum(n)::bigint FROM entry_counts
+		WHERE dim = ANY($1) AND at = '-infinity' GROUP BY dim, key HAVING sum(n) <> 0`, dims)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read entry counters: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var dim string
+		var key []string
+		var n int64
+		if err := rows.Scan(&dim, &key, &n); err != nil {
+			return nil, nil, nil, err
 		}
-		lower := make([]string, len(want))
-		for i, w := range want {
-			lower[i] = strings.ToLower(w)
+		switch {
+		case dim == "cell" && len(key) == 4:
+			cells = append(cells, Cell{Source: key[0], Class: key[1], Action: key[2], State: key[3], N: n})
+		case dim == "topic" && len(key) == 1:
+			counted[valKey(key[0])] += n
+			raw[key[0]] += n
 		}
-		args = append(args, lower)
-		conds = append(conds, fmt.Sprintf("lower(coalesce(%s, '')) = ANY($%d)", expr, len(args)))
 	}
-	add(pgDoc+`->>'status'`, f.States)
-	add(pgDoc+`->>'class'`, f.Classes)
-	add(pgDoc+`->>'action'`, f.Actions)
-	add(pgDoc+`->'entry'->>'source'`, f.Sources)
-	if f.hasTopic() {
-		args = append(args, topics)
-		conds = append(conds, fmt.Sprintf(`coalesce(%s->'entry'->>'topic', '') = ANY($%d)`, pgDoc, len(args)))
+	return cells, counted, raw, rows.Err()
+}
+
+// pageWalk is how a filter's page walks the entries: the index ranges of
+// one dimension's values (from the counters), the dimension whose values
+// hold the fewest entries, and the states the statement checks on the
+// state column (a plain column, no JSON to parse) when the filter has
+// states and they are not the walked dimension. ranged is false when no
+// dimension is filtered (the walk is the primary key's); values is empty
+// when nothing stored matches. batch is the first statement's LIMIT: the
+// rows it walks for limit+1 matches, as the counters expect them.
+type pageWalk struct {
+	ranged bool
+	dim    byte
+	values []string
+	states []string
+	// sources cut each range to the spans of their refs.
+	sources []string
+	batch   int
+}
+
+func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]int64, limit int) pageWalk {
+	w := pageWalk{batch: limit + 1}
+	best := -1
+	for i, ch := range choices {
+		if ch.set && (best < 0 || ch.n < choices[best].n) {
+			best = i
+		}
 	}
-	if len(conds) == 0 {
-		return "TRUE", args
+	if best < 0 {
+		return w
 	}
-	return strings.Join(conds, " AND "), args
+	ch := choices[best]
+	w.ranged, w.dim = true, ch.dim
+	if choices[3].set && ch.dim != dimSource {
+		// A ref begins with its source: the range of any other dimension,
+		// in ref order, holds every other source's entries before (or
+		// after) the ones asked for, a walk growing with the store. Each
+		// range is cut to each source's span of refs (its first and last
+		// ref, from the source's index), which holds only that source's
+		// entries (but for refs stored hashed, pg_keys.go).
+		w.sources = slices.Clone(choices[3].values)
+		sort.Strings(w.sources)
+	}
+	if ch.dim == dimTopic {
+		// The counted topics are keyed as Counters keys them (a long one
+		// by its hash); the range needs the stored topic.
+		for t := range raw {
+			if f.TopicMatch(t) {
+				w.values = append(w.values, t)
+			}
+		}
+		sort.Strings(w.values)
+	} else {
+		// As stored: the statement lowers them as the index does (Go's
+		// ToLower and the database's lower() differ beyond ASCII).
+		w.values = slices.Clone(ch.values)
+		sort.Strings(w.values)
+	}
+	if choices[0].set && ch.dim != dimState {
+		w.states = choices[0].values
+	}
+	// The rows a match costs: of the entries the statement returns (the
+	// walked values' cells, on the states it checks), those matching
+	// every dimension, by the cell counters; a topic is taken as
+	// independent of the cells. A quarter more, so that a page seldom
+	// needs a second statement.
+	in := func(c Cell, i int) bool {
+		return !choices[i].set || slices.Contains(choices[i].values, cellValue(c, choices[i].dim))
+	}
+	var walked, matched, entries int64
+	for _, c := range cells {
+		entries += c.N
+		if (w.states != nil && !in(c, 0)) || (ch.dim != dimTopic && !in(c, best)) || (w.sources != nil && !in(c, 3)) {
+			continue
+		}
+		walked += c.N
+		if in(c, 0) && in(c, 1) && in(c, 2) && in(c, 3) {
+			matched += c.N
+		}
+	}
+	if len(choices) > 4 && ch.dim != dimTopic && entries > 0 {
+		matched = matched * choices[4].n / entries
+	}
+	if matched > 0 && walked > matched {
+		w.batch = max(w.batch, int(min(int64(limit+1)*walked*5/4/matched+1, 1000)))
+	}
+	return w
+}
+
+// cellValue is c's value of dimension dim (not a topic: cells have none).
+func cellValue(c Cell, dim byte) string {
+	switch dim {
+	case dimState:
+		return c.State
+	case dimClass:
+		return c.Class
+	case dimAction:
+		return c.Action
+	default:
+		return c.Source
+	}
+}
+
+// sql is the statement reading the next batch of w after $1.
+func (w *pageWalk) sql() (string, []any) {
+	if !w.ranged {
+		return fmt.Sprintf(`SELECT ref, rec FROM entries WHERE ref > $1 ORDER BY ref LIMIT %d`, w.batch), []any{""}
+	}
+	args := []any{""}
+	cond := ""
+	if len(w.states) > 0 {
+		args = append(args, w.states)
+		cond = ` AND state = ANY($2)`
+	}
+	// spans are the sources' first and last refs, read once (a
+	// materialized CTE: two index probes a source).
+	with, spans := "", []string{""}
+	if len(w.sources) > 0 {
+		src := pgDimIndex[dimSource]
+		rows := make([]string, len(w.sources))
+		spans = make([]string, len(w.sources))
+		for j, v := range w.sources {
+			args = append(args, v)
+			rows[j] = fmt.Sprintf(`SELECT %d AS i, (SELECT min(ref) FROM entries WHERE %s = lower($%d)) AS lo, (SELECT max(ref) FROM entries WHERE %s = lower($%d)) AS hi`,
+				j, src, len(args), src, len(args))
+			spans[j] = fmt.Sprintf(` AND ref >= (SELECT lo FROM s WHERE i = %d) AND ref <= (SELECT hi FROM s WHERE i = %d)`, j, j)
+		}
+		with = `WITH s AS MATERIALIZED (` + strings.Join(rows, " UNION ALL ") + `) `
+	}
+	var parts []string
+	for _, v := range w.values {
+		args = append(args, v)
+		val := fmt.Sprintf("lower($%d)", len(args))
+		if w.dim == dimTopic {
+			val = fmt.Sprintf("$%d", len(args))
+		}
+		for _, span := range spans {
+			parts = append(parts, fmt.Sprintf(`(SELECT ref, rec FROM entries WHERE %s = %s AND ref > $1%s%s ORDER BY ref LIMIT %d)`, pgDimIndex[w.dim], val, span, cond, w.batch))
+		}
+	}
+	return fmt.Sprintf(`%sSELECT ref, rec FROM (%s) u ORDER BY ref LIMIT %d`, with, strings.Join(parts, " UNION ALL "), w.batch), args
 }
 
 // Page returns up to limit entries matching f after cursor, in ref order.
+//
+// Issue 16: the page was one statement whose WHERE evaluated every
+// dimension's JSON expression on each row of the primary key it walked
+// past (two jsonb parses a row, most of a page's time). Now, as bbolt's
+// Page, it walks the index ranges of the filter's narrowest dimension
+// (one per value, merged in ref order by the statement: a Merge Append
+// of index scans, each reading only the rows it returns), the states on
+// their plain column, and the other dimensions are checked on the
+// decoded record (f.Match), as before.
 func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit int) (*EntryPage, error) {
 	if limit <= 0 {
 		limit = 20
@@ -60,45 +226,24 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 	}
 	// The total is the counters' (as bbolt's Page): a count(*) of the
 	// filter read every matching row.
-	c := &Counters{Topics: map[string]int64{}, Days: map[string]int64{}}
-	if err := p.cellsAndOpen(ctx, c); err != nil {
+	cells, counted, raw, err := p.pageCounts(ctx, f.hasTopic())
+	if err != nil {
 		return nil, err
 	}
-	var counted map[string]int64
-	if f.hasTopic() {
-		counted = c.Topics
+	if !f.hasTopic() {
+		counted = nil
 	}
-	_, total, exact := resolveDims(&f, c.Cells, counted)
+	choices, total, exact := resolveDims(&f, cells, counted)
 	page := &EntryPage{Items: []*EntryRecord{}, Total: total, TotalExact: exact}
-	// A topic glob (with '.' as separator, as in rules.yaml) becomes the
-	// list of stored topics it matches.
-	topics := []string{}
-	if f.hasTopic() {
-		rows, err := p.pool.Query(ctx, `SELECT key[1] FROM entry_counts WHERE dim = 'topic' AND at = '-infinity' GROUP BY key HAVING sum(n) <> 0`)
-		if err != nil {
-			return nil, fmt.Errorf("list topics: %w", err)
-		}
-		for rows.Next() {
-			var t string
-			if err := rows.Scan(&t); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			if f.TopicMatch(t) {
-				topics = append(topics, t)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+	w := planPage(&f, choices, cells, raw, limit)
+	if w.ranged && len(w.values) == 0 {
+		return page, nil
 	}
-	where, args := pgWhere(&f, topics, nil)
-	batch := limit + 1
 	var last string
 	for {
-		q := fmt.Sprintf(`SELECT ref, rec FROM entries WHERE ref > $%d AND %s ORDER BY ref LIMIT %d`, len(args)+1, where, batch)
-		rows, err := p.pool.Query(ctx, q, append(args, after)...)
+		q, args := w.sql()
+		args[0] = after
+		rows, err := p.pool.Query(ctx, q, args...)
 		if err != nil {
 			return nil, fmt.Errorf("page entries: %w", err)
 		}
@@ -111,6 +256,12 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 				return nil, err
 			}
 			n++
+			if n > 1 && ref == after {
+				// Two stored values the index lowers alike ("Poison",
+				// "poison") are two ranges of the same rows, merged
+				// next to each other.
+				continue
+			}
 			after = ref
 			er, err := decodeEntryBytes(rec, nil)
 			if err != nil {
@@ -133,10 +284,10 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 		if err := rows.Err(); err != nil {
 			return nil, err
 		}
-		if n < batch {
+		if n < w.batch {
 			return page, nil
 		}
-		batch = min(batch*4, 1000)
+		w.batch = min(w.batch*4, 1000)
 	}
 }
 
@@ -194,4 +345,67 @@ func (p *Postgres) Series(ctx context.Context, from, to time.Time) ([]HourCount,
 		out = append(out, *hours[k])
 	}
 	return out, nil
+}
+
+// sortByPrint sorts s by each element's fmt.Sprint, the order Counters
+// has always returned cells and open depths in, printing each element
+// once: sort.Slice printing both sides of every comparison was a fifth of
+// a /metrics scrape's CPU (issue 16).
+func sortByPrint[T any](s []T) {
+	keyed := make([]struct {
+		key string
+		v   T
+	}, len(s))
+	for i, v := range s {
+		keyed[i].key, keyed[i].v = fmt.Sprint(v), v
+	}
+	sort.SliceStable(keyed, func(i, j int) bool { return keyed[i].key < keyed[j].key })
+	for i := range keyed {
+		s[i] = keyed[i].v
+	}
+}
+
+// gaugesSQL reads a scrape's counters (the cells and open depths, not
+// the topics and days it does not show) and the first-seen times of the
+// oldest open entries (oldestOpen's statement) in one statement: a
+// scrape's store reads were two round trips and a quarter of its time.
+const gaugesSQL = `SELECT dim, key, sum(n)::bigint FROM entry_counts
+	WHERE dim IN ('cell', 'open') AND at = '-infinity' GROUP BY dim, key HAVING sum(n) <> 0
+	UNION ALL
+	SELECT 'oldest', ARRAY[coalesce(` + pgDoc + `->>'first_seen', '')], 0 FROM entries
+	WHERE open_seen = (SELECT min(open_seen) FROM entries)`
+
+// gauges reads what Gauges returns, as cellsAndOpen and oldestOpen read
+// it.
+func (p *Postgres) gauges(ctx context.Context) (*Gauges, error) {
+	rows, err := p.pool.Query(ctx, gaugesSQL)
+	if err != nil {
+		return nil, fmt.Errorf("read entry counters: %w", err)
+	}
+	defer rows.Close()
+	g := &Gauges{}
+	for rows.Next() {
+		var dim string
+		var key []string
+		var n int64
+		if err := rows.Scan(&dim, &key, &n); err != nil {
+			return nil, err
+		}
+		switch {
+		case dim == "cell" && len(key) == 4:
+			g.Cells = append(g.Cells, Cell{Source: key[0], Class: key[1], Action: key[2], State: key[3], N: n})
+		case dim == "open" && len(key) == 2:
+			g.Open = append(g.Open, Depth{Source: key[0], Topic: valKey(key[1]), N: n})
+		case dim == "oldest" && len(key) == 1:
+			if t, err := time.Parse(time.RFC3339Nano, key[0]); err == nil && !t.IsZero() && (g.OldestOpen.IsZero() || t.Before(g.OldestOpen)) {
+				g.OldestOpen = t.UTC()
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	sortByPrint(g.Cells)
+	sortByPrint(g.Open)
+	return g, nil
 }

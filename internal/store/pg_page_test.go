@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/testsvc"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// TestPostgresPageWalksIndexRangesAndMatchesScan: a filtered page on
+// PostgreSQL walks the index ranges of one dimension's values, merged
+// in ref order by the statement, instead of evaluating every dimension's
+// JSON on each row of the primary key (issue 16). Page by page, across
+// cursors and statement batches (pages of 7, filters matching one entry
+// in five), it returns exactly what a scan of every entry filtered with
+// f.Match returns, in ref order, for every view filter and for values
+// stored in several cases ("Poison", "POISON", "poison": one range of the
+// index, which lowers them, but several values of the counters), and
+// every statement it sends reaches entries only through an index
+// condition.
+func TestPostgresPageWalksIndexRangesAndMatchesScan(t *testing.T) {
+	ctx := context.Background()
+	b := mixedViewsStore(t, filepath.Join(t.TempDir(), "replayctl.db"))
+	defer b.Close()
+	all := allEntries(t, b)
+	cases := []triage.Class{"Poison", "POISON", "poison", triage.Transient}
+	for i := range 60 {
+		all = append(all, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("m%03d", i), Source: []string{entry.KindJSONL, entry.KindCordum}[i%2],
+			Topic: "orders.created", Payload: []byte(`{}`)}, Status: []string{StatusPending, "PENDING", StatusResolved}[i%3], Class: cases[i%4], Action: triage.AutoReplay})
+	}
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	if err := p.Update(ctx, func(tx Tx) error {
+		for _, r := range all {
+			if err := tx.PutEntry(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p.stopSealer()
+	p.stopSealer = nil
+	filters := viewFilters()
+	maps.Copy(filters, map[string]EntryFilter{
+		"class in any case":        {Classes: []string{"poison"}},
+		"state in any case, class": {States: []string{"pending"}, Classes: []string{"POISON", "transient"}},
+		"states and class":         {States: []string{StatusPending, StatusQuarantined, StatusResolved}, Classes: []string{string(triage.Transient)}},
+		"source and class":         {Sources: []string{"CORDUM"}, Classes: []string{"poison"}},
+		"action and topic":         {Actions: []string{string(triage.AutoReplay)}, Topic: "orders.*"},
+	})
+	before := p.Trips()
+	for name, f := range filters {
+		var want []string
+		for _, r := range all {
+			if f.Match(r) {
+				want = append(want, r.Entry.Ref())
+			}
+		}
+		slices.Sort(want)
+		if name != "nothing" && (len(want) == 0 || len(want) == len(all) && name != "all") {
+			t.Fatalf("%s: %d of %d entries match: the case proves nothing", name, len(want), len(all))
+		}
+		var got []string
+		cursor := ""
+		for range 200 {
+			pg, err := p.Page(ctx, f, cursor, 7)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			got = append(got, refsOf(pg.Items)...)
+			if cursor = pg.Next; cursor == "" {
+				break
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s:\n got %v\nwant %v", name, got, want)
+		}
+	}
+	var sent []string
+	for sql, k := range p.Trips().ByStatement {
+		if k > before.ByStatement[sql] {
+			sent = append(sent, sql)
+		}
+	}
+	if !slices.ContainsFunc(sent, func(s string) bool { return strings.Contains(strings.ToLower(s), "union all") }) {
+		t.Errorf("no page merged index ranges: %v", sent)
+	}
+	assertIndexBounded(t, p, sent)
+}
+
+// TestPostgresPageWithASourceWalksOnlyThatSourcesRefs: a ref begins with its
+// source, so the range of any other dimension holds, in ref order, the
+// other sources' entries before the ones asked for: a page of topic and
+// source walking the primary key (before issue 16) or the topic's range
+// passed every cordum entry of the topic before the first nexora one (a
+// walk growing with the store: 6.4 s a page at 1M entries before, 1.8 s
+// on the topic's ranges). Each range is now cut to the source's span of
+// refs: here one statement besides the counters', whose first rows are
+// the page.
+func TestPostgresPageWithASourceWalksOnlyThatSourcesRefs(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	var recs []*EntryRecord
+	add := func(source, id, topic string) {
+		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: id, Source: source, Topic: topic, Payload: []byte(`{}`)},
+			Status: StatusPending, Class: triage.Transient, Action: triage.AutoReplay})
+	}
+	// The topic holds fewer entries than the source: the narrowest range.
+	for i := range 300 {
+		add(entry.KindCordum, fmt.Sprintf("c%03d", i), "orders.a")
+	}
+	for i := range 30 {
+		add(entry.KindNexora, fmt.Sprintf("a%03d", i), "orders.a")
+	}
+	for i := range 400 {
+		add(entry.KindNexora, fmt.Sprintf("b%03d", i), "orders.b")
+	}
+	if _, err := p.Ingest(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	p.stopSealer()
+	p.stopSealer = nil
+	before := p.Trips().Statements
+	pg, err := p.Page(ctx, EntryFilter{Topic: "orders.a", Sources: []string{"NEXORA"}}, "", 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Trips().Statements - before; n != 2 {
+		t.Errorf("a page sent %d statements, want the counters' and one walk", n)
+	}
+	if got := refsOf(pg.Items); len(got) != 20 || got[0] != "nexora:a000" || got[19] != "nexora:a019" {
+		t.Errorf("page %v", got)
+	}
+}

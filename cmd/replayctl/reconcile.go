@@ -125,7 +125,6 @@ usage or configuration errors.`,
 			if db.remote.enabled() {
 				return remoteReconcile(cmd, s, &db.remote, format, strict)
 			}
-			defer replay.TuneGC(os.Getenv)()
 			srcs, err := src.open()
 			if err != nil {
 				return err

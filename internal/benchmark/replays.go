@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -90,12 +89,9 @@ func replays(ctx context.Context, c *Config) ([]Row, error) {
 			}
 			r := &replay.Reconciler{Engine: eng, Store: st, MaxParallel: par, Actor: "bench",
 				Router: replay.NewRulesRouter(eng.Rules, &replay.Route{Name: "sink", Dispatcher: replay.NewHTTPTarget(s.URL, "", 10*time.Second, nil)})}
-			// As the reconcile command runs (the baselines at Go's default).
-			restore := replay.TuneGC(os.Getenv)
 			t0 := time.Now()
 			rep, err := r.Run(ctx, []source.Source{src})
 			d = time.Since(t0)
-			restore()
 			st.Close()
 			if err != nil {
 				return nil, err

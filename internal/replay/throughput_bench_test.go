@@ -63,8 +63,6 @@ func BenchmarkReconcileTransient(b *testing.B) {
 			h := NewHTTPTarget(srv.URL, "", 5*time.Second, nil)
 			r := &Reconciler{Engine: eng, Store: st, Actor: "bench", MaxParallel: par,
 				Router: NewRulesRouter(eng.Rules, &Route{Name: "sink", Dispatcher: h})}
-			// As the reconcile command runs.
-			defer TuneGC(os.Getenv)()
 			b.ResetTimer()
 			cpu0 := processCPU()
 			rep, err := r.Run(context.Background(), []source.Source{src})

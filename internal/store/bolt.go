@@ -505,9 +505,7 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	return sealed, nil
 }
 
-// encodeSealed is encodeHotRecord(s) for a record audit.Seal made: s2
-// against dictionary 1, like ledger and entry records (see compress.go).
-// json.Marshal
+// encodeSealed is encodeRecord(s) for a record audit.Seal made. json.Marshal
 // of a Sealed re-compacts its Body (a json.RawMessage), a scan of the whole
 // record that was a twentieth of reconcile's CPU; Seal's body is already
 // json.Marshal output, compact and escaped, so the same bytes are written
@@ -515,7 +513,7 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 // general path.
 func encodeSealed(s *audit.Sealed) ([]byte, error) {
 	if !plainJSONString(s.Prev) || !plainJSONString(s.Hash) || len(s.Body) == 0 {
-		return encodeHotRecord(s)
+		return encodeRecord(s)
 	}
 	buf := jsonBuffers.Get().(*bytes.Buffer)
 	defer putJSONBuffer(buf)
@@ -528,7 +526,7 @@ func encodeSealed(s *audit.Sealed) ([]byte, error) {
 	buf.WriteString(`","body":`)
 	buf.Write(s.Body)
 	buf.WriteByte('}')
-	return compressHotRecord(buf.Bytes())
+	return compressRecord(buf.Bytes())
 }
 
 // plainJSONString reports whether encoding/json writes s as it is between

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -267,4 +268,109 @@ func TestEncodeSealedIsJSONMarshal(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A window's transaction (many audit records, several kinds and hours) and
+// a concurrent batch with a failing member leave the decision counters
+// exactly as counting record by record does: the file's counters equal
+// those an index rebuild (countAudit per record) makes from the same chain,
+// and the failing member counts nothing. (Issue 16 tried adding a
+// transaction's counts up and writing each once: no CPU difference.)
+func TestDecisionCountersOfWindowsAndBatches(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "replayctl.db")
+	now := time.Date(2026, 11, 2, 8, 59, 0, 0, time.UTC)
+	s, err := OpenBolt(path, Options{Now: func() time.Time { return now }, MaxBatchSize: 3, MaxBatchDelay: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendWindow := func(tx Tx, prefix string, n int) error {
+		for i := range n {
+			ref := fmt.Sprintf("jsonl:%s%d", prefix, i)
+			recs := []*audit.Record{
+				{Kind: audit.KindDecision, EntryRef: ref, Decision: &triage.Decision{ProposedAction: triage.AutoReplay}, Action: triage.AutoReplay},
+				{Kind: audit.KindDispatch, EntryRef: ref},
+				{Kind: audit.KindOutcome, EntryRef: ref, Outcome: []string{"succeeded", "failed"}[i%2]},
+			}
+			if i%4 == 3 { // a denied replay, in the next hour
+				recs = []*audit.Record{{Kind: audit.KindDecision, EntryRef: ref, Time: now.Add(time.Hour),
+					Decision: &triage.Decision{ProposedAction: triage.AutoReplay}, Action: triage.RequireApproval}}
+			}
+			for _, r := range recs {
+				if _, err := tx.Append(r); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := s.UpdateNow(ctx, func(tx Tx) error { return appendWindow(tx, "w", 16) }); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 3)
+	for i := range 3 {
+		go func() {
+			errs <- s.Update(ctx, func(tx Tx) error {
+				if err := appendWindow(tx, fmt.Sprintf("b%d-", i), 5); err != nil {
+					return err
+				}
+				if i == 1 {
+					return errors.New("refused")
+				}
+				return nil
+			})
+		}()
+	}
+	failed := 0
+	for range 3 {
+		if err := <-errs; err != nil {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d Updates failed, want the one that refused", failed)
+	}
+	got, err := s.Counters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 16 + 2*5 entries: a decision each; every fourth denied, the rest
+	// replayed, even ones succeeded (8 + 2*3), odd ones failed (4 + 2*1).
+	if got.Decisions != 26 || got.Denied != 6 || got.Outcomes["succeeded"] != 14 || got.Outcomes["failed"] != 6 {
+		t.Errorf("counters %+v, want 26 decisions, 6 denied, 14 succeeded, 6 failed", got)
+	}
+	written := counterBucket(t, s)
+	s.Close()
+
+	// Rebuild the indexes and counters from the chain, record by record.
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Delete(keyIndexVer) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err = OpenBolt(path, Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if rebuilt := counterBucket(t, s); !reflect.DeepEqual(written, rebuilt) {
+		t.Errorf("counters as written:\n%v\nas rebuilt record by record:\n%v", written, rebuilt)
+	}
+}
+
+func counterBucket(t *testing.T, s *Bolt) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketCounters).ForEach(func(k, v []byte) error {
+			out[string(k)] = readCount(v)
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -31,12 +31,15 @@ import (
 // instead (issue 16: zstd copies its dictionary's 256 KB match table back
 // for every record, 9.2 µs a record against 1.4 µs for s2; the records
 // come out ~25% larger, 0.42 of their JSON against 0.33). The audit
-// chain, approvals and snapshots, written once, keep zstd. All three
-// formats read side by side: see recordJSON.
+// chain, approvals and snapshots keep zstd: the audit frames are pinned
+// by files and tests (TestStoreWrittenInTheOldFormatStillWorks), though
+// s2 audit records took ~12% off reconcile's CPU (issue 16, README). All
+// three formats read side by side: see recordJSON.
 //
 // Payloads are kept in their own bucket with a one-byte codec tag (a
-// payload may be any bytes, so no magic can tell): zstd without the
-// dictionary, which describes replayctl's records, not users' payloads.
+// payload may be any bytes, so no magic can tell): s2 (zstd for the
+// largest, and in files written before) without the dictionary, which
+// describes replayctl's records, not users' payloads.
 // Decompression gives back the payload byte for byte, so a replay still
 // sends it verbatim.
 
@@ -290,14 +293,37 @@ func putEncoded(b *bolt.Bucket, key []byte, v any, encode func(any) ([]byte, err
 // Payload codec tags (the first byte of a value in bucketPayloadsZ).
 const (
 	payloadRaw  byte = 0
-	payloadZstd byte = 1
+	payloadZstd byte = 1 // written before issue 16's s2 payloads; still read
+	// payloadS2: the payload's CRC-32C (4 bytes, little endian: an s2
+	// block carries no checksum, and a damaged payload must never be
+	// sent as other bytes), then one s2 block, without a dictionary.
+	payloadS2 byte = 2
 )
+
+// maxS2Payload: larger payloads take zstd (they are rare, and compress
+// better there); the decoder refuses an s2 payload claiming more, so a
+// damaged length cannot make it allocate a GiB.
+const maxS2Payload = 1 << 20
 
 // bucketPayloadsZ holds payloads with a codec tag; bucketPayloads (older
 // files) holds them raw and is still read.
 var bucketPayloadsZ = []byte("payloads_z")
 
+// encodePayload is a payload as stored: s2 (issue 16: zstd reset its
+// 128 KB match table for every payload, ~26 us for a 2.5 KB payload
+// against ~4 us for s2, a tenth of reconcile's CPU per entry; s2 stores
+// ~0.32 of a generated payload against zstd's ~0.26), zstd above
+// maxS2Payload, raw when neither is smaller.
 func encodePayload(p []byte) ([]byte, error) {
+	if len(p) >= minCompress && len(p) <= maxS2Payload {
+		out := make([]byte, 5+s2.MaxEncodedLen(len(p)))
+		out[0] = payloadS2
+		binary.LittleEndian.PutUint32(out[1:], crc32.Checksum(p, castagnoli))
+		if n := 5 + len(s2.Encode(out[5:], p)); n < len(p)+1 {
+			return bytes.Clone(out[:n]), nil
+		}
+		return append([]byte{payloadRaw}, p...), nil
+	}
 	if len(p) >= minCompress {
 		enc, err := payloadEncoder()
 		if err != nil {
@@ -333,6 +359,25 @@ func decodePayload(v []byte) ([]byte, error) {
 		}
 		if p == nil {
 			p = []byte{}
+		}
+		return p, nil
+	case payloadS2:
+		if len(v) < 5 {
+			return nil, fmt.Errorf("%w: s2 payload of %d bytes", errPayloadCodec, len(v))
+		}
+		n, err := s2.DecodedLen(v[5:])
+		if err != nil {
+			return nil, fmt.Errorf("decompress payload: s2: %w", err)
+		}
+		if n > maxS2Payload {
+			return nil, fmt.Errorf("decompress payload: s2 payload claims %d bytes, more than the %d an s2 payload holds", n, maxS2Payload)
+		}
+		p, err := s2.Decode(make([]byte, n), v[5:])
+		if err != nil {
+			return nil, fmt.Errorf("decompress payload: s2: %w", err)
+		}
+		if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(v[1:]) {
+			return nil, errors.New("decompress payload: s2 payload fails its checksum")
 		}
 		return p, nil
 	}

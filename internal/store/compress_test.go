@@ -51,6 +51,7 @@ func TestPayloadsRoundTripVerbatim(t *testing.T) {
 		"short":          []byte(`1`),
 		"zstd magic":     append([]byte{0x28, 0xb5, 0x2f, 0xfd}, bytes.Repeat([]byte("x"), 100)...),
 		"tag byte 1":     append([]byte{payloadZstd}, bytes.Repeat([]byte("y"), 100)...),
+		"tag byte 2":     append([]byte{payloadS2}, bytes.Repeat([]byte("z"), 100)...),
 		"incompressible": random,
 	}
 	ctx := context.Background()
@@ -76,7 +77,7 @@ func TestPayloadsRoundTripVerbatim(t *testing.T) {
 		}
 	}
 	if err := s.db.View(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bucketPayloadsZ).Get([]byte("jsonl:json")); len(v) == 0 || v[0] != payloadZstd || len(v) >= len(payloads["json"]) {
+		if v := tx.Bucket(bucketPayloadsZ).Get([]byte("jsonl:json")); len(v) == 0 || v[0] != payloadS2 || len(v) >= len(payloads["json"]) {
 			t.Errorf("a compressible payload is stored as %d bytes (tag %v)", len(v), v[:1])
 		}
 		if v := tx.Bucket(bucketPayloadsZ).Get([]byte("jsonl:incompressible")); len(v) != len(random)+1 || v[0] != payloadRaw {
@@ -97,13 +98,45 @@ func TestDamagedPayloadIsAnError(t *testing.T) {
 	if _, err := decodePayload(nil); !errors.Is(err, errPayloadCodec) {
 		t.Errorf("empty value: %v", err)
 	}
-	v, err := encodePayload(bytes.Repeat([]byte("abc "), 100))
+	p := []byte(`{"text": "` + strings.Repeat("abc dead letter ", 100) + `"}`)
+	v, err := encodePayload(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v[len(v)/2] ^= 0xff
-	if _, err := decodePayload(v); err == nil {
-		t.Error("a flipped byte in a compressed payload decoded")
+	if v[0] != payloadS2 {
+		t.Fatalf("payload stored with tag %d, want s2", v[0])
+	}
+	if got, err := decodePayload(v); err != nil || !bytes.Equal(got, p) {
+		t.Fatalf("round trip: %v", err)
+	}
+	// s2 blocks carry no checksum: the CRC-32C in front must catch what
+	// the block format would decode as other bytes.
+	for name, damage := range map[string]func([]byte) []byte{
+		"flipped byte in the block": func(v []byte) []byte { v[len(v)/2] ^= 0xff; return v },
+		"flipped last byte":         func(v []byte) []byte { v[len(v)-1] ^= 0x01; return v },
+		"checksum":                  func(v []byte) []byte { v[1] ^= 0x01; return v },
+		"truncated":                 func(v []byte) []byte { return v[:len(v)-3] },
+		"no block":                  func(v []byte) []byte { return v[:5] },
+		"header only":               func(v []byte) []byte { return v[:3] },
+		"claims a GiB":              func(v []byte) []byte { return append(v[:5:5], 0x80, 0x80, 0x80, 0x80, 0x04, 0x00) },
+	} {
+		if got, err := decodePayload(damage(bytes.Clone(v))); err == nil {
+			t.Errorf("%s: decoded to %d bytes, want an error", name, len(got))
+		}
+	}
+	// Payloads written as zstd (before s2, and above maxS2Payload) read.
+	enc, err := payloadEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodePayload(enc.EncodeAll(p, []byte{payloadZstd})); err != nil || !bytes.Equal(got, p) {
+		t.Errorf("zstd payload: %v", err)
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), maxS2Payload/16+1)
+	if v, err := encodePayload(big); err != nil || v[0] != payloadZstd {
+		t.Errorf("payload over %d bytes: tag %d, %v; want zstd", maxS2Payload, v[0], err)
+	} else if got, err := decodePayload(v); err != nil || !bytes.Equal(got, big) {
+		t.Errorf("large payload round trip: %v", err)
 	}
 }
 

@@ -145,7 +145,9 @@ func TestStoreWrittenInTheOldFormatStillWorks(t *testing.T) {
 		if v := tx.Bucket([]byte("audit")).Get(seq(1)); !bytes.HasPrefix(v, []byte(`{"seq":1,`)) {
 			t.Errorf("old record 1 was rewritten: %q", v)
 		}
-		if v := tx.Bucket([]byte("audit")).Get(seq(7)); !bytes.HasPrefix(v, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+		// Compressed as the store writes audit records now: an s2 record
+		// (magic ff 73 32) since issue 16's last round, a zstd frame before.
+		if v := tx.Bucket([]byte("audit")).Get(seq(7)); !bytes.HasPrefix(v, []byte{0xff, 0x73, 0x32}) && !bytes.HasPrefix(v, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
 			t.Errorf("new record 7 is not stored compressed: %q", v)
 		}
 		if tx.Bucket([]byte("payloads_z")).Get([]byte("jsonl:o4")) == nil || tx.Bucket([]byte("payloads")).Get([]byte("jsonl:o1")) == nil {

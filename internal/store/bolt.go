@@ -505,7 +505,9 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	return sealed, nil
 }
 
-// encodeSealed is encodeRecord(s) for a record audit.Seal made. json.Marshal
+// encodeSealed is encodeHotRecord(s) for a record audit.Seal made: s2
+// against dictionary 1, like ledger and entry records (see compress.go).
+// json.Marshal
 // of a Sealed re-compacts its Body (a json.RawMessage), a scan of the whole
 // record that was a twentieth of reconcile's CPU; Seal's body is already
 // json.Marshal output, compact and escaped, so the same bytes are written
@@ -513,7 +515,7 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 // general path.
 func encodeSealed(s *audit.Sealed) ([]byte, error) {
 	if !plainJSONString(s.Prev) || !plainJSONString(s.Hash) || len(s.Body) == 0 {
-		return encodeRecord(s)
+		return encodeHotRecord(s)
 	}
 	buf := jsonBuffers.Get().(*bytes.Buffer)
 	defer putJSONBuffer(buf)
@@ -526,7 +528,7 @@ func encodeSealed(s *audit.Sealed) ([]byte, error) {
 	buf.WriteString(`","body":`)
 	buf.Write(s.Body)
 	buf.WriteByte('}')
-	return compressRecord(buf.Bytes())
+	return compressHotRecord(buf.Bytes())
 }
 
 // plainJSONString reports whether encoding/json writes s as it is between

@@ -263,8 +263,8 @@ func TestEncodeSealedIsJSONMarshal(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Errorf("record %d (prev %q):\n got %s\nwant %s", i, prev, got, want)
 			}
-			if viaRecord, _ := encodeRecord(&sealed); !bytes.Equal(raw, viaRecord) {
-				t.Errorf("record %d: stored bytes differ from encodeRecord's", i)
+			if viaRecord, _ := encodeHotRecord(&sealed); !bytes.Equal(raw, viaRecord) {
+				t.Errorf("record %d: stored bytes differ from encodeHotRecord's", i)
 			}
 		}
 	}

@@ -27,13 +27,12 @@ import (
 // (or by code that still writes plain JSON) reads as before.
 //
 // Ledger and entry records, which every dispatch rewrites twice (intent,
-// then outcome), are compressed with s2 against the same dictionary
-// instead (issue 16: zstd copies its dictionary's 256 KB match table back
-// for every record, 9.2 µs a record against 1.4 µs for s2; the records
-// come out ~25% larger, 0.42 of their JSON against 0.33). The audit
-// chain, approvals and snapshots keep zstd: the audit frames are pinned
-// by files and tests (TestStoreWrittenInTheOldFormatStillWorks), though
-// s2 audit records took ~12% off reconcile's CPU (issue 16, README). All
+// then outcome), and audit records (three per replayed entry) are
+// compressed with s2 against the same dictionary instead (issue 16: zstd
+// copies its dictionary's 256 KB match table back for every record,
+// 9.2 µs a record against 1.4 µs for s2; the records come out ~25%
+// larger, 0.42 of their JSON against 0.33, the same as zstd without
+// entropy coding). Approvals and snapshots, written once, keep zstd. All
 // three formats read side by side: see recordJSON.
 //
 // Payloads are kept in their own bucket with a one-byte codec tag (a

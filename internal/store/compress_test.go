@@ -333,8 +333,7 @@ func TestStoreMixingRecordFormatsReadsAndVerifies(t *testing.T) {
 	check(12)
 }
 
-// Ledger and entry records are written as s2 records (the audit chain
-// stays zstd), and a damaged s2 record is an error, never other JSON: a
+// Ledger, entry and audit records are written as s2 records, and a damaged s2 record is an error, never other JSON: a
 // flipped byte in the block, a wrong checksum, an unknown dictionary, a
 // truncated record or one claiming a huge size.
 func TestS2RecordsAndTheirDamage(t *testing.T) {
@@ -406,8 +405,8 @@ func TestS2RecordsAndTheirDamage(t *testing.T) {
 				t.Errorf("%s record stored as %q, want s2", name, v[:min(len(v), 4)])
 			}
 		}
-		if v := tx.Bucket(bucketAudit).Get(seqKey(1)); !bytes.HasPrefix(v, zstdMagic) {
-			t.Errorf("audit record stored as %q, want zstd", v[:min(len(v), 4)])
+		if v := tx.Bucket(bucketAudit).Get(seqKey(1)); !bytes.HasPrefix(v, s2Magic) {
+			t.Errorf("audit record stored as %q, want s2", v[:min(len(v), 4)])
 		}
 		return nil
 	}); err != nil {

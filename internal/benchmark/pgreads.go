@@ -9,16 +9,18 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
-// pgReads measures the reads of `reads` on PostgreSQL (issue 16): a
-// filtered page of 20, a page sorted by last failure, a /metrics scrape
-// and stats, each as a ratio to a bare SELECT of 20 entry rows by primary
+// pgReads measures the reads of `reads` on PostgreSQL (issue 16): two
+// filtered pages of 20, one entry with its history, a page sorted by
+// last failure, a /metrics scrape and stats, each as a ratio to a bare SELECT of 20 entry rows by primary
 // key (and their JSON decode) on the same database, alternated, at two
 // store sizes. The ratio must not grow with the store.
 func pgReads(ctx context.Context, c *Config) ([]Row, error) {
@@ -49,8 +51,9 @@ func pgReads(ctx context.Context, c *Config) ([]Row, error) {
 	return rows, nil
 }
 
-// fillPG ingests n entries as fillStore writes them (without the
-// decision records: the decision counters are rows of their own).
+// fillPG ingests n entries as fillStore writes them, one in ten with its
+// decision record (an entry's history reads its own among n/10; a record
+// for each would triple the time to fill 1M entries).
 func fillPG(ctx context.Context, st *store.Postgres, n int) error {
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	payload := []byte(`{"order":{"id":"o-XXXXXXX","lines":[` + strings.Repeat(`{"sku":"sku-1234","qty":1,"price":"12.50"},`, 20) + `{"sku":"last"}]}}`)
@@ -66,6 +69,24 @@ func fillPG(ctx context.Context, st *store.Postgres, n int) error {
 				Action: triage.AutoReplay, FirstSeen: base.Add(time.Duration(i) * time.Second), LastSeen: base})
 		}
 		if _, err := st.Ingest(ctx, recs); err != nil {
+			return err
+		}
+		if err := st.Update(ctx, func(tx store.Tx) error {
+			for i, r := range recs {
+				if (from+i)%10 != 0 {
+					continue
+				}
+				e := r.Entry
+				input := e
+				input.Payload = nil
+				if _, err := tx.Append(&audit.Record{Kind: audit.KindDecision, Actor: "bench", EntryRef: e.Ref(), EntryID: e.ID,
+					Source: e.Source, Key: e.IdempotencyKey, Input: &input, Action: triage.AutoReplay, Time: r.FirstSeen,
+					Decision: &triage.Decision{Class: r.Class, ProposedAction: triage.AutoReplay, Action: triage.AutoReplay}}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
 			return err
 		}
 	}
@@ -100,7 +121,7 @@ func pgReadOps(ctx context.Context, st *store.Postgres, pool *pgxpool.Pool, n in
 		return nil, nil, err
 	}
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	mid := fmt.Sprintf("jsonl:e%08d", n/2/3*3)
+	mid := fmt.Sprintf("jsonl:e%08d", n/2/30*30) // a jsonl entry with a decision record
 	bare := func() error {
 		rows, err := pool.Query(ctx, `SELECT rec FROM entries WHERE ref >= $1 ORDER BY ref LIMIT 20`, mid)
 		if err != nil {
@@ -145,6 +166,13 @@ func pgReadOps(ctx context.Context, st *store.Postgres, pool *pgxpool.Pool, n in
 				return err
 			}
 			return page(len(p.Items), nil)
+		}},
+		{"one entry with its history (dlq show)", func() error {
+			d, err := replay.Show(ctx, st, mid)
+			if err == nil && len(d.Decisions) != 1 {
+				err = fmt.Errorf("history of %d", len(d.Decisions))
+			}
+			return err
 		}},
 		{"page of 20 sorted by last failure (open states)", func() error {
 			p, err := st.SortedPage(ctx, store.EntryFilter{States: open}, false, "", 20)

@@ -20,8 +20,8 @@ func TestPGReadRows(t *testing.T) {
 	if len(rows) == 1 && strings.HasPrefix(rows[0].Note, "skipped") {
 		t.Skip(rows[0].Note)
 	}
-	if len(rows) != 10 {
-		t.Fatalf("%d rows, want 5 reads at 2 sizes", len(rows))
+	if len(rows) != 12 {
+		t.Fatalf("%d rows, want 6 reads at 2 sizes", len(rows))
 	}
 	for _, r := range rows {
 		if r.Figure <= 0 || r.Ratio <= 0 || !strings.Contains(r.Measure, "on PostgreSQL") {

@@ -140,3 +140,64 @@ func TestPostgresPageWithASourceWalksOnlyThatSourcesRefs(t *testing.T) {
 		t.Errorf("page %v", got)
 	}
 }
+
+// TestPostgresPageOfAGlobOfManyTopicsMergesFewRanges: a topic glob can
+// match thousands of topics, and a statement merging a range per topic
+// (times the sources cutting them) grows with them; past maxRanges the
+// page walks the next narrowest dimension, here the states, and returns
+// what a scan returns.
+func TestPostgresPageOfAGlobOfManyTopicsMergesFewRanges(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	var recs []*EntryRecord
+	for i := range 400 {
+		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%03d", i), Source: []string{entry.KindJSONL, entry.KindCordum}[i%2],
+			Topic: fmt.Sprintf("t.%03d", i%(2*maxRanges)), Payload: []byte(`{}`)},
+			Status: []string{StatusPending, StatusResolved, StatusReplayed}[i%3], Class: triage.Transient, Action: triage.AutoReplay})
+	}
+	// More pending jsonl entries than the glob's: the glob is the
+	// narrowest dimension of the first two filters.
+	for i := range 500 {
+		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("z%03d", i), Source: entry.KindJSONL, Topic: "z.other", Payload: []byte(`{}`)},
+			Status: StatusPending, Class: triage.Transient, Action: triage.AutoReplay})
+	}
+	if _, err := p.Ingest(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	p.stopSealer()
+	p.stopSealer = nil
+	for _, f := range []EntryFilter{
+		{Topic: "t.*", States: []string{StatusPending}},
+		{Topic: "t.*", Sources: []string{entry.KindJSONL}},
+		{Topic: "t.0[0-3]*"},
+	} {
+		var want []string
+		for _, r := range recs {
+			if f.Match(r) {
+				want = append(want, r.Entry.Ref())
+			}
+		}
+		slices.Sort(want)
+		before := p.Trips()
+		var got []string
+		cursor := ""
+		for range 100 {
+			pg, err := p.Page(ctx, f, cursor, 25)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, refsOf(pg.Items)...)
+			if cursor = pg.Next; cursor == "" {
+				break
+			}
+		}
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("%+v:\n got %v\nwant %v", f, got, want)
+		}
+		for sql, k := range p.Trips().ByStatement {
+			if k > before.ByStatement[sql] && strings.Count(strings.ToLower(sql), "union all")+1 > maxRanges {
+				t.Errorf("%+v: a statement merges %d ranges", f, strings.Count(strings.ToLower(sql), "union all")+1)
+			}
+		}
+	}
+}

@@ -67,6 +67,9 @@ var migrations = []string{
 	// 9: entries are counted in Go (pg_entry_counts.go); the triggers
 	// count only the writes of a replayctl older than this version.
 	pgEntryTriggers,
+	// (pgread2's migration: renumber after any other added before it.)
+	// 10: audit records by entry, for an entry's history (pg_entry_audit.go).
+	pgEntryAuditMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.

@@ -63,7 +63,7 @@ func (p *Postgres) pageCounts(ctx context.Context, topics bool) (cells []Cell, c
 
 // pageWalk is how a filter's page walks the entries: the index ranges of
 // one dimension's values (from the counters), the dimension whose values
-// hold the fewest entries, and the states the statement checks on the
+// hold the fewest entries (of those with at most maxRanges ranges), and the states the statement checks on the
 // state column (a plain column, no JSON to parse) when the filter has
 // states and they are not the walked dimension. ranged is false when no
 // dimension is filtered (the walk is the primary key's); values is empty
@@ -79,12 +79,52 @@ type pageWalk struct {
 	batch   int
 }
 
+// maxRanges bounds the index ranges one statement merges (values, times
+// sources when they cut them): a topic glob can match thousands of
+// topics. A dimension with more is not walked; the next narrowest is, or
+// the primary key.
+const maxRanges = 64
+
 func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]int64, limit int) pageWalk {
 	w := pageWalk{batch: limit + 1}
-	best := -1
+	valuesOf := func(ch dimChoice) []string {
+		var vs []string
+		if ch.dim == dimTopic {
+			// The counted topics are keyed as Counters keys them (a long
+			// one by its hash); the range needs the stored topic.
+			for t := range raw {
+				if f.TopicMatch(t) {
+					vs = append(vs, t)
+				}
+			}
+		} else {
+			// As stored: the statement lowers them as the index does (Go's
+			// ToLower and the database's lower() differ beyond ASCII).
+			vs = slices.Clone(ch.values)
+		}
+		sort.Strings(vs)
+		return vs
+	}
+	var sources []string
+	if choices[3].set {
+		sources = valuesOf(choices[3])
+	}
+	var order []int
 	for i, ch := range choices {
-		if ch.set && (best < 0 || ch.n < choices[best].n) {
-			best = i
+		if ch.set {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return choices[order[a]].n < choices[order[b]].n })
+	best := -1
+	for _, i := range order {
+		vs, cut := valuesOf(choices[i]), 1
+		if choices[i].dim != dimSource && len(sources) > 0 {
+			cut = len(sources)
+		}
+		if len(vs)*cut <= maxRanges {
+			best, w.values = i, vs
+			break
 		}
 	}
 	if best < 0 {
@@ -92,30 +132,14 @@ func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]
 	}
 	ch := choices[best]
 	w.ranged, w.dim = true, ch.dim
-	if choices[3].set && ch.dim != dimSource {
+	if ch.dim != dimSource {
 		// A ref begins with its source: the range of any other dimension,
 		// in ref order, holds every other source's entries before (or
 		// after) the ones asked for, a walk growing with the store. Each
 		// range is cut to each source's span of refs (its first and last
 		// ref, from the source's index), which holds only that source's
 		// entries (but for refs stored hashed, pg_keys.go).
-		w.sources = slices.Clone(choices[3].values)
-		sort.Strings(w.sources)
-	}
-	if ch.dim == dimTopic {
-		// The counted topics are keyed as Counters keys them (a long one
-		// by its hash); the range needs the stored topic.
-		for t := range raw {
-			if f.TopicMatch(t) {
-				w.values = append(w.values, t)
-			}
-		}
-		sort.Strings(w.values)
-	} else {
-		// As stored: the statement lowers them as the index does (Go's
-		// ToLower and the database's lower() differ beyond ASCII).
-		w.values = slices.Clone(ch.values)
-		sort.Strings(w.values)
+		w.sources = sources
 	}
 	if choices[0].set && ch.dim != dimState {
 		w.states = choices[0].values

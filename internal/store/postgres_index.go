@@ -31,13 +31,13 @@ func pgWhere(f *EntryFilter, topics []string, args []any) (string, []any) {
 		args = append(args, lower)
 		conds = append(conds, fmt.Sprintf("lower(coalesce(%s, '')) = ANY($%d)", expr, len(args)))
 	}
-	add(pgDoc+`->>'status'`, f.States)
-	add(pgDoc+`->>'class'`, f.Classes)
-	add(pgDoc+`->>'action'`, f.Actions)
-	add(pgDoc+`->'entry'->>'source'`, f.Sources)
+	add(pgStatusCol, f.States)
+	add(pgClassCol, f.Classes)
+	add(pgActionCol, f.Actions)
+	add(pgSourceCol, f.Sources)
 	if f.hasTopic() {
 		args = append(args, topics)
-		conds = append(conds, fmt.Sprintf(`coalesce(%s->'entry'->>'topic', '') = ANY($%d)`, pgDoc, len(args)))
+		conds = append(conds, fmt.Sprintf(`coalesce(%s, '') = ANY($%d)`, pgTopicCol, len(args)))
 	}
 	if len(conds) == 0 {
 		return "TRUE", args

@@ -95,6 +95,10 @@ type Postgres struct {
 	relMu     sync.Mutex
 	relRefs   []string
 	relTokens []int64
+	relKept   []bool
+	// checked are the claims (by fencing token) whose entry a committed
+	// write under the claim marked checked (pg_claim.go); guarded by relMu.
+	checked map[int64]bool
 	// ahead holds the reads made ahead under claims, by fencing token
 	// (pg_readahead.go).
 	aheadMu sync.Mutex
@@ -281,6 +285,8 @@ type pgTx struct {
 	fenceSig  *string
 	fenceSeen pgtype.Timestamptz
 	fenceKeys *entryKeys
+	// checked: a write of the fenced entry set last_checked (pg_claim.go).
+	checked bool
 	// written are the counter keys of the entries this transaction
 	// wrote or locked to write, other than the fenced one, by stored ref
 	// (nil: no row).
@@ -541,15 +547,17 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 			old = &k
 		}
 		t.countEntry(old, &keys)
+		check := checksClaim(r)
+		t.checked = t.checked || check
 		if bytes.Equal(payload, t.fencePayload) {
 			// Its payload is the one stored: write only the record.
 			t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, sig = $3, seen = $4, open_seen = $5, state = $6, last_failed = $7,
-				class = $8, action = $9, source = $10, topic = $11 WHERE ref = $1`,
-				ref, rec, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic)
+				class = $8, action = $9, source = $10, topic = $11, last_checked = CASE WHEN $12 THEN now() ELSE last_checked END WHERE ref = $1`,
+				ref, rec, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic, check)
 		} else {
 			t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, payload = $3, sig = $4, seen = $5, open_seen = $6, state = $7, last_failed = $8,
-				class = $9, action = $10, source = $11, topic = $12 WHERE ref = $1`,
-				ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic)
+				class = $9, action = $10, source = $11, topic = $12, last_checked = CASE WHEN $13 THEN now() ELSE last_checked END WHERE ref = $1`,
+				ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic, check)
 		}
 		t.fenceRec, t.fencePayload, t.fenceKeys = rec, payload, &keys
 		return nil
@@ -894,9 +902,9 @@ func (p *Postgres) ingest(ctx context.Context, args []any) (int, error) {
 // same round trip, before the claim.
 func (p *Postgres) Claim(ctx context.Context, owner string, since time.Time, n int, lease time.Duration) ([]Claim, error) {
 	b := &pgx.Batch{}
-	refs, tokens := p.takeReleases()
+	refs, tokens, kept := p.takeReleases()
 	if len(refs) > 0 {
-		b.Queue(releaseMany, refs, tokens)
+		b.Queue(releaseMany, refs, tokens, kept)
 	}
 	b.Queue(`
 		WITH c AS (
@@ -960,8 +968,7 @@ func (p *Postgres) ClaimRef(ctx context.Context, ref, owner string, lease time.D
 // Release implements Shared.
 func (p *Postgres) Release(ctx context.Context, ref string, token int64) error {
 	p.dropAhead(token)
-	_, err := p.pool.Exec(ctx, `UPDATE entries SET last_checked = now(), lease_owner = NULL, lease_until = NULL
-		WHERE ref = $1 AND fence = $2`, pgKey(ref), token)
+	_, err := p.pool.Exec(ctx, releaseMany, []string{pgKey(ref)}, []int64{token}, []bool{p.takeChecked(token)})
 	return err
 }
 

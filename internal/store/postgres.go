@@ -70,6 +70,9 @@ var migrations = []string{
 	// 10: the filtered fields in plain columns written from Go, indexed
 	// instead of expressions over the record (pg_entry_cols.go).
 	pgEntryColsMigration,
+	// 11: the claim and the release as functions planned once per
+	// connection (pg_claim.go).
+	pgClaimFuncsMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.
@@ -906,16 +909,7 @@ func (p *Postgres) Claim(ctx context.Context, owner string, since time.Time, n i
 	if len(refs) > 0 {
 		b.Queue(releaseMany, refs, tokens, kept)
 	}
-	b.Queue(`
-		WITH c AS (
-		  SELECT ref FROM entries
-		  WHERE (last_checked IS NULL OR last_checked < $1) AND (lease_until IS NULL OR lease_until < now())
-		  ORDER BY last_checked NULLS FIRST, ref
-		  LIMIT $2
-		  FOR UPDATE SKIP LOCKED)
-		UPDATE entries e SET lease_owner = $3, lease_until = now() + $4 * interval '1 millisecond', fence = nextval('fence_seq')
-		FROM c WHERE e.ref = c.ref
-		RETURNING e.fence, e.rec, e.payload`, since, n, owner, lease.Milliseconds())
+	b.Queue(`SELECT fence, rec, payload FROM replayctl_claim($1, $2, $3, $4)`, since, n, owner, lease.Milliseconds())
 	br := p.pool.SendBatch(ctx, b)
 	defer br.Close()
 	if len(refs) > 0 {

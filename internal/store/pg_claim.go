@@ -89,8 +89,82 @@ func (p *Postgres) Ingesting(ctx context.Context) (bool, error) {
 // handled it, so no other worker takes it; if the process dies first the
 // lease runs out as for any claim, and the ledger shows the entry handled.
 
-const releaseMany = `UPDATE entries e SET last_checked = now(), lease_owner = NULL, lease_until = NULL
-	FROM unnest($1::text[], $2::bigint[]) AS r(ref, fence) WHERE e.ref = r.ref AND e.fence = r.fence`
+//
+// A release marks the entry checked (last_checked, which the claim orders
+// and filters by: a run does not claim again what it checked). That moved
+// an indexed column (entries_work), so the release was a fifth row
+// version of the entry with an entry in each of its ten indexes. Now the
+// write under the claim that ends its handling (checksClaim: a decision or
+// outcome other than a dispatch under way or a retry) sets last_checked in
+// the update it makes anyway (not HOT: it moves the state), and the
+// release keeps it: it changes only the lease columns, no index's, a HOT
+// update. A claim whose handling wrote no such outcome (a retry, a
+// dispatch left to recover, a failed write) is marked at its release as
+// before. The difference: a worker that dies between that write and its
+// release leaves the entry checked, so after its lease the next run, not
+// another worker of this one, looks at it again; its outcome is recorded.
+
+const releaseMany = `SELECT replayctl_release($1, $2, $3)`
+
+// pgClaimFuncsMigration (schema version 11) makes the claim and the
+// release functions that use their generic plan. As prepared statements
+// PostgreSQL planned them again at every call: their custom plans (the
+// array's length, the LIMIT known) are estimated cheaper than the generic
+// one, so the plan cache never settled on it, and planning was about 40%
+// of their time (~75 of ~1,100 µs of the server's time per replay, by
+// pg_stat_statements). The generic plans are the ones wanted: the claim
+// reads entries_work in order under its LIMIT (the custom one could
+// bitmap-scan every unchecked entry and sort them) and updates the rows it
+// locked by primary key (an array, not a join: the generic plan does not
+// know the LIMIT and joined a CTE it took for 10% of the table by a
+// sequential scan), the release probes the primary key per ref. Inside a PL/pgSQL function with plan_cache_mode set
+// for it alone, the plan is made once per connection; no session setting
+// leaks to a pooled connection. TestPostgresClaimUsesItsGenericPlan.
+const pgClaimFuncsMigration = `CREATE FUNCTION replayctl_claim(p_since timestamptz, p_n int, p_owner text, p_lease_ms bigint)
+	   RETURNS TABLE (fence bigint, rec bytea, payload bytea)
+	   LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+	 BEGIN
+	   RETURN QUERY UPDATE entries e SET lease_owner = p_owner, lease_until = now() + p_lease_ms * interval '1 millisecond', fence = nextval('fence_seq')
+	     WHERE e.ref = ANY (ARRAY(
+	       SELECT c.ref FROM entries c
+	       WHERE (c.last_checked IS NULL OR c.last_checked < p_since) AND (c.lease_until IS NULL OR c.lease_until < now())
+	       ORDER BY c.last_checked NULLS FIRST, c.ref
+	       LIMIT p_n
+	       FOR UPDATE SKIP LOCKED))
+	     RETURNING e.fence, e.rec, e.payload;
+	 END $$;
+	 CREATE FUNCTION replayctl_release(p_refs text[], p_fences bigint[], p_kept bool[]) RETURNS void
+	   LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+	 BEGIN
+	   UPDATE entries e SET last_checked = CASE WHEN r.kept THEN e.last_checked ELSE now() END, lease_owner = NULL, lease_until = NULL
+	   FROM unnest(p_refs, p_fences, p_kept) AS r(ref, fence, kept) WHERE e.ref = r.ref AND e.fence = r.fence;
+	 END $$;`
+
+// checksClaim says whether writing r under a claim ends its handling, so
+// the write marks the entry checked: any state but replaying (a dispatch
+// under way, or a retry this run may take again).
+func checksClaim(r *EntryRecord) bool { return r.Status != StatusReplaying }
+
+// markChecked notes that a committed write under the claim token marked
+// its entry checked.
+func (p *Postgres) markChecked(token int64) {
+	p.relMu.Lock()
+	defer p.relMu.Unlock()
+	if p.checked == nil {
+		p.checked = map[int64]bool{}
+	}
+	p.checked[token] = true
+}
+
+// takeChecked says whether the claim token's entry was marked checked,
+// and forgets the claim.
+func (p *Postgres) takeChecked(token int64) bool {
+	p.relMu.Lock()
+	defer p.relMu.Unlock()
+	kept := p.checked[token]
+	delete(p.checked, token)
+	return kept
+}
 
 // ReleaseLater queues Release(ref, token) for this process's next claim.
 func (p *Postgres) ReleaseLater(ref string, token int64) {
@@ -99,23 +173,25 @@ func (p *Postgres) ReleaseLater(ref string, token int64) {
 	defer p.relMu.Unlock()
 	p.relRefs = append(p.relRefs, pgKey(ref))
 	p.relTokens = append(p.relTokens, token)
+	p.relKept = append(p.relKept, p.checked[token])
+	delete(p.checked, token)
 }
 
-func (p *Postgres) takeReleases() ([]string, []int64) {
+func (p *Postgres) takeReleases() ([]string, []int64, []bool) {
 	p.relMu.Lock()
 	defer p.relMu.Unlock()
-	refs, tokens := p.relRefs, p.relTokens
-	p.relRefs, p.relTokens = nil, nil
-	return refs, tokens
+	refs, tokens, kept := p.relRefs, p.relTokens, p.relKept
+	p.relRefs, p.relTokens, p.relKept = nil, nil, nil
+	return refs, tokens, kept
 }
 
 // FlushReleases sends the queued releases now.
 func (p *Postgres) FlushReleases(ctx context.Context) error {
-	refs, tokens := p.takeReleases()
+	refs, tokens, kept := p.takeReleases()
 	if len(refs) == 0 {
 		return nil
 	}
-	if _, err := p.pool.Exec(ctx, releaseMany, refs, tokens); err != nil {
+	if _, err := p.pool.Exec(ctx, releaseMany, refs, tokens, kept); err != nil {
 		return fmt.Errorf("release %d claims: %w", len(refs), err)
 	}
 	return nil

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
@@ -194,5 +197,159 @@ func TestPostgresFenceCheckLocksTheLedgerRowInItsStatement(t *testing.T) {
 		return err
 	}); !errors.Is(err, ErrStaleFence) {
 		t.Fatalf("a stale claim's write: %v, want %v", err, ErrStaleFence)
+	}
+}
+
+// Issue 16, PostgreSQL workers that scale: a release moved last_checked,
+// an indexed column, so it was a row version with an entry in each of the
+// entries table's indexes. The write that ends an entry's handling under
+// its claim (an outcome: any state but replaying) marks it checked in the
+// update it makes anyway, and the release keeps that time: it changes no
+// indexed column (a HOT update). A claim that ended replaying (a dispatch
+// under way or a retry), or wrote nothing, is marked by its release, as
+// before. Either way the run does not claim the entry again, and a later
+// run does.
+func TestPostgresReleaseKeepsTheOutcomesCheck(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
+	var recs []*EntryRecord
+	for i := range 3 {
+		recs = append(recs, mixedEntry(i, base))
+	}
+	if _, err := p.Ingest(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	since, err := p.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := p.Claim(ctx, "w", since, 3, time.Minute)
+	if err != nil || len(claims) != 3 {
+		t.Fatalf("claimed %d, %v", len(claims), err)
+	}
+	checked := func(ref string) pgtype.Timestamptz {
+		t.Helper()
+		var at pgtype.Timestamptz
+		if err := p.pool.QueryRow(ctx, `SELECT last_checked FROM entries WHERE ref = $1`, pgKey(ref)).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	// 0: an outcome; 1: a dispatch under way; 2: nothing written.
+	write := func(c Claim, status string) {
+		t.Helper()
+		r := c.Entry
+		r.Status = status
+		fctx := WithFence(ctx, Fence{Ref: r.Entry.Ref(), Token: c.Token})
+		if err := p.Update(fctx, func(tx Tx) error { return tx.PutEntry(r) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(claims[1], StatusReplaying)
+	write(claims[0], StatusReplayed)
+	atOutcome := checked(claims[0].Entry.Entry.Ref())
+	if !atOutcome.Valid {
+		t.Fatal("the outcome's write did not mark its entry checked")
+	}
+	if at := checked(claims[1].Entry.Entry.Ref()); at.Valid {
+		t.Fatalf("a dispatch under way marked its entry checked (%v): a worker dying now would leave it to the next run", at.Time)
+	}
+	for _, c := range claims {
+		p.ReleaseLater(c.Entry.Entry.Ref(), c.Token)
+	}
+	if err := p.FlushReleases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if at := checked(claims[0].Entry.Entry.Ref()); at != atOutcome {
+		t.Errorf("the release moved last_checked from %v to %v: not a HOT update", atOutcome.Time, at.Time)
+	}
+	for _, c := range claims[1:] {
+		if at := checked(c.Entry.Entry.Ref()); !at.Valid || at.Time.Before(since) {
+			t.Errorf("release of %s: last_checked %v, want this run's", c.Entry.Entry.Ref(), at)
+		}
+	}
+	var leased int
+	if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM entries WHERE lease_owner IS NOT NULL OR lease_until IS NOT NULL`).Scan(&leased); err != nil || leased != 0 {
+		t.Fatalf("%d entries still leased (%v)", leased, err)
+	}
+	if again, err := p.Claim(ctx, "w", since, 3, time.Minute); err != nil || len(again) != 0 {
+		t.Fatalf("the run claimed %d checked entries again (%v)", len(again), err)
+	}
+	later, err := p.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next, err := p.Claim(ctx, "w", later.Add(time.Millisecond), 3, time.Minute); err != nil || len(next) != 3 {
+		t.Fatalf("a later run claimed %d of 3 (%v)", len(next), err)
+	}
+}
+
+// Issue 16: the claim and the release were planned again at every call
+// (their custom plans look cheaper than the generic one, so the plan cache
+// never settled); as functions they run their generic plan, made once per
+// connection. That plan must be the bounded one on a large table: the
+// claim reads entries_work in order under its LIMIT (no sort of every
+// unchecked entry), the release probes the primary key. Each function's
+// own statement (from pg_proc) is explained as its generic plan.
+func TestPostgresClaimUsesItsGenericPlan(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
+	var recs []*EntryRecord
+	for i := range 3000 {
+		recs = append(recs, mixedEntry(i, base))
+	}
+	if _, err := p.Ingest(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `ANALYZE entries; SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(ctx, `RESET plan_cache_mode`)
+	for _, c := range []struct {
+		fn, types, args string
+		params          []string
+		index           string
+	}{
+		{"replayctl_claim", "timestamptz, int, text, bigint", "now(), 4, 'w', 1000", []string{"p_since", "p_n", "p_owner", "p_lease_ms"}, "entries_work"},
+		{"replayctl_release", "text[], bigint[], bool[]", "'{a,b}', '{1,2}', '{t,f}'", []string{"p_refs", "p_fences", "p_kept"}, "entries_pkey"},
+	} {
+		var src string
+		var config []string
+		if err := conn.QueryRow(ctx, `SELECT prosrc, coalesce(proconfig, '{}') FROM pg_proc WHERE proname = $1`, c.fn).Scan(&src, &config); err != nil {
+			t.Fatalf("%s: %v", c.fn, err)
+		}
+		if !slices.Contains(config, "plan_cache_mode=force_generic_plan") {
+			t.Errorf("%s runs with %v, not its generic plan", c.fn, config)
+		}
+		body := regexp.MustCompile(`(?s)BEGIN\s+(?:RETURN QUERY )?(.*?);\s+END`).FindStringSubmatch(src)
+		if body == nil {
+			t.Fatalf("%s: no statement in %q", c.fn, src)
+		}
+		sql := body[1]
+		for i, name := range c.params {
+			sql = regexp.MustCompile(`\b`+name+`\b`).ReplaceAllString(sql, fmt.Sprintf("$$%d", i+1))
+		}
+		if _, err := conn.Exec(ctx, `PREPARE generic_`+c.fn+`(`+c.types+`) AS `+sql); err != nil {
+			t.Fatalf("%s: prepare %s: %v", c.fn, sql, err)
+		}
+		tx, err := conn.Begin(ctx) // EXPLAIN of an UPDATE plans it only; rolled back all the same
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan string
+		if err := tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE generic_`+c.fn+`(`+c.args+`)`).Scan(&plan); err != nil {
+			t.Fatalf("%s: explain: %v", c.fn, err)
+		}
+		_ = tx.Rollback(ctx)
+		if strings.Contains(plan, `"Seq Scan"`) || strings.Contains(plan, `"Sort"`) || !strings.Contains(plan, `"Index Name": "`+c.index+`"`) {
+			t.Errorf("%s's generic plan does not probe %s: %s", c.fn, c.index, plan)
+		}
 	}
 }

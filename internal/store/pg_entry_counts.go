@@ -110,18 +110,24 @@ const pgEntryTriggers = `DROP TRIGGER IF EXISTS entries_count ON entries;
 // that writes entries and counts them itself.
 const countsInGoSetting = "replayctl.counts_in_go"
 
-const setCountsInGo = `SELECT set_config('` + countsInGoSetting + `', 'on', true)`
+// setCountsInGo also says that the transaction writes the entries'
+// filter columns (pg_entry_cols.go): one statement for both.
+const setCountsInGo = `SELECT set_config('` + countsInGoSetting + `', 'on', true), set_config('` + colsInGoSetting + `', 'on', true)`
 
-// entryCols are the columns computed in Go for a written entry.
+// entryCols are the columns computed in Go for a written entry. class,
+// action, source and topic are the record's values as its stored JSON
+// reads them (pg_entry_cols.go).
 type entryCols struct {
-	sig            string
-	seen, openSeen pgtype.Timestamptz
-	state          string
-	lastFailed     int64
+	sig                          string
+	seen, openSeen               pgtype.Timestamptz
+	state                        string
+	lastFailed                   int64
+	class, action, source, topic string
 }
 
 func colsOf(r *EntryRecord) entryCols {
-	c := entryCols{sig: Signature(r), state: r.Status, lastFailed: lastFailedKey(r)}
+	c := entryCols{sig: Signature(r), state: r.Status, lastFailed: lastFailedKey(r),
+		class: asJSON(string(r.Class)), action: asJSON(string(r.Action)), source: asJSON(r.Entry.Source), topic: asJSON(r.Entry.Topic)}
 	if !r.FirstSeen.IsZero() {
 		c.seen = pgtype.Timestamptz{Time: r.FirstSeen.UTC(), Valid: true}
 		if IsOpen(r.Status) {
@@ -411,8 +417,8 @@ const noHour = math.MinInt64
 // is not valid UTF-8 is counted as encoding/json stores it (each bad byte
 // becomes U+FFFD), since the trigger read the stored JSON.
 func keysOf(r *EntryRecord, c entryCols) entryKeys {
-	return entryKeys{source: asJSON(r.Entry.Source), class: asJSON(string(r.Class)), action: asJSON(string(r.Action)),
-		status: asJSON(r.Status), topic: asJSON(r.Entry.Topic), sig: c.sig, seen: c.seen}
+	return entryKeys{source: c.source, class: c.class, action: c.action,
+		status: asJSON(r.Status), topic: c.topic, sig: c.sig, seen: c.seen}
 }
 
 func asJSON(s string) string {

@@ -67,8 +67,13 @@ var migrations = []string{
 	// 9: entries are counted in Go (pg_entry_counts.go); the triggers
 	// count only the writes of a replayctl older than this version.
 	pgEntryTriggers,
-	// (pgread2's migration: renumber after any other added before it.)
-	// 10: audit records by entry, for an entry's history (pg_entry_audit.go).
+	// 10: the filtered fields in plain columns written from Go, indexed
+	// instead of expressions over the record (pg_entry_cols.go).
+	pgEntryColsMigration,
+	// 11: the claim and the release as functions planned once per
+	// connection (pg_claim.go).
+	pgClaimFuncsMigration,
+	// 12: audit records by entry, for an entry's history (pg_entry_audit.go).
 	pgEntryAuditMigration,
 }
 
@@ -95,6 +100,10 @@ type Postgres struct {
 	relMu     sync.Mutex
 	relRefs   []string
 	relTokens []int64
+	relKept   []bool
+	// checked are the claims (by fencing token) whose entry a committed
+	// write under the claim marked checked (pg_claim.go); guarded by relMu.
+	checked map[int64]bool
 	// ahead holds the reads made ahead under claims, by fencing token
 	// (pg_readahead.go).
 	aheadMu sync.Mutex
@@ -210,10 +219,15 @@ func (p *Postgres) migrate(ctx context.Context) error {
 	return nil
 }
 
-// SchemaVersion reports the applied migration version.
+// SchemaVersion reports the applied migration version: the highest
+// version up to which every migration is recorded. One missing below
+// another recorded one (lost, or taken out to replay an upgrade) is what
+// the schema lacks: migrate applies it on the next start.
 func (p *Postgres) SchemaVersion(ctx context.Context) (int, error) {
 	var v int
-	err := p.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
+	err := p.pool.QueryRow(ctx, `SELECT coalesce(min(g.v), 1) - 1
+		FROM generate_series(1, (SELECT coalesce(max(version), 0) + 1 FROM schema_migrations)) g(v)
+		WHERE g.v NOT IN (SELECT version FROM schema_migrations)`).Scan(&v)
 	return v, err
 }
 
@@ -276,6 +290,8 @@ type pgTx struct {
 	fenceSig  *string
 	fenceSeen pgtype.Timestamptz
 	fenceKeys *entryKeys
+	// checked: a write of the fenced entry set last_checked (pg_claim.go).
+	checked bool
 	// written are the counter keys of the entries this transaction
 	// wrote or locked to write, other than the fenced one, by stored ref
 	// (nil: no row).
@@ -536,13 +552,17 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 			old = &k
 		}
 		t.countEntry(old, &keys)
+		check := checksClaim(r)
+		t.checked = t.checked || check
 		if bytes.Equal(payload, t.fencePayload) {
 			// Its payload is the one stored: write only the record.
-			t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, sig = $3, seen = $4, open_seen = $5, state = $6, last_failed = $7 WHERE ref = $1`,
-				ref, rec, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
+			t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, sig = $3, seen = $4, open_seen = $5, state = $6, last_failed = $7,
+				class = $8, action = $9, source = $10, topic = $11, last_checked = CASE WHEN $12 THEN now() ELSE last_checked END WHERE ref = $1`,
+				ref, rec, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic, check)
 		} else {
-			t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, payload = $3, sig = $4, seen = $5, open_seen = $6, state = $7, last_failed = $8 WHERE ref = $1`,
-				ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
+			t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, payload = $3, sig = $4, seen = $5, open_seen = $6, state = $7, last_failed = $8,
+				class = $9, action = $10, source = $11, topic = $12, last_checked = CASE WHEN $13 THEN now() ELSE last_checked END WHERE ref = $1`,
+				ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic, check)
 		}
 		t.fenceRec, t.fencePayload, t.fenceKeys = rec, payload, &keys
 		return nil
@@ -580,14 +600,16 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 				return fmt.Errorf("write entry %s: %w", r.Entry.Ref(), errCreatedConcurrently)
 			}
 			return nil
-		}, `INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-		ON CONFLICT (ref) DO NOTHING`, ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
+		}, `INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed, class, action, source, topic)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		ON CONFLICT (ref) DO NOTHING`, ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic)
 		if err != nil {
 			return err
 		}
 	} else {
-		t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, payload = $3, sig = $4, seen = $5, open_seen = $6, state = $7, last_failed = $8 WHERE ref = $1`,
-			ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed)
+		t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, payload = $3, sig = $4, seen = $5, open_seen = $6, state = $7, last_failed = $8,
+			class = $9, action = $10, source = $11, topic = $12 WHERE ref = $1`,
+			ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic)
 	}
 	t.written[ref] = &keys
 	return nil
@@ -791,6 +813,7 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 		return 0, nil
 	}
 	var refs, sigs, states []string
+	var classes, actions, sources, topics []string
 	var recBytes, payloads [][]byte
 	var seens, opens []pgtype.Timestamptz
 	var lfs []int64
@@ -810,6 +833,7 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 		c := colsOf(r)
 		refs, recBytes, payloads = append(refs, ref), append(recBytes, rec), append(payloads, []byte(r.Entry.Payload))
 		sigs, seens, opens, states, lfs = append(sigs, c.sig), append(seens, c.seen), append(opens, c.openSeen), append(states, c.state), append(lfs, c.lastFailed)
+		classes, actions, sources, topics = append(classes, c.class), append(actions, c.action), append(sources, c.source), append(topics, c.topic)
 		// Each record's own rows, tagged with its ref: the statement adds
 		// those of the refs it inserted.
 		keys := keysOf(r, c)
@@ -818,6 +842,7 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 		delta.appendTo(&counted, ref)
 	}
 	args := append([]any{refs, recBytes, payloads, sigs, seens, opens, states, lfs, counted.refs}, counted.args()...)
+	args = append(args, classes, actions, sources, topics)
 	for attempt := 0; ; attempt++ {
 		n, err := p.ingest(ctx, args)
 		if err == nil || !retryable(err) || attempt >= 5 {
@@ -826,11 +851,13 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 	}
 }
 
-// ingestSQL inserts the entries given as arrays ($1-$8) and adds the
-// counter rows ($10-$17, each of the entry $9) of those it inserted.
+// ingestSQL inserts the entries given as arrays ($1-$8, and their
+// filter columns $18-$21) and adds the counter rows ($10-$17, each of the
+// entry $9) of those it inserted.
 const ingestSQL = `WITH ins AS (
-	  INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed)
-	  SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[], $8::bigint[])
+	  INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed, class, action, source, topic)
+	  SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[], $8::bigint[],
+	    $18::text[], $19::text[], $20::text[], $21::text[])
 	  ON CONFLICT (ref) DO NOTHING
 	  RETURNING ref),
 	counted AS (
@@ -880,20 +907,11 @@ func (p *Postgres) ingest(ctx context.Context, args []any) (int, error) {
 // same round trip, before the claim.
 func (p *Postgres) Claim(ctx context.Context, owner string, since time.Time, n int, lease time.Duration) ([]Claim, error) {
 	b := &pgx.Batch{}
-	refs, tokens := p.takeReleases()
+	refs, tokens, kept := p.takeReleases()
 	if len(refs) > 0 {
-		b.Queue(releaseMany, refs, tokens)
+		b.Queue(releaseMany, refs, tokens, kept)
 	}
-	b.Queue(`
-		WITH c AS (
-		  SELECT ref FROM entries
-		  WHERE (last_checked IS NULL OR last_checked < $1) AND (lease_until IS NULL OR lease_until < now())
-		  ORDER BY last_checked NULLS FIRST, ref
-		  LIMIT $2
-		  FOR UPDATE SKIP LOCKED)
-		UPDATE entries e SET lease_owner = $3, lease_until = now() + $4 * interval '1 millisecond', fence = nextval('fence_seq')
-		FROM c WHERE e.ref = c.ref
-		RETURNING e.fence, e.rec, e.payload`, since, n, owner, lease.Milliseconds())
+	b.Queue(`SELECT fence, rec, payload FROM replayctl_claim($1, $2, $3, $4)`, since, n, owner, lease.Milliseconds())
 	br := p.pool.SendBatch(ctx, b)
 	defer br.Close()
 	if len(refs) > 0 {
@@ -946,8 +964,7 @@ func (p *Postgres) ClaimRef(ctx context.Context, ref, owner string, lease time.D
 // Release implements Shared.
 func (p *Postgres) Release(ctx context.Context, ref string, token int64) error {
 	p.dropAhead(token)
-	_, err := p.pool.Exec(ctx, `UPDATE entries SET last_checked = now(), lease_owner = NULL, lease_until = NULL
-		WHERE ref = $1 AND fence = $2`, pgKey(ref), token)
+	_, err := p.pool.Exec(ctx, releaseMany, []string{pgKey(ref)}, []int64{token}, []bool{p.takeChecked(token)})
 	return err
 }
 

@@ -13,18 +13,18 @@ import (
 // clauses over the record's JSON, counts become COUNT ... GROUP BY, and
 // the database does the work next to the data (no rows shipped to count).
 
-// pgDoc is an entry record as jsonb; the expression indexes of migration 2
-// are on it, so filters must spell it the same way.
+// pgDoc is an entry record as jsonb, for the fields no column holds.
 const pgDoc = `replayctl_doc(rec)`
 
-// pgDimIndex is the expression of each dimension's index of migration 2
-// (value, ref): equal to one value, its range is in ref order.
+// pgDimIndex is the expression of each dimension's index (value, ref),
+// over the columns of migration 10 (pg_entry_cols.go): equal to one
+// value, its range is in ref order.
 var pgDimIndex = map[byte]string{
-	dimState:  `lower(coalesce(` + pgDoc + `->>'status', ''))`,
-	dimClass:  `lower(coalesce(` + pgDoc + `->>'class', ''))`,
-	dimAction: `lower(coalesce(` + pgDoc + `->>'action', ''))`,
-	dimSource: `lower(coalesce(` + pgDoc + `->'entry'->>'source', ''))`,
-	dimTopic:  `coalesce(` + pgDoc + `->'entry'->>'topic', '')`,
+	dimState:  `lower(coalesce(` + pgStatusCol + `, ''))`,
+	dimClass:  `lower(coalesce(` + pgClassCol + `, ''))`,
+	dimAction: `lower(coalesce(` + pgActionCol + `, ''))`,
+	dimSource: `lower(coalesce(` + pgSourceCol + `, ''))`,
+	dimTopic:  `coalesce(` + pgTopicCol + `, '')`,
 }
 
 // pageCounts reads what a page needs of the entry counters: the cells,

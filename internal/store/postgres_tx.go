@@ -247,7 +247,13 @@ func (p *Postgres) update(ctx context.Context, fn func(Tx) error) (err error) {
 	if err := fn(t); err != nil {
 		return err
 	}
-	return t.commit()
+	if err := t.commit(); err != nil {
+		return err
+	}
+	if f, ok := FenceFrom(ctx); ok && t.checked {
+		p.markChecked(f.Token)
+	}
+	return nil
 }
 
 var (

@@ -69,6 +69,7 @@ func colsEntry(i int, base time.Time) *EntryRecord {
 func assertColsMatchRecord(t *testing.T, p *Postgres) {
 	t.Helper()
 	var n, bad int
+	const pgDoc = `replayctl_doc(rec)` // the test data holds no \u0000
 	if err := p.pool.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE
 		  (lower(coalesce(state, '')), lower(coalesce(class, '')), lower(coalesce(action, '')), lower(coalesce(source, '')), coalesce(topic, ''))
 		  IS DISTINCT FROM

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -126,8 +127,8 @@ type entryCols struct {
 }
 
 func colsOf(r *EntryRecord) entryCols {
-	c := entryCols{sig: Signature(r), state: r.Status, lastFailed: lastFailedKey(r),
-		class: asJSON(string(r.Class)), action: asJSON(string(r.Action)), source: asJSON(r.Entry.Source), topic: asJSON(r.Entry.Topic)}
+	c := entryCols{sig: pgText(Signature(r)), state: r.Status, lastFailed: lastFailedKey(r),
+		class: pgText(string(r.Class)), action: pgText(string(r.Action)), source: pgText(r.Entry.Source), topic: pgText(r.Entry.Topic)}
 	if !r.FirstSeen.IsZero() {
 		c.seen = pgtype.Timestamptz{Time: r.FirstSeen.UTC(), Valid: true}
 		if IsOpen(r.Status) {
@@ -279,7 +280,7 @@ func (p *Postgres) cellsAndOpen(ctx context.Context, out *Counters) error {
 // open_seen index. The column holds microseconds; the record's own time
 // (nanoseconds) of the rows at that microsecond is the answer.
 func (p *Postgres) oldestOpen(ctx context.Context) (time.Time, error) {
-	rows, err := p.pool.Query(ctx, `SELECT coalesce(`+pgDoc+`->>'first_seen', '') FROM entries
+	rows, err := p.pool.Query(ctx, `SELECT `+pgRecText+` FROM entries
 		WHERE open_seen = (SELECT min(open_seen) FROM entries)`)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("read oldest open entry: %w", err)
@@ -287,12 +288,12 @@ func (p *Postgres) oldestOpen(ctx context.Context) (time.Time, error) {
 	defer rows.Close()
 	var oldest time.Time
 	for rows.Next() {
-		var seen string
-		if err := rows.Scan(&seen); err != nil {
+		var rec string
+		if err := rows.Scan(&rec); err != nil {
 			return time.Time{}, err
 		}
-		if t, err := time.Parse(time.RFC3339Nano, seen); err == nil && !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
-			oldest = t.UTC()
+		if t := firstSeenOf(rec); !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
 		}
 	}
 	return oldest, rows.Err()
@@ -301,9 +302,9 @@ func (p *Postgres) oldestOpen(ctx context.Context) (time.Time, error) {
 // signatures reads the signature counters; each signature's example and
 // its class are its smallest ref's, one probe of entries_sig each.
 func (p *Postgres) signatures(ctx context.Context) ([]SignatureCount, error) {
-	rows, err := p.pool.Query(ctx, `SELECT s.key[1], s.n, coalesce(e.ref, ''), coalesce(replayctl_doc(e.rec)->>'class', '')
+	rows, err := p.pool.Query(ctx, `SELECT s.key[1], s.n, coalesce(e.ref, ''), coalesce(e.class, '')
 		FROM (SELECT key, sum(n)::bigint AS n FROM entry_counts WHERE dim = 'sig' AND at = '-infinity' GROUP BY key HAVING sum(n) <> 0) s
-		LEFT JOIN LATERAL (SELECT ref, rec FROM entries
+		LEFT JOIN LATERAL (SELECT ref, class FROM entries
 		  WHERE md5(coalesce(sig, '')) = md5(s.key[1]) AND coalesce(sig, '') = s.key[1]
 		  ORDER BY ref LIMIT 1) e ON true`)
 	if err != nil {
@@ -418,7 +419,21 @@ const noHour = math.MinInt64
 // becomes U+FFFD), since the trigger read the stored JSON.
 func keysOf(r *EntryRecord, c entryCols) entryKeys {
 	return entryKeys{source: c.source, class: c.class, action: c.action,
-		status: asJSON(r.Status), topic: c.topic, sig: c.sig, seen: c.seen}
+		status: pgText(r.Status), topic: c.topic, sig: c.sig, seen: c.seen}
+}
+
+// pgText is s as a text column or a counter key can hold it: as asJSON
+// reads it, and a NUL, which is valid UTF-8 and valid JSON (\u0000) but
+// which PostgreSQL's text refuses ("invalid byte sequence for encoding
+// UTF8: 0x00": the whole Ingest batch failed on one such entry), as
+// U+FFFD. The record keeps the value exactly; only what the filters,
+// counters and failure signatures compare is replaced.
+func pgText(s string) string {
+	s = asJSON(s)
+	if strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }
 
 func asJSON(s string) string {
@@ -451,7 +466,10 @@ func storedKeys(rec []byte, sig *string, seen pgtype.Timestamptz) (entryKeys, er
 	if err := json.Unmarshal(rec, &f); err != nil {
 		return entryKeys{}, fmt.Errorf("decode stored entry: %w", err)
 	}
-	k := entryKeys{source: f.Entry.Source, class: f.Class, action: f.Action, status: f.Status, topic: f.Entry.Topic, seen: seen}
+	// As keysOf counted them when the row was written (pgText: a NUL is
+	// stored in the record, not in a key).
+	k := entryKeys{source: pgText(f.Entry.Source), class: pgText(f.Class), action: pgText(f.Action), status: pgText(f.Status),
+		topic: pgText(f.Entry.Topic), seen: seen}
 	if sig != nil {
 		k.sig = *sig
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -13,8 +14,23 @@ import (
 // clauses over the record's JSON, counts become COUNT ... GROUP BY, and
 // the database does the work next to the data (no rows shipped to count).
 
-// pgDoc is an entry record as jsonb, for the fields no column holds.
-const pgDoc = `replayctl_doc(rec)`
+// pgRecText is an entry record as text, for the fields no column holds,
+// decoded in Go (firstSeenOf). Not as jsonb (replayctl_doc) nor json:
+// both refuse to read a record holding \u0000, which an entry's message
+// may, and the read (a /metrics scrape, stats) would fail for them all.
+const pgRecText = `convert_from(rec, 'UTF8')`
+
+// firstSeenOf is the first_seen time of a stored entry record; zero when
+// the record has none or does not decode.
+func firstSeenOf(rec string) time.Time {
+	var f struct {
+		FirstSeen time.Time `json:"first_seen"`
+	}
+	if json.Unmarshal([]byte(rec), &f) != nil {
+		return time.Time{}
+	}
+	return f.FirstSeen.UTC()
+}
 
 // pgDimIndex is the expression of each dimension's index (value, ref),
 // over the columns of migration 10 (pg_entry_cols.go): equal to one
@@ -396,7 +412,7 @@ func sortByPrint[T any](s []T) {
 const gaugesSQL = `SELECT dim, key, sum(n)::bigint FROM entry_counts
 	WHERE dim IN ('cell', 'open') AND at = '-infinity' GROUP BY dim, key HAVING sum(n) <> 0
 	UNION ALL
-	SELECT 'oldest', ARRAY[coalesce(` + pgDoc + `->>'first_seen', '')], 0 FROM entries
+	SELECT 'oldest', ARRAY[` + pgRecText + `], 0 FROM entries
 	WHERE open_seen = (SELECT min(open_seen) FROM entries)`
 
 // gauges reads what Gauges returns, as cellsAndOpen and oldestOpen read
@@ -421,8 +437,8 @@ func (p *Postgres) gauges(ctx context.Context) (*Gauges, error) {
 		case dim == "open" && len(key) == 2:
 			g.Open = append(g.Open, Depth{Source: key[0], Topic: valKey(key[1]), N: n})
 		case dim == "oldest" && len(key) == 1:
-			if t, err := time.Parse(time.RFC3339Nano, key[0]); err == nil && !t.IsZero() && (g.OldestOpen.IsZero() || t.Before(g.OldestOpen)) {
-				g.OldestOpen = t.UTC()
+			if t := firstSeenOf(key[0]); !t.IsZero() && (g.OldestOpen.IsZero() || t.Before(g.OldestOpen)) {
+				g.OldestOpen = t
 			}
 		}
 	}

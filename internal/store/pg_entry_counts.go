@@ -231,11 +231,11 @@ func backfillEntryCounts(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
-// entryCounts reads the entry counters with at = -infinity, summed over
+// entryCounts reads the entry counters of dims with at = -infinity, summed over
 // shards, and calls fn for each non-zero one.
-func (p *Postgres) entryCounts(ctx context.Context, fn func(dim string, key []string, n int64)) error {
+func (p *Postgres) entryCounts(ctx context.Context, dims []string, fn func(dim string, key []string, n int64)) error {
 	rows, err := p.pool.Query(ctx, `SELECT dim, key, sum(n)::bigint FROM entry_counts
-		WHERE dim IN ('cell', 'topic', 'day', 'open') AND at = '-infinity' GROUP BY dim, key HAVING sum(n) <> 0`)
+		WHERE dim = ANY($1) AND at = '-infinity' GROUP BY dim, key HAVING sum(n) <> 0`, dims)
 	if err != nil {
 		return fmt.Errorf("read entry counters: %w", err)
 	}
@@ -255,7 +255,7 @@ func (p *Postgres) entryCounts(ctx context.Context, fn func(dim string, key []st
 // cellsAndOpen reads the cell and open-depth counters, sorted as
 // Counters always returned them.
 func (p *Postgres) cellsAndOpen(ctx context.Context, out *Counters) error {
-	err := p.entryCounts(ctx, func(dim string, key []string, n int64) {
+	err := p.entryCounts(ctx, []string{"cell", "topic", "day", "open"}, func(dim string, key []string, n int64) {
 		switch {
 		case dim == "cell" && len(key) == 4:
 			out.Entries += n

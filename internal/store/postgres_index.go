@@ -53,19 +53,7 @@ func (p *Postgres) pageCounts(ctx context.Context, topics bool) (cells []Cell, c
 		dims = append(dims, "topic")
 	}
 	counted, raw = map[string]int64{}, map[string]int64{}
-	rows, err := p.pool.Query(ctx, `SELECT dim, key, sum(n)::bigint FROM entry_counts
-		WHERE dim = ANY($1) AND at = '-infinity' GROUP BY dim, key HAVING sum(n) <> 0`, dims)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read entry counters: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var dim string
-		var key []string
-		var n int64
-		if err := rows.Scan(&dim, &key, &n); err != nil {
-			return nil, nil, nil, err
-		}
+	err = p.entryCounts(ctx, dims, func(dim string, key []string, n int64) {
 		switch {
 		case dim == "cell" && len(key) == 4:
 			cells = append(cells, Cell{Source: key[0], Class: key[1], Action: key[2], State: key[3], N: n})
@@ -73,8 +61,8 @@ func (p *Postgres) pageCounts(ctx context.Context, topics bool) (cells []Cell, c
 			counted[valKey(key[0])] += n
 			raw[key[0]] += n
 		}
-	}
-	return cells, counted, raw, rows.Err()
+	})
+	return cells, counted, raw, err
 }
 
 // pageWalk is how a filter's page walks the entries: the index ranges of

@@ -103,6 +103,10 @@ func (p *Postgres) Ingesting(ctx context.Context) (bool, error) {
 // before. The difference: a worker that dies between that write and its
 // release leaves the entry checked, so after its lease the next run, not
 // another worker of this one, looks at it again; its outcome is recorded.
+// The last write under the claim decides: a write in the replaying state
+// (an intent) clears last_checked (NULL: claimed first), so an intent
+// after a checked write (a probe's, then an approved replay's dispatch)
+// leaves a dispatch that a dying worker abandons to this run's others.
 
 const releaseMany = `SELECT replayctl_release($1, $2, $3)`
 
@@ -145,11 +149,17 @@ const pgClaimFuncsMigration = `CREATE FUNCTION replayctl_claim(p_since timestamp
 // under way, or a retry this run may take again).
 func checksClaim(r *EntryRecord) bool { return r.Status != StatusReplaying }
 
-// markChecked notes that a committed write under the claim token marked
-// its entry checked.
-func (p *Postgres) markChecked(token int64) {
+// markChecked notes whether the last committed write under the claim
+// token left its entry checked (a write in the replaying state clears
+// last_checked, so the entry stays claimable by this run if its worker
+// dies).
+func (p *Postgres) markChecked(token int64, checked bool) {
 	p.relMu.Lock()
 	defer p.relMu.Unlock()
+	if !checked {
+		delete(p.checked, token)
+		return
+	}
 	if p.checked == nil {
 		p.checked = map[int64]bool{}
 	}

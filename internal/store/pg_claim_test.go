@@ -353,3 +353,56 @@ func TestPostgresClaimUsesItsGenericPlan(t *testing.T) {
 		}
 	}
 }
+
+// The last write under a claim decides whether its entry is checked: a
+// probe's write (outcome_unknown stays, so the write marks the entry
+// checked), then the intent of an approved replay. A worker dying during
+// that dispatch must leave the entry to the other workers of this run
+// (claimable once its lease runs out, to become outcome_unknown), not to
+// the next run: the intent clears last_checked, and the release is not
+// kept (reviewer's finding: the marks were OR-ed, so the probe's stood).
+func TestPostgresIntentAfterACheckedWriteLeavesTheEntryUnchecked(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	r0 := mixedEntry(0, time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC))
+	r0.Status = StatusUnknown
+	if _, err := p.Ingest(ctx, []*EntryRecord{r0}); err != nil {
+		t.Fatal(err)
+	}
+	since, err := p.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := p.Claim(ctx, "w1", since, 1, time.Minute)
+	if err != nil || len(claims) != 1 {
+		t.Fatalf("claimed %d, %v", len(claims), err)
+	}
+	c := claims[0]
+	fctx := WithFence(ctx, Fence{Ref: c.Entry.Entry.Ref(), Token: c.Token})
+	r := c.Entry
+	checked := func() pgtype.Timestamptz {
+		t.Helper()
+		var at pgtype.Timestamptz
+		if err := p.pool.QueryRow(ctx, `SELECT last_checked FROM entries WHERE ref = $1`, pgKey(r.Entry.Ref())).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	r.Probe = "not_committed"
+	if err := p.Update(fctx, func(tx Tx) error { return tx.PutEntry(r) }); err != nil {
+		t.Fatal(err)
+	}
+	if !checked().Valid {
+		t.Fatal("the probe's write (outcome_unknown) did not mark the entry checked")
+	}
+	r.Status = StatusReplaying
+	if err := p.Update(fctx, func(tx Tx) error { return tx.PutEntry(r) }); err != nil {
+		t.Fatal(err)
+	}
+	if at := checked(); at.Valid && !at.Time.Before(since) {
+		t.Fatalf("the intent left last_checked at %v (this run's): a worker dying now leaves its dispatch to the next run", at.Time)
+	}
+	if p.takeChecked(c.Token) {
+		t.Error("the claim is still marked checked after its intent: its release would keep the probe's check")
+	}
+}

@@ -290,8 +290,9 @@ type pgTx struct {
 	fenceSig  *string
 	fenceSeen pgtype.Timestamptz
 	fenceKeys *entryKeys
-	// checked: a write of the fenced entry set last_checked (pg_claim.go).
-	checked bool
+	// checked: the last write of the fenced entry set last_checked
+	// (pg_claim.go); wroteFenced: the transaction wrote it at all.
+	checked, wroteFenced bool
 	// written are the counter keys of the entries this transaction
 	// wrote or locked to write, other than the fenced one, by stored ref
 	// (nil: no row).
@@ -552,16 +553,20 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 			old = &k
 		}
 		t.countEntry(old, &keys)
+		// The last write under the claim decides: an intent after an
+		// outcome-like write (a probe's, then an approved replay's
+		// dispatch) must leave the entry unchecked again, or a worker
+		// dying during that dispatch would leave it to the next run.
 		check := checksClaim(r)
-		t.checked = t.checked || check
+		t.checked, t.wroteFenced = check, true
 		if bytes.Equal(payload, t.fencePayload) {
 			// Its payload is the one stored: write only the record.
 			t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, sig = $3, seen = $4, open_seen = $5, state = $6, last_failed = $7,
-				class = $8, action = $9, source = $10, topic = $11, last_checked = CASE WHEN $12 THEN now() ELSE last_checked END WHERE ref = $1`,
+				class = $8, action = $9, source = $10, topic = $11, last_checked = CASE WHEN $12 THEN now() END WHERE ref = $1`,
 				ref, rec, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic, check)
 		} else {
 			t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, payload = $3, sig = $4, seen = $5, open_seen = $6, state = $7, last_failed = $8,
-				class = $9, action = $10, source = $11, topic = $12, last_checked = CASE WHEN $13 THEN now() ELSE last_checked END WHERE ref = $1`,
+				class = $9, action = $10, source = $11, topic = $12, last_checked = CASE WHEN $13 THEN now() END WHERE ref = $1`,
 				ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic, check)
 		}
 		t.fenceRec, t.fencePayload, t.fenceKeys = rec, payload, &keys

@@ -250,8 +250,8 @@ func (p *Postgres) update(ctx context.Context, fn func(Tx) error) (err error) {
 	if err := t.commit(); err != nil {
 		return err
 	}
-	if f, ok := FenceFrom(ctx); ok && t.checked {
-		p.markChecked(f.Token)
+	if f, ok := FenceFrom(ctx); ok && t.wroteFenced {
+		p.markChecked(f.Token, t.checked)
 	}
 	return nil
 }

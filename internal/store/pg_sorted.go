@@ -134,7 +134,7 @@ func (p *Postgres) SortedPage(ctx context.Context, f EntryFilter, newest bool, c
 				return nil, fmt.Errorf("decode entry %q: %w", row.ref, err)
 			}
 			r.Entry.Payload = nil
-			if !f.Match(r) {
+			if !pgMatch(&f, r) {
 				continue
 			}
 			if len(page.Items) == limit {

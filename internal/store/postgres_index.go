@@ -43,6 +43,22 @@ var pgDimIndex = map[byte]string{
 	dimTopic:  `coalesce(` + pgTopicCol + `, '')`,
 }
 
+// pgMatch is f.Match for a record read from PostgreSQL, whose counters
+// and filter columns hold a source or topic as pgText does (a NUL as
+// U+FFFD): a filter built from them (a facet's link, a topic glob the
+// counters expanded) matches the record as it is stored too.
+func pgMatch(f *EntryFilter, r *EntryRecord) bool {
+	if f.Match(r) {
+		return true
+	}
+	if strings.IndexByte(r.Entry.Source, 0) < 0 && strings.IndexByte(r.Entry.Topic, 0) < 0 {
+		return false
+	}
+	c := *r
+	c.Entry.Source, c.Entry.Topic = pgText(r.Entry.Source), pgText(r.Entry.Topic)
+	return f.Match(&c)
+}
+
 // pageCounts reads what a page needs of the entry counters: the cells,
 // and the topics (counted: as Counters keys them; raw: as stored) when
 // the filter has a topic. Not cellsAndOpen: a page needs neither the
@@ -297,7 +313,7 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 				return nil, fmt.Errorf("decode entry %q: %w", ref, err)
 			}
 			er.Entry.Payload = nil
-			if !f.Match(er) {
+			if !pgMatch(&f, er) {
 				continue
 			}
 			if len(page.Items) == limit {

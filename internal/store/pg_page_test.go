@@ -35,19 +35,7 @@ func TestPostgresPageWalksIndexRangesAndMatchesScan(t *testing.T) {
 		all = append(all, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("m%03d", i), Source: []string{entry.KindJSONL, entry.KindCordum}[i%2],
 			Topic: "orders.created", Payload: []byte(`{}`)}, Status: []string{StatusPending, "PENDING", StatusResolved}[i%3], Class: cases[i%4], Action: triage.AutoReplay})
 	}
-	p := openPG(t, testsvc.Postgres(t), Options{})
-	if err := p.Update(ctx, func(tx Tx) error {
-		for _, r := range all {
-			if err := tx.PutEntry(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	p.stopSealer()
-	p.stopSealer = nil
+	p := pgHolding(t, all)
 	filters := viewFilters()
 	maps.Copy(filters, map[string]EntryFilter{
 		"class in any case":        {Classes: []string{"poison"}},

@@ -22,19 +22,7 @@ func TestPostgresSortedPageMatchesBoltAndScan(t *testing.T) {
 	b := mixedViewsStore(t, filepath.Join(t.TempDir(), "replayctl.db"))
 	defer b.Close()
 	all := allEntries(t, b)
-	p := openPG(t, testsvc.Postgres(t), Options{})
-	if err := p.Update(ctx, func(tx Tx) error {
-		for _, r := range all {
-			if err := tx.PutEntry(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	p.stopSealer()
-	p.stopSealer = nil
+	p := pgHolding(t, all)
 	before := p.Trips()
 	for name, f := range viewFilters() {
 		for _, newest := range []bool{false, true} {
@@ -121,4 +109,25 @@ func TestPostgresPageTotalsFromCounters(t *testing.T) {
 			t.Errorf("a page counted rows: %s", sql)
 		}
 	}
+}
+
+// pgHolding is a fresh PostgreSQL store holding recs, written in one
+// transaction, with its sealer stopped so that Trips counts only what a
+// test's reads send.
+func pgHolding(t *testing.T, recs []*EntryRecord) *Postgres {
+	t.Helper()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	if err := p.Update(context.Background(), func(tx Tx) error {
+		for _, r := range recs {
+			if err := tx.PutEntry(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p.stopSealer()
+	p.stopSealer = nil
+	return p
 }

@@ -190,13 +190,19 @@ func TestPostgresFenceCheckLocksTheLedgerRowInItsStatement(t *testing.T) {
 	if n := reads(before, p.Trips()); n != 1 {
 		t.Errorf("%d statements read the entry and the ledger, want 1 (the fence check)", n)
 	}
-	// A stale claim writes nothing.
+	// A stale claim writes nothing, and its mark (as a checked write under
+	// it had left) is forgotten: such a claim is never released by this
+	// process, so the mark would stay for the life of a serve.
 	stale := WithFence(ctx, Fence{Ref: ref, Token: c.Token - 1, Key: key})
+	p.markChecked(c.Token-1, true)
 	if err := p.Update(stale, func(tx Tx) error {
 		_, err := tx.Transition(idempotency.Transition{Key: key, From: idempotency.Decided, To: idempotency.Dispatching})
 		return err
 	}); !errors.Is(err, ErrStaleFence) {
 		t.Fatalf("a stale claim's write: %v, want %v", err, ErrStaleFence)
+	}
+	if p.takeChecked(c.Token - 1) {
+		t.Error("a claim found stale is still marked checked")
 	}
 }
 

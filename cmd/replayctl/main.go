@@ -18,8 +18,12 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cmd := newRootCmd(&streams{in: stdin, out: stdout, err: stderr})
+	out := &termSafe{w: stdout}
+	cmd := newRootCmd(&streams{in: stdin, out: out, err: stderr})
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
+	if ferr := out.Flush(); err == nil && ferr != nil {
+		err = ferr
+	}
 	return exitCode(stderr, err)
 }

@@ -71,19 +71,7 @@ func TestPostgresPageTotalsFromCounters(t *testing.T) {
 	ctx := context.Background()
 	b := mixedViewsStore(t, filepath.Join(t.TempDir(), "replayctl.db"))
 	defer b.Close()
-	p := openPG(t, testsvc.Postgres(t), Options{})
-	if err := p.Update(ctx, func(tx Tx) error {
-		for _, r := range allEntries(t, b) {
-			if err := tx.PutEntry(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	p.stopSealer()
-	p.stopSealer = nil
+	p := pgHolding(t, allEntries(t, b))
 	before := p.Trips()
 	for name, f := range viewFilters() {
 		pp, err := p.Page(ctx, f, "", 9)

@@ -22,8 +22,5 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd := newRootCmd(&streams{in: stdin, out: out, err: stderr})
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
-	if ferr := out.Flush(); err == nil && ferr != nil {
-		err = ferr
-	}
 	return exitCode(stderr, err)
 }

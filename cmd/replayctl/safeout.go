@@ -5,57 +5,32 @@ import (
 	"io"
 )
 
-// termSafe wraps the command output: a DLQ entry's topic, message, labels
-// and payload are written by whoever produced the failing job, and a
-// terminal acts on the control characters in them (an escape sequence
-// can rewrite the screen, retitle the window or, in some terminals,
-// answer back as typed input). Every C0 control but tab and newline, DEL
-// and the C1 controls (U+0080-U+009F) are written as visible escapes
-// (\x1b, \u009b). JSON output is unchanged: encoding/json already escapes
-// the C0 controls, and a C1 control in a JSON string reads back the same
-// whether escaped or not. stderr (logs, the progress bar) is not wrapped.
-type termSafe struct {
-	w io.Writer
-	// lead is a 0xC2 held back from the end of the last write: with the
-	// next write's first byte it may be a C1 control.
-	lead bool
-}
+// termSafe wraps the command output: a DLQ entry's topic, message and
+// labels are written by whoever produced the failing job, and a terminal
+// acts on the control characters in them (an escape sequence can rewrite
+// the screen, retitle the window or, in some terminals, answer back as
+// typed input). Every C0 control but tab and newline is written as a
+// visible escape (\x1b). JSON output passes byte for byte: encoding/json
+// escapes every C0 control itself, so valid JSON holds none, and `audit
+// export`'s bodies still hash to their chain. (DEL and the C1 controls are
+// left alone for that reason: JSON carries them raw, and UTF-8 terminals
+// do not act on C1 as 8-bit controls.) stderr (logs, the progress bar) is
+// not wrapped.
+type termSafe struct{ w io.Writer }
 
 func (t *termSafe) Write(p []byte) (int, error) {
-	in := p
-	if t.lead {
-		in = append([]byte{0xC2}, p...)
-		t.lead = false
+	i := 0
+	for i < len(p) && !isC0(p[i]) {
+		i++
 	}
-	clean := true
-	for i, b := range in {
-		if unsafeByte(in, i) {
-			clean = false
-			break
-		}
-		if b == 0xC2 && i == len(in)-1 {
-			clean = false
-			break
-		}
+	if i == len(p) {
+		return t.w.Write(p)
 	}
-	if clean {
-		if _, err := t.w.Write(in); err != nil {
-			return 0, err
-		}
-		return len(p), nil
-	}
-	out := make([]byte, 0, len(in)+16)
-	for i := 0; i < len(in); i++ {
-		b := in[i]
-		switch {
-		case b == 0xC2 && i == len(in)-1:
-			t.lead = true
-		case b == 0xC2 && in[i+1] >= 0x80 && in[i+1] <= 0x9F:
-			out = fmt.Appendf(out, `\u%04x`, in[i+1])
-			i++
-		case unsafeByte(in, i):
+	out := make([]byte, 0, len(p)+16)
+	for _, b := range p {
+		if isC0(b) {
 			out = fmt.Appendf(out, `\x%02x`, b)
-		default:
+		} else {
 			out = append(out, b)
 		}
 	}
@@ -65,28 +40,5 @@ func (t *termSafe) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// unsafeByte: in[i] is a control a terminal would act on (a C0 control
-// other than tab and newline, DEL, or the lead byte of a C1 control).
-func unsafeByte(in []byte, i int) bool {
-	b := in[i]
-	switch {
-	case b == '\t' || b == '\n':
-		return false
-	case b < 0x20 || b == 0x7f:
-		return true
-	case b == 0xC2 && i+1 < len(in):
-		return in[i+1] >= 0x80 && in[i+1] <= 0x9F
-	}
-	return false
-}
-
-// Flush writes a 0xC2 held back at the end of the output as it is (it
-// began no C1 control).
-func (t *termSafe) Flush() error {
-	if !t.lead {
-		return nil
-	}
-	t.lead = false
-	_, err := t.w.Write([]byte{0xC2})
-	return err
-}
+// isC0: b is a C0 control a terminal acts on (not tab or newline).
+func isC0(b byte) bool { return b < 0x20 && b != '\t' && b != '\n' }

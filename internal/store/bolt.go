@@ -507,8 +507,7 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 
 // encodeSealed is encodeHotRecord(s) for a record audit.Seal made: s2
 // against dictionary 1, like ledger and entry records (see compress.go).
-// json.Marshal
-// of a Sealed re-compacts its Body (a json.RawMessage), a scan of the whole
+// json.Marshal of a Sealed re-compacts its Body (a json.RawMessage), a scan of the whole
 // record that was a twentieth of reconcile's CPU; Seal's body is already
 // json.Marshal output, compact and escaped, so the same bytes are written
 // directly. Hashes that would need escaping (never from Seal) take the

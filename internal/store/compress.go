@@ -161,8 +161,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // copied out at its exact size.
 var s2Buffers = sync.Pool{New: func() any { return new([]byte) }}
 
-// encodeHotRecord is encodeRecord for the records a replay rewrites (ledger
-// and entry records): s2 against dictionary 1 instead of zstd.
+// encodeHotRecord is encodeRecord for the records a replay writes (ledger,
+// entry and audit records): s2 against dictionary 1 instead of zstd.
 func encodeHotRecord(v any) ([]byte, error) { return encodeWith(v, compressHotRecord) }
 
 // compressHotRecord is compressRecord with s2 (see encodeHotRecord).
@@ -273,7 +273,8 @@ func EncodeValue(v any) ([]byte, error) { return encodeRecord(v) }
 
 func putRecord(b *bolt.Bucket, key []byte, v any) error { return putEncoded(b, key, v, encodeRecord) }
 
-// putHotRecord is putRecord for ledger and entry records (s2).
+// putHotRecord is putRecord for ledger and entry records (s2; audit
+// records take encodeSealed).
 func putHotRecord(b *bolt.Bucket, key []byte, v any) error {
 	return putEncoded(b, key, v, encodeHotRecord)
 }

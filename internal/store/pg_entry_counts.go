@@ -126,6 +126,15 @@ type entryCols struct {
 	class, action, source, topic string
 }
 
+// entryColNames are entryCols' columns, in the order values gives them.
+var entryColNames = []string{"sig", "seen", "open_seen", "state", "last_failed", "class", "action", "source", "topic"}
+
+// values are the parameters of an entry write (entryWriteSQL): head (the
+// key, the record, the payload if written), then c's columns.
+func (c *entryCols) values(head ...any) []any {
+	return append(head, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic)
+}
+
 func colsOf(r *EntryRecord) entryCols {
 	c := entryCols{sig: pgText(Signature(r)), state: r.Status, lastFailed: lastFailedKey(r),
 		class: pgText(string(r.Class)), action: pgText(string(r.Action)), source: pgText(r.Entry.Source), topic: pgText(r.Entry.Topic)}

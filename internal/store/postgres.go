@@ -530,6 +530,42 @@ func decodeEntryBytes(rec, payload []byte) (*EntryRecord, error) {
 	return decodeEntry(&se, payload), nil
 }
 
+// The statements writing an entry row: its key, record and payload, then
+// the columns colsOf computes (entryCols.values), and for a write under
+// the entry's claim whether it marks the entry checked (checksClaim).
+var (
+	insertEntry                = entryWriteSQL(true, true, false)
+	updateEntryPayload         = entryWriteSQL(false, true, false)
+	updateEntryPayloadChecking = entryWriteSQL(false, true, true)
+	updateEntryChecking        = entryWriteSQL(false, false, true)
+)
+
+// entryWriteSQL numbers the parameters as entryCols.values gives them
+// ($1 the key, $2 the record, then the payload when payload), the check
+// last.
+func entryWriteSQL(insert, payload, check bool) string {
+	cols := []string{"rec"}
+	if payload {
+		cols = append(cols, "payload")
+	}
+	cols = append(cols, entryColNames...)
+	if insert {
+		marks := make([]string, len(cols)+1)
+		for i := range marks {
+			marks[i] = fmt.Sprintf("$%d", i+1)
+		}
+		return "INSERT INTO entries (ref, " + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(marks, ", ") + ") ON CONFLICT (ref) DO NOTHING"
+	}
+	set := make([]string, len(cols))
+	for i, col := range cols {
+		set[i] = fmt.Sprintf("%s = $%d", col, i+2)
+	}
+	if check {
+		set = append(set, fmt.Sprintf("last_checked = CASE WHEN $%d THEN now() END", len(cols)+2))
+	}
+	return "UPDATE entries SET " + strings.Join(set, ", ") + " WHERE ref = $1"
+}
+
 func (t *pgTx) PutEntry(r *EntryRecord) error {
 	if t.ro {
 		return ErrReadOnly
@@ -561,13 +597,9 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 		t.checked, t.wroteFenced = check, true
 		if bytes.Equal(payload, t.fencePayload) {
 			// Its payload is the one stored: write only the record.
-			t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, sig = $3, seen = $4, open_seen = $5, state = $6, last_failed = $7,
-				class = $8, action = $9, source = $10, topic = $11, last_checked = CASE WHEN $12 THEN now() END WHERE ref = $1`,
-				ref, rec, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic, check)
+			t.queue("write entry "+r.Entry.Ref(), nil, updateEntryChecking, append(c.values(ref, rec), check)...)
 		} else {
-			t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, payload = $3, sig = $4, seen = $5, open_seen = $6, state = $7, last_failed = $8,
-				class = $9, action = $10, source = $11, topic = $12, last_checked = CASE WHEN $13 THEN now() END WHERE ref = $1`,
-				ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic, check)
+			t.queue("write entry "+r.Entry.Ref(), nil, updateEntryPayloadChecking, append(c.values(ref, rec, payload), check)...)
 		}
 		t.fenceRec, t.fencePayload, t.fenceKeys = rec, payload, &keys
 		return nil
@@ -605,16 +637,12 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 				return fmt.Errorf("write entry %s: %w", r.Entry.Ref(), errCreatedConcurrently)
 			}
 			return nil
-		}, `INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed, class, action, source, topic)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-		ON CONFLICT (ref) DO NOTHING`, ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic)
+		}, insertEntry, c.values(ref, rec, payload)...)
 		if err != nil {
 			return err
 		}
 	} else {
-		t.queue("write entry "+r.Entry.Ref(), nil, `UPDATE entries SET rec = $2, payload = $3, sig = $4, seen = $5, open_seen = $6, state = $7, last_failed = $8,
-			class = $9, action = $10, source = $11, topic = $12 WHERE ref = $1`,
-			ref, rec, payload, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic)
+		t.queue("write entry "+r.Entry.Ref(), nil, updateEntryPayload, c.values(ref, rec, payload)...)
 	}
 	t.written[ref] = &keys
 	return nil

@@ -10,9 +10,10 @@ import (
 	"time"
 )
 
-// PostgreSQL answers the indexed reads with SQL: the filters become WHERE
-// clauses over the record's JSON, counts become COUNT ... GROUP BY, and
-// the database does the work next to the data (no rows shipped to count).
+// PostgreSQL answers the indexed reads with SQL: a page walks the index
+// ranges of its filter columns (migration 10), totals and facets come from
+// the counter rows, and the database does the work next to the data (no
+// rows shipped to count).
 
 // pgRecText is an entry record as text, for the fields no column holds,
 // decoded in Go (firstSeenOf). Not as jsonb (replayctl_doc) nor json:

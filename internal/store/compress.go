@@ -298,6 +298,8 @@ const (
 	// block carries no checksum, and a damaged payload must never be
 	// sent as other bytes), then one s2 block, without a dictionary.
 	payloadS2 byte = 2
+	// s2PayloadHeader: the tag and the CRC-32C before an s2 payload's block.
+	s2PayloadHeader = 5
 )
 
 // maxS2Payload: larger payloads take zstd (they are rare, and compress
@@ -316,10 +318,10 @@ var bucketPayloadsZ = []byte("payloads_z")
 // maxS2Payload, raw when neither is smaller.
 func encodePayload(p []byte) ([]byte, error) {
 	if len(p) >= minCompress && len(p) <= maxS2Payload {
-		out := make([]byte, 5+s2.MaxEncodedLen(len(p)))
+		out := make([]byte, s2PayloadHeader+s2.MaxEncodedLen(len(p)))
 		out[0] = payloadS2
 		binary.LittleEndian.PutUint32(out[1:], crc32.Checksum(p, castagnoli))
-		if n := 5 + len(s2.Encode(out[5:], p)); n < len(p)+1 {
+		if n := s2PayloadHeader + len(s2.Encode(out[s2PayloadHeader:], p)); n < len(p)+1 {
 			return bytes.Clone(out[:n]), nil
 		}
 		return append([]byte{payloadRaw}, p...), nil
@@ -362,17 +364,17 @@ func decodePayload(v []byte) ([]byte, error) {
 		}
 		return p, nil
 	case payloadS2:
-		if len(v) < 5 {
+		if len(v) < s2PayloadHeader {
 			return nil, fmt.Errorf("%w: s2 payload of %d bytes", errPayloadCodec, len(v))
 		}
-		n, err := s2.DecodedLen(v[5:])
+		n, err := s2.DecodedLen(v[s2PayloadHeader:])
 		if err != nil {
 			return nil, fmt.Errorf("decompress payload: s2: %w", err)
 		}
 		if n > maxS2Payload {
 			return nil, fmt.Errorf("decompress payload: s2 payload claims %d bytes, more than the %d an s2 payload holds", n, maxS2Payload)
 		}
-		p, err := s2.Decode(make([]byte, n), v[5:])
+		p, err := s2.Decode(make([]byte, n), v[s2PayloadHeader:])
 		if err != nil {
 			return nil, fmt.Errorf("decompress payload: s2: %w", err)
 		}

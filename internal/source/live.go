@@ -91,6 +91,13 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 	return func(yield func(entry.Entry, error) bool) {
 		seen := map[string]bool{}
 		cursor := ""
+		// Cordum's cursor is a whole second and inclusive, so the entries
+		// of a page's last second come again at the top of the next page
+		// (cordum-io/cordum gateway handlers_dlq.go next_cursor,
+		// core/infra/store/dlq_store.go ListByScore); they can only have
+		// been on the page before, so that page's ids are all it takes to
+		// yield each entry once.
+		var prev map[string]bool
 		for page := 0; ; page++ {
 			u := s.pageURL(page, cursor)
 			body, err := s.get(ctx, u)
@@ -101,8 +108,15 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 			n := 0
 			rr := recordReader{format: s.format, name: u, r: bytes.NewReader(body), maxLine: maxRecord}
 			stopped := false
+			cur := map[string]bool{}
 			rr.each(ctx, func(e entry.Entry, err error) bool {
 				n++
+				if err == nil && e.ID != "" && s.format.kind == entry.KindCordum {
+					if prev[e.ID] {
+						return true
+					}
+					cur[e.ID] = true
+				}
 				if !yield(e, err) {
 					stopped = true
 					return false
@@ -127,6 +141,7 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 				}
 				seen[next] = true
 				cursor = next
+				prev = cur
 			}
 		}
 	}

@@ -277,3 +277,70 @@ func TestLiveWriteBack(t *testing.T) {
 		}
 	}
 }
+
+// scoreGateway pages Cordum's DLQ as the real gateway does, not by offset:
+// the index score is created_at in whole seconds (cordum-io/cordum
+// core/infra/store/dlq_store.go:87, ZAdd Score CreatedAt.Unix()), a page is
+// ZREVRANGEBYSCORE max=cursor (inclusive) count=limit (dlq_store.go:166),
+// and next_cursor is the last entry's created_at in microseconds minus one,
+// JSON null when the page is short (gateway handlers_dlq.go:83-90), which
+// the next request truncates back to seconds (normalizeTimestampSecondsUpper).
+// So the entries of the page's last second are listed again on the next page.
+func scoreGateway(t *testing.T, created []time.Time) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		cur, _ := strconv.ParseInt(r.URL.Query().Get("cursor"), 10, 64)
+		maxSec := int64(1 << 62)
+		if cur > 0 {
+			maxSec = cur / 1_000_000
+		}
+		var items []string
+		var last time.Time
+		// created is newest first, as ZREVRANGEBYSCORE returns it.
+		for i, c := range created {
+			if c.Unix() > maxSec || len(items) == limit {
+				continue
+			}
+			items = append(items, fmt.Sprintf(`{"job_id":"job_%04d","topic":"tool.email.send","status":"JOB_STATUS_FAILED","reason_code":"pool_overloaded","attempts":3,"created_at":%q}`, i, c.Format(time.RFC3339Nano)))
+			last = c
+		}
+		next := "null"
+		if len(items) == limit {
+			next = strconv.FormatInt(last.UnixMicro()-1, 10)
+		}
+		fmt.Fprintf(w, `{"items":[%s],"next_cursor":%s}`, strings.Join(items, ","), next)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestLiveCordumScorePagesYieldEachEntryOnce: 250 entries failing 3 to a
+// second overlap at every page boundary; each is read once, all are read.
+func TestLiveCordumScorePagesYieldEachEntryOnce(t *testing.T) {
+	base := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	var created []time.Time
+	for i := range 250 {
+		created = append(created, base.Add(-time.Duration(i/3)*time.Second-time.Duration(i%3+1)*time.Millisecond))
+	}
+	srv := scoreGateway(t, created)
+	s, err := newLiveSource("cordum:"+srv.URL, entry.KindCordum, srv.URL, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := readLive(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, e := range es {
+		seen[e.ID]++
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s read %d times", id, n)
+		}
+	}
+	if len(seen) != 250 {
+		t.Errorf("%d distinct entries, want 250", len(seen))
+	}
+}

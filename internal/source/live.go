@@ -88,6 +88,9 @@ func (s *liveSource) NativeTarget() string { return s.format.kind + ":" + s.base
 func (s *liveSource) OriginPrefix() string { return s.base + "/api/" }
 
 func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+	if s.format.kind == entry.KindNexora {
+		return s.nexoraEntries(ctx)
+	}
 	return func(yield func(entry.Entry, error) bool) {
 		seen := map[string]bool{}
 		cursor := ""
@@ -98,8 +101,8 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 		// been on the page before, so that page's ids are all it takes to
 		// yield each entry once.
 		var prev map[string]bool
-		for page := 0; ; page++ {
-			u := s.pageURL(page, cursor)
+		for {
+			u := s.pageURL(cursor)
 			body, err := s.get(ctx, u)
 			if err != nil {
 				yield(entry.Entry{}, err)
@@ -111,7 +114,7 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 			cur := map[string]bool{}
 			rr.each(ctx, func(e entry.Entry, err error) bool {
 				n++
-				if err == nil && e.ID != "" && s.format.kind == entry.KindCordum {
+				if err == nil && e.ID != "" {
 					if prev[e.ID] {
 						return true
 					}
@@ -134,39 +137,30 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 			if !more {
 				return
 			}
-			if s.format.kind == entry.KindCordum {
-				if seen[next] {
-					yield(entry.Entry{}, fmt.Errorf("read %s: next_cursor %s repeats: stopping rather than looping", u, next))
-					return
-				}
-				seen[next] = true
-				cursor = next
-				prev = cur
+			if seen[next] {
+				yield(entry.Entry{}, fmt.Errorf("read %s: next_cursor %s repeats: stopping rather than looping", u, next))
+				return
 			}
+			seen[next] = true
+			cursor = next
+			prev = cur
 		}
 	}
 }
 
-// pageURL is the URL of the page-th page.
-func (s *liveSource) pageURL(page int, cursor string) string {
-	if s.format.kind == entry.KindCordum {
-		q := url.Values{"limit": {strconv.Itoa(livePageSize)}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		return s.base + "/api/v1/dlq/page?" + q.Encode()
+// pageURL is the URL of Cordum's page at cursor.
+func (s *liveSource) pageURL(cursor string) string {
+	q := url.Values{"limit": {strconv.Itoa(livePageSize)}}
+	if cursor != "" {
+		q.Set("cursor", cursor)
 	}
-	q := url.Values{"state": {"PENDING"}, "page": {strconv.Itoa(page)}, "size": {strconv.Itoa(livePageSize)}}
-	return s.base + "/api/dead-letters?" + q.Encode()
+	return s.base + "/api/v1/dlq/page?" + q.Encode()
 }
 
-// next says whether another page follows and, for Cordum, its cursor.
+// next says whether another Cordum page follows, and its cursor.
 func (s *liveSource) next(body []byte, n int) (string, bool, error) {
 	if n == 0 {
 		return "", false, nil
-	}
-	if s.format.kind == entry.KindNexora {
-		return "", n >= livePageSize, nil
 	}
 	var p struct {
 		NextCursor json.RawMessage `json:"next_cursor"`

@@ -173,8 +173,8 @@ func TestLiveNexoraReadsEveryPage(t *testing.T) {
 	if got := byID(t, es); len(got) != 230 || got["dl-0229"].ReasonCode != "STEP_FAILED" {
 		t.Fatalf("%d entries", len(got))
 	}
-	if *requests != 3 {
-		t.Errorf("%d requests, want 3", *requests)
+	if *requests != 5 { // 3 pages, and before pages 2 and 3 a one-entry check
+		t.Errorf("%d requests, want 5", *requests)
 	}
 }
 
@@ -342,5 +342,124 @@ func TestLiveCordumScorePagesYieldEachEntryOnce(t *testing.T) {
 	}
 	if len(seen) != 250 {
 		t.Errorf("%d distinct entries, want 250", len(seen))
+	}
+}
+
+// nexoraStore serves GET /api/dead-letters as Nexora does: the PENDING
+// records newest first, by offset (iamvirul/nexora JdbcExecutionStore.java
+// findDeadLetters: WHERE review_state = ? ORDER BY failed_at DESC LIMIT ?
+// OFFSET ?; ObserveCommand.java: page*size, size capped at 100, body
+// {"items","page","size"}). take marks a record REPLAYED, as POST
+// /api/dead-letters/{id}/replay does, and arrive adds a new failure on top.
+type nexoraStore struct {
+	mu      sync.Mutex
+	base    time.Time
+	ids     []string // newest first
+	state   map[string]string
+	failed  map[string]time.Time
+	nextNew int
+}
+
+func newNexoraStore(t *testing.T, n int) (*nexoraStore, *httptest.Server) {
+	ns := &nexoraStore{base: time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC), state: map[string]string{}, failed: map[string]time.Time{}}
+	for i := range n {
+		id := fmt.Sprintf("dl-%04d", i)
+		ns.ids = append(ns.ids, id)
+		ns.state[id] = "PENDING"
+		// Two records to a second: ties are ordered arbitrarily.
+		ns.failed[id] = ns.base.Add(-time.Duration(i/2) * time.Second)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ns.mu.Lock()
+		defer ns.mu.Unlock()
+		q := r.URL.Query()
+		page, _ := strconv.Atoi(q.Get("page"))
+		size, _ := strconv.Atoi(q.Get("size"))
+		size = min(size, 100)
+		var pending []string
+		for _, id := range ns.ids {
+			if ns.state[id] == "PENDING" {
+				pending = append(pending, id)
+			}
+		}
+		var items []string
+		for i := page * size; i < len(pending) && i < (page+1)*size; i++ {
+			id := pending[i]
+			items = append(items, fmt.Sprintf(`{"id":%q,"executionId":"x","goal":"g","context":{},"failureCode":"STEP_FAILED","failureMessage":"timed out","failedAt":%q,"reviewState":"PENDING","resolveReason":null}`,
+				id, ns.failed[id].Format(time.RFC3339)))
+		}
+		fmt.Fprintf(w, `{"items":[%s],"page":%d,"size":%d}`, strings.Join(items, ","), page, size)
+	}))
+	t.Cleanup(srv.Close)
+	return ns, srv
+}
+
+func (ns *nexoraStore) take(id string) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	ns.state[id] = "REPLAYED"
+}
+
+func (ns *nexoraStore) arrive() {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	ns.nextNew++
+	id := fmt.Sprintf("new-%04d", ns.nextNew)
+	ns.ids = append([]string{id}, ns.ids...)
+	ns.state[id] = "PENDING"
+	ns.failed[id] = ns.base.Add(time.Duration(ns.nextNew) * time.Second)
+}
+
+// TestLiveNexoraReadIsCompleteWhileEntriesLeave: the reader of a live
+// Nexora replays (or holds) entries while later pages are still to be
+// read; each replayed one leaves PENDING and shifts the offsets. Every
+// entry pending when the read began is read exactly once, whichever share
+// is taken meanwhile and while new failures arrive on top. Before, a read
+// of 250 with every entry replayed at once read 200.
+func TestLiveNexoraReadIsCompleteWhileEntriesLeave(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		n       int
+		takes   func(i int) bool
+		arrives bool
+	}{
+		{"all replayed", 250, func(int) bool { return true }, false},
+		{"every other held", 333, func(i int) bool { return i%2 == 0 }, false},
+		{"none replayed", 230, func(int) bool { return false }, false},
+		{"replayed while new ones arrive", 420, func(i int) bool { return i%3 != 0 }, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ns, srv := newNexoraStore(t, tt.n)
+			s, err := newLiveSource("nexora:"+srv.URL, entry.KindNexora, srv.URL, envOf(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]int{}
+			i := 0
+			for e, err := range s.Entries(context.Background()) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen[e.ID]++
+				if tt.takes(i) {
+					ns.take(e.ID)
+				}
+				if tt.arrives && i%40 == 0 {
+					ns.arrive()
+				}
+				i++
+			}
+			for id, n := range seen {
+				if n != 1 {
+					t.Errorf("%s read %d times", id, n)
+				}
+			}
+			for j := range tt.n {
+				if id := fmt.Sprintf("dl-%04d", j); seen[id] == 0 {
+					t.Errorf("%s never read (%d of %d read)", id, len(seen), tt.n)
+					break
+				}
+			}
+		})
 	}
 }

@@ -138,7 +138,9 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 				return
 			}
 			if seen[next] {
-				yield(entry.Entry{}, fmt.Errorf("read %s: next_cursor %s repeats: stopping rather than looping", u, next))
+				// More than a page of entries dead-lettered in one second: the
+				// gateway answers the same page again.
+				yield(entry.Entry{}, fmt.Errorf("read %s: next_cursor %s repeats: more than %d entries were dead-lettered within one second, which the gateway cannot page past; read them with --source cordum-redis:redis://HOST:PORT/DB", u, next, livePageSize))
 				return
 			}
 			seen[next] = true

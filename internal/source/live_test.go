@@ -463,3 +463,24 @@ func TestLiveNexoraReadIsCompleteWhileEntriesLeave(t *testing.T) {
 		})
 	}
 }
+
+// TestLiveCordumPageOfOneSecond: more than a page dead-lettered in one
+// second makes the gateway answer the same page forever (its cursor is a
+// whole second); the read stops with an error that says so and names the
+// way round, after yielding that page once.
+func TestLiveCordumPageOfOneSecond(t *testing.T) {
+	at := time.Date(2026, 11, 20, 10, 0, 0, 500_000_000, time.UTC)
+	created := make([]time.Time, 150)
+	for i := range created {
+		created[i] = at
+	}
+	srv := scoreGateway(t, created)
+	s, _ := newLiveSource("cordum:"+srv.URL, entry.KindCordum, srv.URL, envOf(nil))
+	es, err := readLive(t, s)
+	if err == nil || !strings.Contains(err.Error(), "repeats") || !strings.Contains(err.Error(), "cordum-redis:") {
+		t.Fatalf("error: %v", err)
+	}
+	if len(es) != 100 {
+		t.Errorf("%d entries before the error, want the page's 100", len(es))
+	}
+}

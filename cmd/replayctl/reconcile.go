@@ -125,7 +125,7 @@ usage or configuration errors.`,
 			if db.remote.enabled() {
 				return remoteReconcile(cmd, s, &db.remote, format, strict)
 			}
-			srcs, err := src.open()
+			srcs, err := src.open(s.log)
 			if err != nil {
 				return err
 			}

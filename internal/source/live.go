@@ -41,7 +41,14 @@ type liveSource struct {
 	// retry is the backoff for 5xx and connection errors while listing;
 	// tests shorten it.
 	retry func() backoff.BackOff
+	// onRetry, when set, hears of each failed request that will be retried:
+	// a source that is down retried for a minute in silence.
+	onRetry func(msg string)
 }
+
+// OnRetry sets fn to be told, in a line naming the URL (never a
+// credential), of each failed page request about to be retried.
+func (s *liveSource) OnRetry(fn func(msg string)) { s.onRetry = fn }
 
 // newLiveSource is a live source for kind (cordum or nexora) at base.
 func newLiveSource(spec, kind, base string, getenv func(string) string) (*liveSource, error) {
@@ -191,6 +198,9 @@ func (s *liveSource) get(ctx context.Context, u string) ([]byte, error) {
 		req.Header = s.header.Clone()
 		req.Header.Set("Accept", "application/json")
 		resp, err := s.client.Do(req)
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err // the message names the URL once, not twice
+		}
 		if err != nil {
 			return err
 		}
@@ -216,7 +226,13 @@ func (s *liveSource) get(ctx context.Context, u string) ([]byte, error) {
 		body = b
 		return nil
 	}
-	if err := backoff.Retry(op, backoff.WithContext(s.retry(), ctx)); err != nil {
+	notify := func(err error, wait time.Duration) {
+		if s.onRetry != nil {
+			s.onRetry(fmt.Sprintf("%s source: GET %s: %s; retrying in %s (for up to a minute)",
+				s.format.kind, u, s.redact(err.Error()), wait.Round(time.Millisecond)))
+		}
+	}
+	if err := backoff.RetryNotify(op, backoff.WithContext(s.retry(), ctx), notify); err != nil {
 		return nil, fmt.Errorf("read %s source: GET %s: %s", s.format.kind, u, s.redact(err.Error()))
 	}
 	return body, nil

@@ -484,3 +484,23 @@ func TestLiveCordumPageOfOneSecond(t *testing.T) {
 		t.Errorf("%d entries before the error, want the page's 100", len(es))
 	}
 }
+
+// TestLiveRetriesAreTold: a page request that fails and will be retried is
+// told to OnRetry, naming the URL and never the credential; before, a
+// source that was down was retried for a minute in silence.
+func TestLiveRetriesAreTold(t *testing.T) {
+	f := newFakeGateway(t, 3)
+	f.failOnce[""] = true
+	s, _ := newLiveSource("cordum:"+f.URL, entry.KindCordum, f.URL, envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey}))
+	fastRetry(s)
+	var told []string
+	s.OnRetry(func(msg string) { told = append(told, msg) })
+	es, err := readLive(t, s)
+	if err != nil || len(es) != 3 {
+		t.Fatalf("%d entries, %v", len(es), err)
+	}
+	if len(told) != 1 || !strings.Contains(told[0], f.URL+"/api/v1/dlq/page") || !strings.Contains(told[0], "503") ||
+		!strings.Contains(told[0], "retrying") || strings.Contains(told[0], liveCordumKey) {
+		t.Fatalf("told: %q", told)
+	}
+}

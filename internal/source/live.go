@@ -211,10 +211,9 @@ func (s *liveSource) get(ctx context.Context, u string) ([]byte, error) {
 			return backoff.Permanent(fmt.Errorf("HTTP %d: %w: check the credentials in the environment (%s)",
 				resp.StatusCode, errAuth, s.credentialNames()))
 		case resp.StatusCode >= 500:
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-			return fmt.Errorf("HTTP %d", resp.StatusCode)
+			return fmt.Errorf("HTTP %d%s", resp.StatusCode, bodyExcerpt(resp.Body))
 		case resp.StatusCode != http.StatusOK:
-			return backoff.Permanent(fmt.Errorf("HTTP %d", resp.StatusCode))
+			return backoff.Permanent(fmt.Errorf("HTTP %d%s", resp.StatusCode, bodyExcerpt(resp.Body)))
 		}
 		b, err := io.ReadAll(io.LimitReader(resp.Body, maxPage+1))
 		if err != nil {
@@ -236,6 +235,18 @@ func (s *liveSource) get(ctx context.Context, u string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s source: GET %s: %s", s.format.kind, u, s.redact(err.Error()))
 	}
 	return body, nil
+}
+
+// bodyExcerpt is the start of an error answer, which says why (Nexora:
+// {"error": "Persistence disabled"}, {"error": "Invalid state ..."};
+// Cordum: {"error": "failed to list dlq entries"}), on one line.
+func bodyExcerpt(body io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(body, 200))
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<16))
+	if t := strings.Join(strings.Fields(string(b)), " "); t != "" {
+		return ": " + t
+	}
+	return ""
 }
 
 func (s *liveSource) credentialNames() string {

@@ -499,7 +499,8 @@ func TestLiveRetriesAreTold(t *testing.T) {
 	if err != nil || len(es) != 3 {
 		t.Fatalf("%d entries, %v", len(es), err)
 	}
-	if len(told) != 1 || !strings.Contains(told[0], f.URL+"/api/v1/dlq/page") || !strings.Contains(told[0], "503") ||
+	// The answer's body says why (the fake gateway answers "busy").
+	if len(told) != 1 || !strings.Contains(told[0], f.URL+"/api/v1/dlq/page") || !strings.Contains(told[0], "503: busy") ||
 		!strings.Contains(told[0], "retrying") || strings.Contains(told[0], liveCordumKey) {
 		t.Fatalf("told: %q", told)
 	}

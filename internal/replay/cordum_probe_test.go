@@ -26,7 +26,7 @@ import (
 // cannot tell.
 func TestCordumProbeCannotPagePastOneSecond(t *testing.T) {
 	at := time.Date(2026, 11, 20, 10, 0, 0, 500_000_000, time.UTC)
-	const n = 150
+	const n = 600
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 		cur, _ := strconv.ParseInt(r.URL.Query().Get("cursor"), 10, 64)
@@ -49,7 +49,7 @@ func TestCordumProbeCannotPagePastOneSecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if got, why := tgt.ProbeEntry(ctx, &entry.Entry{ID: "job_120"}); got != ProbeInconclusive {
+	if got, why := tgt.ProbeEntry(ctx, &entry.Entry{ID: "job_550"}); got != ProbeInconclusive {
 		t.Errorf("job past the repeated page: %v (%s), want inconclusive", got, why)
 	}
 	if got, why := tgt.ProbeEntry(ctx, &entry.Entry{ID: "job_010"}); got != ProbeNotCommitted {

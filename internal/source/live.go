@@ -19,9 +19,15 @@ import (
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-// livePageSize is how many entries one request asks for; Nexora caps its
-// page size at 100 (ObserveCommand.java), Cordum's gateway accepts it.
+// livePageSize is how many entries one Nexora request asks for: Nexora
+// caps its page size at 100 (ObserveCommand.java).
 const livePageSize = 100
+
+// cordumPageSize is how many entries one Cordum request asks for: the
+// gateway's ceiling (cordum-io/cordum core/controlplane/gateway
+// maxListLimit = 500). The larger the page, the more entries failing
+// within one second its whole-second cursor can page past.
+const cordumPageSize = 500
 
 // maxPage caps one page response; a larger one is an error, not buffered.
 const maxPage = 64 << 20
@@ -147,7 +153,7 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 			if seen[next] {
 				// More than a page of entries dead-lettered in one second: the
 				// gateway answers the same page again.
-				yield(entry.Entry{}, fmt.Errorf("read %s: next_cursor %s repeats: more than %d entries were dead-lettered within one second, which the gateway cannot page past; read them with --source cordum-redis:redis://HOST:PORT/DB", u, next, livePageSize))
+				yield(entry.Entry{}, fmt.Errorf("read %s: next_cursor %s repeats: more than %d entries were dead-lettered within one second, which the gateway cannot page past; read them with --source cordum-redis:redis://HOST:PORT/DB", u, next, cordumPageSize))
 				return
 			}
 			seen[next] = true
@@ -159,7 +165,7 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 
 // pageURL is the URL of Cordum's page at cursor.
 func (s *liveSource) pageURL(cursor string) string {
-	q := url.Values{"limit": {strconv.Itoa(livePageSize)}}
+	q := url.Values{"limit": {strconv.Itoa(cordumPageSize)}}
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}

@@ -128,8 +128,8 @@ func readLive(t *testing.T, s *liveSource) ([]entry.Entry, error) {
 }
 
 func TestLiveCordumReadsEveryPage(t *testing.T) {
-	f := newFakeGateway(t, 250)
-	f.failOnce["100"] = true // page 2 answers 503 once: retried
+	f := newFakeGateway(t, 1250)
+	f.failOnce["500"] = true // page 2 answers 503 once: retried
 	s, err := newLiveSource("cordum:"+f.URL, entry.KindCordum, f.URL, envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey}))
 	if err != nil {
 		t.Fatal(err)
@@ -140,10 +140,10 @@ func TestLiveCordumReadsEveryPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := byID(t, es)
-	if len(got) != 250 {
-		t.Fatalf("%d entries, want 250", len(got))
+	if len(got) != 1250 {
+		t.Fatalf("%d entries, want 1250", len(got))
 	}
-	for i := range 250 {
+	for i := range 1250 {
 		e, ok := got[fmt.Sprintf("job_%04d", i)]
 		if !ok || e.Undecodable() || e.Source != entry.KindCordum || e.ReasonCode != "pool_overloaded" {
 			t.Fatalf("job_%04d: %+v", i, e)
@@ -314,12 +314,12 @@ func scoreGateway(t *testing.T, created []time.Time) *httptest.Server {
 	return s
 }
 
-// TestLiveCordumScorePagesYieldEachEntryOnce: 250 entries failing 3 to a
+// TestLiveCordumScorePagesYieldEachEntryOnce: 1250 entries failing 3 to a
 // second overlap at every page boundary; each is read once, all are read.
 func TestLiveCordumScorePagesYieldEachEntryOnce(t *testing.T) {
 	base := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	var created []time.Time
-	for i := range 250 {
+	for i := range 1250 {
 		created = append(created, base.Add(-time.Duration(i/3)*time.Second-time.Duration(i%3+1)*time.Millisecond))
 	}
 	srv := scoreGateway(t, created)
@@ -340,8 +340,8 @@ func TestLiveCordumScorePagesYieldEachEntryOnce(t *testing.T) {
 			t.Errorf("%s read %d times", id, n)
 		}
 	}
-	if len(seen) != 250 {
-		t.Errorf("%d distinct entries, want 250", len(seen))
+	if len(seen) != 1250 {
+		t.Errorf("%d distinct entries, want 1250", len(seen))
 	}
 }
 
@@ -470,7 +470,7 @@ func TestLiveNexoraReadIsCompleteWhileEntriesLeave(t *testing.T) {
 // way round, after yielding that page once.
 func TestLiveCordumPageOfOneSecond(t *testing.T) {
 	at := time.Date(2026, 11, 20, 10, 0, 0, 500_000_000, time.UTC)
-	created := make([]time.Time, 150)
+	created := make([]time.Time, 600)
 	for i := range created {
 		created[i] = at
 	}
@@ -480,8 +480,8 @@ func TestLiveCordumPageOfOneSecond(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "repeats") || !strings.Contains(err.Error(), "cordum-redis:") {
 		t.Fatalf("error: %v", err)
 	}
-	if len(es) != 100 {
-		t.Errorf("%d entries before the error, want the page's 100", len(es))
+	if len(es) != cordumPageSize {
+		t.Errorf("%d entries before the error, want the page's %d", len(es), cordumPageSize)
 	}
 }
 

@@ -369,7 +369,7 @@ func (t *CordumTarget) Probe(context.Context, string) (ProbeResult, string) {
 func (t *CordumTarget) ProbeEntry(ctx context.Context, e *entry.Entry) (ProbeResult, string) {
 	cursor := ""
 	for range maxProbePages {
-		q := url.Values{"limit": {"500"}} // the gateway's ceiling (maxListLimit)
+		q := url.Values{"limit": {"500"}} // the gateway's ceiling (gateway/helpers.go maxListLimit)
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}

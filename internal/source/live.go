@@ -24,8 +24,8 @@ import (
 const livePageSize = 100
 
 // cordumPageSize is how many entries one Cordum request asks for: the
-// gateway's ceiling (cordum-io/cordum core/controlplane/gateway
-// maxListLimit = 500). The larger the page, the more entries failing
+// gateway's ceiling (cordum-io/cordum core/controlplane/gateway/helpers.go
+// maxListLimit = 500, applied by clampListLimit in handlers_dlq.go). The larger the page, the more entries failing
 // within one second its whole-second cursor can page past.
 const cordumPageSize = 500
 

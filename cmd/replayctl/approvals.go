@@ -138,6 +138,10 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 				if replayNow {
 					one = &replay.EntryResult{}
 					if err := db.remote.call(cmd.Context(), "POST", "/api/dead-letters/"+url.PathEscape(res.EntryRef)+"/replay", nil, nil, one); err != nil {
+						// The decision stands: say so, as the local path
+						// does, or a refused replay reads as a refused
+						// approval.
+						fmt.Fprintf(s.out, "%s %s by %s\n", res.ID, res.State, res.DecidedBy)
 						return err
 					}
 				}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -35,7 +36,9 @@ func (f *sourceFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.specs, "source", nil, "a DLQ to read, as KIND:PATH (repeatable); KIND is cordum, cordum-redis, prodigy, nexora or jsonl")
 }
 
-func (f *sourceFlags) open() ([]source.Source, error) {
+// open parses the sources; a live source's retries are logged on log, so a
+// system that is down does not look like a hung command.
+func (f *sourceFlags) open(log *slog.Logger) ([]source.Source, error) {
 	if len(f.specs) == 0 {
 		return nil, usageError("no --source given\nExample: --source cordum:testdata/cordum/dlq.jsonl")
 	}
@@ -44,6 +47,9 @@ func (f *sourceFlags) open() ([]source.Source, error) {
 		s, err := source.Parse(spec)
 		if err != nil {
 			return nil, &exitErr{code: exitUsage, err: err}
+		}
+		if r, ok := s.(interface{ OnRetry(func(string)) }); ok && log != nil {
+			r.OnRetry(func(msg string) { log.Warn(msg) })
 		}
 		out = append(out, s)
 	}

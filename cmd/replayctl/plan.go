@@ -93,7 +93,7 @@ func remotePlan(cmd *cobra.Command, s *streams, rf *remoteFlags, format string) 
 // runPlan decides every entry and prints the decisions (plan, and
 // reconcile --dry-run).
 func runPlan(cmd *cobra.Command, s *streams, eng *engineFlags, src *sourceFlags, db, dsn, format string) error {
-	srcs, err := src.open()
+	srcs, err := src.open(s.log)
 	if err != nil {
 		return err
 	}

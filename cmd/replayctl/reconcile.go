@@ -99,9 +99,11 @@ breaker is open, stay pending for a later run (cron, a systemd timer, serve).
 
 Exit status: 0 the run completed with no failed dispatch (entries may wait
 for people: the summary says how many; --strict makes that exit 3), 4 some
-replays failed or have an unknown outcome, 5 not one attempt reached its
-target (every one was not sent: the target is down), 1 on errors, 2 on
-usage or configuration errors.`,
+replays failed or have an unknown outcome (a request sent that timed out
+is one), 5 not one attempt reached a working target (each was not sent, or
+answered 502/503/504: the target is down; the entries stay pending), 1 on
+errors or when interrupted (the next run continues), 2 on usage or
+configuration errors.`,
 		Example: `  replayctl reconcile --source cordum:testdata/cordum/dlq.jsonl --target http://localhost:9000/replay
   replayctl reconcile --source prodigy:$HOME/.prodigy/dlq/myrepo --rate 20 --max-parallel 10 -o json`,
 		Args: noArgs,
@@ -125,7 +127,7 @@ usage or configuration errors.`,
 			if db.remote.enabled() {
 				return remoteReconcile(cmd, s, &db.remote, format, strict)
 			}
-			srcs, err := src.open()
+			srcs, err := src.open(s.log)
 			if err != nil {
 				return err
 			}

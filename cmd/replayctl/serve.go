@@ -72,7 +72,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 			if err != nil {
 				return usageError("%v", err)
 			}
-			srcs, err := src.open()
+			srcs, err := src.open(s.log)
 			if err != nil {
 				return err
 			}

@@ -369,7 +369,7 @@ func (t *CordumTarget) Probe(context.Context, string) (ProbeResult, string) {
 func (t *CordumTarget) ProbeEntry(ctx context.Context, e *entry.Entry) (ProbeResult, string) {
 	cursor := ""
 	for range maxProbePages {
-		q := url.Values{"limit": {"100"}}
+		q := url.Values{"limit": {"500"}} // the gateway's ceiling (gateway/helpers.go maxListLimit)
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
@@ -388,8 +388,15 @@ func (t *CordumTarget) ProbeEntry(ctx context.Context, e *entry.Entry) (ProbeRes
 			}
 		}
 		next := strings.Trim(string(bytes.TrimSpace(page.NextCursor)), `"`)
-		if len(page.Items) == 0 || next == "" || next == "null" || next == "0" || next == cursor {
+		if len(page.Items) == 0 || next == "" || next == "null" || next == "0" {
 			return ProbeCommitted, "cordum probe: job " + e.ID + " is no longer in the DLQ: retried or deleted"
+		}
+		if next == cursor {
+			// The cursor is an inclusive whole second: over a page of
+			// entries dead-lettered in one second, the gateway answers the
+			// same page again and never reaches the rest. Not the end of
+			// the DLQ: the job may be among them.
+			return ProbeInconclusive, "cordum probe: more than a page of entries were dead-lettered within one second, which the gateway cannot page past: job " + e.ID + " may still be in the DLQ"
 		}
 		cursor = next
 	}

@@ -329,7 +329,7 @@ func Release(ctx context.Context, s Inventory, id, actor, reason string) (*store
 			rec.LedgerBefore, rec.LedgerAfter = string(idempotency.Decided), string(idempotency.Decided)
 			rec.Reason = fmt.Sprintf("%s (re-armed: max_replays counts again from 0, after %d replays)", reason, cur.Replays)
 		case rearm && cur.State != idempotency.Decided:
-			return nil, fmt.Errorf("%w: %s: its key is %s; a probe or an approval decides it, not a release", ErrState, er.Entry.Ref(), cur.State)
+			return nil, fmt.Errorf("%w: %s: its key is %s, which a release cannot settle: %s", ErrState, er.Entry.Ref(), cur.State, UnknownWayOut)
 		}
 		er.Status, er.Hold, er.Reason, er.Evidence = store.StatusPending, "", "released: "+reason, ""
 		return rec, nil

@@ -32,6 +32,13 @@ var ErrNothingDone = errors.New("nothing replayed")
 // NothingDone returns nil when a single replay did something (dispatched,
 // or found by a probe to be committed already), otherwise ErrNothingDone
 // naming why and what a person can do about it.
+// UnknownWayOut tells a person what settles a key whose outcome is unknown:
+// without a probe nothing opens an approval request, so "an approval" alone
+// left them looking for one that did not exist.
+const UnknownWayOut = "nothing sends it again until the target is asked: give the target a probe " +
+	"(reconcile --probe URL, or probe: in rules.yaml) and the next reconcile asks it (not committed: an approval " +
+	"request opens); if you checked the target yourself and it did happen, `dlq resolve ID --reason TEXT`"
+
 func NothingDone(res *EntryResult) error {
 	if res == nil || len(res.Replays) > 0 || res.Outcome == "probe_committed" {
 		return nil
@@ -51,7 +58,7 @@ func NothingDone(res *EntryResult) error {
 	case WhyCommitted:
 		hint = "; its key already succeeded, it is never sent twice"
 	case WhyUnknown:
-		hint = "; a probe or an approval decides a key whose outcome is unknown"
+		hint = "; " + UnknownWayOut
 	}
 	detail := res.Reason
 	if detail == "" && len(d.Reasons) > 0 {

@@ -91,7 +91,13 @@ func TestReleaseOfNoTargetAndOutcomeUnknown(t *testing.T) {
 	if v := u.ledger("unk-1"); v.State != triage.StateOutcomeUnknown {
 		t.Fatalf("setup: %+v", v)
 	}
-	if _, err := Release(ctx, u.store, "jsonl:u1", "alice", "try again"); !errors.Is(err, ErrState) {
+	_, err := Release(ctx, u.store, "jsonl:u1", "alice", "try again")
+	if !errors.Is(err, ErrState) {
 		t.Fatalf("release of an outcome_unknown key: %v, want ErrState", err)
+	}
+	// The refusal names the ways out: with no probe there is no approval
+	// request to look for.
+	if !strings.Contains(err.Error(), "--probe") || !strings.Contains(err.Error(), "dlq resolve") {
+		t.Errorf("refusal does not say what settles it: %v", err)
 	}
 }

@@ -216,7 +216,7 @@ func (s *Server) auth(p perm, h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if !tok.can(p) {
-			writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("role %s may not do this", tok.Role))
+			writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("role %s may not %s %s: it takes role %s", tok.Role, r.Method, r.URL.Path, p.roles()))
 			return
 		}
 		if s.cookieOnlyWrite(r) {

@@ -303,6 +303,17 @@ const (
 	permApprove
 )
 
+// roles names the roles that hold p, for a refusal that says what would do.
+func (p perm) roles() string {
+	switch p {
+	case permOperate:
+		return RoleOperator + " or " + RoleAdmin
+	case permApprove:
+		return RoleApprover + " or " + RoleAdmin
+	}
+	return "any role"
+}
+
 func (t Token) can(p perm) bool {
 	switch p {
 	case permRead:

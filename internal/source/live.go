@@ -19,9 +19,15 @@ import (
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-// livePageSize is how many entries one request asks for; Nexora caps its
-// page size at 100 (ObserveCommand.java), Cordum's gateway accepts it.
+// livePageSize is how many entries one Nexora request asks for: Nexora
+// caps its page size at 100 (ObserveCommand.java).
 const livePageSize = 100
+
+// cordumPageSize is how many entries one Cordum request asks for: the
+// gateway's ceiling (cordum-io/cordum core/controlplane/gateway/helpers.go
+// maxListLimit = 500, applied by clampListLimit in handlers_dlq.go). The larger the page, the more entries failing
+// within one second its whole-second cursor can page past.
+const cordumPageSize = 500
 
 // maxPage caps one page response; a larger one is an error, not buffered.
 const maxPage = 64 << 20
@@ -41,7 +47,14 @@ type liveSource struct {
 	// retry is the backoff for 5xx and connection errors while listing;
 	// tests shorten it.
 	retry func() backoff.BackOff
+	// onRetry, when set, hears of each failed request that will be retried:
+	// a source that is down retried for a minute in silence.
+	onRetry func(msg string)
 }
+
+// OnRetry sets fn to be told, in a line naming the URL (never a
+// credential), of each failed page request about to be retried.
+func (s *liveSource) OnRetry(fn func(msg string)) { s.onRetry = fn }
 
 // newLiveSource is a live source for kind (cordum or nexora) at base.
 func newLiveSource(spec, kind, base string, getenv func(string) string) (*liveSource, error) {
@@ -88,11 +101,21 @@ func (s *liveSource) NativeTarget() string { return s.format.kind + ":" + s.base
 func (s *liveSource) OriginPrefix() string { return s.base + "/api/" }
 
 func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+	if s.format.kind == entry.KindNexora {
+		return s.nexoraEntries(ctx)
+	}
 	return func(yield func(entry.Entry, error) bool) {
 		seen := map[string]bool{}
 		cursor := ""
-		for page := 0; ; page++ {
-			u := s.pageURL(page, cursor)
+		// Cordum's cursor is a whole second and inclusive, so the entries
+		// of a page's last second come again at the top of the next page
+		// (cordum-io/cordum gateway handlers_dlq.go next_cursor,
+		// core/infra/store/dlq_store.go ListByScore); they can only have
+		// been on the page before, so that page's ids are all it takes to
+		// yield each entry once.
+		var prev map[string]bool
+		for {
+			u := s.pageURL(cursor)
 			body, err := s.get(ctx, u)
 			if err != nil {
 				yield(entry.Entry{}, err)
@@ -101,8 +124,15 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 			n := 0
 			rr := recordReader{format: s.format, name: u, r: bytes.NewReader(body), maxLine: maxRecord}
 			stopped := false
+			cur := map[string]bool{}
 			rr.each(ctx, func(e entry.Entry, err error) bool {
 				n++
+				if err == nil && e.ID != "" {
+					if prev[e.ID] {
+						return true
+					}
+					cur[e.ID] = true
+				}
 				if !yield(e, err) {
 					stopped = true
 					return false
@@ -120,38 +150,32 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 			if !more {
 				return
 			}
-			if s.format.kind == entry.KindCordum {
-				if seen[next] {
-					yield(entry.Entry{}, fmt.Errorf("read %s: next_cursor %s repeats: stopping rather than looping", u, next))
-					return
-				}
-				seen[next] = true
-				cursor = next
+			if seen[next] {
+				// More than a page of entries dead-lettered in one second: the
+				// gateway answers the same page again.
+				yield(entry.Entry{}, fmt.Errorf("read %s: next_cursor %s repeats: more than %d entries were dead-lettered within one second, which the gateway cannot page past; read them with --source cordum-redis:redis://HOST:PORT/DB", u, next, cordumPageSize))
+				return
 			}
+			seen[next] = true
+			cursor = next
+			prev = cur
 		}
 	}
 }
 
-// pageURL is the URL of the page-th page.
-func (s *liveSource) pageURL(page int, cursor string) string {
-	if s.format.kind == entry.KindCordum {
-		q := url.Values{"limit": {strconv.Itoa(livePageSize)}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		return s.base + "/api/v1/dlq/page?" + q.Encode()
+// pageURL is the URL of Cordum's page at cursor.
+func (s *liveSource) pageURL(cursor string) string {
+	q := url.Values{"limit": {strconv.Itoa(cordumPageSize)}}
+	if cursor != "" {
+		q.Set("cursor", cursor)
 	}
-	q := url.Values{"state": {"PENDING"}, "page": {strconv.Itoa(page)}, "size": {strconv.Itoa(livePageSize)}}
-	return s.base + "/api/dead-letters?" + q.Encode()
+	return s.base + "/api/v1/dlq/page?" + q.Encode()
 }
 
-// next says whether another page follows and, for Cordum, its cursor.
+// next says whether another Cordum page follows, and its cursor.
 func (s *liveSource) next(body []byte, n int) (string, bool, error) {
 	if n == 0 {
 		return "", false, nil
-	}
-	if s.format.kind == entry.KindNexora {
-		return "", n >= livePageSize, nil
 	}
 	var p struct {
 		NextCursor json.RawMessage `json:"next_cursor"`
@@ -180,6 +204,9 @@ func (s *liveSource) get(ctx context.Context, u string) ([]byte, error) {
 		req.Header = s.header.Clone()
 		req.Header.Set("Accept", "application/json")
 		resp, err := s.client.Do(req)
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err // the message names the URL once, not twice
+		}
 		if err != nil {
 			return err
 		}
@@ -190,10 +217,9 @@ func (s *liveSource) get(ctx context.Context, u string) ([]byte, error) {
 			return backoff.Permanent(fmt.Errorf("HTTP %d: %w: check the credentials in the environment (%s)",
 				resp.StatusCode, errAuth, s.credentialNames()))
 		case resp.StatusCode >= 500:
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-			return fmt.Errorf("HTTP %d", resp.StatusCode)
+			return fmt.Errorf("HTTP %d%s", resp.StatusCode, bodyExcerpt(resp.Body))
 		case resp.StatusCode != http.StatusOK:
-			return backoff.Permanent(fmt.Errorf("HTTP %d", resp.StatusCode))
+			return backoff.Permanent(fmt.Errorf("HTTP %d%s", resp.StatusCode, bodyExcerpt(resp.Body)))
 		}
 		b, err := io.ReadAll(io.LimitReader(resp.Body, maxPage+1))
 		if err != nil {
@@ -205,10 +231,28 @@ func (s *liveSource) get(ctx context.Context, u string) ([]byte, error) {
 		body = b
 		return nil
 	}
-	if err := backoff.Retry(op, backoff.WithContext(s.retry(), ctx)); err != nil {
+	notify := func(err error, wait time.Duration) {
+		if s.onRetry != nil {
+			s.onRetry(fmt.Sprintf("%s source: GET %s: %s; retrying in %s (for up to a minute)",
+				s.format.kind, u, s.redact(err.Error()), wait.Round(time.Millisecond)))
+		}
+	}
+	if err := backoff.RetryNotify(op, backoff.WithContext(s.retry(), ctx), notify); err != nil {
 		return nil, fmt.Errorf("read %s source: GET %s: %s", s.format.kind, u, s.redact(err.Error()))
 	}
 	return body, nil
+}
+
+// bodyExcerpt is the start of an error answer, which says why (Nexora:
+// {"error": "Persistence disabled"}, {"error": "Invalid state ..."};
+// Cordum: {"error": "failed to list dlq entries"}), on one line.
+func bodyExcerpt(body io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(body, 200))
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<16))
+	if t := strings.Join(strings.Fields(string(b)), " "); t != "" {
+		return ": " + t
+	}
+	return ""
 }
 
 func (s *liveSource) credentialNames() string {

@@ -128,8 +128,8 @@ func readLive(t *testing.T, s *liveSource) ([]entry.Entry, error) {
 }
 
 func TestLiveCordumReadsEveryPage(t *testing.T) {
-	f := newFakeGateway(t, 250)
-	f.failOnce["100"] = true // page 2 answers 503 once: retried
+	f := newFakeGateway(t, 1250)
+	f.failOnce["500"] = true // page 2 answers 503 once: retried
 	s, err := newLiveSource("cordum:"+f.URL, entry.KindCordum, f.URL, envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey}))
 	if err != nil {
 		t.Fatal(err)
@@ -140,10 +140,10 @@ func TestLiveCordumReadsEveryPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := byID(t, es)
-	if len(got) != 250 {
-		t.Fatalf("%d entries, want 250", len(got))
+	if len(got) != 1250 {
+		t.Fatalf("%d entries, want 1250", len(got))
 	}
-	for i := range 250 {
+	for i := range 1250 {
 		e, ok := got[fmt.Sprintf("job_%04d", i)]
 		if !ok || e.Undecodable() || e.Source != entry.KindCordum || e.ReasonCode != "pool_overloaded" {
 			t.Fatalf("job_%04d: %+v", i, e)
@@ -173,8 +173,8 @@ func TestLiveNexoraReadsEveryPage(t *testing.T) {
 	if got := byID(t, es); len(got) != 230 || got["dl-0229"].ReasonCode != "STEP_FAILED" {
 		t.Fatalf("%d entries", len(got))
 	}
-	if *requests != 3 {
-		t.Errorf("%d requests, want 3", *requests)
+	if *requests != 5 { // 3 pages, and before pages 2 and 3 a one-entry check
+		t.Errorf("%d requests, want 5", *requests)
 	}
 }
 
@@ -275,5 +275,233 @@ func TestLiveWriteBack(t *testing.T) {
 		if got[i] != w {
 			t.Errorf("request %d: %q, want %q", i, got[i], w)
 		}
+	}
+}
+
+// scoreGateway pages Cordum's DLQ as the real gateway does, not by offset:
+// the index score is created_at in whole seconds (cordum-io/cordum
+// core/infra/store/dlq_store.go:87, ZAdd Score CreatedAt.Unix()), a page is
+// ZREVRANGEBYSCORE max=cursor (inclusive) count=limit (dlq_store.go:166),
+// and next_cursor is the last entry's created_at in microseconds minus one,
+// JSON null when the page is short (gateway handlers_dlq.go:83-90), which
+// the next request truncates back to seconds (normalizeTimestampSecondsUpper).
+// So the entries of the page's last second are listed again on the next page.
+func scoreGateway(t *testing.T, created []time.Time) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+		cur, _ := strconv.ParseInt(r.URL.Query().Get("cursor"), 10, 64)
+		maxSec := int64(1 << 62)
+		if cur > 0 {
+			maxSec = cur / 1_000_000
+		}
+		var items []string
+		var last time.Time
+		// created is newest first, as ZREVRANGEBYSCORE returns it.
+		for i, c := range created {
+			if c.Unix() > maxSec || len(items) == limit {
+				continue
+			}
+			items = append(items, fmt.Sprintf(`{"job_id":"job_%04d","topic":"tool.email.send","status":"JOB_STATUS_FAILED","reason_code":"pool_overloaded","attempts":3,"created_at":%q}`, i, c.Format(time.RFC3339Nano)))
+			last = c
+		}
+		next := "null"
+		if len(items) == limit {
+			next = strconv.FormatInt(last.UnixMicro()-1, 10)
+		}
+		fmt.Fprintf(w, `{"items":[%s],"next_cursor":%s}`, strings.Join(items, ","), next)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestLiveCordumScorePagesYieldEachEntryOnce: 1250 entries failing 3 to a
+// second overlap at every page boundary; each is read once, all are read.
+func TestLiveCordumScorePagesYieldEachEntryOnce(t *testing.T) {
+	base := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	var created []time.Time
+	for i := range 1250 {
+		created = append(created, base.Add(-time.Duration(i/3)*time.Second-time.Duration(i%3+1)*time.Millisecond))
+	}
+	srv := scoreGateway(t, created)
+	s, err := newLiveSource("cordum:"+srv.URL, entry.KindCordum, srv.URL, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := readLive(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, e := range es {
+		seen[e.ID]++
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s read %d times", id, n)
+		}
+	}
+	if len(seen) != 1250 {
+		t.Errorf("%d distinct entries, want 1250", len(seen))
+	}
+}
+
+// nexoraStore serves GET /api/dead-letters as Nexora does: the PENDING
+// records newest first, by offset (iamvirul/nexora JdbcExecutionStore.java
+// findDeadLetters: WHERE review_state = ? ORDER BY failed_at DESC LIMIT ?
+// OFFSET ?; ObserveCommand.java: page*size, size capped at 100, body
+// {"items","page","size"}). take marks a record REPLAYED, as POST
+// /api/dead-letters/{id}/replay does, and arrive adds a new failure on top.
+type nexoraStore struct {
+	mu      sync.Mutex
+	base    time.Time
+	ids     []string // newest first
+	state   map[string]string
+	failed  map[string]time.Time
+	nextNew int
+}
+
+func newNexoraStore(t *testing.T, n int) (*nexoraStore, *httptest.Server) {
+	ns := &nexoraStore{base: time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC), state: map[string]string{}, failed: map[string]time.Time{}}
+	for i := range n {
+		id := fmt.Sprintf("dl-%04d", i)
+		ns.ids = append(ns.ids, id)
+		ns.state[id] = "PENDING"
+		// Two records to a second: ties are ordered arbitrarily.
+		ns.failed[id] = ns.base.Add(-time.Duration(i/2) * time.Second)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ns.mu.Lock()
+		defer ns.mu.Unlock()
+		q := r.URL.Query()
+		page, _ := strconv.Atoi(q.Get("page"))
+		size, _ := strconv.Atoi(q.Get("size"))
+		size = min(size, 100)
+		var pending []string
+		for _, id := range ns.ids {
+			if ns.state[id] == "PENDING" {
+				pending = append(pending, id)
+			}
+		}
+		var items []string
+		for i := page * size; i < len(pending) && i < (page+1)*size; i++ {
+			id := pending[i]
+			items = append(items, fmt.Sprintf(`{"id":%q,"executionId":"x","goal":"g","context":{},"failureCode":"STEP_FAILED","failureMessage":"timed out","failedAt":%q,"reviewState":"PENDING","resolveReason":null}`,
+				id, ns.failed[id].Format(time.RFC3339)))
+		}
+		fmt.Fprintf(w, `{"items":[%s],"page":%d,"size":%d}`, strings.Join(items, ","), page, size)
+	}))
+	t.Cleanup(srv.Close)
+	return ns, srv
+}
+
+func (ns *nexoraStore) take(id string) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	ns.state[id] = "REPLAYED"
+}
+
+func (ns *nexoraStore) arrive() {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	ns.nextNew++
+	id := fmt.Sprintf("new-%04d", ns.nextNew)
+	ns.ids = append([]string{id}, ns.ids...)
+	ns.state[id] = "PENDING"
+	ns.failed[id] = ns.base.Add(time.Duration(ns.nextNew) * time.Second)
+}
+
+// TestLiveNexoraReadIsCompleteWhileEntriesLeave: the reader of a live
+// Nexora replays (or holds) entries while later pages are still to be
+// read; each replayed one leaves PENDING and shifts the offsets. Every
+// entry pending when the read began is read exactly once, whichever share
+// is taken meanwhile and while new failures arrive on top. Before, a read
+// of 250 with every entry replayed at once read 200.
+func TestLiveNexoraReadIsCompleteWhileEntriesLeave(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		n       int
+		takes   func(i int) bool
+		arrives bool
+	}{
+		{"all replayed", 250, func(int) bool { return true }, false},
+		{"every other held", 333, func(i int) bool { return i%2 == 0 }, false},
+		{"none replayed", 230, func(int) bool { return false }, false},
+		{"replayed while new ones arrive", 420, func(i int) bool { return i%3 != 0 }, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ns, srv := newNexoraStore(t, tt.n)
+			s, err := newLiveSource("nexora:"+srv.URL, entry.KindNexora, srv.URL, envOf(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]int{}
+			i := 0
+			for e, err := range s.Entries(context.Background()) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen[e.ID]++
+				if tt.takes(i) {
+					ns.take(e.ID)
+				}
+				if tt.arrives && i%40 == 0 {
+					ns.arrive()
+				}
+				i++
+			}
+			for id, n := range seen {
+				if n != 1 {
+					t.Errorf("%s read %d times", id, n)
+				}
+			}
+			for j := range tt.n {
+				if id := fmt.Sprintf("dl-%04d", j); seen[id] == 0 {
+					t.Errorf("%s never read (%d of %d read)", id, len(seen), tt.n)
+					break
+				}
+			}
+		})
+	}
+}
+
+// TestLiveCordumPageOfOneSecond: more than a page dead-lettered in one
+// second makes the gateway answer the same page forever (its cursor is a
+// whole second); the read stops with an error that says so and names the
+// way round, after yielding that page once.
+func TestLiveCordumPageOfOneSecond(t *testing.T) {
+	at := time.Date(2026, 11, 20, 10, 0, 0, 500_000_000, time.UTC)
+	created := make([]time.Time, 600)
+	for i := range created {
+		created[i] = at
+	}
+	srv := scoreGateway(t, created)
+	s, _ := newLiveSource("cordum:"+srv.URL, entry.KindCordum, srv.URL, envOf(nil))
+	es, err := readLive(t, s)
+	if err == nil || !strings.Contains(err.Error(), "repeats") || !strings.Contains(err.Error(), "cordum-redis:") {
+		t.Fatalf("error: %v", err)
+	}
+	if len(es) != cordumPageSize {
+		t.Errorf("%d entries before the error, want the page's %d", len(es), cordumPageSize)
+	}
+}
+
+// TestLiveRetriesAreTold: a page request that fails and will be retried is
+// told to OnRetry, naming the URL and never the credential; before, a
+// source that was down was retried for a minute in silence.
+func TestLiveRetriesAreTold(t *testing.T) {
+	f := newFakeGateway(t, 3)
+	f.failOnce[""] = true
+	s, _ := newLiveSource("cordum:"+f.URL, entry.KindCordum, f.URL, envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey}))
+	fastRetry(s)
+	var told []string
+	s.OnRetry(func(msg string) { told = append(told, msg) })
+	es, err := readLive(t, s)
+	if err != nil || len(es) != 3 {
+		t.Fatalf("%d entries, %v", len(es), err)
+	}
+	// The answer's body says why (the fake gateway answers "busy").
+	if len(told) != 1 || !strings.Contains(told[0], f.URL+"/api/v1/dlq/page") || !strings.Contains(told[0], "503: busy") ||
+		!strings.Contains(told[0], "retrying") || strings.Contains(told[0], liveCordumKey) {
+		t.Fatalf("told: %q", told)
 	}
 }

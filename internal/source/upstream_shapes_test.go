@@ -75,3 +75,27 @@ func TestProdigyRefailedItem(t *testing.T) {
 		t.Errorf("attempts %d payload %q, want 9 and no payload", e.Attempts, e.Payload)
 	}
 }
+
+// TestProdigyNewerItem reads an item as newer Prodigy writes it: a
+// CommitValidationFailed error type, a failure with json_log_location
+// (skipped when None), a CommandFailed struct variant earlier in the
+// history and worktree_artifacts filled in (iepathos/prodigy
+// src/cook/execution/dlq.rs at ef879f2: FailureDetail.json_log_location,
+// ErrorType::CommitValidationFailed, WorktreeArtifacts). The last failure
+// decides the reason; the extra fields change nothing.
+func TestProdigyNewerItem(t *testing.T) {
+	es := readAll(t, "prodigy:"+td("prodigy-newer"))
+	if len(es) != 1 || es[0].Undecodable() {
+		t.Fatalf("entries: %+v", es)
+	}
+	e := es[0]
+	if e.ID != "item-commit" || e.ReasonCode != "commit_validation_failed" || e.Attempts != 2 {
+		t.Errorf("id %q reason %q attempts %d", e.ID, e.ReasonCode, e.Attempts)
+	}
+	if len(e.History) != 2 || e.History[0].ReasonCode != "command_failed" || e.History[0].ErrorType != "CommandFailed(exit 1)" {
+		t.Errorf("history: %+v", e.History)
+	}
+	if string(e.Payload) != `{"file": "src/lib.rs", "priority": 2}` {
+		t.Errorf("payload %s", e.Payload)
+	}
+}

@@ -58,7 +58,7 @@ type InUseError struct {
 
 func (e *InUseError) Error() string {
 	if e.PID > 0 {
-		return fmt.Sprintf("%s is in use by pid %d (one process per file: stop it, or use that process's server)", e.Path, e.PID)
+		return fmt.Sprintf("%s is in use by pid %d (one process per file: stop it, or send the command through the server it runs: --server URL --token T)", e.Path, e.PID)
 	}
 	return fmt.Sprintf("%s is in use by another process (one process per file)", e.Path)
 }

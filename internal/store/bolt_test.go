@@ -34,7 +34,8 @@ func TestSecondOpenNamesTheHolder(t *testing.T) {
 		t.Fatalf("pid = %d, want %d", inUse.PID, os.Getpid())
 	}
 	want := path + " is in use by pid "
-	if got := err.Error(); len(got) < len(want) || got[:len(want)] != want {
+	if got := err.Error(); len(got) < len(want) || got[:len(want)] != want ||
+		got[len(got)-len("--server URL --token T)"):] != "--server URL --token T)" {
 		t.Fatalf("message %q", got)
 	}
 }

@@ -102,8 +102,21 @@ const runsTable = `CREATE TABLE IF NOT EXISTS runs (id text PRIMARY KEY, rec byt
 // ensureRuns creates the table if needed; cheap when it exists, and run
 // writes are throttled by their owner.
 func (p *Postgres) ensureRuns(ctx context.Context) error {
-	_, err := p.pool.Exec(ctx, runsTable)
-	return err
+	var exists bool
+	if err := p.pool.QueryRow(ctx, `SELECT to_regclass('runs') IS NOT NULL`).Scan(&exists); err != nil || exists {
+		return err
+	}
+	// CREATE TABLE IF NOT EXISTS is not atomic: of two workers creating the
+	// table at once, the loser failed (a unique violation on pg_type, or
+	// "type runs already exists") and so did its reconcile. Creators take
+	// the migrations' lock, so the second finds the table made.
+	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(lockMigrate)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, runsTable)
+		return err
+	})
 }
 
 // PutRun writes a run record.

@@ -1,0 +1,135 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"iter"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+// Nexora pages its dead letters by offset over the PENDING ones, newest
+// first (iamvirul/nexora JdbcExecutionStore.findDeadLetters: WHERE
+// review_state = ? ORDER BY failed_at DESC LIMIT ? OFFSET ?). The set moves
+// while it is read: every entry replayctl replays or resolves meanwhile
+// leaves PENDING and everything after it moves up, so plain page after page
+// skipped as many entries as had left (a run over 250 read 200). The read
+// therefore keeps a cursor on failedAt and, before each page, checks with a
+// one-entry request that the entry just before the page is one it already
+// read; if not, entries moved up past the page start and it steps back a
+// page. New dead letters come in at the top (failedAt is when they failed)
+// and are left for the next run.
+
+// nexoraCursor says which records a read has already covered: everything
+// failed later than last, the ids read at last itself (ties), and records
+// without a failure time by id.
+type nexoraCursor struct {
+	started bool
+	last    time.Time
+	tie     map[string]bool
+	noTime  map[string]bool
+}
+
+func (c *nexoraCursor) covered(e *entry.Entry) bool {
+	if e.LastFailure.IsZero() {
+		return c.noTime[e.ID]
+	}
+	if !c.started {
+		return false
+	}
+	return e.LastFailure.After(c.last) || (e.LastFailure.Equal(c.last) && c.tie[e.ID])
+}
+
+func (c *nexoraCursor) add(e *entry.Entry) {
+	switch {
+	case e.LastFailure.IsZero():
+		if c.noTime == nil {
+			c.noTime = map[string]bool{}
+		}
+		c.noTime[e.ID] = true
+	case !c.started || !e.LastFailure.Equal(c.last):
+		c.started, c.last, c.tie = true, e.LastFailure, map[string]bool{e.ID: true}
+	default:
+		c.tie[e.ID] = true
+	}
+}
+
+func (s *liveSource) nexoraURL(page, size int) string {
+	q := url.Values{"state": {"PENDING"}, "page": {strconv.Itoa(page)}, "size": {strconv.Itoa(size)}}
+	return s.base + "/api/dead-letters?" + q.Encode()
+}
+
+// nexoraPage fetches one page and decodes its records.
+func (s *liveSource) nexoraPage(ctx context.Context, page, size int) ([]entry.Entry, error) {
+	u := s.nexoraURL(page, size)
+	body, err := s.get(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	var out []entry.Entry
+	rr := recordReader{format: s.format, name: u, r: bytes.NewReader(body), maxLine: maxRecord}
+	rr.each(ctx, func(e entry.Entry, rerr error) bool {
+		if rerr != nil {
+			err = rerr
+			return false
+		}
+		out = append(out, e)
+		return true
+	})
+	return out, err
+}
+
+func (s *liveSource) nexoraEntries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+	return func(yield func(entry.Entry, error) bool) {
+		var c nexoraCursor
+		read, requests := 0, 0
+		page := 0
+		for {
+			// Step back while the entry just before this page is one not
+			// read yet: entries left PENDING and the rest moved up.
+			for page > 0 {
+				requests++
+				probe, err := s.nexoraPage(ctx, page*livePageSize-1, 1)
+				if err != nil {
+					yield(entry.Entry{}, err)
+					return
+				}
+				if len(probe) > 0 && (probe[0].Undecodable() || c.covered(&probe[0])) {
+					break
+				}
+				page--
+			}
+			requests++
+			if limit := 4*(read/livePageSize+1) + 100; requests > limit {
+				yield(entry.Entry{}, fmt.Errorf("read nexora source %s: the dead letters changed faster than they could be read (%d requests for %d entries); the next run reads on", s.base, requests, read))
+				return
+			}
+			items, err := s.nexoraPage(ctx, page, livePageSize)
+			for i := range items {
+				e := &items[i]
+				if !e.Undecodable() {
+					if c.covered(e) {
+						continue
+					}
+					c.add(e)
+				}
+				read++
+				if !yield(*e, nil) {
+					return
+				}
+			}
+			if err != nil {
+				yield(entry.Entry{}, err)
+				return
+			}
+			if len(items) < livePageSize {
+				return
+			}
+			page++
+		}
+	}
+}

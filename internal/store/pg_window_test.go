@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/testsvc"
@@ -18,7 +19,9 @@ import (
 // under its own claim. The claims are checked together, in one round
 // trip (two statements: the entries, then the ledger rows); a claim no
 // longer current is reported for its part alone, which writes nothing,
-// while the others commit. Counted from the store's trace, not timed.
+// while the others commit. The audit records' numbers are taken in the
+// same round trip, one per part. Counted from the store's trace, not
+// timed.
 func TestPostgresWindowChecksEachPartsOwnClaimInOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	p := openPG(t, testsvc.Postgres(t), Options{})
@@ -59,7 +62,10 @@ func TestPostgresWindowChecksEachPartsOwnClaimInOneRoundTrip(t *testing.T) {
 				continue
 			}
 			if err := w.UnderFence(f, func(tx Tx) error {
-				_, err := tx.Transition(idempotency.Transition{Key: f.Key, To: idempotency.Decided, EntryRef: f.Ref})
+				if _, err := tx.Transition(idempotency.Transition{Key: f.Key, To: idempotency.Decided, EntryRef: f.Ref}); err != nil {
+					return err
+				}
+				_, err := tx.Append(&audit.Record{Actor: "w0", Kind: audit.KindDecision, EntryRef: f.Ref, Key: f.Key})
 				return err
 			}); err != nil {
 				return err
@@ -74,11 +80,19 @@ func TestPostgresWindowChecksEachPartsOwnClaimInOneRoundTrip(t *testing.T) {
 	if stale[0] != nil || stale[2] != nil || !errors.Is(stale[1], ErrStaleFence) {
 		t.Fatalf("claims found stale: %v, want only the second", stale)
 	}
-	var reads int64
+	var reads, numbering int64
 	for sql, n := range after.ByStatement {
 		if strings.Contains(sql, "from ledger") || strings.Contains(sql, "from entries") {
 			reads += n - before.ByStatement[sql]
 		}
+		if strings.Contains(sql, "nextval('audit_seq')") {
+			numbering += n - before.ByStatement[sql]
+		}
+	}
+	// Numbered one by one: a round trip per record. The numbers are
+	// taken with the fence checks, one per part.
+	if numbering != 1 {
+		t.Errorf("%d statements numbered the window's audit records, want 1", numbering)
 	}
 	// Checked one by one: 3 statements, each its own round trip.
 	if reads != 2 {
@@ -95,6 +109,32 @@ func TestPostgresWindowChecksEachPartsOwnClaimInOneRoundTrip(t *testing.T) {
 		if want := map[bool]string{true: "", false: "decided"}[i == 1]; string(v.State) != want {
 			t.Errorf("key %s: %q, want %q", f.Key, v.State, want)
 		}
+	}
+	// The stale part's number (the last taken) is a gap once a later
+	// record is written, which the sealer fills: the chain verifies, the
+	// three records and one void.
+	if err := p.Update(ctx, func(tx Tx) error {
+		_, err := tx.Append(&audit.Record{Actor: "w0", Kind: audit.KindDecision, EntryRef: "jsonl:later"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.SealAudit(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	res, err := audit.Verify(ctx, p, nil)
+	if err != nil || !res.OK() || res.Records != 4 || res.Unsealed != 0 {
+		t.Fatalf("verify: %+v %v", res, err)
+	}
+	kinds := map[string]int{}
+	if err := audit.Each(ctx, p, audit.Query{}, func(r audit.Record) error {
+		kinds[r.Kind]++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if kinds[audit.KindDecision] != 3 || kinds[KindVoid] != 1 {
+		t.Errorf("records by kind: %v, want 3 decisions and 1 void", kinds)
 	}
 	// Alone, the stale claim's part still writes nothing.
 	if err := p.Update(ctx, func(tx Tx) error {

@@ -294,6 +294,8 @@ type pgTx struct {
 	// counts are what the records appended add to the counters
 	// (pg_counts.go), written with COMMIT.
 	counts map[countKey]int64
+	// reserved are record numbers taken ahead for Append (pg_audit.go).
+	reserved []int64
 	// auditSeqs and auditBodies are the records appended (pg_audit.go),
 	// inserted with COMMIT.
 	auditSeqs   []int64

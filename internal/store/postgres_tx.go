@@ -320,6 +320,7 @@ func (t *pgTx) CheckFences(fs []Fence) (stale []error, err error) {
 		b.Queue(`SELECT ref, fence, coalesce(lease_until > now(), false), now(), rec, payload, sig, seen
 			FROM entries WHERE ref = ANY ($1::text[]) ORDER BY ref FOR UPDATE`, refs)
 		b.Queue(`SELECT key, rec FROM ledger WHERE key = ANY ($1::text[]) ORDER BY key FOR UPDATE`, keys)
+		b.Queue(auditReserveSQL, len(t.key) > 0, len(fs))
 	})
 	type found struct {
 		row   *fencedRow
@@ -363,6 +364,9 @@ func (t *pgTx) CheckFences(fs []Fence) (stale []error, err error) {
 				err = r.Err()
 			}
 		}
+	}
+	if err == nil {
+		err = t.scanReserved(br.QueryRow())
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr

@@ -305,9 +305,10 @@ func (r *Reconciler) sourceFeed(srcs []source.Source) func(context.Context, func
 }
 
 // claimFeed yields claimed entries of a shared store not checked since
-// the run began, up to Limit. It claims about as many as the workers can
-// take (MaxParallel), so a slow target call holds only its own worker, and
-// claims again as soon as those are taken, not when a batch is done. With
+// the run began, up to Limit. It claims MaxParallel at a time (the
+// window, shared_window.go, holds four times that), so a slow target call
+// holds only its own place, and claims again as soon as those are taken,
+// not when a batch is done. With
 // nothing claimable it waits while another worker still ingests this run's
 // entries, and stops once none does.
 func (r *Reconciler) claimFeed(sh store.Shared, since time.Time, idx *sourceIndex) func(context.Context, func(work) bool) error {

@@ -176,6 +176,9 @@ func (r *Reconciler) pass(ctx context.Context, feed func(context.Context, func(w
 	fail := func(err error) {
 		errOnce.Do(func() { firstErr = err; cancel() })
 	}
+	// A window of claimed entries in flight, their writes grouped
+	// (shared_window.go), their calls out within --max-parallel.
+	win := &window{queue: newCommitQueue(ctx, r.Store), sends: make(chan struct{}, max(r.MaxParallel, 1))}
 	jobs := make(chan work)
 	results := make(chan done)
 	go func() {
@@ -193,7 +196,7 @@ func (r *Reconciler) pass(ctx context.Context, feed func(context.Context, func(w
 		}
 	}()
 	var wg sync.WaitGroup
-	for range r.MaxParallel {
+	for range r.sharedWindow() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -201,7 +204,7 @@ func (r *Reconciler) pass(ctx context.Context, feed func(context.Context, func(w
 				if ctx.Err() != nil {
 					continue // stopping: start no entry, drain the feed
 				}
-				d, err := r.do(ctx, w)
+				d, err := r.do(context.WithValue(ctx, slotKey{}, &slot{win: win}), w)
 				if err != nil {
 					fail(err)
 					continue // drain: the feed stops on ctx
@@ -302,9 +305,10 @@ func (r *Reconciler) sourceFeed(srcs []source.Source) func(context.Context, func
 }
 
 // claimFeed yields claimed entries of a shared store not checked since
-// the run began, up to Limit. It claims about as many as the workers can
-// take (MaxParallel), so a slow target call holds only its own worker, and
-// claims again as soon as those are taken, not when a batch is done. With
+// the run began, up to Limit. It claims MaxParallel at a time (the
+// window, shared_window.go, holds four times that), so a slow target call
+// holds only its own place, and claims again as soon as those are taken,
+// not when a batch is done. With
 // nothing claimable it waits while another worker still ingests this run's
 // entries, and stops once none does.
 func (r *Reconciler) claimFeed(sh store.Shared, since time.Time, idx *sourceIndex) func(context.Context, func(work) bool) error {

@@ -75,7 +75,10 @@ func (r *Reconciler) WindowSize() int {
 type window struct {
 	intents  *commitGroup
 	outcomes *commitGroup
-	sends    chan struct{} // dispatches in flight, up to MaxParallel (shared by the windows in flight)
+	// queue, on a shared store, takes the intents and outcomes instead
+	// (shared_window.go): its window has no fixed members.
+	queue *commitQueue
+	sends chan struct{} // dispatches in flight, up to MaxParallel (shared by the windows in flight)
 }
 
 // slot is one entry's membership of its window's commit groups.
@@ -94,6 +97,9 @@ func slotFrom(ctx context.Context) *slot {
 // finish leaves the groups the entry did not write through, so that the
 // others' commits do not wait for it.
 func (s *slot) finish(ctx context.Context) {
+	if s.win.queue != nil {
+		return // nothing waits for what this entry did not write
+	}
 	s.mu.Lock()
 	intent, outcome := s.intent, s.outcome
 	s.intent, s.outcome = true, true
@@ -109,7 +115,9 @@ func (s *slot) finish(ctx context.Context) {
 // commitIntent writes an entry's dispatch intent: with its window's when it
 // has one, else alone. It returns once the intent is durable (or failed).
 func (r *Reconciler) commitIntent(ctx context.Context, fn func(store.Tx) error) error {
-	if s := slotFrom(ctx); s != nil {
+	if s := slotFrom(ctx); s != nil && s.win.queue != nil {
+		return s.win.queue.submit(ctx, fn)
+	} else if s != nil {
 		s.mu.Lock()
 		first := !s.intent
 		s.intent = true
@@ -123,7 +131,9 @@ func (r *Reconciler) commitIntent(ctx context.Context, fn func(store.Tx) error) 
 
 // commitOutcome writes a dispatch's outcome: with its window's, or alone.
 func (r *Reconciler) commitOutcome(ctx context.Context, fn func(store.Tx) error) error {
-	if s := slotFrom(ctx); s != nil {
+	if s := slotFrom(ctx); s != nil && s.win.queue != nil {
+		return s.win.queue.submit(ctx, fn)
+	} else if s != nil {
 		s.mu.Lock()
 		first := !s.outcome
 		s.outcome = true
@@ -168,6 +178,71 @@ type commitGroup struct {
 type groupCall struct {
 	fn   func(store.Tx) error
 	done chan error
+	// fence is the claim the call writes under (a shared store): each
+	// call of a grouped transaction is checked against its own.
+	fence *store.Fence
+}
+
+func newGroupCall(ctx context.Context, fn func(store.Tx) error) *groupCall {
+	c := &groupCall{fn: fn, done: make(chan error, 1)}
+	if f, ok := store.FenceFrom(ctx); ok {
+		c.fence = &f
+	}
+	return c
+}
+
+// run runs the call's writes in tx, under its own claim when it has one.
+func (c *groupCall) run(tx store.Tx) error {
+	if c.fence != nil {
+		if ft, ok := tx.(fencedTx); ok {
+			return ft.UnderFence(*c.fence, c.fn)
+		}
+	}
+	return c.fn(tx)
+}
+
+// checkFences checks the claims of a grouped transaction's calls in one
+// round trip when the store can (PostgreSQL); stale[i] is the error of a
+// call whose claim is no longer current, which is then left out of the
+// transaction (it writes nothing, and is not dispatched), instead of
+// failing every call's write with it.
+func checkFences(tx store.Tx, calls []*groupCall) (stale []error, err error) {
+	fc, ok := tx.(fencesChecker)
+	if !ok || len(calls) < 2 {
+		return nil, nil
+	}
+	var fs []store.Fence
+	var at []int
+	for i, c := range calls {
+		if c.fence != nil {
+			fs, at = append(fs, *c.fence), append(at, i)
+		}
+	}
+	if len(fs) < 2 {
+		return nil, nil
+	}
+	errs, err := fc.CheckFences(fs)
+	if err != nil {
+		return nil, err
+	}
+	stale = make([]error, len(calls))
+	for j, i := range at {
+		stale[i] = errs[j]
+	}
+	return stale, nil
+}
+
+// fencesChecker is a shared store's transaction that checks many claims
+// at once.
+type fencesChecker interface {
+	CheckFences(fs []store.Fence) (stale []error, err error)
+}
+
+// fencedTx is a shared store's transaction that writes parts under
+// different claims (PostgreSQL: each part's entry is checked and locked
+// before the part runs).
+type fencedTx interface {
+	UnderFence(f store.Fence, fn func(store.Tx) error) error
 }
 
 func newCommitGroup(s store.Store, members int) *commitGroup {
@@ -180,7 +255,7 @@ func newCommitGroup(s store.Store, members int) *commitGroup {
 
 // submit adds fn to the group's transaction and waits for its commit.
 func (g *commitGroup) submit(ctx context.Context, fn func(store.Tx) error) error {
-	c := &groupCall{fn: fn, done: make(chan error, 1)}
+	c := newGroupCall(ctx, fn)
 	g.arrive(ctx, c)
 	return <-c.done
 }
@@ -201,7 +276,9 @@ func (g *commitGroup) arrive(ctx context.Context, c *groupCall) {
 	}
 	g.mu.Unlock()
 	if len(calls) > 0 {
-		g.flush(context.WithoutCancel(ctx), calls)
+		// The last member's claim is not the group's: each call brings
+		// its own.
+		g.flush(store.WithoutFence(context.WithoutCancel(ctx)), calls)
 	}
 	if last {
 		close(g.flushed)
@@ -223,23 +300,35 @@ func (g *commitGroup) flush(ctx context.Context, calls []*groupCall) {
 	if now, ok := g.s.(groupedUpdater); ok {
 		update = now.UpdateNow // the group is the batch: no timer to wait out
 	}
+	var stale []error // per call: its claim is no longer current (left out)
 	err := update(ctx, func(tx store.Tx) error {
-		for _, c := range calls {
-			if err := c.fn(tx); err != nil {
+		var err error
+		if stale, err = checkFences(tx, calls); err != nil {
+			return err
+		}
+		for i, c := range calls {
+			if stale != nil && stale[i] != nil {
+				continue
+			}
+			if err := c.run(tx); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err == nil || len(calls) == 1 {
-		for _, c := range calls {
-			c.done <- err
+		for i, c := range calls {
+			if err == nil && stale != nil && stale[i] != nil {
+				c.done <- stale[i]
+			} else {
+				c.done <- err
+			}
 			answered++
 		}
 		return
 	}
 	for _, c := range calls {
-		err := g.soloCall(ctx, c.fn)
+		err := g.soloCall(ctx, c)
 		c.done <- err
 		answered++
 	}
@@ -251,14 +340,18 @@ type groupedUpdater interface {
 	UpdateNow(ctx context.Context, fn func(store.Tx) error) error
 }
 
-// soloCall commits one call alone; a panic is that call's error.
-func (g *commitGroup) soloCall(ctx context.Context, fn func(store.Tx) error) (err error) {
+// soloCall commits one call alone, under its own claim; a panic is that
+// call's error.
+func (g *commitGroup) soloCall(ctx context.Context, c *groupCall) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic while writing: %v", p)
 		}
 	}()
-	return g.s.Update(ctx, fn)
+	if c.fence != nil {
+		ctx = store.WithFence(ctx, *c.fence)
+	}
+	return g.s.Update(ctx, c.fn)
 }
 
 // passWindows is pass on a single-process store: the feed's work in

@@ -52,6 +52,12 @@ func WithFence(ctx context.Context, f Fence) context.Context {
 	return context.WithValue(ctx, fenceKey{}, f)
 }
 
+// WithoutFence returns ctx without a claim: for a transaction whose parts
+// each bring their own (a window's, UnderFence on PostgreSQL).
+func WithoutFence(ctx context.Context) context.Context {
+	return context.WithValue(ctx, fenceKey{}, nil)
+}
+
 // FenceFrom returns the claim in ctx, if any.
 func FenceFrom(ctx context.Context) (Fence, bool) {
 	f, ok := ctx.Value(fenceKey{}).(Fence)

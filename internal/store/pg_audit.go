@@ -58,7 +58,11 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 	var seq int64
 	var now time.Time
 	var signed bool
-	if err := t.queryRow(`WITH h AS MATERIALIZED (SELECT signed OR mac <> '' AS signed FROM audit_head WHERE id = 1),
+	if len(t.reserved) > 0 {
+		// Taken with the window's fence checks (auditReserveSQL).
+		seq, t.reserved = t.reserved[0], t.reserved[1:]
+		now = t.start
+	} else if err := t.queryRow(`WITH h AS MATERIALIZED (SELECT signed OR mac <> '' AS signed FROM audit_head WHERE id = 1),
 		x AS MATERIALIZED (SELECT pg_current_xact_id() FROM h WHERE $1 OR NOT h.signed)
 		SELECT (SELECT signed FROM h), coalesce((SELECT nextval('audit_seq') FROM x), 0), now()`, len(t.key) > 0).Scan(&signed, &seq, &now); err != nil {
 		return audit.Sealed{}, fmt.Errorf("number audit record: %w", err)
@@ -80,6 +84,29 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 	// (commitWrites): nothing reads the audit table in a transaction.
 	t.auditSeqs, t.auditBodies = append(t.auditSeqs, seq), append(t.auditBodies, body)
 	return audit.Sealed{Seq: r.Seq, Body: body}, nil
+}
+
+// auditReserveSQL takes $2 record numbers at once for a window's
+// transaction, one for each of its parts (each writes at least one
+// record: a decision, an intent, an outcome), in the round trip of their
+// fence checks: a part's first Append then costs no round trip of its
+// own. As in Append, the transaction id is taken before the numbers, and
+// a keyless writer of a signed chain takes none. A number left unused (a
+// part left out, stale) is a gap the sealer fills with a void record, as
+// a rolled-back transaction's.
+const auditReserveSQL = `WITH h AS MATERIALIZED (SELECT signed OR mac <> '' AS signed FROM audit_head WHERE id = 1),
+	x AS MATERIALIZED (SELECT pg_current_xact_id() FROM h WHERE $1 OR NOT h.signed)
+	SELECT coalesce(array(SELECT nextval('audit_seq') FROM x, generate_series(1, $2::int) ORDER BY 1), '{}'), now()`
+
+// scanReserved keeps the numbers auditReserveSQL took.
+func (t *pgTx) scanReserved(row pgx.Row) error {
+	var seqs []int64
+	var now time.Time
+	if err := row.Scan(&seqs, &now); err != nil {
+		return fmt.Errorf("number audit records: %w", err)
+	}
+	t.reserved, t.start = append(t.reserved, seqs...), now.UTC()
+	return nil
 }
 
 // settledThrough returns a record number n such that every transaction

@@ -267,7 +267,7 @@ type pgTx struct {
 	ctx context.Context
 	q   pgQuerier
 	ro  bool
-	// p is the store a View reads (its reads ahead, pg_readahead.go).
+	// p is the store (its reads ahead, pg_readahead.go; its claims' marks).
 	p   *Postgres
 	key []byte
 	// start caches now() (the fence check and pg_audit.go fill it too).
@@ -280,19 +280,10 @@ type pgTx struct {
 	// ledger holds the rows this transaction has locked, by stored key,
 	// as it last wrote them (nil: no row).
 	ledger map[string][]byte
-	// fenced is the stored ref of the entry the fence check locked, and
-	// fenceRec/fencePayload its row as this transaction last wrote it.
-	fenced                 string
-	fenceRec, fencePayload []byte
-	// fenceSig and fenceSeen are the fenced row's columns as read;
-	// fenceKeys its counter keys as this transaction last wrote it (nil:
-	// not written yet, fenceRec is the row as read).
-	fenceSig  *string
-	fenceSeen pgtype.Timestamptz
-	fenceKeys *entryKeys
-	// checked: the last write of the fenced entry set last_checked
-	// (pg_claim.go); wroteFenced: the transaction wrote it at all.
-	checked, wroteFenced bool
+	// fenced are the entries a fence check locked, by stored ref: one
+	// under the claim in ctx, or several in a window's transaction
+	// (UnderFence).
+	fenced map[string]*fencedRow
 	// written are the counter keys of the entries this transaction
 	// wrote or locked to write, other than the fenced one, by stored ref
 	// (nil: no row).
@@ -303,6 +294,8 @@ type pgTx struct {
 	// counts are what the records appended add to the counters
 	// (pg_counts.go), written with COMMIT.
 	counts map[countKey]int64
+	// reserved are record numbers taken ahead for Append (pg_audit.go).
+	reserved []int64
 	// auditSeqs and auditBodies are the records appended (pg_audit.go),
 	// inserted with COMMIT.
 	auditSeqs   []int64
@@ -365,13 +358,25 @@ func decodeJSON[T any](b []byte) (*T, error) {
 	return &out, nil
 }
 
+// fencedRow is an entry a fence check locked in this transaction.
+type fencedRow struct {
+	token int64
+	// rec/payload are the row as this transaction last wrote it; sig and
+	// seen its columns as read; keys its counter keys as this transaction
+	// last wrote it (nil: not written yet, rec is the row as read).
+	rec, payload []byte
+	sig          *string
+	seen         pgtype.Timestamptz
+	keys         *entryKeys
+	// checked: the last write of the entry set last_checked
+	// (pg_claim.go); wrote: the transaction wrote it at all.
+	checked, wrote bool
+}
+
 // checkFence rejects a transition made under a claim that is no longer
 // current: another worker took the entry over, or the lease ran out.
-func (t *pgTx) checkFence() error {
-	f, ok := FenceFrom(t.ctx)
-	if !ok {
-		return nil
-	}
+func (t *pgTx) checkFence(f Fence) error {
+	row := &fencedRow{token: f.Token}
 	var token int64
 	var live bool
 	var now time.Time
@@ -394,7 +399,7 @@ func (t *pgTx) checkFence() error {
 	})
 	err := drain(br, writes)
 	if err == nil {
-		dest := []any{&token, &live, &now, &t.fenceRec, &t.fencePayload, &t.fenceSig, &t.fenceSeen}
+		dest := []any{&token, &live, &now, &row.rec, &row.payload, &row.sig, &row.seen}
 		var rec []byte
 		if f.Key != "" {
 			dest = append(dest, &rec)
@@ -409,10 +414,14 @@ func (t *pgTx) checkFence() error {
 	if err != nil {
 		return fmt.Errorf("check fence of %s: %w", f.Ref, err)
 	}
-	t.fenced, t.start = ref, now.UTC()
+	t.start = now.UTC()
 	if token != f.Token || !live {
 		return fmt.Errorf("%w (entry %s: token %d, current %d, lease live %v)", ErrStaleFence, f.Ref, f.Token, token, live)
 	}
+	if t.fenced == nil {
+		t.fenced = map[string]*fencedRow{}
+	}
+	t.fenced[ref] = row
 	return nil
 }
 
@@ -470,8 +479,8 @@ func (t *pgTx) now() (time.Time, error) {
 }
 
 func (t *pgTx) Entry(ref string) (*EntryRecord, error) {
-	if t.fenced != "" && t.fenced == pgKey(ref) {
-		return decodeEntryBytes(t.fenceRec, t.fencePayload)
+	if row := t.fenced[pgKey(ref)]; row != nil {
+		return decodeEntryBytes(row.rec, row.payload)
 	}
 	if f, ok := FenceFrom(t.ctx); ok && t.ro && t.p != nil && pgKey(f.Ref) == pgKey(ref) {
 		if rec, payload, found, kept := t.aheadEntry(f); kept {
@@ -578,11 +587,11 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 	ref := pgKey(r.Entry.Ref())
 	c := colsOf(r)
 	keys := keysOf(r, c)
-	if ref == t.fenced {
+	if row := t.fenced[ref]; row != nil {
 		// The row exists (the fence locked it).
-		old := t.fenceKeys
+		old := row.keys
 		if old == nil {
-			k, err := storedKeys(t.fenceRec, t.fenceSig, t.fenceSeen)
+			k, err := storedKeys(row.rec, row.sig, row.seen)
 			if err != nil {
 				return fmt.Errorf("count entry %s: %w", r.Entry.Ref(), err)
 			}
@@ -594,14 +603,14 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 		// dispatch) must leave the entry unchecked again, or a worker
 		// dying during that dispatch would leave it to the next run.
 		check := checksClaim(r)
-		t.checked, t.wroteFenced = check, true
-		if bytes.Equal(payload, t.fencePayload) {
+		row.checked, row.wrote = check, true
+		if bytes.Equal(payload, row.payload) {
 			// Its payload is the one stored: write only the record.
 			t.queue("write entry "+r.Entry.Ref(), nil, updateEntryChecking, append(c.values(ref, rec), check)...)
 		} else {
 			t.queue("write entry "+r.Entry.Ref(), nil, updateEntryPayloadChecking, append(c.values(ref, rec, payload), check)...)
 		}
-		t.fenceRec, t.fencePayload, t.fenceKeys = rec, payload, &keys
+		row.rec, row.payload, row.keys = rec, payload, &keys
 		return nil
 	}
 	old, locked := t.written[ref]

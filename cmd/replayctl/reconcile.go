@@ -268,6 +268,10 @@ func printReport(w io.Writer, rep *replay.Report) {
 	if rep.Ingested > 0 || rep.StaleClaims > 0 {
 		fmt.Fprintf(w, "shared store: %d new entries ingested, %d claims lost to an expired lease\n", rep.Ingested, rep.StaleClaims)
 	}
+	if rep.HeldElsewhere > 0 {
+		fmt.Fprintf(w, "held elsewhere: %d entr(ies) under another worker's lease, until %s at the latest (a live worker is handling them, or a dead one's lease must end first); the next run takes what is left\n",
+			rep.HeldElsewhere, rep.HeldUntil.UTC().Format(time.RFC3339))
+	}
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}

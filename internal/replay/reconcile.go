@@ -116,6 +116,11 @@ type Report struct {
 	// worker (lease expired) whose work was therefore not recorded.
 	Ingested    int `json:"ingested,omitempty"`
 	StaleClaims int `json:"stale_claims,omitempty"`
+	// HeldElsewhere: entries not checked this run that another worker's
+	// live lease holds (it is handling them, or died and its lease ends
+	// at HeldUntil, the latest of those leases); the next run takes them.
+	HeldElsewhere int       `json:"held_by_other_workers,omitempty"`
+	HeldUntil     time.Time `json:"held_until,omitzero"`
 	// Notes are what sources report skipping (Redis ids whose entry expired).
 	Notes            []string `json:"notes,omitempty"`
 	DecisionsWritten int      `json:"decisions_recorded"`

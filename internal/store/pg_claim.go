@@ -206,3 +206,22 @@ func (p *Postgres) FlushReleases(ctx context.Context) error {
 	}
 	return nil
 }
+
+// HeldElsewhere counts the entries not checked since `since` that a live
+// lease of another owner holds, and when the last of those leases ends:
+// what a run could not take (a worker handling them, or one that died
+// before its lease ends). It walks entries_work's unchecked range only.
+func (p *Postgres) HeldElsewhere(ctx context.Context, owner string, since time.Time) (int, time.Time, error) {
+	var n int
+	var until *time.Time
+	err := p.pool.QueryRow(ctx, `SELECT count(*), max(lease_until) FROM entries
+		WHERE (last_checked IS NULL OR last_checked < $1) AND lease_until > now() AND lease_owner IS DISTINCT FROM $2`,
+		since, owner).Scan(&n, &until)
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("count entries held by other workers: %w", err)
+	}
+	if until == nil {
+		return n, time.Time{}, nil
+	}
+	return n, *until, nil
+}

@@ -74,6 +74,7 @@ type Bolt struct {
 	// other live process can own a dispatching record in it.
 	instance string
 	flight   inFlight
+	group    groupCommit
 	// onEntryDecode, when set (tests), is called for every entry record
 	// a transaction decodes: proves PutEntry reuses what Entry read.
 	onEntryDecode func()
@@ -158,7 +159,8 @@ func (s *Bolt) Close() error {
 	return s.db.Close()
 }
 
-// Update runs fn in a batched read-write transaction (group commit).
+// Update runs fn in a batched read-write transaction (group commit, see
+// groupCommit).
 func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
 	if s.ro {
 		return ErrReadOnly
@@ -166,20 +168,23 @@ func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.Batch(func(btx *bolt.Tx) error { return s.runWrite(btx, fn) })
+	return s.batch(fn)
 }
 
 // runWrite runs fn in a read-write bbolt transaction, then writes what fn
-// left pending (ledger records, the audit head): bbolt's Batch may run
-// several callers' fns in one transaction, each with its own boltTx, so
-// each flushes before the next runs.
+// left pending (ledger records, the audit head, counter deltas).
 func (s *Bolt) runWrite(btx *bolt.Tx, fn func(Tx) error) error {
 	setFillPercent(btx)
-	t := &boltTx{tx: btx, now: s.now, key: s.key, onDecode: s.onEntryDecode}
+	t := s.writeTx(btx)
 	if err := fn(t); err != nil {
 		return err
 	}
 	return t.flush()
+}
+
+// writeTx is the boltTx of a read-write bbolt transaction.
+func (s *Bolt) writeTx(btx *bolt.Tx) *boltTx {
+	return &boltTx{tx: btx, now: s.now, key: s.key, onDecode: s.onEntryDecode}
 }
 
 // View runs fn in a read-only transaction.
@@ -210,7 +215,23 @@ type boltTx struct {
 	// per record (a window appends two or three records per entry).
 	head      *auditHead
 	headDirty bool
-	onDecode  func()
+	// cnt gathers the counter deltas of the transaction's writes, applied
+	// once each by flush.
+	cnt      *counts
+	onDecode func()
+}
+
+// counters returns the transaction's counter deltas (nil on a file whose
+// counters bucket a read-only open cannot create).
+func (t *boltTx) counters() *counts {
+	if t.cnt == nil {
+		b := t.bucket(bucketCounters)
+		if b == nil {
+			return nil
+		}
+		t.cnt = &counts{b: b, pending: make(map[string]int64, 16)}
+	}
+	return t.cnt
 }
 
 type ledgerSlot struct {
@@ -221,6 +242,11 @@ type ledgerSlot struct {
 // flush writes what the transaction left pending. Only on success: an
 // error rolls the whole bbolt transaction back anyway.
 func (t *boltTx) flush() error {
+	if t.cnt != nil {
+		if err := t.cnt.apply(); err != nil {
+			return fmt.Errorf("counters: %w", err)
+		}
+	}
 	if len(t.ledger) > 0 {
 		b := t.bucket(bucketLedger)
 		for k, sl := range t.ledger {
@@ -420,7 +446,7 @@ func (t *boltTx) PutEntry(r *EntryRecord) error {
 		}
 	}
 	nf := entryFacets(r)
-	if err := reindexFacets(t.tx, o.exists, o.facets, r, nf, t.now().UTC()); err != nil {
+	if err := reindexFacets(t.tx, t.counters(), o.exists, o.facets, r, nf, t.now().UTC()); err != nil {
 		return err
 	}
 	if r.Entry.Payload != nil && (o.payload == nil || !bytes.Equal(o.payload, r.Entry.Payload)) {
@@ -497,7 +523,7 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	if err := b.Put(seqKey(r.Seq), data); err != nil {
 		return audit.Sealed{}, err
 	}
-	if err := countAudit(t.tx, r); err != nil {
+	if err := countAudit(t.tx, t.counters(), r); err != nil {
 		return audit.Sealed{}, err
 	}
 	// The head (and its MAC) are written by flush, once.

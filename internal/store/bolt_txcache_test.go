@@ -274,8 +274,8 @@ func TestEncodeSealedIsJSONMarshal(t *testing.T) {
 // a concurrent batch with a failing member leave the decision counters
 // exactly as counting record by record does: the file's counters equal
 // those an index rebuild (countAudit per record) makes from the same chain,
-// and the failing member counts nothing. (Issue 16 tried adding a
-// transaction's counts up and writing each once: no CPU difference.)
+// and the failing member counts nothing. (The transaction's counts are
+// now added up and written once each, at flush: see counts.)
 func TestDecisionCountersOfWindowsAndBatches(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "replayctl.db")

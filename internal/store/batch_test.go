@@ -148,7 +148,7 @@ func TestGroupCommitMembersFailAloneAndCountersEqualARebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if rebuilt := counterBucket(t, s);  !reflect.DeepEqual(written, rebuilt) {
+	if rebuilt := counterBucket(t, s); !reflect.DeepEqual(written, rebuilt) {
 		t.Errorf("counters as written:\n%v\nas rebuilt:\n%v", written, rebuilt)
 	}
 }

@@ -75,6 +75,7 @@ type Bolt struct {
 	instance string
 	flight   inFlight
 	group    groupCommit
+	memo     writeMemo
 	// onEntryDecode, when set (tests), is called for every entry record
 	// a transaction decodes: proves PutEntry reuses what Entry read.
 	onEntryDecode func()
@@ -184,7 +185,7 @@ func (s *Bolt) runWrite(btx *bolt.Tx, fn func(Tx) error) error {
 
 // writeTx is the boltTx of a read-write bbolt transaction.
 func (s *Bolt) writeTx(btx *bolt.Tx) *boltTx {
-	return &boltTx{tx: btx, now: s.now, key: s.key, onDecode: s.onEntryDecode}
+	return &boltTx{tx: btx, now: s.now, key: s.key, onDecode: s.onEntryDecode, memo: &s.memo}
 }
 
 // View runs fn in a read-only transaction.
@@ -217,7 +218,9 @@ type boltTx struct {
 	headDirty bool
 	// cnt gathers the counter deltas of the transaction's writes, applied
 	// once each by flush.
-	cnt      *counts
+	cnt *counts
+	// memo is the store's writeMemo (read-write transactions only).
+	memo     *writeMemo
 	onDecode func()
 }
 
@@ -251,9 +254,14 @@ func (t *boltTx) flush() error {
 		b := t.bucket(bucketLedger)
 		for k, sl := range t.ledger {
 			if sl.dirty {
-				if err := putHotRecord(b, []byte(k), sl.rec); err != nil {
+				data, err := encodeHotRecord(sl.rec)
+				if err != nil {
 					return fmt.Errorf("ledger %q: %w", k, err)
 				}
+				if err := b.Put([]byte(k), data); err != nil {
+					return fmt.Errorf("ledger %q: %w", k, err)
+				}
+				t.memo.putLedger(k, data, sl.rec)
 			}
 		}
 	}
@@ -343,9 +351,13 @@ func (t *boltTx) Ledger(key string) (*idempotency.Record, error) {
 	k := string(dbKey(key))
 	sl, ok := t.ledger[k]
 	if !ok {
-		rec, err := getJSON[idempotency.Record](t.bucket(bucketLedger), []byte(k))
-		if err != nil {
-			return nil, err
+		b := t.bucket(bucketLedger)
+		rec, known := t.memo.ledgerRecord(k, b.Get([]byte(k)))
+		if !known {
+			var err error
+			if rec, err = getJSON[idempotency.Record](b, []byte(k)); err != nil {
+				return nil, err
+			}
 		}
 		sl = ledgerSlot{rec: rec}
 		if t.ledger == nil {
@@ -423,9 +435,14 @@ func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
 		if t.old == nil {
 			t.old = make(map[string]oldEntry, 4)
 		}
-		// Facets now, before the caller changes r; the payload copied
-		// only when it is the separately stored one writePayload compares.
-		o := oldEntry{facets: entryFacets(&se.EntryRecord), exists: true}
+		// Facets now, before the caller changes r (this process's last
+		// write of the record knows them); the payload copied only when
+		// it is the separately stored one writePayload compares.
+		f, known := t.memo.entryFacets(string(key), t.bucket(bucketEntries).Get(key))
+		if !known {
+			f = entryFacets(&se.EntryRecord)
+		}
+		o := oldEntry{facets: f, exists: true}
 		if payload != nil {
 			o.payload = bytes.Clone(payload)
 		}
@@ -441,7 +458,9 @@ func (t *boltTx) PutEntry(r *EntryRecord) error {
 	// PutEntry in this transaction already knows them.
 	o, known := t.old[string(ref)]
 	if !known {
-		if se, err := t.entryRecord(ref); err == nil && se != nil {
+		if f, ok := t.memo.entryFacets(string(ref), t.bucket(bucketEntries).Get(ref)); ok {
+			o = oldEntry{facets: f, exists: true}
+		} else if se, err := t.entryRecord(ref); err == nil && se != nil {
 			o = oldEntry{facets: entryFacets(&se.EntryRecord), exists: true}
 		}
 	}
@@ -454,9 +473,18 @@ func (t *boltTx) PutEntry(r *EntryRecord) error {
 			return err
 		}
 	}
-	if err := putHotRecord(t.bucket(bucketEntries), ref, encodeEntry(r)); err != nil {
+	eb := t.bucket(bucketEntries)
+	if eb == nil {
+		return ErrReadOnly
+	}
+	data, err := encodeHotRecord(encodeEntry(r))
+	if err != nil {
 		return err
 	}
+	if err := eb.Put(ref, data); err != nil {
+		return err
+	}
+	t.memo.putFacets(string(ref), data, nf)
 	if t.old == nil {
 		t.old = make(map[string]oldEntry, 4)
 	}

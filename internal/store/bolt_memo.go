@@ -26,8 +26,10 @@ type writeMemo struct {
 	facets map[string]memoFacets
 }
 
-// maxMemo bounds each map: a few windows of dispatches in flight.
-const maxMemo = 4096
+// maxMemo bounds each map: a few windows of dispatches in flight (a
+// window is at most --max-parallel entries, two windows overlap). An
+// entry's facets are ~2 KB, so the memo stays under ~3 MB.
+const maxMemo = 1024
 
 type memoLedger struct {
 	raw []byte

@@ -2,6 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -18,4 +22,105 @@ func (s *Bolt) UpdateNow(ctx context.Context, fn func(Tx) error) error {
 		return err
 	}
 	return s.db.Update(func(btx *bolt.Tx) error { return s.runWrite(btx, fn) })
+}
+
+// groupCommit groups concurrent Updates into one commit, as bbolt's Batch
+// does (same MaxBatchSize and MaxBatchDelay, same retry of the others when
+// one caller fails), but runs every caller's fn on one boltTx and flushes
+// it once, just before the commit (issue 16). Under Batch each caller had
+// its own boltTx: each read and decoded the audit head and wrote it back,
+// and moved the store's shared counters (entries, cells, topics, days,
+// hours, outcomes) by itself, a bbolt lookup and put per counter per
+// caller, all inside bbolt's single write lock, where every microsecond is
+// serial. Now a group of 32 dispatches moves each counter once.
+type groupCommit struct {
+	mu      sync.Mutex
+	pending *writeGroup
+}
+
+type writeGroup struct {
+	s     *Bolt
+	timer *time.Timer
+	start sync.Once
+	calls []groupCall
+}
+
+type groupCall struct {
+	fn  func(Tx) error
+	err chan<- error
+}
+
+// errTrySolo tells a caller whose fn failed inside a group to run it
+// alone, so that its error is its own and the others commit without it.
+var errTrySolo = errors.New("run the write alone")
+
+// batch runs fn in the next group commit.
+func (s *Bolt) batch(fn func(Tx) error) error {
+	errCh := make(chan error, 1)
+	s.group.mu.Lock()
+	if s.group.pending == nil || len(s.group.pending.calls) >= s.db.MaxBatchSize {
+		g := &writeGroup{s: s}
+		g.timer = time.AfterFunc(s.db.MaxBatchDelay, g.trigger)
+		s.group.pending = g
+	}
+	g := s.group.pending
+	g.calls = append(g.calls, groupCall{fn: fn, err: errCh})
+	if len(g.calls) >= s.db.MaxBatchSize {
+		go g.trigger() // full: commit now, without waiting out the delay
+	}
+	s.group.mu.Unlock()
+	err := <-errCh
+	if errors.Is(err, errTrySolo) {
+		err = s.db.Update(func(btx *bolt.Tx) error { return s.runWrite(btx, fn) })
+	}
+	return err
+}
+
+func (g *writeGroup) trigger() { g.start.Do(g.run) }
+
+// run commits the group: every fn on one boltTx, then its flush. A fn
+// that fails is taken out and told to run alone; the rest run again in a
+// new transaction (the failed one rolled back everything).
+func (g *writeGroup) run() {
+	g.s.group.mu.Lock()
+	g.timer.Stop()
+	if g.s.group.pending == g {
+		g.s.group.pending = nil
+	}
+	g.s.group.mu.Unlock()
+	for len(g.calls) > 0 {
+		failed := -1
+		err := g.s.db.Update(func(btx *bolt.Tx) error {
+			setFillPercent(btx)
+			t := g.s.writeTx(btx)
+			for i, c := range g.calls {
+				if err := safelyCall(c.fn, t); err != nil {
+					failed = i
+					return err
+				}
+			}
+			return t.flush()
+		})
+		if failed >= 0 {
+			c := g.calls[failed]
+			g.calls[failed], g.calls = g.calls[len(g.calls)-1], g.calls[:len(g.calls)-1]
+			c.err <- errTrySolo
+			continue
+		}
+		for _, c := range g.calls {
+			c.err <- err
+		}
+		return
+	}
+}
+
+// safelyCall runs fn, its panic an error: the caller runs it again alone,
+// where the panic is its own.
+func safelyCall(fn func(Tx) error, t Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic in a grouped write: %v", p)
+		}
+	}()
+	return fn(t)
 }

@@ -74,6 +74,8 @@ type Bolt struct {
 	// other live process can own a dispatching record in it.
 	instance string
 	flight   inFlight
+	group    groupCommit
+	memo     writeMemo
 	// onEntryDecode, when set (tests), is called for every entry record
 	// a transaction decodes: proves PutEntry reuses what Entry read.
 	onEntryDecode func()
@@ -158,7 +160,8 @@ func (s *Bolt) Close() error {
 	return s.db.Close()
 }
 
-// Update runs fn in a batched read-write transaction (group commit).
+// Update runs fn in a batched read-write transaction (group commit, see
+// groupCommit).
 func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
 	if s.ro {
 		return ErrReadOnly
@@ -166,20 +169,23 @@ func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.Batch(func(btx *bolt.Tx) error { return s.runWrite(btx, fn) })
+	return s.batch(fn)
 }
 
 // runWrite runs fn in a read-write bbolt transaction, then writes what fn
-// left pending (ledger records, the audit head): bbolt's Batch may run
-// several callers' fns in one transaction, each with its own boltTx, so
-// each flushes before the next runs.
+// left pending (ledger records, the audit head, counter deltas).
 func (s *Bolt) runWrite(btx *bolt.Tx, fn func(Tx) error) error {
 	setFillPercent(btx)
-	t := &boltTx{tx: btx, now: s.now, key: s.key, onDecode: s.onEntryDecode}
+	t := s.writeTx(btx)
 	if err := fn(t); err != nil {
 		return err
 	}
 	return t.flush()
+}
+
+// writeTx is the boltTx of a read-write bbolt transaction.
+func (s *Bolt) writeTx(btx *bolt.Tx) *boltTx {
+	return &boltTx{tx: btx, now: s.now, key: s.key, onDecode: s.onEntryDecode, memo: &s.memo}
 }
 
 // View runs fn in a read-only transaction.
@@ -210,7 +216,25 @@ type boltTx struct {
 	// per record (a window appends two or three records per entry).
 	head      *auditHead
 	headDirty bool
-	onDecode  func()
+	// cnt gathers the counter deltas of the transaction's writes, applied
+	// once each by flush.
+	cnt *counts
+	// memo is the store's writeMemo (read-write transactions only).
+	memo     *writeMemo
+	onDecode func()
+}
+
+// counters returns the transaction's counter deltas (nil on a file whose
+// counters bucket a read-only open cannot create).
+func (t *boltTx) counters() *counts {
+	if t.cnt == nil {
+		b := t.bucket(bucketCounters)
+		if b == nil {
+			return nil
+		}
+		t.cnt = &counts{b: b, pending: make(map[string]int64, 16)}
+	}
+	return t.cnt
 }
 
 type ledgerSlot struct {
@@ -221,13 +245,23 @@ type ledgerSlot struct {
 // flush writes what the transaction left pending. Only on success: an
 // error rolls the whole bbolt transaction back anyway.
 func (t *boltTx) flush() error {
+	if t.cnt != nil {
+		if err := t.cnt.apply(); err != nil {
+			return fmt.Errorf("counters: %w", err)
+		}
+	}
 	if len(t.ledger) > 0 {
 		b := t.bucket(bucketLedger)
 		for k, sl := range t.ledger {
 			if sl.dirty {
-				if err := putHotRecord(b, []byte(k), sl.rec); err != nil {
+				data, err := encodeHotRecord(sl.rec)
+				if err != nil {
 					return fmt.Errorf("ledger %q: %w", k, err)
 				}
+				if err := b.Put([]byte(k), data); err != nil {
+					return fmt.Errorf("ledger %q: %w", k, err)
+				}
+				t.memo.putLedger(k, data, sl.rec)
 			}
 		}
 	}
@@ -317,9 +351,13 @@ func (t *boltTx) Ledger(key string) (*idempotency.Record, error) {
 	k := string(dbKey(key))
 	sl, ok := t.ledger[k]
 	if !ok {
-		rec, err := getJSON[idempotency.Record](t.bucket(bucketLedger), []byte(k))
-		if err != nil {
-			return nil, err
+		b := t.bucket(bucketLedger)
+		rec, known := t.memo.ledgerRecord(k, b.Get([]byte(k)))
+		if !known {
+			var err error
+			if rec, err = getJSON[idempotency.Record](b, []byte(k)); err != nil {
+				return nil, err
+			}
 		}
 		sl = ledgerSlot{rec: rec}
 		if t.ledger == nil {
@@ -397,9 +435,14 @@ func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
 		if t.old == nil {
 			t.old = make(map[string]oldEntry, 4)
 		}
-		// Facets now, before the caller changes r; the payload copied
-		// only when it is the separately stored one writePayload compares.
-		o := oldEntry{facets: entryFacets(&se.EntryRecord), exists: true}
+		// Facets now, before the caller changes r (this process's last
+		// write of the record knows them); the payload copied only when
+		// it is the separately stored one writePayload compares.
+		f, known := t.memo.entryFacets(string(key), t.bucket(bucketEntries).Get(key))
+		if !known {
+			f = entryFacets(&se.EntryRecord)
+		}
+		o := oldEntry{facets: f, exists: true}
 		if payload != nil {
 			o.payload = bytes.Clone(payload)
 		}
@@ -415,12 +458,14 @@ func (t *boltTx) PutEntry(r *EntryRecord) error {
 	// PutEntry in this transaction already knows them.
 	o, known := t.old[string(ref)]
 	if !known {
-		if se, err := t.entryRecord(ref); err == nil && se != nil {
+		if f, ok := t.memo.entryFacets(string(ref), t.bucket(bucketEntries).Get(ref)); ok {
+			o = oldEntry{facets: f, exists: true}
+		} else if se, err := t.entryRecord(ref); err == nil && se != nil {
 			o = oldEntry{facets: entryFacets(&se.EntryRecord), exists: true}
 		}
 	}
 	nf := entryFacets(r)
-	if err := reindexFacets(t.tx, o.exists, o.facets, r, nf, t.now().UTC()); err != nil {
+	if err := reindexFacets(t.tx, t.counters(), o.exists, o.facets, r, nf, t.now().UTC()); err != nil {
 		return err
 	}
 	if r.Entry.Payload != nil && (o.payload == nil || !bytes.Equal(o.payload, r.Entry.Payload)) {
@@ -428,9 +473,18 @@ func (t *boltTx) PutEntry(r *EntryRecord) error {
 			return err
 		}
 	}
-	if err := putHotRecord(t.bucket(bucketEntries), ref, encodeEntry(r)); err != nil {
+	eb := t.bucket(bucketEntries)
+	if eb == nil {
+		return ErrReadOnly
+	}
+	data, err := encodeHotRecord(encodeEntry(r))
+	if err != nil {
 		return err
 	}
+	if err := eb.Put(ref, data); err != nil {
+		return err
+	}
+	t.memo.putFacets(string(ref), data, nf)
 	if t.old == nil {
 		t.old = make(map[string]oldEntry, 4)
 	}
@@ -497,7 +551,7 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	if err := b.Put(seqKey(r.Seq), data); err != nil {
 		return audit.Sealed{}, err
 	}
-	if err := countAudit(t.tx, r); err != nil {
+	if err := countAudit(t.tx, t.counters(), r); err != nil {
 		return audit.Sealed{}, err
 	}
 	// The head (and its MAC) are written by flush, once.

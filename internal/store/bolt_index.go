@@ -152,6 +152,58 @@ func hourKey(t time.Time, kind string) []byte {
 	return append(append([]byte{'h'}, k[:]...), kind...)
 }
 
+// counts takes a write's counter deltas. A write transaction gathers them
+// (pending) and applies each key's sum once, when the transaction is
+// flushed (issue 16: a replay window of 32 entries moved the same cell,
+// topic, day and hour counters 32 times each, a bbolt lookup and put
+// apiece, all inside bbolt's single write lock); nil pending applies each
+// delta at once (the index migration). Nothing reads the counters bucket
+// inside a write transaction but through counts, so the sums are what a
+// sequence of addCount calls would have left: counters never go below
+// zero in a consistent store, so a key dropped at zero part way and
+// created again ends the same as one summed.
+type counts struct {
+	b       *bolt.Bucket
+	pending map[string]int64
+}
+
+// add adds delta to the counter key.
+func (c *counts) add(key []byte, delta int64) error {
+	if c.pending == nil {
+		return addCount(c.b, key, delta)
+	}
+	c.pending[string(key)] += delta
+	return nil
+}
+
+// present reports whether the counter key is above zero, pending deltas
+// included.
+func (c *counts) present(key []byte) bool {
+	return readCount(c.b.Get(key))+c.pending[string(key)] > 0
+}
+
+// apply writes the pending sums, in key order (neighbouring counters share
+// pages), and forgets them.
+func (c *counts) apply() error {
+	if len(c.pending) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(c.pending))
+	for k, d := range c.pending {
+		if d != 0 {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := addCount(c.b, []byte(k), c.pending[k]); err != nil {
+			return err
+		}
+	}
+	clear(c.pending)
+	return nil
+}
+
 // addCount adds delta to a counter, deleting it at zero so enumerations
 // only see values that are present.
 func addCount(b *bolt.Bucket, key []byte, delta int64) error {
@@ -174,14 +226,18 @@ func readCount(v []byte) int64 {
 // reindex moves the entry's index keys and counters from old to new (nil
 // old: a new entry; nil new: none) in the caller's transaction.
 func reindex(tx *bolt.Tx, old, new *EntryRecord, now time.Time) error {
-	return reindexFacets(tx, old != nil, entryFacets(old), new, entryFacets(new), now)
+	cnt := tx.Bucket(bucketCounters)
+	if cnt == nil {
+		return ErrReadOnly
+	}
+	return reindexFacets(tx, &counts{b: cnt}, old != nil, entryFacets(old), new, entryFacets(new), now)
 }
 
 // reindexFacets is reindex with the facets already known: a write
 // transaction keeps those of the entry records it read (boltTx.old), so
 // PutEntry does not decode the old record again.
-func reindexFacets(tx *bolt.Tx, hadOld bool, of facets, new *EntryRecord, nf facets, now time.Time) error {
-	idx, cnt, sm := tx.Bucket(bucketIdx), tx.Bucket(bucketCounters), tx.Bucket(bucketSigMeta)
+func reindexFacets(tx *bolt.Tx, cnt *counts, hadOld bool, of facets, new *EntryRecord, nf facets, now time.Time) error {
+	idx, sm := tx.Bucket(bucketIdx), tx.Bucket(bucketSigMeta)
 	if idx == nil || cnt == nil || sm == nil {
 		return ErrReadOnly
 	}
@@ -211,11 +267,11 @@ func reindexFacets(tx *bolt.Tx, hadOld bool, of facets, new *EntryRecord, nf fac
 			continue
 		}
 		if d > 0 && k[0] == 'g' {
-			if err := keepExample(sm, cnt.Get([]byte(k)) != nil, k[1:], string(new.Class), new.Entry.Ref()); err != nil {
+			if err := keepExample(sm, cnt.present([]byte(k)), k[1:], string(new.Class), new.Entry.Ref()); err != nil {
 				return err
 			}
 		}
-		if err := addCount(cnt, []byte(k), d); err != nil {
+		if err := cnt.add([]byte(k), d); err != nil {
 			return err
 		}
 	}
@@ -225,12 +281,12 @@ func reindexFacets(tx *bolt.Tx, hadOld bool, of facets, new *EntryRecord, nf fac
 		if at.IsZero() {
 			at = now
 		}
-		return addCount(cnt, hourKey(at, "i"), 1)
+		return cnt.add(hourKey(at, "i"), 1)
 	case hadOld && new != nil && of.open && !nf.open:
-		if err := addCount(cnt, hourKey(now, "r"), 1); err != nil {
+		if err := cnt.add(hourKey(now, "r"), 1); err != nil {
 			return err
 		}
-		return addCount(cnt, drainedClassKey(now, new), 1)
+		return cnt.add(drainedClassKey(now, new), 1)
 	}
 	return nil
 }
@@ -346,8 +402,8 @@ func auditIndexKey(r *audit.Record) []byte {
 }
 
 // countAudit counts the record and indexes it under its entry.
-func countAudit(tx *bolt.Tx, r *audit.Record) error {
-	cnt, idx := tx.Bucket(bucketCounters), tx.Bucket(bucketIdx)
+func countAudit(tx *bolt.Tx, cnt *counts, r *audit.Record) error {
+	idx := tx.Bucket(bucketIdx)
 	if cnt == nil || idx == nil {
 		return ErrReadOnly
 	}
@@ -373,7 +429,7 @@ func countAudit(tx *bolt.Tx, r *audit.Record) error {
 		keys = append(keys, []byte("O"+out), hourKey(r.Time, "O"+out))
 	}
 	for _, k := range keys {
-		if err := addCount(cnt, k, 1); err != nil {
+		if err := cnt.add(k, 1); err != nil {
 			return err
 		}
 	}
@@ -511,8 +567,9 @@ func (s *Bolt) ensureIndex(ctx context.Context) error {
 			return fmt.Errorf("index %s: %w", s.path, err)
 		}
 		if err := s.db.Update(func(tx *bolt.Tx) error {
+			cnt := &counts{b: tx.Bucket(bucketCounters)}
 			for i := range recs {
-				if err := countAudit(tx, &recs[i]); err != nil {
+				if err := countAudit(tx, cnt, &recs[i]); err != nil {
 					return err
 				}
 			}

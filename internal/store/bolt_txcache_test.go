@@ -98,26 +98,43 @@ func TestPutEntryReusesTheRecordEntryDecoded(t *testing.T) {
 		t.Errorf("decodes = %d, want 6 (one per Entry, none per PutEntry)", *aDecodes)
 	}
 
+	putFinal := func(s *Bolt) {
+		if err := s.UpdateNow(ctx, func(tx Tx) error {
+			for i := range 3 {
+				if err := tx.PutEntry(final(i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	b, bDecodes := open("b.db")
 	seed(b)
+	// Another process's file: nothing this one wrote (writeMemo) is known.
+	b.memo.ledger, b.memo.facets = nil, nil
 	*bDecodes = 0
-	if err := b.UpdateNow(ctx, func(tx Tx) error {
-		for i := range 3 {
-			if err := tx.PutEntry(final(i)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	putFinal(b)
 	if *bDecodes != 3 {
 		t.Errorf("without Entry first, decodes = %d, want 3 (PutEntry reads the old record)", *bDecodes)
 	}
+	// c wrote the records itself: their facets come from its writeMemo.
+	c, cDecodes := open("c.db")
+	seed(c)
+	*cDecodes = 0
+	putFinal(c)
+	if *cDecodes != 0 {
+		t.Errorf("records this process wrote: decodes = %d, want 0 (writeMemo knows their facets)", *cDecodes)
+	}
 
 	for _, name := range [][]byte{bucketIdx, bucketCounters, bucketSigMeta, bucketEntries, bucketPayloadsZ} {
-		if got, want := dumpBucket(t, a, name), dumpBucket(t, b, name); got != want {
+		want := dumpBucket(t, b, name)
+		if got := dumpBucket(t, a, name); got != want {
 			t.Errorf("bucket %s differs from the decode-again path:\n got %s\nwant %s", name, got, want)
+		}
+		if got := dumpBucket(t, c, name); got != want {
+			t.Errorf("bucket %s, facets from writeMemo, differs from the decode-again path:\n got %s\nwant %s", name, got, want)
 		}
 	}
 	if err := a.View(ctx, func(tx Tx) error {
@@ -274,8 +291,8 @@ func TestEncodeSealedIsJSONMarshal(t *testing.T) {
 // a concurrent batch with a failing member leave the decision counters
 // exactly as counting record by record does: the file's counters equal
 // those an index rebuild (countAudit per record) makes from the same chain,
-// and the failing member counts nothing. (Issue 16 tried adding a
-// transaction's counts up and writing each once: no CPU difference.)
+// and the failing member counts nothing. (The transaction's counts are
+// now added up and written once each, at flush: see counts.)
 func TestDecisionCountersOfWindowsAndBatches(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "replayctl.db")

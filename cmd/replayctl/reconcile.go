@@ -211,7 +211,7 @@ configuration errors.`,
 	f.Float64Var(&rate, "rate", 0, "at most this many dispatches per second (0: no limit)")
 	f.IntVar(&limit, "limit", 0, "handle at most this many entries this run (0: all)")
 	f.BoolVar(&dry, "dry-run", false, "decide and print, change nothing (same as plan)")
-	f.DurationVar(&lease, "lease", 2*time.Minute, "with --store: how long a worker's claim on an entry lasts (must exceed a dispatch's timeout)")
+	f.DurationVar(&lease, "lease", 2*time.Minute, "with --store: how long a worker's claim on an entry lasts, renewed while it waits to be sent (must exceed a dispatch's timeout by a third: a dispatch starts with at least 3/4 of it ahead)")
 	f.DurationVar(&maxWait, "max-wait", 0, "wait up to this long for retries that come due during the run (0: never wait; a later run takes them)")
 	f.BoolVar(&strict, "strict", false, "exit 3 when entries wait for people (approval, manual review, quarantine), as before")
 	f.Uint32Var(&breakerFailures, "breaker-failures", replay.DefaultBreakerFailures, "consecutive target-down answers (refused, timeout, 502/503/504) that open a target's circuit breaker")

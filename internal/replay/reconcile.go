@@ -549,7 +549,11 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	// timeout) even when the run is being stopped: an answer is worth
 	// more than an outcome_unknown a person must chase. No new one
 	// starts once ctx is done.
-	out := r.send(ctx, route, Request{Entry: e, Key: e.IdempotencyKey, Attempt: attempt})
+	out, err := r.send(ctx, route, Request{Entry: e, Key: e.IdempotencyKey, Attempt: attempt})
+	if err != nil {
+		endDispatch() // nothing was sent
+		return err
+	}
 	dispatched = true
 	done(&out)
 	r.auditBreakers(ctx)

@@ -438,6 +438,9 @@ func (r *Reconciler) ingest(ctx context.Context, srcs []source.Source, sh store.
 func (r *Reconciler) handleClaim(ctx context.Context, sh store.Shared, c store.Claim, src source.Source) (EntryResult, error) {
 	e := c.Entry.Entry
 	fctx := store.WithFence(ctx, store.Fence{Ref: e.Ref(), Token: c.Token, Key: e.IdempotencyKey})
+	if !c.Until.IsZero() {
+		fctx = context.WithValue(fctx, leaseKey{}, &claimLease{until: c.Until})
+	}
 	res, err := r.handleSafely(fctx, &e, src)
 	if err != nil {
 		return res, err
@@ -447,6 +450,55 @@ func (r *Reconciler) handleClaim(ctx context.Context, sh store.Shared, c store.C
 		return res, nil
 	}
 	return res, sh.Release(context.WithoutCancel(ctx), e.Ref(), c.Token)
+}
+
+// The lease must outlast the dispatch (issue 16, found in review): in a
+// window (shared_window.go) an entry's intent is durable before it has one
+// of the --max-parallel places to send, and it may wait there for a few
+// other dispatches, so the time from claim to answer is no longer one
+// dispatch. Sent under a lease that ran out, a request would go out while
+// another worker takes the entry over, and its answer could not be
+// recorded: a success left for a person. So the lease is renewed (under
+// the claim's fencing token) every quarter of a lease while the entry
+// waits for its place, and once more when it has it if a quarter of the
+// lease has passed, so every dispatch starts with at least three quarters
+// of a lease ahead; an entry whose claim is lost is not sent at all: its
+// next owner finds the durable intent and makes it outcome_unknown, as
+// after a crash.
+
+type leaseKey struct{}
+
+// claimLease is when an entry's claim ends at the latest, on this
+// process's clock.
+type claimLease struct{ until time.Time }
+
+// leaseRenewer is a shared store that can extend a claim still current.
+type leaseRenewer interface {
+	RenewLease(ctx context.Context, ref string, token int64, lease time.Duration) (bool, error)
+}
+
+// keepClaim makes sure the claim in ctx (if any) outlasts the dispatch
+// about to start: see above.
+func (r *Reconciler) keepClaim(ctx context.Context) error {
+	l, ok := ctx.Value(leaseKey{}).(*claimLease)
+	if !ok || time.Until(l.until) > r.Lease*3/4 {
+		return nil
+	}
+	lr, ok := r.Store.(leaseRenewer)
+	f, fenced := store.FenceFrom(ctx)
+	if !ok || !fenced {
+		return nil
+	}
+	t0 := time.Now()
+	held, err := lr.RenewLease(context.WithoutCancel(ctx), f.Ref, f.Token, r.Lease)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return fmt.Errorf("%w: %s's lease ended while its dispatch waited for a place to send; not sent (its next owner finds the intent and makes it outcome_unknown)", store.ErrStaleFence, f.Ref)
+	}
+	l.until = t0.Add(r.Lease)
+	return nil
 }
 
 // laterReleaser is a shared store that sends a run's releases together

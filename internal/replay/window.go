@@ -7,6 +7,7 @@ import (
 	"iter"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
@@ -145,10 +146,41 @@ func (r *Reconciler) commitOutcome(ctx context.Context, fn func(store.Tx) error)
 	return r.Store.Update(context.WithoutCancel(ctx), fn)
 }
 
-// send dispatches, at most MaxParallel of a window at a time.
-func (r *Reconciler) send(ctx context.Context, route Route, req Request) Result {
-	defer outbound(ctx)()
-	return route.Dispatcher.Dispatch(context.WithoutCancel(ctx), req)
+// send dispatches, at most MaxParallel of a window at a time. Under a
+// claim (a shared store) it keeps the claim's lease ahead of the wait
+// for a place and of the dispatch (keepClaim), and sends nothing once
+// the claim is lost.
+func (r *Reconciler) send(ctx context.Context, route Route, req Request) (Result, error) {
+	release, err := r.outboundClaimed(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer release()
+	if err := r.keepClaim(ctx); err != nil {
+		return Result{}, err
+	}
+	return route.Dispatcher.Dispatch(context.WithoutCancel(ctx), req), nil
+}
+
+// outboundClaimed is outbound for an entry under a claim: while it waits
+// for its place, its lease is renewed every quarter of a lease.
+func (r *Reconciler) outboundClaimed(ctx context.Context) (release func(), err error) {
+	s := slotFrom(ctx)
+	if _, claimed := ctx.Value(leaseKey{}).(*claimLease); s == nil || !claimed {
+		return outbound(ctx), nil
+	}
+	tick := time.NewTicker(max(r.Lease/4, time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case s.win.sends <- struct{}{}:
+			return func() { <-s.win.sends }, nil
+		case <-tick.C:
+			if err := r.keepClaim(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
 }
 
 // outbound takes one of the window's MaxParallel places for a call to a

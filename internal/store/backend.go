@@ -68,6 +68,10 @@ func FenceFrom(ctx context.Context) (Fence, bool) {
 type Claim struct {
 	Entry *EntryRecord
 	Token int64
+	// Until is when the lease ends at the latest on this process's clock
+	// (the lease counted from before the claim was sent); zero when not
+	// known.
+	Until time.Time
 }
 
 // Shared is what a backend shared by many workers adds: work sharing with

@@ -947,9 +947,25 @@ func (p *Postgres) ingest(ctx context.Context, args []any) (int, error) {
 
 // Claim implements Shared; the releases queued by ReleaseLater go in the
 // same round trip, before the claim.
+//
+// The releases and the claim are one implicit transaction, which
+// PostgreSQL may abort as a deadlock: a release updates rows of this
+// worker's that another worker's window may be locking for its fence
+// checks (a stale claim of its own). The whole round trip is then sent
+// again, as Update retries its transactions.
 func (p *Postgres) Claim(ctx context.Context, owner string, since time.Time, n int, lease time.Duration) ([]Claim, error) {
-	b := &pgx.Batch{}
 	refs, tokens, kept := p.takeReleases()
+	for attempt := 1; ; attempt++ {
+		out, err := p.claim(ctx, refs, tokens, kept, owner, since, n, lease)
+		if err == nil || !retryable(err) || attempt > 5 || ctx.Err() != nil {
+			return out, err
+		}
+	}
+}
+
+func (p *Postgres) claim(ctx context.Context, refs []string, tokens []int64, kept []bool, owner string, since time.Time, n int, lease time.Duration) ([]Claim, error) {
+	until := time.Now().Add(lease)
+	b := &pgx.Batch{}
 	if len(refs) > 0 {
 		b.Queue(releaseMany, refs, tokens, kept)
 	}
@@ -977,13 +993,14 @@ func (p *Postgres) Claim(ctx context.Context, owner string, since time.Time, n i
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Claim{Entry: er, Token: token})
+		out = append(out, Claim{Entry: er, Token: token, Until: until})
 	}
 	return out, rows.Err()
 }
 
 // ClaimRef implements Shared.
 func (p *Postgres) ClaimRef(ctx context.Context, ref, owner string, lease time.Duration) (Claim, bool, error) {
+	until := time.Now().Add(lease)
 	var token int64
 	var rec, payload []byte
 	err := p.pool.QueryRow(ctx, `
@@ -1000,7 +1017,7 @@ func (p *Postgres) ClaimRef(ctx context.Context, ref, owner string, lease time.D
 	if err != nil {
 		return Claim{}, false, err
 	}
-	return Claim{Entry: er, Token: token}, true, nil
+	return Claim{Entry: er, Token: token, Until: until}, true, nil
 }
 
 // Release implements Shared.

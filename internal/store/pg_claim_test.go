@@ -412,3 +412,74 @@ func TestPostgresIntentAfterACheckedWriteLeavesTheEntryUnchecked(t *testing.T) {
 		t.Error("the claim is still marked checked after its intent: its release would keep the probe's check")
 	}
 }
+
+// A worker's releases go with its next claim, in one implicit transaction,
+// and update its own entries' rows; another worker's window locks entries
+// for its fence checks, a stale claim's row among them. The two can
+// deadlock, and PostgreSQL aborts one: when that was the claim, the
+// worker's run failed with "release N claims: deadlock detected" (found in
+// review). Claim now sends the round trip again, as Update does. Here the
+// claim waits first, so its deadlock check runs first and it is the one
+// aborted.
+func TestPostgresClaimRetriesWhenItsReleasesDeadlock(t *testing.T) {
+	ctx := context.Background()
+	dsn := testsvc.Postgres(t)
+	p := openPG(t, dsn, Options{})
+	var recs []*EntryRecord
+	for _, id := range []string{"x", "y"} {
+		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: id, Source: entry.KindJSONL, IdempotencyKey: "k-" + id}, Status: StatusPending})
+	}
+	if _, err := p.Ingest(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	now, err := p.Now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := p.Claim(ctx, "w1", now.Add(time.Second), 2, time.Minute)
+	if err != nil || len(claims) != 2 {
+		t.Fatal(claims, err)
+	}
+	slices.SortFunc(claims, func(a, b Claim) int { return strings.Compare(a.Entry.Entry.Ref(), b.Entry.Entry.Ref()) })
+	for _, c := range claims { // x, then y
+		p.ReleaseLater(c.Entry.Entry.Ref(), c.Token)
+	}
+	other, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if _, err := other.Exec(ctx, "SET deadlock_timeout = '5s'"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := other.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM entries WHERE ref = $1 FOR UPDATE", pgKey("jsonl:y")); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := p.Claim(ctx, "w1", now.Add(time.Second), 1, time.Minute)
+		got <- err
+	}()
+	// The claim's releases hold x and wait for y.
+	for waiting := false; !waiting; {
+		if err := other.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%replayctl_release%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Now this transaction waits for x: a cycle.
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM entries WHERE ref = $1 FOR UPDATE", pgKey("jsonl:x")); err != nil {
+		t.Fatalf("the other transaction was aborted, not the claim: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("claim after a deadlock of its releases: %v", err)
+	}
+}

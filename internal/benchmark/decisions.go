@@ -36,11 +36,8 @@ func decisions(ctx context.Context, c *Config) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	bare, err := newBareEval(ctx, c.Policies)
+	bare, err := c.bareEvalOf(ctx, spec)
 	if err != nil {
-		return nil, err
-	}
-	if bare.proposals, err = c.proposals(ctx, spec); err != nil {
 		return nil, err
 	}
 	path := strings.TrimPrefix(spec, "jsonl:")
@@ -149,6 +146,19 @@ func (r *recorder) Evaluate(_ context.Context, in *triage.PolicyInput) (triage.P
 	r.by[in.Entry.ID] = &proposal{class: string(in.Class), rule: in.Rule, action: string(in.ProposedAction),
 		owner: in.Owner, group: in.ApproverGroup, unrecognised: in.Unrecognised, matched: in.RuleMatched, maxReplays: in.MaxReplays}
 	return triage.PolicyResult{Action: in.ProposedAction}, nil
+}
+
+// bareEvalOf prepares the bare baseline for the corpus at spec: the
+// policy prepared with OPA's API, and plan's policy input for each line.
+func (c *Config) bareEvalOf(ctx context.Context, spec string) (*bareEval, error) {
+	bare, err := newBareEval(ctx, c.Policies)
+	if err != nil {
+		return nil, err
+	}
+	if bare.proposals, err = c.proposals(ctx, spec); err != nil {
+		return nil, err
+	}
+	return bare, nil
 }
 
 func newBareEval(ctx context.Context, dir string) (*bareEval, error) {

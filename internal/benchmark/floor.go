@@ -43,11 +43,8 @@ func floor(ctx context.Context, c *Config) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	bare, err := newBareEval(ctx, c.Policies)
+	bare, err := c.bareEvalOf(ctx, spec)
 	if err != nil {
-		return nil, err
-	}
-	if bare.proposals, err = c.proposals(ctx, spec); err != nil {
 		return nil, err
 	}
 	lines, err := readLines(strings.TrimPrefix(spec, "jsonl:"))
@@ -311,8 +308,9 @@ func openBare(path string) (*bareDB, error) {
 	}
 	b := &bareDB{DB: db, ledger: []byte("ledger"), audit: []byte("audit"), entries: []byte("entries"),
 		// Sizes like reconcile's records: a ledger record ~300 B, an
-		// audit record carrying its decision ~800 B.
-		ledgerVal: make([]byte, 300), auditVal: make([]byte, 800)}
+		// audit record carrying the bench's decision (its rule and two
+		// reasons, ~64 B) ~760 B; the entry with its payload.
+		ledgerVal: make([]byte, 300), auditVal: make([]byte, 700+len("default:transient")+len("reason code timeout is transient")+len("no rule matched"))}
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{b.ledger, b.audit, b.entries} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {

@@ -3,7 +3,6 @@ package benchmark
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,14 +10,10 @@ import (
 	"path/filepath"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
-	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/gen"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
-	"github.com/replayctl/replayctl/internal/triage"
 )
 
 func sink() *httptest.Server {
@@ -122,56 +117,18 @@ func replays(ctx context.Context, c *Config) ([]Row, error) {
 // with nothing else: per window of entries, one bbolt transaction for the
 // intents and one for the outcomes, each fsynced.
 func bareWindows(path string, payloads [][]byte, window int) (time.Duration, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{FreelistType: bolt.FreelistMapType})
+	db, err := openBare(path)
 	if err != nil {
 		return 0, err
 	}
 	defer db.Close()
-	buckets := [][]byte{[]byte("ledger"), []byte("audit"), []byte("entries")}
-	if err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range buckets {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		return 0, err
-	}
-	dec := triage.Decision{Class: triage.Transient, Rule: "default:transient", Action: triage.AutoReplay,
-		Reasons: []string{"reason code timeout is transient", "no rule matched"}}
-	// Sizes like reconcile's records: a ledger record ~300 B, an audit
-	// record carrying its decision ~1 KB, the entry with its payload.
-	ledgerVal, auditVal := make([]byte, 300), make([]byte, 700+len(dec.Rule)+len(dec.Reasons[0])+len(dec.Reasons[1]))
-	seq := uint64(0)
-	write := func(lo, hi int) error {
-		return db.Update(func(tx *bolt.Tx) error {
-			for i := lo; i < hi; i++ {
-				e := entry.Entry{ID: fmt.Sprintf("e%08d", i), Source: entry.KindJSONL}
-				e.EnsureKey()
-				seq++
-				var sk [8]byte
-				binary.BigEndian.PutUint64(sk[:], seq)
-				if err := tx.Bucket(buckets[0]).Put([]byte(e.IdempotencyKey), ledgerVal); err != nil {
-					return err
-				}
-				if err := tx.Bucket(buckets[1]).Put(sk[:], auditVal); err != nil {
-					return err
-				}
-				if err := tx.Bucket(buckets[2]).Put([]byte(e.Ref()), append(make([]byte, 600), payloads[i]...)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
 	t0 := time.Now()
 	for lo := 0; lo < len(payloads); lo += window {
-		hi := min(lo+window, len(payloads))
-		if err := write(lo, hi); err != nil { // the intents
+		w := []win{{lo: lo, bodies: payloads[lo:min(lo+window, len(payloads))]}}
+		if err := db.write(w); err != nil { // the intents
 			return 0, err
 		}
-		if err := write(lo, hi); err != nil { // the outcomes
+		if err := db.write(w); err != nil { // the outcomes
 			return 0, err
 		}
 	}

@@ -89,7 +89,7 @@ func (g *writeGroup) run() {
 	}
 	g.s.group.mu.Unlock()
 	for len(g.calls) > 0 {
-		failed := -1
+		failed, flushFailed := -1, false
 		err := g.s.db.Update(func(btx *bolt.Tx) error {
 			setFillPercent(btx)
 			t := g.s.writeTx(btx)
@@ -99,13 +99,26 @@ func (g *writeGroup) run() {
 					return err
 				}
 			}
-			return t.flush()
+			if err := safelyCall(func(Tx) error { return t.flush() }, t); err != nil {
+				flushFailed = true
+				return err
+			}
+			return nil
 		})
 		if failed >= 0 {
 			c := g.calls[failed]
 			g.calls[failed], g.calls = g.calls[len(g.calls)-1], g.calls[:len(g.calls)-1]
 			c.err <- errTrySolo
 			continue
+		}
+		if flushFailed && len(g.calls) > 1 {
+			// What the members left pending failed to write, and it is
+			// not known whose part did: each runs again alone, so the
+			// error (or panic) is only its own.
+			for _, c := range g.calls {
+				c.err <- errTrySolo
+			}
+			return
 		}
 		for _, c := range g.calls {
 			c.err <- err

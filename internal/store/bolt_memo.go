@@ -27,8 +27,12 @@ type writeMemo struct {
 }
 
 // maxMemo bounds each map: a few windows of dispatches in flight (a
-// window is at most --max-parallel entries, two windows overlap). An
-// entry's facets are ~2 KB, so the memo stays under ~3 MB.
+// window is at most --max-parallel entries, two windows overlap). Each
+// key holds its record's stored (compressed) bytes as well as what they
+// decode to: an entry's facets are ~2 KB, its record what the entry's
+// message, labels and history make it, so the memo holds 1,024 records
+// of each kind at most (a few MB for typical entries, more for entries
+// with long histories).
 const maxMemo = 1024
 
 type memoLedger struct {

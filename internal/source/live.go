@@ -122,7 +122,7 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 				return
 			}
 			n := 0
-			rr := recordReader{format: s.format, name: u, r: bytes.NewReader(body), maxLine: maxRecord}
+			rr := recordReader{format: s.format, name: u, r: bytes.NewReader(body), maxLine: maxRecord, live: true}
 			stopped := false
 			cur := map[string]bool{}
 			rr.each(ctx, func(e entry.Entry, err error) bool {

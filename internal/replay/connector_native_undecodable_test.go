@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
 )
@@ -60,5 +63,72 @@ func TestLiveUndecodableQuarantinedOnceAsTheDLQDrains(t *testing.T) {
 	}
 	if len(quarantined) != 1 || quarantined[0] != "cordum:job_bad" {
 		t.Fatalf("quarantined %v, want [cordum:job_bad] once", quarantined)
+	}
+}
+
+// TestProdigyHalfWrittenItemSupersededOnceItDecodes: Prodigy writes an item
+// in place, not atomically (iepathos/prodigy src/cook/execution/dlq.rs:520-532
+// at 1e38e57, DLQStorage::persist: tokio's fs::write truncates
+// JOB/items/ITEM.json, dlq.rs:513-517, then writes it), so a run can read a
+// cut-off item. It was quarantined named by its path; the next run read
+// the item whole as prodigy:JOB/ITEM, a second entry, and the path-named
+// quarantine stayed for good. The cut-off read is now named JOB/ITEM too,
+// and once the item decodes its quarantine is lifted (audited) and it is
+// decided afresh: one entry, no quarantine left.
+func TestProdigyHalfWrittenItemSupersededOnceItDecodes(t *testing.T) {
+	b := newBundle(t, baseRules)
+	const job = "mapreduce-1700000001"
+	items := filepath.Join(b.dir, "dlq", "repo", job, "mapreduce", "dlq", job, "items")
+	if err := os.MkdirAll(items, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	whole := `{"item_id":"item-011","item_data":{"file":"src/lib.rs"},"first_attempt":"2026-11-05T10:00:00Z","last_attempt":"2026-11-05T10:00:00Z","failure_count":1,"failure_history":[{"attempt_number":1,"timestamp":"2026-11-05T10:00:00Z","error_type":"Timeout","error_message":"Agent execution timed out","stack_trace":null,"agent_id":"agent-1","step_failed":"claude","duration_ms":600000}],"error_signature":"Timeout::Agent execution timed out","worktree_artifacts":null,"reprocess_eligible":true,"manual_review_required":false}`
+	path := filepath.Join(items, "item-011.json")
+	// Caught mid-write: the first part of the file.
+	if err := os.WriteFile(path, []byte(whole[:len(whole)/2]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := source.Parse("prodigy:" + filepath.Join(b.dir, "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := "prodigy:" + job + "/item-011"
+	b.run(b.reconciler(2), src)
+	if er := b.entry(ref); er.Status != store.StatusQuarantined || !er.Entry.Undecodable() {
+		t.Fatalf("half-written item: %s %q", er.Status, er.Reason)
+	}
+	// The write ends; the next run reads the item whole.
+	if err := os.WriteFile(path, []byte(whole), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.run(b.reconciler(2), src)
+
+	var quarantined, refs []string
+	if err := b.store.Entries(context.Background(), func(er *store.EntryRecord) error {
+		refs = append(refs, er.Entry.Ref())
+		if er.Status == store.StatusQuarantined || er.Hold != "" {
+			quarantined = append(quarantined, er.Entry.Ref()+" "+er.Status)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(quarantined) != 0 || len(refs) != 1 {
+		t.Fatalf("entries %v, quarantined or held %v: want %s alone, not held", refs, quarantined, ref)
+	}
+	if er := b.entry(ref); er.Entry.Undecodable() || er.Status != store.StatusReplayed {
+		t.Fatalf("decoded item: %s %q", er.Status, er.Reason)
+	}
+	lifted := false
+	if err := audit.Each(context.Background(), b.store, audit.Query{}, func(r audit.Record) error {
+		if r.Kind == audit.KindDecision && r.EntryRef == ref && strings.Contains(r.Reason, "decodes now") {
+			lifted = true
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !lifted {
+		t.Error("no audited decision says the quarantine was lifted")
 	}
 }

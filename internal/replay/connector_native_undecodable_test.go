@@ -64,6 +64,16 @@ func TestLiveUndecodableQuarantinedOnceAsTheDLQDrains(t *testing.T) {
 	if len(quarantined) != 1 || quarantined[0] != "cordum:job_bad" {
 		t.Fatalf("quarantined %v, want [cordum:job_bad] once", quarantined)
 	}
+
+	// Fixed at the source (or readable by a newer replayctl): the same
+	// entry, its parse_error quarantine lifted and decided afresh.
+	mu.Lock()
+	items = []string{`{"job_id":"job_bad","topic":"tool.email.send","status":"JOB_STATUS_FAILED","reason_code":"pool_overloaded","attempts":4,"created_at":"2026-11-20T09:00:00Z"}`}
+	mu.Unlock()
+	b.run(b.reconciler(2), src)
+	if er := b.entry("cordum:job_bad"); er.Hold != "" || er.Status == store.StatusQuarantined || er.Entry.Undecodable() {
+		t.Fatalf("decoded job_bad: %s hold %q %q", er.Status, er.Hold, er.Reason)
+	}
 }
 
 // TestProdigyHalfWrittenItemSupersededOnceItDecodes: Prodigy writes an item

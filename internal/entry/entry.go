@@ -21,7 +21,8 @@ const (
 type Entry struct {
 	// ID is the source-scoped identifier (Cordum job_id, Prodigy item_id,
 	// Nexora id, JSONL id). For an undecodable record it names where the
-	// record was (file:line, or the file).
+	// record was (file:line, or the file), or, read from a running system,
+	// the record's own id or a hash of its bytes.
 	ID string `json:"id"`
 	// Source is the source kind (one of the Kind constants).
 	Source string `json:"source"`

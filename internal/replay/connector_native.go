@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -367,9 +368,10 @@ func (t *CordumTarget) Probe(context.Context, string) (ProbeResult, string) {
 // not happen; gone means it did, or a person deleted it: either way it
 // must not be replayed again.
 func (t *CordumTarget) ProbeEntry(ctx context.Context, e *entry.Entry) (ProbeResult, string) {
+	const limit = 500 // the gateway's ceiling (gateway/helpers.go maxListLimit)
 	cursor := ""
 	for range maxProbePages {
-		q := url.Values{"limit": {"500"}} // the gateway's ceiling (gateway/helpers.go maxListLimit)
+		q := url.Values{"limit": {strconv.Itoa(limit)}}
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
@@ -388,7 +390,14 @@ func (t *CordumTarget) ProbeEntry(ctx context.Context, e *entry.Entry) (ProbeRes
 			}
 		}
 		next := strings.Trim(string(bytes.TrimSpace(page.NextCursor)), `"`)
-		if len(page.Items) == 0 || next == "" || next == "null" || next == "0" {
+		end := next == "" || next == "null" || next == "0"
+		if end && len(page.Items) >= limit {
+			// A full page and no cursor: its last entry has no created_at
+			// (handlers_dlq.go:85), and the gateway cannot page past it.
+			// Not the end of the DLQ: the job may be further on.
+			return ProbeInconclusive, "cordum probe: the gateway gave no cursor after a full page (its last entry has no created_at): job " + e.ID + " may still be in the DLQ past it"
+		}
+		if len(page.Items) == 0 || end {
 			return ProbeCommitted, "cordum probe: job " + e.ID + " is no longer in the DLQ: retried or deleted"
 		}
 		if next == cursor {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
@@ -29,16 +31,21 @@ const (
 )
 
 // fakeCordum behaves as Cordum's gateway does for the DLQ (cordum-io/cordum
-// core/controlplane/gateway handlers_dlq.go): X-API-Key and X-Tenant-ID
-// authenticate; POST /api/v1/dlq/{job_id}/retry on an entry in the DLQ
-// creates job <job_id>-retry-<8 hex>, deletes the DLQ entry and answers
-// 200 {"job_id": NEW}; 404 when the entry is not in the DLQ.
+// core/controlplane/gateway/handlers_dlq.go at 51b6141): X-API-Key and
+// X-Tenant-ID authenticate; POST /api/v1/dlq/{job_id}/retry on an entry in
+// the DLQ creates job <job_id>-retry-<8 hex>, deletes the DLQ entry and
+// answers 200 {"job_id": NEW} (:123-238); 404 {"error": "dlq entry not
+// found"} when the entry is not in the DLQ (:143-147); errors are
+// writeErrorJSON's {"error": MSG}.
 type fakeCordum struct {
 	*httptest.Server
 	mu      sync.Mutex
 	dlq     map[string]bool
-	retries map[string]int // POSTs per job id, found or not
-	order   []string       // listing order, fixed at the first page
+	created map[string]time.Time // each entry's created_at, its index score
+	retries map[string]int       // POSTs per job id, found or not
+	// ceiling is the gateway's page ceiling: maxListLimit, 500
+	// (gateway/helpers.go); tests lower it so a few entries span pages.
+	ceiling int
 	// dropAfterDelete: the next retry deletes the entry, then the
 	// connection drops before the answer.
 	dropAfterDelete bool
@@ -46,14 +53,18 @@ type fakeCordum struct {
 }
 
 func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
-	f := &fakeCordum{dlq: map[string]bool{}, retries: map[string]int{}}
-	for _, id := range ids {
+	f := &fakeCordum{dlq: map[string]bool{}, created: map[string]time.Time{}, retries: map[string]int{}, ceiling: 500}
+	// The first id failed last; one a second, half-way into it, so that
+	// the cursor's whole second lists a page's last entry again.
+	newest := time.Date(2026, 11, 20, 10, 0, 0, 500_000_000, time.UTC)
+	for i, id := range ids {
 		f.dlq[id] = true
+		f.created[id] = newest.Add(-time.Duration(i) * time.Second)
 	}
 	retry := regexp.MustCompile(`^/api/v1/dlq/([^/]+)/retry$`)
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-API-Key") != testCordumKey || r.Header.Get("X-Tenant-ID") != "default" {
-			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
+			cordumError(w, http.StatusUnauthorized, "unauthorized")
 			return
 		}
 		if r.Method == http.MethodGet && r.URL.Path == "/api/v1/dlq/page" {
@@ -70,11 +81,11 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 		f.retries[m[1]]++
 		if f.fail > 0 {
 			f.fail--
-			http.Error(w, `{"error":"unavailable"}`, http.StatusServiceUnavailable)
+			cordumError(w, http.StatusServiceUnavailable, "dlq, job, or memory store unavailable")
 			return
 		}
 		if !f.dlq[m[1]] {
-			http.Error(w, `{"error":"dlq entry not found"}`, http.StatusNotFound)
+			cordumError(w, http.StatusNotFound, "dlq entry not found")
 			return
 		}
 		delete(f.dlq, m[1])
@@ -94,39 +105,64 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 	return f
 }
 
-// page lists the DLQ as GET /api/v1/dlq/page does: {"items", "next_cursor"},
-// the cursor an offset into the ids in order, absent on the last page.
+// cordumError answers as the gateway's writeErrorJSON does.
+func cordumError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// page lists the DLQ as GET /api/v1/dlq/page does (handlers_dlq.go:46-95):
+// limit defaults to 100 and is clamped to the ceiling; the cursor, in any
+// unit, is cut to whole seconds and is inclusive; entries come newest
+// first by their index score, created_at in seconds (DLQStore.ListByScore,
+// core/infra/store/dlq_store.go: ZREVRANGEBYSCORE max=cursor); next_cursor
+// is the last entry's created_at in microseconds minus one on a full page,
+// null otherwise; items is [] when there are none.
 func (f *fakeCordum) page(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	// The cursor is a position in a fixed order (Cordum pages dlq:index, a
-	// sorted set, by score), so entries deleted meanwhile shift nothing.
-	if f.order == nil {
-		for id := range f.dlq {
-			f.order = append(f.order, id)
+	limit := 100
+	if v, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && v > 0 {
+		limit = v
+	}
+	limit = min(limit, f.ceiling)
+	maxSec := int64(1 << 62) // no cursor: now
+	if v, err := strconv.ParseInt(r.URL.Query().Get("cursor"), 10, 64); err == nil && v > 0 {
+		maxSec = v
+		for maxSec > 1e10 { // milli-, micro- or nanoseconds to seconds
+			maxSec /= 1000
 		}
-		sort.Strings(f.order)
 	}
-	start, _ := strconv.Atoi(r.URL.Query().Get("cursor"))
-	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-	limit = min(limit, 2) // small pages, so paging is exercised
-	out := map[string]any{"items": []map[string]any{}}
-	var items []map[string]any
-	i := start
-	for ; i < len(f.order) && len(items) < limit; i++ {
-		if !f.dlq[f.order[i]] {
-			continue
+	var ids []string
+	for id := range f.dlq {
+		if f.created[id].Unix() <= maxSec {
+			ids = append(ids, id)
 		}
-		items = append(items, map[string]any{"job_id": f.order[i], "topic": "tool.email.send", "status": "JOB_STATUS_FAILED",
-			"reason_code": "pool_overloaded", "reason": "pool email overloaded", "attempts": 4, "created_at": "2026-11-20T10:00:00Z"})
 	}
-	if items != nil {
-		out["items"] = items
+	// By score, newest first; equal scores in reverse order of the member,
+	// as ZREVRANGEBYSCORE gives them.
+	sort.Slice(ids, func(i, j int) bool {
+		a, b := f.created[ids[i]].Unix(), f.created[ids[j]].Unix()
+		return a > b || a == b && ids[i] > ids[j]
+	})
+	ids = ids[:min(len(ids), limit)]
+	items := []map[string]any{}
+	for _, id := range ids {
+		items = append(items, map[string]any{"job_id": id, "topic": "tool.email.send", "status": "JOB_STATUS_FAILED",
+			"reason_code": "pool_overloaded", "reason": "pool email overloaded", "attempts": 4,
+			"created_at": f.created[id].Format(time.RFC3339Nano)})
 	}
-	if i < len(f.order) {
-		out["next_cursor"] = i
+	// No cursor after a page whose last entry has no created_at
+	// (handlers_dlq.go:85): such entries score lowest, and the gateway
+	// cannot page past them.
+	var next *int64
+	if len(ids) == limit && !f.created[ids[len(ids)-1]].IsZero() {
+		nc := f.created[ids[len(ids)-1]].UnixMicro() - 1
+		next = &nc
 	}
-	_ = json.NewEncoder(w).Encode(out)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"items": items, "next_cursor": next})
 }
 
 func (f *fakeCordum) calls(id string) int {
@@ -136,10 +172,17 @@ func (f *fakeCordum) calls(id string) int {
 }
 
 // fakeNexora behaves as Nexora's observability server does
-// (iamvirul/nexora ObserveCommand.java, DeadLetterRecord.java): POST
-// /api/dead-letters/{id}/replay answers 202 {"accepted":true,
-// "deadLetterId"} and marks a PENDING record REPLAYED; 409 when the
-// record is not PENDING; 404 when unknown.
+// (iamvirul/nexora nexora-cli ObserveCommand.java at 003de5b, the
+// "/api/dead-letters/" and "/api/dead-letters" contexts;
+// DeadLetterRecord.java): POST /api/dead-letters/{id}/replay answers 202
+// {"accepted":true,"deadLetterId"} and marks a PENDING record REPLAYED,
+// 404 {"error":"Dead letter not found"} for an unknown id, 409
+// {"error":"Dead letter is not in PENDING state"} for one that is not;
+// POST .../resolve marks any known record RESOLVED with its reason and
+// answers 200 {"resolved":true,"deadLetterId"} (404 when unknown); any
+// other request under /api/dead-letters/ is 405 {"error":"Method Not
+// Allowed"}. The bearer token is replayctl's (NEXORA_TOKEN), for a server
+// behind a proxy that checks it: Nexora itself checks none.
 type fakeNexora struct {
 	*httptest.Server
 	mu      sync.Mutex
@@ -149,7 +192,8 @@ type fakeNexora struct {
 
 func newFakeNexora(t *testing.T, states map[string]string) *fakeNexora {
 	f := &fakeNexora{state: states, replays: map[string]int{}}
-	replay := regexp.MustCompile(`^/api/dead-letters/([^/]+)/replay$`)
+	replay := regexp.MustCompile(`^/api/dead-letters/(.+)/replay$`)
+	resolvePath := regexp.MustCompile(`^/api/dead-letters/(.+)/resolve$`)
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+testNexoraTok {
 			w.WriteHeader(http.StatusUnauthorized)
@@ -159,52 +203,104 @@ func newFakeNexora(t *testing.T, states map[string]string) *fakeNexora {
 			f.list(w, r)
 			return
 		}
-		m := replay.FindStringSubmatch(r.URL.Path)
-		if r.Method != http.MethodPost || m == nil {
+		if !strings.HasPrefix(r.URL.Path, "/api/dead-letters/") {
 			http.NotFound(w, r)
 			return
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.replays[m[1]]++
-		st, ok := f.state[m[1]]
+		m := replay.FindStringSubmatch(r.URL.Path)
+		resolve := resolvePath.FindStringSubmatch(r.URL.Path)
 		switch {
-		case !ok:
-			w.WriteHeader(http.StatusNotFound)
-		case st != "PENDING":
-			w.WriteHeader(http.StatusConflict)
-			_, _ = w.Write([]byte(`{"error":"dead letter is ` + st + `"}`))
+		case r.Method == http.MethodPost && m != nil:
+			f.replays[m[1]]++
+			st, ok := f.state[m[1]]
+			switch {
+			case !ok:
+				nexoraJSON(w, http.StatusNotFound, map[string]any{"error": "Dead letter not found"})
+			case st != "PENDING":
+				nexoraJSON(w, http.StatusConflict, map[string]any{"error": "Dead letter is not in PENDING state"})
+			default:
+				f.state[m[1]] = "REPLAYED"
+				nexoraJSON(w, http.StatusAccepted, map[string]any{"accepted": true, "deadLetterId": m[1]})
+			}
+		case r.Method == http.MethodPost && resolve != nil:
+			if _, ok := f.state[resolve[1]]; !ok {
+				nexoraJSON(w, http.StatusNotFound, map[string]any{"error": "Dead letter not found"})
+				return
+			}
+			f.state[resolve[1]] = "RESOLVED"
+			nexoraJSON(w, http.StatusOK, map[string]any{"resolved": true, "deadLetterId": resolve[1]})
 		default:
-			f.state[m[1]] = "REPLAYED"
-			w.WriteHeader(http.StatusAccepted)
-			_, _ = w.Write([]byte(`{"deadLetterId":"` + m[1] + `","accepted":true}`))
+			nexoraJSON(w, http.StatusMethodNotAllowed, map[string]any{"error": "Method Not Allowed"})
 		}
 	}))
 	t.Cleanup(f.Close)
 	return f
 }
 
-// list answers GET /api/dead-letters?state=&page=&size= with
-// {"items","page","size"} (keys in another order than documented).
+// nexoraJSON answers as ObserveCommand's sendJson does.
+func nexoraJSON(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// list answers GET /api/dead-letters?state=&page=&size= as the server
+// does: state PENDING by default, ALL for every state, another value 400;
+// page 0 and size 20 by default, size at most 100; the records newest
+// first by failedAt (JdbcExecutionStore.findDeadLetters: ORDER BY
+// failed_at DESC LIMIT size OFFSET page*size); every DeadLetterRecord
+// field; {"items","page","size"}, keys in any order (Map.of).
 func (f *fakeNexora) list(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := r.URL.Query()
-	page, _ := strconv.Atoi(q.Get("page"))
-	size, _ := strconv.Atoi(q.Get("size"))
-	size = min(size, 100)
+	state := "PENDING"
+	if v := q.Get("state"); v != "" {
+		state = strings.ToUpper(v)
+		if state != "ALL" && state != "PENDING" && state != "RESOLVED" && state != "REPLAYED" {
+			nexoraJSON(w, http.StatusBadRequest, map[string]any{"error": "Invalid state '" + v + "'. Allowed: PENDING, RESOLVED, REPLAYED, ALL"})
+			return
+		}
+	}
+	page, size := 0, 20
+	if v, err := strconv.Atoi(q.Get("page")); err == nil {
+		page = v
+	}
+	if v, err := strconv.Atoi(q.Get("size")); err == nil {
+		size = min(100, v)
+	}
+	// A record's failedAt: the ids in order failed one a second, the last
+	// newest.
+	all := make([]string, 0, len(f.state))
+	for id := range f.state {
+		all = append(all, id)
+	}
+	sort.Strings(all)
+	failedAt := func(id string) time.Time {
+		return time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC).Add(time.Duration(sort.SearchStrings(all, id)) * time.Second)
+	}
 	var ids []string
 	for id, st := range f.state {
-		if q.Get("state") == "ALL" || q.Get("state") == st {
+		if state == "ALL" || state == st {
 			ids = append(ids, id)
 		}
 	}
-	sort.Strings(ids)
+	sort.Slice(ids, func(i, j int) bool { return failedAt(ids[i]).After(failedAt(ids[j])) })
 	items := []map[string]any{}
 	for i := page * size; i < len(ids) && i < (page+1)*size; i++ {
-		items = append(items, map[string]any{"id": ids[i], "reviewState": f.state[ids[i]], "failureCode": "STEP_FAILED"})
+		id := ids[i]
+		failed := failedAt(id)
+		var reason any
+		if f.state[id] == "RESOLVED" {
+			reason = "resolved by a person"
+		}
+		items = append(items, map[string]any{"id": id, "executionId": "exec-" + id, "goal": "sync crm", "context": map[string]any{"topic": "tool.crm.sync"},
+			"failureCode": "STEP_FAILED", "failureMessage": "step crm.sync timed out", "failedAt": failed.Format(time.RFC3339Nano),
+			"reviewState": f.state[id], "resolveReason": reason})
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"size": size, "items": items, "page": page})
+	nexoraJSON(w, http.StatusOK, map[string]any{"size": size, "items": items, "page": page})
 }
 
 var testCreds = Credentials{CordumAPIKey: testCordumKey, CordumTenantID: "default", NexoraToken: testNexoraTok}
@@ -416,6 +512,7 @@ func TestLiveCordumSourceReplaysThroughCordum(t *testing.T) {
 	b := newBundle(t, baseRules)
 	ids := []string{"job_1", "job_2", "job_3", "job_4", "job_5"}
 	f := newFakeCordum(t, ids...)
+	f.ceiling = 2 // pages of two, each page's last entry listed again on the next
 	src, err := source.Parse("cordum:" + f.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -505,5 +602,70 @@ func TestNexoraProbe(t *testing.T) {
 		if pr, d := tg.ProbeEntry(context.Background(), &entry.Entry{ID: id}); pr != want {
 			t.Errorf("%s: %v (%s), want %v", id, pr, d, want)
 		}
+	}
+}
+
+// TestCordumFullPageWithoutCursorIsNotTheEnd: the gateway sends
+// next_cursor null after a full page whose last entry has no created_at
+// (handlers_dlq.go:82-89 at 51b6141): such entries score lowest in
+// dlq:index and it cannot page past them. Null was taken for the end of
+// the DLQ: the probe answered "gone: committed" for a job still in it past
+// that page, recording as done a retry that never happened, and a live
+// read stopped there in silence. The probe now cannot tell; the read says
+// where it stopped.
+func TestCordumFullPageWithoutCursorIsNotTheEnd(t *testing.T) {
+	t.Setenv("CORDUM_API_KEY", testCordumKey)
+	var ids []string
+	for i := range 502 {
+		ids = append(ids, fmt.Sprintf("job_%03d", i))
+	}
+	f := newFakeCordum(t, ids...)
+	for _, id := range ids[498:] { // four entries without created_at
+		f.created[id] = time.Time{}
+	}
+	tg, err := NewCordumTarget(f.URL, 0, testCreds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// Undated entries come in reverse order of the id: job_501 and job_500
+	// fill the first page, job_499 and job_498 are past it.
+	if pr, why := tg.ProbeEntry(ctx, &entry.Entry{ID: "job_498"}); pr != ProbeInconclusive {
+		t.Errorf("job past the last page the gateway can reach: %v (%s), want inconclusive", pr, why)
+	}
+	if pr, why := tg.ProbeEntry(ctx, &entry.Entry{ID: "job_000"}); pr != ProbeNotCommitted {
+		t.Errorf("job on the page: %v (%s)", pr, why)
+	}
+	f.mu.Lock()
+	for _, id := range ids[1:4] {
+		delete(f.dlq, id)
+	}
+	f.mu.Unlock()
+	// 499 left: the page is short, null is the end, and a job not on it
+	// is gone.
+	if pr, why := tg.ProbeEntry(ctx, &entry.Entry{ID: "job_001"}); pr != ProbeCommitted {
+		t.Errorf("deleted job on a DLQ the gateway lists whole: %v (%s)", pr, why)
+	}
+
+	f.mu.Lock()
+	for _, id := range ids[1:4] {
+		f.dlq[id] = true
+	}
+	f.mu.Unlock()
+	src, err := source.Parse("cordum:" + f.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	var readErr error
+	for _, err := range src.Entries(ctx) {
+		if err != nil {
+			readErr = err
+			break
+		}
+		n++
+	}
+	if n != 500 || readErr == nil || !strings.Contains(readErr.Error(), "created_at") || !strings.Contains(readErr.Error(), "cordum-redis:") {
+		t.Fatalf("read %d entries, then %v; want 500, then an error naming the way round", n, readErr)
 	}
 }

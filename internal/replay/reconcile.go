@@ -291,7 +291,10 @@ func (r *Reconciler) handleOnce(ctx context.Context, e *entry.Entry, src source.
 	owed, why := "", ""
 	if stored != nil {
 		owed, why = stored.WriteBackPending, stored.Reason
-		if stored.Hold != "" {
+		switch {
+		case undecodableLifted(stored, e):
+			// Decided afresh below; recordTx takes the hold off and says so.
+		case stored.Hold != "":
 			held = stored
 		}
 	}
@@ -777,9 +780,13 @@ func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra fu
 		if er == nil {
 			er = &store.EntryRecord{FirstSeen: now}
 		}
+		lifted := undecodableLifted(er, e)
+		if lifted {
+			er.Hold = ""
+		}
 		// A decision is recorded when it differs from the last one recorded
 		// for the entry; re-deciding the same on every run records nothing.
-		changed := er.Evidence != d.EvidenceHash || er.Action != res.Final || er.LastDecision == 0
+		changed := er.Evidence != d.EvidenceHash || er.Action != res.Final || er.LastDecision == 0 || lifted
 		er.Entry, er.LastSeen = *e, now
 		er.Status, er.Class, er.Action = res.Status, d.Class, res.Final
 		er.Owner, er.ApproverGroup = d.Owner, d.ApproverGroup
@@ -796,6 +803,11 @@ func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra fu
 			rec := &audit.Record{Actor: r.Actor, Kind: audit.KindDecision, EntryRef: e.Ref(), EntryID: e.ID,
 				Source: e.Source, Key: e.IdempotencyKey, Decision: d, Input: &input, Action: res.Final, Reason: er.Reason,
 				PolicySnapshot: d.PolicySnapshot, LedgerBefore: d.Ledger.State, LedgerAfter: d.Ledger.State}
+			if lifted {
+				// The decision itself stays the engine's, so that it can be
+				// re-run from the record; the record says why it is new.
+				rec.Reason = liftedReason + "; " + rec.Reason
+			}
 			sealed, err := tx.Append(rec)
 			if err != nil {
 				return err
@@ -828,6 +840,21 @@ func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra fu
 		}
 		return tx.PutEntry(er)
 	}
+}
+
+// liftedReason starts the audit record of the decision that lifts it.
+const liftedReason = "the record decodes now: the quarantine of its undecodable read is lifted"
+
+// undecodableLifted reports whether stored is held only because its last
+// read did not decode (triage's parse_error quarantine) and e, the same
+// entry read again, decodes: the hold's reason is gone, and the entry is
+// decided afresh like a new one, the decision audited. A Prodigy item read
+// while Prodigy was writing it, in place and not atomically, is the case
+// (source.prodigyUndecodable); a live record replayctl could not decode
+// until an upgrade another.
+func undecodableLifted(stored *store.EntryRecord, e *entry.Entry) bool {
+	return stored.Hold == store.HoldQuarantine && stored.Entry.Undecodable() && stored.Class == triage.Poison &&
+		!e.Undecodable()
 }
 
 // useApproval marks an approval spent: one approval, one replay.

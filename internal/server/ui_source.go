@@ -47,6 +47,11 @@ func sourceRefOf(e *entry.Entry) sourceRef {
 	ref := sourceRef{System: e.Source, IDName: "id", ID: e.ID}
 	if e.Undecodable() {
 		ref.IDName, ref.Path, ref.PathName = "where", e.Origin, "record"
+		if e.ID != e.Origin {
+			// Named by its own id, its content or its item file (a live
+			// source, a Prodigy item), not where it was: Path says where.
+			ref.IDName = "id (undecodable)"
+		}
 		return ref
 	}
 	switch e.Source {

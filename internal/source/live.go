@@ -122,7 +122,7 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 				return
 			}
 			n := 0
-			rr := recordReader{format: s.format, name: u, r: bytes.NewReader(body), maxLine: maxRecord}
+			rr := recordReader{format: s.format, name: u, r: bytes.NewReader(body), maxLine: maxRecord, live: true}
 			stopped := false
 			cur := map[string]bool{}
 			rr.each(ctx, func(e entry.Entry, err error) bool {
@@ -185,6 +185,13 @@ func (s *liveSource) next(body []byte, n int) (string, bool, error) {
 	}
 	c := strings.Trim(string(bytes.TrimSpace(p.NextCursor)), `"`)
 	if c == "" || c == "null" || c == "0" {
+		if n >= cordumPageSize {
+			// A full page and no cursor: the gateway sends none when the
+			// page's last entry has no created_at (cordum-io/cordum
+			// core/controlplane/gateway/handlers_dlq.go:82-89), and such
+			// entries score lowest in dlq:index: more may follow.
+			return "", false, fmt.Errorf("no next_cursor after a full page of %d entries (its last entry has no created_at): the gateway cannot page past it and more entries may follow; read them with --source cordum-redis:redis://HOST:PORT/DB", n)
+		}
 		return "", false, nil
 	}
 	return c, true, nil

@@ -71,7 +71,7 @@ func (s *liveSource) nexoraPage(ctx context.Context, page, size int) ([]entry.En
 		return nil, err
 	}
 	var out []entry.Entry
-	rr := recordReader{format: s.format, name: u, r: bytes.NewReader(body), maxLine: maxRecord}
+	rr := recordReader{format: s.format, name: u, r: bytes.NewReader(body), maxLine: maxRecord, live: true}
 	rr.each(ctx, func(e entry.Entry, rerr error) bool {
 		if rerr != nil {
 			err = rerr
@@ -86,6 +86,9 @@ func (s *liveSource) nexoraPage(ctx context.Context, page, size int) ([]entry.En
 func (s *liveSource) nexoraEntries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	return func(yield func(entry.Entry, error) bool) {
 		var c nexoraCursor
+		// Undecodable records have no failure time to keep a cursor on; a
+		// page read again after a step back must not yield them twice.
+		bad := map[string]bool{}
 		read, requests := 0, 0
 		page := 0
 		for {
@@ -111,7 +114,12 @@ func (s *liveSource) nexoraEntries(ctx context.Context) iter.Seq2[entry.Entry, e
 			items, err := s.nexoraPage(ctx, page, livePageSize)
 			for i := range items {
 				e := &items[i]
-				if !e.Undecodable() {
+				if e.Undecodable() {
+					if bad[e.ID] {
+						continue
+					}
+					bad[e.ID] = true
+				} else {
 					if c.covered(e) {
 						continue
 					}

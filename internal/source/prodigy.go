@@ -157,7 +157,7 @@ func readProdigyItem(path string) entry.Entry {
 	// then must go through readProdigyLink's check, not be followed here.
 	data, err := readCapped(path, syscall.O_NOFOLLOW)
 	if err != nil {
-		return undecodable(entry.KindProdigy, path, err)
+		return prodigyUndecodable(path, prodigyJob(path), err)
 	}
 	return prodigyEntry(data, path, prodigyJob(path))
 }
@@ -170,20 +170,39 @@ func readProdigyItem(path string) entry.Entry {
 // with the reason rather than skipped unseen.
 func readProdigyLink(path, root string, rootErr error) entry.Entry {
 	if rootErr != nil {
-		return undecodable(entry.KindProdigy, path, fmt.Errorf("symbolic link refused: cannot resolve the source directory: %w", rootErr))
+		return prodigyUndecodable(path, prodigyJob(path), fmt.Errorf("symbolic link refused: cannot resolve the source directory: %w", rootErr))
 	}
 	target, err := filepath.EvalSymlinks(path)
 	if err != nil {
-		return undecodable(entry.KindProdigy, path, fmt.Errorf("symbolic link refused: %w", err))
+		return prodigyUndecodable(path, prodigyJob(path), fmt.Errorf("symbolic link refused: %w", err))
 	}
 	if !within(root, target) {
-		return undecodable(entry.KindProdigy, path, fmt.Errorf("symbolic link to %s, outside the source directory %s: refused, not read", target, root))
+		return prodigyUndecodable(path, prodigyJob(path), fmt.Errorf("symbolic link to %s, outside the source directory %s: refused, not read", target, root))
 	}
 	data, err := readCapped(target, syscall.O_NOFOLLOW)
 	if err != nil {
-		return undecodable(entry.KindProdigy, path, err)
+		return prodigyUndecodable(path, prodigyJob(path), err)
 	}
 	return prodigyEntry(data, path, prodigyJob(path))
+}
+
+// prodigyUndecodable is the entry for an item file that cannot be read or
+// decoded, named as the item itself will be once it decodes: Prodigy writes
+// item ITEM of job JOB to JOB/items/ITEM.json (iepathos/prodigy
+// src/cook/execution/dlq.rs:513-517 at 1e38e57, DLQStorage::item_path), in
+// place and not atomically (DLQStorage::persist, dlq.rs:520-532: tokio's
+// fs::write truncates the file, then writes it), and rewrites the same file
+// on each re-failure. A read meanwhile sees an empty or cut-off item. Named
+// by its path, that read stayed quarantined under a name the item, decoded
+// on the next run, never took. Named JOB/ITEM, the decoded read is the same
+// entry and takes the quarantine's place (replay: a hold put on an
+// undecodable read is lifted once the record decodes). Origin is the path;
+// the key is derived apart from the decoded item's.
+func prodigyUndecodable(path, job string, err error) entry.Entry {
+	item := strings.TrimSuffix(filepath.Base(path), ".json")
+	return entry.Entry{ID: item, Scope: job, Source: entry.KindProdigy, Origin: path, DecodeError: err.Error(),
+		Labels:         map[string]string{"job_id": job},
+		IdempotencyKey: entry.DeriveKey(entry.KindProdigy, "undecodable/"+job+"/"+item), KeyDerived: true}
 }
 
 // within reports whether path (resolved) is root or below it.
@@ -222,7 +241,7 @@ func prodigyJob(path string) string {
 func prodigyEntry(data []byte, path, job string) entry.Entry {
 	var e entry.Entry
 	if err := decodeObject(data, &e, decodeProdigy, nil); err != nil {
-		return undecodable(entry.KindProdigy, path, errors.New(describe(err)))
+		return prodigyUndecodable(path, job, errors.New(describe(err)))
 	}
 	e.Source = entry.KindProdigy
 	e.Origin = path

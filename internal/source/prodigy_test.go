@@ -88,7 +88,10 @@ func TestProdigy(t *testing.T) {
 	}
 
 	broken := es[9]
-	if want := filepath.Join(items, "item-broken.json"); broken.ID != want || broken.Origin != want || !broken.Undecodable() {
+	// Named as the item file names it (JOB/items/ITEM.json), where it was
+	// in Origin.
+	if want := filepath.Join(items, "item-broken.json"); broken.ID != "item-broken" || broken.Scope != prodigyJobID ||
+		broken.Origin != want || !broken.Undecodable() {
 		t.Errorf("broken item = %+v", broken)
 	}
 }
@@ -133,8 +136,8 @@ func TestProdigyItemDefaults(t *testing.T) {
 		t.Errorf("got %+v", e)
 	}
 	for _, data := range []string{`{"item_data":{}}`, `{"item_id":""}`, `[]`, `{"item_id":"x","failure_history":[{"error_type":7}]}`, ``} {
-		if e := prodigyEntry([]byte(data), "p.json", "job"); !e.Undecodable() || e.ID != "p.json" {
-			t.Errorf("%s: got %+v, want undecodable p.json", data, e)
+		if e := prodigyEntry([]byte(data), "p.json", "job"); !e.Undecodable() || e.Ref() != "prodigy:job/p" || e.Origin != "p.json" {
+			t.Errorf("%s: got %+v, want undecodable prodigy:job/p from p.json", data, e)
 		}
 	}
 }

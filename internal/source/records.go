@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,6 +69,12 @@ type recordReader struct {
 	// strictly (jsonl): a new json.Decoder per line made decoding 1.2x
 	// slower than plain encoding/json (issue 16).
 	strict strictDecoder
+	// live: the records are a page of a running system's DLQ, where a
+	// record's position shifts as entries ahead of it leave. An
+	// undecodable one is named by its own id or content (stableID), not by
+	// where it was: named by position, one bad record was quarantined
+	// again under a new name on every run.
+	live bool
 }
 
 func (rr *recordReader) each(ctx context.Context, yield func(entry.Entry, error) bool) {
@@ -398,7 +406,11 @@ func (rr *recordReader) unreadable(dec *json.Decoder, lc *lineCounter, err error
 func (rr *recordReader) record(raw []byte, where, prefix string) entry.Entry {
 	var e entry.Entry
 	if err := decodeObject(raw, &e, rr.decode, &rr.strict); err != nil {
-		return rr.undecodable(where, fmt.Errorf("%s%s", prefix, describe(err)))
+		err = fmt.Errorf("%s%s", prefix, describe(err))
+		if rr.live {
+			return liveUndecodable(rr.kind, stableID(raw, idFields(rr.kind)...), where, err)
+		}
+		return rr.undecodable(where, err)
 	}
 	e.Source = rr.kind
 	e.Origin = where
@@ -429,6 +441,55 @@ func undecodable(kind, where string, err error) entry.Entry {
 	e := entry.Entry{ID: where, Source: kind, Origin: where, DecodeError: err.Error()}
 	e.EnsureKey()
 	return e
+}
+
+// liveUndecodable is the entry for an undecodable record of a live source
+// (Cordum's gateway or Redis, Nexora's server), named by id, a stable name
+// (stableID), with where it was read as its Origin. Its idempotency key is
+// derived apart from the key the same id gets once the record decodes, so
+// that the quarantined record's empty payload is never taken for a second
+// payload under the decoded record's key.
+func liveUndecodable(kind, id, where string, err error) entry.Entry {
+	return entry.Entry{ID: id, Source: kind, Origin: where, DecodeError: err.Error(),
+		IdempotencyKey: entry.DeriveKey(kind, "undecodable/"+id), KeyDerived: true}
+}
+
+// idFields are the fields holding a record's own id in kind's records:
+// Cordum's DLQEntry job_id (cordum-io/cordum core/infra/store/dlq_store.go),
+// Nexora's DeadLetterRecord id (iamvirul/nexora DeadLetterRecord.java).
+func idFields(kind string) []string {
+	switch kind {
+	case entry.KindCordum, entry.KindCordumRedis:
+		return []string{"job_id", "id"}
+	case entry.KindNexora:
+		return []string{"id"}
+	}
+	return []string{"id"}
+}
+
+// stableID names a record that does not decode by what does not move: the
+// first of fields that the raw record holds as a non-empty string or a
+// number, read even though the record as a whole does not decode; else
+// "sha256:" and a hash of its bytes (white space around them trimmed).
+func stableID(raw []byte, fields ...string) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) == nil {
+		for _, f := range fields {
+			v := bytes.TrimSpace(m[f])
+			var s string
+			switch {
+			case len(v) == 0:
+			case v[0] == '"':
+				if json.Unmarshal(v, &s) == nil && s != "" {
+					return s
+				}
+			case v[0] == '-' || (v[0] >= '0' && v[0] <= '9'):
+				return string(v)
+			}
+		}
+	}
+	sum := sha256.Sum256(trimSpace(raw))
+	return "sha256:" + hex.EncodeToString(sum[:16])
 }
 
 func describeToken(tok json.Token) string {

@@ -150,7 +150,9 @@ func (s *redisSource) page(ctx context.Context, c *redis.Client, ids []string, y
 		where := s.url + " " + keys[i]
 		var e entry.Entry
 		if err := decodeObject([]byte(raw), &e, decodeCordum, nil); err != nil {
-			e = undecodable(entry.KindCordumRedis, where, fmt.Errorf("%s", describe(err)))
+			// Named by its job id, the key's (dlq:entry:<job_id>), not the
+			// URL the source was given: the same record, the same entry.
+			e = liveUndecodable(entry.KindCordumRedis, ids[i], where, fmt.Errorf("%s", describe(err)))
 		} else {
 			e.Source, e.Origin = entry.KindCordumRedis, where
 			e.EnsureKey()

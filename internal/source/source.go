@@ -17,7 +17,9 @@ type Source interface {
 	String() string // "kind:path" as given by the user
 	// Entries yields every record. A record that cannot be decoded is still
 	// yielded, as an entry with DecodeError set, ID naming where it was
-	// ("file:line", "file#index" or the file path), Origin the same, Source the kind.
+	// ("file:line", "file#index" or the file path), Origin the same, Source the kind;
+	// from a live source (a running system's pages or Redis) ID is the
+	// record's own id, else a hash of its bytes, and Origin where it was.
 	// A fatal error (cannot open/walk) is yielded once as (zero Entry, err) and iteration stops.
 	Entries(ctx context.Context) iter.Seq2[entry.Entry, error]
 }

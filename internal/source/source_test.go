@@ -42,8 +42,18 @@ func checkEntry(t testing.TB, e entry.Entry) {
 	if e.ID == "" || e.Origin == "" || e.IdempotencyKey == "" || e.Source == "" {
 		t.Fatalf("entry lacks ID, Origin, IdempotencyKey or Source: %+v", e)
 	}
-	if e.Undecodable() && (e.ID != e.Origin || !e.KeyDerived) {
-		t.Fatalf("undecodable entry must be named by its origin and have a derived key: %+v", e)
+	if e.Undecodable() && !e.KeyDerived {
+		t.Fatalf("undecodable entry must have a derived key: %+v", e)
+	}
+	// A file source's undecodable record is named where it was; a Prodigy
+	// item's by job and file name (prodigyUndecodable), a live source's by
+	// its own id or content (stableID).
+	if e.Undecodable() && e.Source != entry.KindProdigy && !strings.Contains(e.Origin, "://") && e.ID != e.Origin {
+		t.Fatalf("undecodable record of a file must be named by its origin: %+v", e)
+	}
+	if e.Undecodable() && e.Source == entry.KindProdigy &&
+		(e.Scope == "" || e.ID != strings.TrimSuffix(filepath.Base(e.Origin), ".json")) {
+		t.Fatalf("undecodable Prodigy item must be named JOB/ITEM after its file: %+v", e)
 	}
 }
 

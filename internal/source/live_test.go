@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -503,5 +504,72 @@ func TestLiveRetriesAreTold(t *testing.T) {
 	if len(told) != 1 || !strings.Contains(told[0], f.URL+"/api/v1/dlq/page") || !strings.Contains(told[0], "503: busy") ||
 		!strings.Contains(told[0], "retrying") || strings.Contains(told[0], liveCordumKey) {
 		t.Fatalf("told: %q", told)
+	}
+}
+
+// Entries that leave PENDING between the read's check of the entry before a
+// page and the page's own request (other workers replay or resolve them
+// meanwhile: JdbcExecutionStore.findDeadLetters pages by OFFSET) moved the
+// rest up past the page's start. Found in review: with 5 leaving before
+// each page, 10 of 250 were never read. The read checks again after the
+// page and reads the page before once more when entries moved.
+func TestLiveNexoraReadIsCompleteWhenEntriesLeaveBeforeEachPage(t *testing.T) {
+	ns, back := newNexoraStore(t, 250)
+	var mu sync.Mutex
+	var yielded []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if q.Get("size") == "100" && q.Get("page") != "0" {
+			// Between the probe and this page: 5 of the entries already read leave.
+			mu.Lock()
+			n := 0
+			for _, id := range yielded {
+				ns.mu.Lock()
+				st := ns.state[id]
+				ns.mu.Unlock()
+				if st == "PENDING" && n < 5 {
+					ns.take(id)
+					n++
+				}
+			}
+			mu.Unlock()
+		}
+		resp, err := http.Get(back.URL + r.URL.RequestURI())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		_, _ = w.Write(b)
+	}))
+	defer proxy.Close()
+	s, err := newLiveSource("nexora:"+proxy.URL, entry.KindNexora, proxy.URL, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for e, err := range s.Entries(context.Background()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[e.ID]++
+		mu.Lock()
+		yielded = append(yielded, e.ID)
+		mu.Unlock()
+	}
+	missing := 0
+	for j := range 250 {
+		if seen[fmt.Sprintf("dl-%04d", j)] == 0 {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d entries pending at the start were never read (%d read)", missing, len(seen))
+	}
+	for id, n := range seen {
+		if n > 1 {
+			t.Errorf("%s read %d times", id, n)
+		}
 	}
 }

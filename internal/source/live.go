@@ -69,6 +69,9 @@ func newLiveSource(spec, kind, base string, getenv func(string) string) (*liveSo
 			b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 500*time.Millisecond, 10*time.Second, time.Minute
 			return b
 		}}
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		s.secrets = append(s.secrets, pw) // never in a message
+	}
 	switch kind {
 	case entry.KindCordum:
 		s.format = cordumFormat()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"net/url"
 	"strings"
 	"sync/atomic"
 
@@ -23,7 +24,7 @@ const (
 // redisSource reads Cordum's DLQ straight from Redis.
 type redisSource struct {
 	spec    string
-	url     string
+	url     string // shown: its password redacted
 	opts    *redis.Options
 	expired atomic.Int64
 }
@@ -33,7 +34,20 @@ func newRedisSource(spec, rawURL string) (Source, error) {
 	if err != nil {
 		return nil, &UsageError{Spec: spec, Err: err, Hint: "use cordum-redis:redis://HOST:PORT/DB"}
 	}
-	return &redisSource{spec: spec, url: rawURL, opts: opts}, nil
+	// The URL's password (redis://:PASSWORD@host) connects, through opts;
+	// what is shown and stored (the source's name, errors, each entry's
+	// origin) has it redacted.
+	shown := redactedURL(rawURL)
+	return &redisSource{spec: strings.Replace(spec, rawURL, shown, 1), url: shown, opts: opts}, nil
+}
+
+// redactedURL is raw with any password in it replaced by "xxxxx".
+func redactedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	return u.Redacted()
 }
 
 func (s *redisSource) String() string { return s.spec }

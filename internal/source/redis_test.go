@@ -163,3 +163,44 @@ func TestRedisWriteBackRemovesAsCordumDoes(t *testing.T) {
 		})
 	}
 }
+
+// A Redis that asks for a password is given one in the URL
+// (redis://USER:PASSWORD@host/db, as go-redis's ParseURL reads it). Found
+// in the drills: the password went into the source's name, its errors and
+// every entry's origin, stored in the ledger and shown in the console. It
+// connects and is shown nowhere.
+func TestRedisPasswordIsNeverShown(t *testing.T) {
+	c, plain := redisFixture(t, "zset", 20)
+	ctx := context.Background()
+	if err := c.Do(ctx, "ACL", "SETUSER", "replayctl-reader", "on", ">s3cret-pw", "~*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Do(ctx, "ACL", "DELUSER", "replayctl-reader") })
+	withPW := strings.Replace(plain, "redis://", "redis://replayctl-reader:s3cret-pw@", 1)
+	src, err := Parse("cordum-redis:" + withPW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readRedis(t, src)
+	if len(got) != 19 { // one expired
+		t.Fatalf("%d entries", len(got))
+	}
+	for _, e := range got {
+		if strings.Contains(e.Origin, "s3cret") || strings.Contains(e.ID, "s3cret") {
+			t.Fatalf("password in entry %q (origin %q)", e.ID, e.Origin)
+		}
+	}
+	if s := fmt.Sprint(src, src.(interface{ Notes() []string }).Notes()); strings.Contains(s, "s3cret") || !strings.Contains(s, "replayctl-reader") {
+		t.Fatalf("source shown as %q", s)
+	}
+	wrong, err := Parse("cordum-redis:" + strings.Replace(withPW, "s3cret-pw", "s3cret-wrong", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range wrong.Entries(ctx) {
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Fatalf("wrong password: %v", err)
+		}
+		break
+	}
+}

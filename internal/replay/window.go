@@ -224,7 +224,14 @@ func newGroupCall(ctx context.Context, fn func(store.Tx) error) *groupCall {
 }
 
 // run runs the call's writes in tx, under its own claim when it has one.
-func (c *groupCall) run(tx store.Tx) error {
+// A panic is the call's error: the group's transaction fails, and each call
+// is committed again alone (flush), so only this one fails.
+func (c *groupCall) run(tx store.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic while writing a window's transaction: %v", p)
+		}
+	}()
 	if c.fence != nil {
 		if ft, ok := tx.(fencedTx); ok {
 			return ft.UnderFence(*c.fence, c.fn)

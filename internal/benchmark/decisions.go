@@ -233,11 +233,7 @@ func (b *bareEval) run(ctx context.Context, path string) (time.Duration, error) 
 					if p == nil {
 						continue // plan does not ask the policy either
 					}
-					rs, err := b.query.Eval(ctx, rego.EvalParsedInput(bareInput(&r, p)))
-					if err == nil && (len(rs) == 0 || len(rs[0].Expressions) == 0) {
-						err = errors.New("bare eval: undefined decision")
-					}
-					if err != nil && errs[w] == nil {
+					if err := b.eval(ctx, &r, p); err != nil && errs[w] == nil {
 						errs[w] = err
 					}
 				}
@@ -261,6 +257,16 @@ func (b *bareEval) run(ctx context.Context, path string) (time.Duration, error) 
 		return 0, err
 	}
 	return time.Since(t0), nil
+}
+
+// eval evaluates the prepared policy on the line's input; an undefined
+// decision is an error, as the policy's fail-closed wrapper makes it.
+func (b *bareEval) eval(ctx context.Context, r *bareRecord, p *proposal) error {
+	rs, err := b.query.Eval(ctx, rego.EvalParsedInput(bareInput(r, p)))
+	if err == nil && (len(rs) == 0 || len(rs[0].Expressions) == 0) {
+		err = errors.New("bare eval: undefined decision")
+	}
+	return err
 }
 
 // bareInput is the policy input of replayctl's policy (policy/input.go's

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/open-policy-agent/opa/v1/rego"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/entry"
@@ -64,15 +62,7 @@ func floor(ctx context.Context, c *Config) ([]Row, error) {
 	var rows []Row
 	for _, par := range []int{1, 8, 32} {
 		c.progress(fmt.Sprintf("replay floor: %d parallel", par))
-		client := replay.NewHTTPTarget(s.URL, "", 10*time.Second, nil).Client
-		send := func(body []byte) error {
-			resp, err := client.Post(s.URL, "application/json", bytes.NewReader(body))
-			if err != nil {
-				return err
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			return resp.Body.Close()
-		}
+		send := poster(s.URL)
 		posts := func() (time.Duration, error) {
 			return parallel(par, len(payloads), func(i int) error { return send(payloads[i]) })
 		}
@@ -168,11 +158,7 @@ func decideEach(ctx context.Context, bare *bareEval, lines [][]byte, out chan<- 
 					errs[w] = fmt.Errorf("replay floor: line %d has no policy input", i+1)
 					continue
 				}
-				rs, err := bare.query.Eval(ctx, rego.EvalParsedInput(bareInput(&r, p)))
-				if err == nil && (len(rs) == 0 || len(rs[0].Expressions) == 0) {
-					err = errors.New("replay floor: undefined decision")
-				}
-				if err != nil {
+				if err := bare.eval(ctx, &r, p); err != nil {
 					errs[w] = err
 					continue
 				}
@@ -191,11 +177,13 @@ func decideEach(ctx context.Context, bare *bareEval, lines [][]byte, out chan<- 
 // decideWriteAndPost is the least a safe replay does, written with
 // nothing but encoding/json, OPA and bbolt: decisions on every core as
 // in decideAndPost; per window of entries (reconcile's window size at
-// --max-parallel par) one fsynced transaction of intents (the bytes
-// bareWindows writes), then the window's POSTs with par senders, then one
-// fsynced transaction of outcomes. Stages run concurrently, so the next
-// window's intents are written while this one's requests are out, as
-// reconcile overlaps its windows; no POST starts before its intent commits.
+// --max-parallel par) its intents are fsynced (the bytes bareWindows
+// writes) before the window's POSTs go out with par senders, and its
+// outcomes after. One writer puts into each fsynced transaction the
+// outcomes of every window answered so far with the intents of the next
+// window decided, so windows overlap (the next one's intents are written
+// while this one's requests are out) and outcomes share a later window's
+// fsync; no POST starts before its intent commits.
 func decideWriteAndPost(ctx context.Context, bare *bareEval, lines [][]byte, par int, path string, send func([]byte) error) (time.Duration, error) {
 	db, err := openBare(path)
 	if err != nil {

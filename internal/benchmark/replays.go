@@ -23,6 +23,21 @@ func sink() *httptest.Server {
 	}))
 }
 
+// poster POSTs a body to url with the keep-alive client reconcile's HTTP
+// targets use, and reads the answer through: a plain POST, the replay
+// rows' first baseline.
+func poster(url string) func(body []byte) error {
+	client := replay.NewHTTPTarget(url, "", 10*time.Second, nil).Client
+	return func(body []byte) error {
+		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
+	}
+}
+
 // replays compares reconcile with the full safety path (intents durable
 // before the POSTs, outcomes after) with two baselines in the same run, at
 // 1, 8 and 32 parallel, rounds alternating so that the machine's noise
@@ -63,15 +78,8 @@ func replays(ctx context.Context, c *Config) ([]Row, error) {
 		var posts, ours, bare []time.Duration
 		for range rounds {
 			c.progress(fmt.Sprintf("replay throughput: %d parallel, round %d", par, len(ours)+1))
-			client := replay.NewHTTPTarget(s.URL, "", 10*time.Second, nil).Client
-			d, err := parallel(par, len(payloads), func(i int) error {
-				resp, err := client.Post(s.URL, "application/json", bytes.NewReader(payloads[i]))
-				if err != nil {
-					return err
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				return resp.Body.Close()
-			})
+			send := poster(s.URL)
+			d, err := parallel(par, len(payloads), func(i int) error { return send(payloads[i]) })
 			if err != nil {
 				return nil, err
 			}

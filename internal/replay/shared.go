@@ -458,13 +458,14 @@ func (r *Reconciler) handleClaim(ctx context.Context, sh store.Shared, c store.C
 // other dispatches, so the time from claim to answer is no longer one
 // dispatch. Sent under a lease that ran out, a request would go out while
 // another worker takes the entry over, and its answer could not be
-// recorded: a success left for a person. So the lease is renewed (under
-// the claim's fencing token) every quarter of a lease while the entry
-// waits for its place, and once more when it has it if a quarter of the
-// lease has passed, so every dispatch starts with at least three quarters
-// of a lease ahead; an entry whose claim is lost is not sent at all: its
-// next owner finds the durable intent and makes it outcome_unknown, as
-// after a crash.
+// recorded: a success left for a person. So once a quarter of the lease
+// has passed, the lease is renewed (under the claim's fencing token, and
+// only while it is current, as a fence check takes it) when the entry
+// starts to wait for its place, every quarter of a lease while it waits,
+// and when it has it, so every dispatch starts with at least three
+// quarters of a lease ahead; an entry whose claim is lost is not sent at
+// all: its next owner finds the durable intent and makes it
+// outcome_unknown, as after a crash.
 
 type leaseKey struct{}
 

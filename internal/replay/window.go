@@ -162,8 +162,10 @@ func (r *Reconciler) send(ctx context.Context, route Route, req Request) (Result
 	return route.Dispatcher.Dispatch(context.WithoutCancel(ctx), req), nil
 }
 
-// outboundClaimed is outbound for an entry under a claim: while it waits
-// for its place, its lease is renewed every quarter of a lease.
+// outboundClaimed is outbound for an entry under a claim: as it starts to
+// wait for its place (it may have waited for a worker before) and every
+// quarter of a lease while it waits, its lease is renewed when a quarter
+// of it has passed.
 func (r *Reconciler) outboundClaimed(ctx context.Context) (release func(), err error) {
 	s := slotFrom(ctx)
 	if _, claimed := ctx.Value(leaseKey{}).(*claimLease); s == nil || !claimed {
@@ -172,13 +174,13 @@ func (r *Reconciler) outboundClaimed(ctx context.Context) (release func(), err e
 	tick := time.NewTicker(max(r.Lease/4, time.Millisecond))
 	defer tick.Stop()
 	for {
+		if err := r.keepClaim(ctx); err != nil {
+			return nil, err
+		}
 		select {
 		case s.win.sends <- struct{}{}:
 			return func() { <-s.win.sends }, nil
 		case <-tick.C:
-			if err := r.keepClaim(ctx); err != nil {
-				return nil, err
-			}
 		}
 	}
 }

@@ -227,13 +227,12 @@ func (p *Postgres) HeldElsewhere(ctx context.Context, owner string, since time.T
 }
 
 // RenewLease extends the lease of a claim that is still current to
-// lease from now, and says whether it was. Current means its token, as
-// for every fenced write: a lease that ran out but that no worker took
-// over since is still this claim's. lease_until is in no index: the
-// update is HOT.
+// lease from now, and says whether it was. Current is what a fence check
+// takes it to be (checkFence, CheckFences): its token, and its lease not
+// yet ended. lease_until is in no index: the update is HOT.
 func (p *Postgres) RenewLease(ctx context.Context, ref string, token int64, lease time.Duration) (bool, error) {
 	tag, err := p.pool.Exec(ctx, `UPDATE entries SET lease_until = now() + $3 * interval '1 millisecond'
-		WHERE ref = $1 AND fence = $2`, pgKey(ref), token, lease.Milliseconds())
+		WHERE ref = $1 AND fence = $2 AND lease_until > now()`, pgKey(ref), token, lease.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("renew the lease on %s: %w", ref, err)
 	}

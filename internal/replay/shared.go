@@ -69,13 +69,11 @@ func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, er
 	var ingested func() error // waits for this worker's ingest, if it leads one
 	var since time.Time       // a shared store's run start, on its clock
 	if shared {
-		var idx *sourceIndex
-		var wait func() error
-		var err error
-		since, idx, wait, err = r.ingest(ctx, srcs, sh, rep)
+		start, idx, wait, err := r.ingest(ctx, srcs, sh, rep)
 		if err != nil {
 			return r.finish(rep), err
 		}
+		since = start
 		ingested = wait
 		feed = r.claimFeed(sh, since, idx)
 	} else {

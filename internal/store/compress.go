@@ -271,19 +271,14 @@ func DecodeValue(raw []byte, out any) error {
 // EncodeValue is DecodeValue's inverse.
 func EncodeValue(v any) ([]byte, error) { return encodeRecord(v) }
 
-func putRecord(b *bolt.Bucket, key []byte, v any) error { return putEncoded(b, key, v, encodeRecord) }
-
-// putHotRecord is putRecord for ledger and entry records (s2; audit
-// records take encodeSealed).
-func putHotRecord(b *bolt.Bucket, key []byte, v any) error {
-	return putEncoded(b, key, v, encodeHotRecord)
-}
-
-func putEncoded(b *bolt.Bucket, key []byte, v any, encode func(any) ([]byte, error)) error {
+// putRecord encodes v (zstd) under key. Ledger and entry records are
+// encoded by encodeHotRecord where they are written (their bytes go to the
+// write memo too), audit records by encodeSealed.
+func putRecord(b *bolt.Bucket, key []byte, v any) error {
 	if b == nil {
 		return ErrReadOnly
 	}
-	data, err := encode(v)
+	data, err := encodeRecord(v)
 	if err != nil {
 		return err
 	}

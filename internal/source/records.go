@@ -455,14 +455,12 @@ func liveUndecodable(kind, id, where string, err error) entry.Entry {
 }
 
 // idFields are the fields holding a record's own id in kind's records:
-// Cordum's DLQEntry job_id (cordum-io/cordum core/infra/store/dlq_store.go),
-// Nexora's DeadLetterRecord id (iamvirul/nexora DeadLetterRecord.java).
+// Cordum's DLQEntry job_id (cordum-io/cordum core/infra/store/dlq_store.go);
+// id elsewhere, Nexora's DeadLetterRecord id (iamvirul/nexora
+// DeadLetterRecord.java) among them.
 func idFields(kind string) []string {
-	switch kind {
-	case entry.KindCordum, entry.KindCordumRedis:
+	if kind == entry.KindCordum || kind == entry.KindCordumRedis {
 		return []string{"job_id", "id"}
-	case entry.KindNexora:
-		return []string{"id"}
 	}
 	return []string{"id"}
 }

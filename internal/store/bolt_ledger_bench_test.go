@@ -26,12 +26,7 @@ import (
 //
 //	go test -run '^$' -bench LedgerDispatch -benchtime 10000x -cpuprofile cpu.out ./internal/store/
 func BenchmarkLedgerDispatch(b *testing.B) {
-	payload := make([]byte, 2048)
-	for i := range payload {
-		payload[i] = 'a' + byte(i%26)
-	}
-	dec := triage.Decision{Class: triage.Transient, Rule: "default:transient", Action: triage.AutoReplay,
-		Reasons: []string{"reason code timeout is transient", "no rule matched"}}
+	payload := benchPayload()
 	const workers = 32
 	b.Run("ours", func(b *testing.B) {
 		ctx := context.Background()
@@ -45,29 +40,10 @@ func BenchmarkLedgerDispatch(b *testing.B) {
 		runParallel(b, workers, b.N, func(i int) error {
 			e := entry.Entry{ID: fmt.Sprintf("e%08d", i), Source: entry.KindJSONL, Payload: payload, Topic: "tool.email.send"}
 			e.EnsureKey()
-			if err := st.Update(ctx, func(tx Tx) error {
-				if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, To: idempotency.Decided, EntryRef: e.Ref(), PayloadHash: "sha256:x"}); err != nil {
-					return err
-				}
-				if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Decided, To: idempotency.Dispatching}); err != nil {
-					return err
-				}
-				if _, err := tx.Append(&audit.Record{Actor: "bench", Kind: audit.KindDispatch, EntryRef: e.Ref(), Key: e.IdempotencyKey, Decision: &dec}); err != nil {
-					return err
-				}
-				return tx.PutEntry(&EntryRecord{Entry: e, Status: StatusReplaying})
-			}); err != nil {
+			if err := st.Update(ctx, benchIntent(e)); err != nil {
 				return err
 			}
-			return st.Update(ctx, func(tx Tx) error {
-				if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching, To: idempotency.Succeeded}); err != nil {
-					return err
-				}
-				if _, err := tx.Append(&audit.Record{Actor: "bench", Kind: audit.KindOutcome, EntryRef: e.Ref(), Key: e.IdempotencyKey, Outcome: "succeeded"}); err != nil {
-					return err
-				}
-				return tx.PutEntry(&EntryRecord{Entry: e, Status: StatusReplayed})
-			})
+			return st.Update(ctx, benchOutcome(e))
 		})
 		b.StopTimer()
 		s1 := st.db.Stats()
@@ -175,38 +151,8 @@ func processCPU(b *testing.B) time.Duration {
 // "shared" one boltTx and one flush per commit (groupCommit), "raw" the
 // raw baseline's three puts per caller.
 func BenchmarkLedgerInLock(b *testing.B) {
-	payload := make([]byte, 2048)
-	for i := range payload {
-		payload[i] = 'a' + byte(i%26)
-	}
-	dec := triage.Decision{Class: triage.Transient, Rule: "default:transient", Action: triage.AutoReplay,
-		Reasons: []string{"reason code timeout is transient", "no rule matched"}}
+	payload := benchPayload()
 	const group = 32
-	intent := func(e entry.Entry) func(Tx) error {
-		return func(tx Tx) error {
-			if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, To: idempotency.Decided, EntryRef: e.Ref(), PayloadHash: "sha256:x"}); err != nil {
-				return err
-			}
-			if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Decided, To: idempotency.Dispatching}); err != nil {
-				return err
-			}
-			if _, err := tx.Append(&audit.Record{Actor: "bench", Kind: audit.KindDispatch, EntryRef: e.Ref(), Key: e.IdempotencyKey, Decision: &dec}); err != nil {
-				return err
-			}
-			return tx.PutEntry(&EntryRecord{Entry: e, Status: StatusReplaying})
-		}
-	}
-	outcome := func(e entry.Entry) func(Tx) error {
-		return func(tx Tx) error {
-			if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching, To: idempotency.Succeeded}); err != nil {
-				return err
-			}
-			if _, err := tx.Append(&audit.Record{Actor: "bench", Kind: audit.KindOutcome, EntryRef: e.Ref(), Key: e.IdempotencyKey, Outcome: "succeeded"}); err != nil {
-				return err
-			}
-			return tx.PutEntry(&EntryRecord{Entry: e, Status: StatusReplayed})
-		}
-	}
 	for _, mode := range []string{"percaller", "shared"} {
 		b.Run(mode, func(b *testing.B) {
 			st, err := OpenBolt(filepath.Join(b.TempDir(), "l.db"), Options{})
@@ -241,7 +187,7 @@ func BenchmarkLedgerInLock(b *testing.B) {
 				for j := i; j < min(i+group, b.N); j++ {
 					e := entry.Entry{ID: fmt.Sprintf("e%08d", j), Source: entry.KindJSONL, Payload: payload, Topic: "tool.email.send"}
 					e.EnsureKey()
-					in, out = append(in, intent(e)), append(out, outcome(e))
+					in, out = append(in, benchIntent(e)), append(out, benchOutcome(e))
 				}
 				if err := commit(in); err != nil {
 					b.Fatal(err)
@@ -299,4 +245,49 @@ func rawABC(b *testing.B) *bolt.DB {
 		b.Fatal(err)
 	}
 	return db
+}
+
+// benchPayload is the 2 KB payload of the ledger benchmarks' entries.
+func benchPayload() []byte {
+	payload := make([]byte, 2048)
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26)
+	}
+	return payload
+}
+
+// benchDecision is the decision the ledger benchmarks' dispatch records
+// carry.
+var benchDecision = triage.Decision{Class: triage.Transient, Rule: "default:transient", Action: triage.AutoReplay,
+	Reasons: []string{"reason code timeout is transient", "no rule matched"}}
+
+// benchIntent is a dispatch's intent commit, as the ledger row of
+// `replayctl bench` writes it: decided -> dispatching, an audit record
+// with the decision, the entry replaying.
+func benchIntent(e entry.Entry) func(Tx) error {
+	return func(tx Tx) error {
+		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, To: idempotency.Decided, EntryRef: e.Ref(), PayloadHash: "sha256:x"}); err != nil {
+			return err
+		}
+		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Decided, To: idempotency.Dispatching}); err != nil {
+			return err
+		}
+		if _, err := tx.Append(&audit.Record{Actor: "bench", Kind: audit.KindDispatch, EntryRef: e.Ref(), Key: e.IdempotencyKey, Decision: &benchDecision}); err != nil {
+			return err
+		}
+		return tx.PutEntry(&EntryRecord{Entry: e, Status: StatusReplaying})
+	}
+}
+
+// benchOutcome is the same dispatch's outcome commit.
+func benchOutcome(e entry.Entry) func(Tx) error {
+	return func(tx Tx) error {
+		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching, To: idempotency.Succeeded}); err != nil {
+			return err
+		}
+		if _, err := tx.Append(&audit.Record{Actor: "bench", Kind: audit.KindOutcome, EntryRef: e.Ref(), Key: e.IdempotencyKey, Outcome: "succeeded"}); err != nil {
+			return err
+		}
+		return tx.PutEntry(&EntryRecord{Entry: e, Status: StatusReplayed})
+	}
 }

@@ -38,7 +38,7 @@ fuzz-smoke:
 # The benchmark table (README "Benchmarks"): every figure is a ratio to a
 # baseline measured in the same run (alternating runs, medians). The full run
 # takes tens of minutes and several GB of scratch space (1M-entry corpora,
-# 1M Prodigy item files); ONLY=decisions (or memory, ledger, replays, micro,
+# 1M Prodigy item files); ONLY=decisions (or memory, ledger, replays, floor, micro,
 # workers, reads, pgread, size) runs one part. The workers and pgread rows
 # need PostgreSQL (skipped with a note without it).
 bench:

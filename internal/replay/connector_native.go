@@ -327,12 +327,6 @@ func (r *LiveRouter) Route(e *entry.Entry) (Route, bool) {
 	return r.Next.Route(e)
 }
 
-// EntryProber is a Prober that needs the entry, not only its key: the
-// systems know their entries by their own id.
-type EntryProber interface {
-	ProbeEntry(ctx context.Context, e *entry.Entry) (ProbeResult, string)
-}
-
 // maxProbePages bounds a compensating read's scan of a DLQ.
 const maxProbePages = 1000
 

@@ -18,62 +18,34 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
-// Outcome of one dispatch.
-type Outcome int
-
-// Outcomes. Only Retry may be dispatched again automatically.
-const (
-	Succeeded Outcome = iota // the target has it (2xx, or 409: it already had it)
-	Failed                   // definite failure: the target refused it; never retried
-	Retry                    // certainly not committed (5xx, connection refused): retry with backoff
-	Unknown                  // may or may not have happened (timeout after sending): never retried blindly
-	// HandledElsewhere: the system says the entry is no longer
-	// dead-lettered (Cordum 404 on retry, Nexora 409/404): someone else
-	// replayed, resolved or deleted it. Never retried; the entry ends
-	// resolved and its key counts as committed.
-	HandledElsewhere
-	// NotSent: the attempt provably never reached the target (connection
-	// refused, DNS or TLS failure, request not fully written, a command
-	// that did not start). Retried like Retry, but it does not count
-	// against max_replays: an outage cannot burn the budget.
-	NotSent
+// The types the runner shares with connectors live in internal/connector.
+type (
+	Outcome     = connector.Outcome
+	Request     = connector.Request
+	Result      = connector.Result
+	Dispatcher  = connector.Dispatcher
+	ProbeResult = connector.ProbeResult
+	Prober      = connector.Prober
+	EntryProber = connector.EntryProber
 )
 
-func (o Outcome) String() string {
-	return [...]string{"succeeded", "failed", "retry", "outcome_unknown", "handled_elsewhere", "not_sent"}[o]
-}
-
-// retryable reports whether the runner schedules another attempt.
-func (o Outcome) retryable() bool { return o == Retry || o == NotSent }
-
-// Request is one replay to send.
-type Request struct {
-	Entry   *entry.Entry
-	Key     string // the entry's idempotency key, preserved exactly
-	Attempt int    // 1 for the first dispatch of the key, counted across runs
-}
-
-// Result is what a dispatch learned.
-type Result struct {
-	Outcome Outcome
-	Status  int    // HTTP status or exit code, when there is one
-	Detail  string // response excerpt or error
-	// NewJobID is the job the system created for the replay (Cordum's
-	// retry answers {"job_id": NEW}); recorded in the outcome's audit.
-	NewJobID string
-	// SourceUpdated: the system's own endpoint already took the entry out
-	// of its DLQ (Cordum retry deletes it, Nexora marks it REPLAYED), so
-	// replayctl must not write back.
-	SourceUpdated bool
-	// TargetDown: the answer says the target itself is unavailable
-	// (connection refused, a timeout, 502/503/504): it counts towards
-	// opening the target's circuit breaker.
-	TargetDown bool
-}
+// Outcomes and probe results (see internal/connector).
+const (
+	Succeeded         = connector.Succeeded
+	Failed            = connector.Failed
+	Retry             = connector.Retry
+	Unknown           = connector.Unknown
+	HandledElsewhere  = connector.HandledElsewhere
+	NotSent           = connector.NotSent
+	ProbeCommitted    = connector.ProbeCommitted
+	ProbeNotCommitted = connector.ProbeNotCommitted
+	ProbeInconclusive = connector.ProbeInconclusive
+)
 
 // sendTrace tells whether a request was written in full: only then may
 // it have reached the target. A request that failed before or while being
@@ -113,26 +85,6 @@ func targetDownStatus(code int) bool {
 }
 
 func noRedact(s string) string { return s }
-
-// Dispatcher sends one replay.
-type Dispatcher interface {
-	Dispatch(ctx context.Context, r Request) Result
-}
-
-// ProbeResult is what a compensating read found.
-type ProbeResult int
-
-// Probe results.
-const (
-	ProbeCommitted    ProbeResult = iota // 200: the target has the key
-	ProbeNotCommitted                    // 404: it does not
-	ProbeInconclusive                    // anything else
-)
-
-// Prober asks the target whether a key was committed.
-type Prober interface {
-	Probe(ctx context.Context, key string) (ProbeResult, string)
-}
 
 // HTTPTarget posts payloads to a URL.
 type HTTPTarget struct {

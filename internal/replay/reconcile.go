@@ -572,7 +572,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	// time; at the ceiling it waits for a person.
 	var due time.Time
 	exhausted := out.Outcome == Retry && budget >= d.MaxReplays
-	if out.Outcome.retryable() && !exhausted {
+	if out.Outcome.Retryable() && !exhausted {
 		due = r.Clock.Now().Add(retryDelay(d.Backoff, attempt, e.IdempotencyKey)).UTC()
 	}
 	reason := out.Detail

@@ -1,8 +1,8 @@
 package benchmark
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,13 +28,12 @@ func sink() *httptest.Server {
 // rows' first baseline.
 func poster(url string) func(body []byte) error {
 	client := replay.NewHTTPTarget(url, "", 10*time.Second, nil).Client
+	h := http.Header{"Content-Type": {"application/json"}}
 	return func(body []byte) error {
-		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
-		if err != nil {
-			return err
+		if _, res := client.Send(context.Background(), http.MethodPost, url, h, body, 0); res != nil {
+			return errors.New(res.Detail)
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.Body.Close()
+		return nil
 	}
 }
 

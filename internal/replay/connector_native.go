@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/connector"
+	"github.com/replayctl/replayctl/internal/connector/httpout"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -39,12 +40,11 @@ func CredentialsFromEnv(getenv func(string) string) Credentials {
 	return c
 }
 
-// nativeTarget is what the Cordum and Nexora connectors share: a base URL,
-// a client and the secrets to keep out of every Detail.
+// nativeTarget is what the Cordum and Nexora connectors share: a base URL
+// and the one outbound client, which keeps the secrets out of every Detail.
 type nativeTarget struct {
-	base    string
-	client  *http.Client
-	secrets []string
+	base   string
+	client *httpout.Client
 }
 
 func newNativeTarget(base string, timeout time.Duration, secrets ...string) (nativeTarget, error) {
@@ -52,52 +52,29 @@ func newNativeTarget(base string, timeout time.Duration, secrets ...string) (nat
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nativeTarget{}, fmt.Errorf("%q is not an http(s) URL", base)
 	}
-	h := NewHTTPTarget(base, "", timeout, nil)
-	var keep []string
-	for _, s := range secrets {
-		if s != "" {
-			keep = append(keep, s)
-		}
+	c := httpout.New(timeout, secrets...)
+	if pw, ok := u.User.Password(); ok {
+		c.AddSecret(pw)
 	}
-	return nativeTarget{base: strings.TrimRight(base, "/"), client: h.Client, secrets: keep}, nil
+	return nativeTarget{base: strings.TrimRight(base, "/"), client: c}, nil
 }
 
 // redact keeps credentials out of details (a server may echo headers).
-func (t *nativeTarget) redact(s string) string {
-	for _, sec := range t.secrets {
-		s = strings.ReplaceAll(s, sec, "[redacted]")
-	}
-	return s
-}
+func (t *nativeTarget) redact(s string) string { return t.client.Redact(s) }
 
 // post sends one POST and reports the status and a body excerpt, or the
 // outcome when there was no response: NotSent when the request was not
 // written in full, Unknown when it may have reached the system.
-func (t *nativeTarget) post(ctx context.Context, u string, body []byte, header http.Header) (int, []byte, *Result) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, &Result{Outcome: Failed, Detail: "bad target URL: " + t.redact(err.Error())}
-	}
-	req.Header = header
-	req.Header.Set("Content-Type", "application/json")
-	var sent sendTrace
-	req = sent.with(req)
-	req.GetBody = nil // never resent by net/http: retries are ours, after the ledger
-	resp, err := t.client.Do(req)
-	if err != nil {
-		res := sent.noAnswer(err, t.redact)
-		return 0, nil, &res
-	}
-	defer resp.Body.Close()
-	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, maxDetail))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, bytes.TrimSpace(excerpt), nil
+func (t *nativeTarget) post(ctx context.Context, u string, body []byte, header http.Header) (httpout.Answer, *Result) {
+	header.Set("Content-Type", "application/json")
+	return t.client.Send(ctx, http.MethodPost, u, header, body, 0)
 }
 
 // classify maps the statuses both systems share; gone lists the statuses
 // meaning "no longer dead-lettered here".
-func (t *nativeTarget) classify(status int, excerpt []byte, gone ...int) Result {
-	res := Result{Status: status, Detail: t.redact(fmt.Sprintf("HTTP %d %s", status, excerpt)), TargetDown: targetDownStatus(status)}
+func (t *nativeTarget) classify(a httpout.Answer, gone ...int) Result {
+	status := a.Status
+	res := Result{Status: status, Detail: t.redact(a.Excerpt()), TargetDown: httpout.TargetDownStatus(status)}
 	for _, g := range gone {
 		if status == g {
 			res.Outcome = HandledElsewhere
@@ -123,16 +100,16 @@ func (t *nativeTarget) classify(status int, excerpt []byte, gone ...int) Result 
 // statuses that mean "no longer dead-lettered", explained by goneDetail.
 // It returns the response excerpt for the caller's own fields.
 func (t *nativeTarget) replay(ctx context.Context, path string, h http.Header, key, goneDetail string, gone ...int) (Result, []byte) {
-	h.Set("Idempotency-Key", key)
-	status, excerpt, res := t.post(ctx, t.base+path, nil, h)
+	h.Set("Idempotency-Key", connector.HeaderValue(key))
+	a, res := t.post(ctx, t.base+path, nil, h)
 	if res != nil {
 		return *res, nil
 	}
-	out := t.classify(status, excerpt, gone...)
+	out := t.classify(a, gone...)
 	if out.Outcome == HandledElsewhere {
 		out.Detail = goneDetail + out.Detail
 	}
-	return out, excerpt
+	return out, a.Body
 }
 
 // CordumTarget replays a Cordum DLQ entry the way Cordum's own Retry does:
@@ -330,23 +307,16 @@ func (r *LiveRouter) Route(e *entry.Entry) (Route, bool) {
 // maxProbePages bounds a compensating read's scan of a DLQ.
 const maxProbePages = 1000
 
-// get fetches one JSON page for a probe.
+// getJSON fetches one JSON page for a probe, never following a redirect.
 func (t *nativeTarget) getJSON(ctx context.Context, u string, h http.Header, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	a, err := t.client.Get(ctx, u, h, 64<<20)
 	if err != nil {
-		return err
+		return fmt.Errorf("GET %s: %w", u, err)
 	}
-	req.Header = h
-	resp, err := t.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("GET %s: %s", u, t.redact(err.Error()))
+	if a.Status != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", u, t.redact(a.Excerpt()))
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		return fmt.Errorf("GET %s: HTTP %d", u, resp.StatusCode)
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(v); err != nil {
+	if err := json.Unmarshal(a.Body, v); err != nil {
 		return fmt.Errorf("GET %s: %w", u, err)
 	}
 	return nil

@@ -3,22 +3,20 @@ package replay
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
-	"sync/atomic"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/connector"
+	"github.com/replayctl/replayctl/internal/connector/httpout"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -47,68 +45,24 @@ const (
 	ProbeInconclusive = connector.ProbeInconclusive
 )
 
-// sendTrace tells whether a request was written in full: only then may
-// it have reached the target. A request that failed before or while being
-// written (dial, DNS, TLS handshake, a write error) provably did not,
-// since the target cannot act on a request it did not get whole.
-type sendTrace struct{ wrote atomic.Bool }
-
-func (s *sendTrace) with(req *http.Request) *http.Request {
-	trace := &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
-		if info.Err == nil {
-			s.wrote.Store(true)
-		}
-	}}
-	return req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
-}
-
-// noAnswer is the result of a request that got no response: not_sent when
-// it was not written in full, outcome_unknown when it was.
-func (s *sendTrace) noAnswer(err error, redact func(string) string) Result {
-	down := targetDownErr(err)
-	if s.wrote.Load() {
-		return Result{Outcome: Unknown, TargetDown: down, Detail: "no response after the request was sent: " + redact(err.Error())}
-	}
-	return Result{Outcome: NotSent, TargetDown: down, Detail: "not sent: " + redact(err.Error())}
-}
-
-// targetDownErr: connection refused or a timeout (the breaker's signals).
-func targetDownErr(err error) bool {
-	var ne net.Error
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.As(err, &ne) && ne.Timeout()
-}
-
-// targetDownStatus: gateway statuses say the target behind it is down.
-func targetDownStatus(code int) bool {
-	return code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
-}
-
-func noRedact(s string) string { return s }
-
 // HTTPTarget posts payloads to a URL.
 type HTTPTarget struct {
 	URL      string
 	ProbeURL string
 	Headers  map[string]string
-	Client   *http.Client
+	Client   *httpout.Client
 }
 
-// NewHTTPTarget returns a target with its own keep-alive client.
+// NewHTTPTarget returns a target with its own keep-alive client that
+// never follows a redirect, never resends by itself and keeps the
+// configured header values out of every detail.
 func NewHTTPTarget(u, probe string, timeout time.Duration, headers map[string]string) *HTTPTarget {
-	if timeout <= 0 {
-		timeout = 30 * time.Second
+	c := httpout.New(timeout)
+	for _, v := range headers {
+		c.AddSecret(v)
 	}
-	tr := &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
-	}
-	return &HTTPTarget{URL: u, ProbeURL: probe, Headers: headers, Client: &http.Client{Timeout: timeout, Transport: tr}}
+	return &HTTPTarget{URL: u, ProbeURL: probe, Headers: headers, Client: c}
 }
-
-const maxDetail = 512
 
 // Dispatch POSTs the payload with the idempotency headers.
 func (t *HTTPTarget) Dispatch(ctx context.Context, r Request) Result {
@@ -116,81 +70,80 @@ func (t *HTTPTarget) Dispatch(ctx context.Context, r Request) Result {
 	if len(body) == 0 {
 		body = []byte("null")
 	}
-	req, err := http.NewRequest(http.MethodPost, t.URL, bytes.NewReader(body))
-	if err != nil {
-		return Result{Outcome: Failed, Detail: "bad target URL: " + err.Error()}
-	}
-	req.Header.Set("Content-Type", "application/json")
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
 	for k, v := range t.Headers {
-		req.Header.Set(k, v)
+		h.Set(k, v)
 	}
-	req.Header.Set("Idempotency-Key", r.Key)
-	req.Header.Set("X-Replay-Entry-Id", r.Entry.ID)
-	req.Header.Set("X-Replay-Attempt", strconv.Itoa(r.Attempt))
-	// Whether the request was written in full decides between "certainly
-	// not committed" (not_sent) and "may have happened" (unknown).
-	var sent sendTrace
-	req = sent.with(req.WithContext(ctx))
-	// net/http resends a request with an Idempotency-Key header by itself
-	// when a reused connection drops after sending it: a blind retry of a
-	// key whose outcome is unknown. Without GetBody it cannot rewind the
-	// body, so it never resends; retries are ours, after the ledger.
-	req.GetBody = nil
-	resp, err := t.Client.Do(req)
-	if err != nil {
-		return sent.noAnswer(err, noRedact)
+	setIDHeaders(h, r)
+	a, res := t.Client.Send(ctx, http.MethodPost, t.URL, h, body, 0)
+	if res != nil {
+		return *res
 	}
-	defer resp.Body.Close()
-	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, maxDetail))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // reuse the connection
-	res := Result{Status: resp.StatusCode, Detail: fmt.Sprintf("HTTP %d %s", resp.StatusCode, bytes.TrimSpace(excerpt)),
-		TargetDown: targetDownStatus(resp.StatusCode)}
+	out := Result{Status: a.Status, Detail: t.Client.Redact(a.Excerpt()), TargetDown: httpout.TargetDownStatus(a.Status)}
 	switch {
-	case resp.StatusCode >= 200 && resp.StatusCode < 300, resp.StatusCode == http.StatusConflict:
-		res.Outcome = Succeeded
-	case resp.StatusCode >= 500:
-		res.Outcome = Retry
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout:
-		res.Outcome = Retry // the target says it did not take it, try later
+	case a.Status >= 200 && a.Status < 300, a.Status == http.StatusConflict:
+		out.Outcome = Succeeded
+	case a.Status >= 500:
+		out.Outcome = Retry
+	case a.Status == http.StatusTooManyRequests || a.Status == http.StatusRequestTimeout:
+		out.Outcome = Retry // the target says it did not take it, try later
 	default:
-		res.Outcome = Failed
+		out.Outcome = Failed // a 3xx included: the payload went nowhere
 	}
-	return res
+	return out
 }
 
 // Probe GETs the probe URL with the key (query parameter and header).
 func (t *HTTPTarget) Probe(ctx context.Context, key string) (ProbeResult, string) {
 	u, err := url.Parse(t.ProbeURL)
 	if err != nil {
-		return ProbeInconclusive, "bad probe URL: " + err.Error()
+		return ProbeInconclusive, "bad probe URL: " + t.Client.Redact(err.Error())
 	}
 	q := u.Query()
 	q.Set("key", key)
 	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return ProbeInconclusive, err.Error()
-	}
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := t.Client.Do(req)
+	h := http.Header{}
+	h.Set("Idempotency-Key", connector.HeaderValue(key))
+	a, err := t.Client.Get(ctx, u.String(), h, 1<<20)
 	if err != nil {
 		return ProbeInconclusive, "probe failed: " + err.Error()
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	switch resp.StatusCode {
+	switch a.Status {
 	case http.StatusOK:
 		return ProbeCommitted, "probe HTTP 200: committed"
 	case http.StatusNotFound:
 		return ProbeNotCommitted, "probe HTTP 404: not committed"
 	}
-	return ProbeInconclusive, fmt.Sprintf("probe HTTP %d: inconclusive", resp.StatusCode)
+	return ProbeInconclusive, "probe " + a.Excerpt() + ": inconclusive"
+}
+
+// setIDHeaders sets the key, the entry id and the attempt, encoded
+// (connector.Encode) when one cannot travel as it is, and says so in
+// X-Replay-Encoding.
+func setIDHeaders(h http.Header, r Request) {
+	key, k := connector.Encode(r.Key)
+	id, i := connector.Encode(r.Entry.ID)
+	h.Set("Idempotency-Key", key)
+	h.Set("X-Replay-Entry-Id", id)
+	h.Set("X-Replay-Attempt", strconv.Itoa(r.Attempt))
+	if k || i {
+		h.Set(connector.EncodingHeader, connector.PercentEncoding)
+	}
 }
 
 // ExecTarget runs a command with the payload on stdin and the key in
 // REPLAY_IDEMPOTENCY_KEY. Exit 0 = succeeded; exit 75 (EX_TEMPFAIL) =
 // certainly not done, retry; other exits = failed; killed by the timeout =
 // outcome unknown.
+//
+// The command runs in its own process group, and the whole group is
+// killed at the timeout and once the command exits, so a child it left
+// in the background cannot hold the run (or serve's run slot, or its
+// shutdown). Its output is capped: the record keeps the first and the
+// last KiB. Its environment is the allow-list ExecEnv plus REPLAY_*
+// variables, never replayctl's own (which holds CORDUM_API_KEY and the
+// like).
 type ExecTarget struct {
 	Command []string
 	Timeout time.Duration
@@ -198,6 +151,20 @@ type ExecTarget struct {
 
 // ExitTempFail asks for a retry.
 const ExitTempFail = 75
+
+// ExecEnv lists the variables of replayctl's environment an exec target
+// sees, besides every REPLAY_* one and the three it is given: REPLAY_IDEMPOTENCY_KEY,
+// REPLAY_ENTRY_ID and REPLAY_ATTEMPT (and REPLAY_ENCODING=percent when the
+// key or the id had to be percent-encoded, see connector.Encode).
+var ExecEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ", "LANG", "LC_ALL", "LC_CTYPE"}
+
+// execWaitDelay is how long the command's pipes may stay open after it
+// (or its group) was killed or exited.
+const execWaitDelay = 2 * time.Second
+
+// execKeep is how much of the start and of the end of the output the
+// record keeps.
+const execKeep = 1 << 10
 
 // Dispatch runs the command once.
 func (t *ExecTarget) Dispatch(ctx context.Context, r Request) Result {
@@ -208,34 +175,114 @@ func (t *ExecTarget) Dispatch(ctx context.Context, r Request) Result {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, t.Command[0], t.Command[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = execWaitDelay
 	cmd.Stdin = bytes.NewReader(r.Entry.Payload)
-	cmd.Env = append(os.Environ(),
-		"REPLAY_IDEMPOTENCY_KEY="+r.Key,
-		"REPLAY_ENTRY_ID="+r.Entry.ID,
-		"REPLAY_ATTEMPT="+strconv.Itoa(r.Attempt))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Env = execEnv(os.Environ(), r)
+	out := &headTail{}
+	cmd.Stdout, cmd.Stderr = out, out
 	err := cmd.Run()
-	detail := string(bytes.TrimSpace(out.Bytes()))
-	if len(detail) > maxDetail {
-		detail = detail[:maxDetail]
+	if cmd.Process != nil {
+		// Whatever it left behind in its group goes with it.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	detail := out.String()
+	if ps := cmd.ProcessState; ps != nil && ps.Exited() {
+		// It ended by itself; what it left behind (and was killed) does
+		// not change what it said.
+		if err != nil && ps.Success() {
+			detail = strings.TrimSpace(detail + " (a process it left running was killed)")
+		}
+		switch code := ps.ExitCode(); code {
+		case 0:
+			return Result{Outcome: Succeeded, Detail: detail}
+		case ExitTempFail:
+			return Result{Outcome: Retry, Status: code, Detail: fmt.Sprintf("exit %d: %s", code, detail)}
+		default:
+			return Result{Outcome: Failed, Status: code, Detail: fmt.Sprintf("exit %d: %s", code, detail)}
+		}
 	}
 	var ee *exec.ExitError
 	switch {
-	case err == nil:
-		return Result{Outcome: Succeeded, Detail: detail}
 	case ctx.Err() != nil:
 		return Result{Outcome: Unknown, Detail: "command killed before it finished: " + ctx.Err().Error()}
 	case errors.As(err, &ee):
-		res := Result{Status: ee.ExitCode(), Detail: fmt.Sprintf("exit %d: %s", ee.ExitCode(), detail)}
-		res.Outcome = Failed
-		if ee.ExitCode() == ExitTempFail {
-			res.Outcome = Retry
-		}
-		return res
+		return Result{Outcome: Failed, Status: ee.ExitCode(), Detail: fmt.Sprintf("exit %d: %s", ee.ExitCode(), detail)}
 	}
 	// It never ran, so nothing was done.
 	return Result{Outcome: NotSent, Detail: "not sent: command did not start: " + err.Error()}
+}
+
+// execEnv is the allow-listed part of environ plus the replay's own
+// variables, encoded where needed, with no NUL anywhere.
+func execEnv(environ []string, r Request) []string {
+	allowed := map[string]bool{}
+	for _, k := range ExecEnv {
+		allowed[k] = true
+	}
+	var env []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.IndexByte(kv, 0) >= 0 || !(allowed[k] || strings.HasPrefix(k, "REPLAY_")) {
+			continue
+		}
+		switch k {
+		case "REPLAY_IDEMPOTENCY_KEY", "REPLAY_ENTRY_ID", "REPLAY_ATTEMPT", "REPLAY_ENCODING":
+			continue // ours below
+		}
+		env = append(env, kv)
+	}
+	key, k := connector.Encode(r.Key)
+	id, i := connector.Encode(r.Entry.ID)
+	env = append(env, "REPLAY_IDEMPOTENCY_KEY="+key, "REPLAY_ENTRY_ID="+id, "REPLAY_ATTEMPT="+strconv.Itoa(r.Attempt))
+	if k || i {
+		env = append(env, "REPLAY_ENCODING="+connector.PercentEncoding)
+	}
+	return env
+}
+
+// headTail keeps the first and the last execKeep bytes written to it and
+// counts the rest: a command's output is bounded in memory whatever it
+// prints.
+type headTail struct {
+	mu      sync.Mutex
+	head    []byte
+	tail    []byte // ring of the last execKeep bytes past head
+	skipped int64  // bytes between head and tail
+}
+
+func (w *headTail) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := len(p)
+	if room := execKeep - len(w.head); room > 0 {
+		take := min(room, len(p))
+		w.head = append(w.head, p[:take]...)
+		p = p[take:]
+	}
+	if len(p) >= execKeep {
+		w.skipped += int64(len(w.tail) + len(p) - execKeep)
+		w.tail = append(w.tail[:0], p[len(p)-execKeep:]...)
+		return n, nil
+	}
+	w.tail = append(w.tail, p...)
+	if over := len(w.tail) - execKeep; over > 0 {
+		w.skipped += int64(over)
+		w.tail = append(w.tail[:0], w.tail[over:]...)
+	}
+	return n, nil
+}
+
+// String is the output for the record: all of it when it fits, else its
+// first and last KiB around a count of what was left out.
+func (w *headTail) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.skipped == 0 {
+		return string(bytes.TrimSpace(append(append([]byte{}, w.head...), w.tail...)))
+	}
+	return fmt.Sprintf("%s\n[... %d bytes left out ...]\n%s", bytes.TrimSpace(w.head), w.skipped, bytes.TrimSpace(w.tail))
 }
 
 // Route is where one entry's replays go.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"net/http"
 	"net/url"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/replayctl/replayctl/internal/connector/httpout"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -42,8 +42,7 @@ type liveSource struct {
 	spec, base string
 	format     format
 	header     http.Header
-	secrets    []string
-	client     *http.Client
+	client     *httpout.Client
 	// retry is the backoff for 5xx and connection errors while listing;
 	// tests shorten it.
 	retry func() backoff.BackOff
@@ -63,14 +62,14 @@ func newLiveSource(spec, kind, base string, getenv func(string) string) (*liveSo
 		return nil, fmt.Errorf("%q is not an http(s) URL", base)
 	}
 	s := &liveSource{spec: spec, base: strings.TrimRight(base, "/"), header: http.Header{},
-		client: &http.Client{Timeout: 30 * time.Second},
+		client: httpout.New(30 * time.Second),
 		retry: func() backoff.BackOff {
 			b := backoff.NewExponentialBackOff()
 			b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 500*time.Millisecond, 10*time.Second, time.Minute
 			return b
 		}}
 	if pw, ok := u.User.Password(); ok && pw != "" {
-		s.secrets = append(s.secrets, pw) // never in a message
+		s.client.AddSecret(pw) // never in a message
 	}
 	switch kind {
 	case entry.KindCordum:
@@ -81,14 +80,14 @@ func newLiveSource(spec, kind, base string, getenv func(string) string) (*liveSo
 		}
 		if key != "" {
 			s.header.Set("X-API-Key", key)
-			s.secrets = append(s.secrets, key)
+			s.client.AddSecret(key)
 		}
 		s.header.Set("X-Tenant-ID", tenant)
 	case entry.KindNexora:
 		s.format = nexoraFormat()
 		if tok := getenv("NEXORA_TOKEN"); tok != "" {
 			s.header.Set("Authorization", "Bearer "+tok)
-			s.secrets = append(s.secrets, tok)
+			s.client.AddSecret(tok)
 		}
 	}
 	return s, nil
@@ -207,38 +206,26 @@ var errAuth = errors.New("refused")
 func (s *liveSource) get(ctx context.Context, u string) ([]byte, error) {
 	var body []byte
 	op := func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return backoff.Permanent(err)
-		}
-		req.Header = s.header.Clone()
-		req.Header.Set("Accept", "application/json")
-		resp, err := s.client.Do(req)
-		if ue := (*url.Error)(nil); errors.As(err, &ue) {
-			err = ue.Err // the message names the URL once, not twice
-		}
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
+		h := s.header.Clone()
+		h.Set("Accept", "application/json")
+		// Never redirected: a 3xx is an answer like any other non-200.
+		a, err := s.client.Get(ctx, u, h, maxPage)
 		switch {
-		case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-			return backoff.Permanent(fmt.Errorf("HTTP %d: %w: check the credentials in the environment (%s)",
-				resp.StatusCode, errAuth, s.credentialNames()))
-		case resp.StatusCode >= 500:
-			return fmt.Errorf("HTTP %d%s", resp.StatusCode, bodyExcerpt(resp.Body))
-		case resp.StatusCode != http.StatusOK:
-			return backoff.Permanent(fmt.Errorf("HTTP %d%s", resp.StatusCode, bodyExcerpt(resp.Body)))
-		}
-		b, err := io.ReadAll(io.LimitReader(resp.Body, maxPage+1))
-		if err != nil {
-			return err
-		}
-		if len(b) > maxPage {
+		case errors.Is(err, httpout.ErrTooLarge):
 			return backoff.Permanent(fmt.Errorf("page larger than %d bytes", maxPage))
+		case err != nil:
+			return err
+		case a.Status == http.StatusUnauthorized || a.Status == http.StatusForbidden:
+			return backoff.Permanent(fmt.Errorf("HTTP %d: %w: check the credentials in the environment (%s)",
+				a.Status, errAuth, s.credentialNames()))
+		case a.Status >= 500:
+			return fmt.Errorf("HTTP %d%s", a.Status, bodyExcerpt(a.Body))
+		case a.Redirect():
+			return backoff.Permanent(errors.New(a.Excerpt()))
+		case a.Status != http.StatusOK:
+			return backoff.Permanent(fmt.Errorf("HTTP %d%s", a.Status, bodyExcerpt(a.Body)))
 		}
-		body = b
+		body = a.Body
 		return nil
 	}
 	notify := func(err error, wait time.Duration) {
@@ -256,9 +243,10 @@ func (s *liveSource) get(ctx context.Context, u string) ([]byte, error) {
 // bodyExcerpt is the start of an error answer, which says why (Nexora:
 // {"error": "Persistence disabled"}, {"error": "Invalid state ..."};
 // Cordum: {"error": "failed to list dlq entries"}), on one line.
-func bodyExcerpt(body io.Reader) string {
-	b, _ := io.ReadAll(io.LimitReader(body, 200))
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<16))
+func bodyExcerpt(b []byte) string {
+	if len(b) > 200 {
+		b = b[:200]
+	}
 	if t := strings.Join(strings.Fields(string(b)), " "); t != "" {
 		return ": " + t
 	}
@@ -272,12 +260,7 @@ func (s *liveSource) credentialNames() string {
 	return "NEXORA_TOKEN"
 }
 
-func (s *liveSource) redact(msg string) string {
-	for _, sec := range s.secrets {
-		msg = strings.ReplaceAll(msg, sec, "[redacted]")
-	}
-	return msg
-}
+func (s *liveSource) redact(msg string) string { return s.client.Redact(msg) }
 
 // MarkReplayed takes an entry replayed elsewhere out of the system's DLQ
 // the way the system itself does: Cordum's gateway DELETE
@@ -296,26 +279,20 @@ func (s *liveSource) MarkResolved(ctx context.Context, e entry.Entry, reason str
 		method, u = http.MethodPost, s.base+"/api/dead-letters/"+url.PathEscape(e.ID)+"/resolve"
 		body, _ = json.Marshal(map[string]string{"reason": reason})
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header = s.header.Clone()
+	h := s.header.Clone()
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		h.Set("Content-Type", "application/json")
 	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("write back %s: %s %s: %s", e.ID, method, u, s.redact(err.Error()))
+	a, res := s.client.Send(ctx, method, u, h, body, 0)
+	if res != nil {
+		return fmt.Errorf("write back %s: %s %s: %s", e.ID, method, u, res.Detail)
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	switch {
-	case resp.StatusCode >= 200 && resp.StatusCode < 300,
-		resp.StatusCode == http.StatusNotFound, resp.StatusCode == http.StatusConflict:
+	case a.Status >= 200 && a.Status < 300,
+		a.Status == http.StatusNotFound, a.Status == http.StatusConflict:
 		return nil
 	}
-	return fmt.Errorf("write back %s: %s %s: HTTP %d", e.ID, method, u, resp.StatusCode)
+	return fmt.Errorf("write back %s: %s %s: %s", e.ID, method, u, s.redact(a.Excerpt()))
 }
 
 var _ Resolver = (*liveSource)(nil)

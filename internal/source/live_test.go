@@ -14,6 +14,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/replayctl/replayctl/internal/connector/httpout"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -209,7 +210,7 @@ func TestLiveServerDownIsRetriedThenReported(t *testing.T) {
 	f.Close()
 	s, _ := newLiveSource("cordum:"+url, entry.KindCordum, url, envOf(nil))
 	fastRetry(s)
-	s.client.Timeout = 2 * time.Second
+	s.client = httpout.New(2 * time.Second)
 	if _, err := readLive(t, s); err == nil || !strings.Contains(err.Error(), url) {
 		t.Fatalf("error: %v", err)
 	}

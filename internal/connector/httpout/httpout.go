@@ -1,0 +1,251 @@
+// Package httpout is the one way a connector talks HTTP to another system:
+// the HTTP target's POST and probe, Cordum's and Nexora's replay, settle
+// and page reads all go through a Client.
+//
+// What it promises, whatever the other side answers:
+//   - it never follows a redirect: a 3xx comes back as the answer, with its
+//     status, and no header (an Idempotency-Key, a rules.yaml header, an API
+//     key or a bearer token) is ever sent to the host it points at;
+//   - it never resends a request by itself: net/http resends a request
+//     with no body, or one with an Idempotency-Key and a rewindable body,
+//     when a reused keep-alive connection breaks; every request here carries
+//     a body that cannot be rewound, so the only retries are the runner's,
+//     after the ledger. A request written in full that got no answer is
+//     outcome_unknown, one not written in full is not_sent;
+//   - the credentials it was given never appear in an error or a detail;
+//   - every response body is read up to a bound, and every request has a
+//     timeout.
+//
+// It must never log, never retry and never decide an outcome beyond "was
+// there an answer": the status is the caller's to classify.
+package httpout
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/connector"
+)
+
+// DefaultTimeout bounds one request when the caller gives none.
+const DefaultTimeout = 30 * time.Second
+
+// MaxExcerpt is how much of an answer a Result's Detail keeps.
+const MaxExcerpt = 512
+
+// maxDrain is how much more of an answer is read (and dropped) so the
+// connection can be reused; a longer answer closes it instead.
+const maxDrain = 1 << 20
+
+// ErrTooLarge is wrapped by Get when the answer is longer than its bound.
+var ErrTooLarge = errors.New("response larger than the limit")
+
+// Client sends requests under the package's promises.
+type Client struct {
+	http    *http.Client
+	secrets []string
+}
+
+// New returns a client with its own keep-alive transport, the given
+// timeout per request (DefaultTimeout when <= 0), and secrets to keep out
+// of every error and detail (empty ones are ignored).
+func New(timeout time.Duration, secrets ...string) *Client {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+	}
+	c := &Client{http: &http.Client{Timeout: timeout, Transport: tr, CheckRedirect: noRedirect}}
+	c.AddSecret(secrets...)
+	return c
+}
+
+// noRedirect hands a 3xx back as the answer: following it would send the
+// request's headers to whatever host the Location names, and turn a POST
+// into a GET without its body whose 2xx would look like a delivery.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// AddSecret adds values to redact (a key read after New, a URL password).
+func (c *Client) AddSecret(secrets ...string) {
+	for _, s := range secrets {
+		if s != "" {
+			c.secrets = append(c.secrets, s)
+		}
+	}
+}
+
+// Redact replaces every secret in s.
+func (c *Client) Redact(s string) string {
+	for _, sec := range c.secrets {
+		s = strings.ReplaceAll(s, sec, "[redacted]")
+	}
+	return s
+}
+
+// Answer is a response: its status, where a 3xx pointed, and the start of
+// its body.
+type Answer struct {
+	Status   int
+	Location string // a redirect's Location, never followed
+	Body     []byte // at most the bound the caller asked for
+}
+
+// Redirect reports whether the answer is a 3xx, which is never a success.
+func (a Answer) Redirect() bool { return a.Status >= 300 && a.Status < 400 }
+
+// Excerpt is the answer on one line for a Detail: "HTTP 302 (redirect to
+// X, not followed)" or "HTTP 500 body...".
+func (a Answer) Excerpt() string {
+	if a.Redirect() {
+		return fmt.Sprintf("HTTP %d (redirect to %s, not followed)", a.Status, stripUser(a.Location))
+	}
+	b := bytes.TrimSpace(a.Body)
+	if len(b) > MaxExcerpt {
+		b = b[:MaxExcerpt]
+	}
+	return strings.TrimSpace(fmt.Sprintf("HTTP %d %s", a.Status, b))
+}
+
+// stripUser drops a URL's user info (a Location could carry one).
+func stripUser(loc string) string {
+	u, err := url.Parse(loc)
+	if err != nil || u.User == nil {
+		return loc
+	}
+	u.User = nil
+	return u.String()
+}
+
+// Send sends one request exactly once and reads up to max bytes of the
+// answer (MaxExcerpt when max <= 0). When there was no answer it returns
+// the outcome instead: NotSent when the request was not written in full
+// (it cannot have reached the system), Unknown when it was.
+func (c *Client) Send(ctx context.Context, method, u string, h http.Header, body []byte, max int64) (Answer, *connector.Result) {
+	if max <= 0 {
+		max = MaxExcerpt
+	}
+	req, err := c.newRequest(ctx, method, u, h, body)
+	if err != nil {
+		return Answer{}, &connector.Result{Outcome: connector.Failed, Detail: "bad target URL: " + c.Redact(err.Error())}
+	}
+	var wrote atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				wrote.Store(true)
+			}
+		}}))
+	resp, err := c.http.Do(req)
+	if err != nil {
+		down := TargetDownErr(err)
+		if wrote.Load() {
+			return Answer{}, &connector.Result{Outcome: connector.Unknown, TargetDown: down,
+				Detail: "no response after the request was sent: " + c.Redact(err.Error())}
+		}
+		return Answer{}, &connector.Result{Outcome: connector.NotSent, TargetDown: down, Detail: "not sent: " + c.Redact(err.Error())}
+	}
+	defer resp.Body.Close()
+	a := Answer{Status: resp.StatusCode, Location: resp.Header.Get("Location")}
+	a.Body, _ = io.ReadAll(io.LimitReader(resp.Body, max))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain)) // reuse the connection
+	return a, nil
+}
+
+// Get reads one answer of at most max bytes; a longer one is ErrTooLarge.
+// A transport error comes back redacted; the status is the caller's.
+func (c *Client) Get(ctx context.Context, u string, h http.Header, max int64) (Answer, error) {
+	req, err := c.newRequest(ctx, http.MethodGet, u, h, nil)
+	if err != nil {
+		return Answer{}, errors.New(c.Redact(err.Error()))
+	}
+	resp, err := c.http.Do(req)
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		err = ue.Err // the caller names the URL once, not twice
+	}
+	if err != nil {
+		return Answer{}, &redacted{msg: c.Redact(err.Error()), err: err}
+	}
+	defer resp.Body.Close()
+	a := Answer{Status: resp.StatusCode, Location: resp.Header.Get("Location")}
+	if resp.StatusCode != http.StatusOK {
+		a.Body, _ = io.ReadAll(io.LimitReader(resp.Body, 200))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return a, nil
+	}
+	a.Body, err = io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return Answer{}, &redacted{msg: c.Redact(err.Error()), err: err}
+	}
+	if int64(len(a.Body)) > max {
+		return Answer{}, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max)
+	}
+	return a, nil
+}
+
+// redacted is a transport error whose message has the secrets taken out
+// but which still answers errors.Is for what it wraps (a timeout, a
+// refused connection).
+type redacted struct {
+	msg string
+	err error
+}
+
+func (r *redacted) Error() string { return r.msg }
+func (r *redacted) Unwrap() error { return r.err }
+
+// newRequest builds a request whose body net/http can never rewind, so it
+// never resends it: a POST always has one (an empty one when the caller
+// has none; http.NoBody would make it resendable), and GetBody is nil.
+func (c *Client) newRequest(ctx context.Context, method, u string, h http.Header, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if h != nil {
+		req.Header = h.Clone()
+	}
+	if method != http.MethodGet && method != http.MethodHead {
+		req.Body = &onceBody{r: bytes.NewReader(body)}
+		req.ContentLength = int64(len(body))
+		if len(body) == 0 {
+			req.ContentLength = 0 // sent as Content-Length: 0 once the transport sees it is empty
+		}
+		req.GetBody = nil
+	}
+	return req, nil
+}
+
+// onceBody is a request body net/http does not know how to rewind.
+type onceBody struct{ r *bytes.Reader }
+
+func (b *onceBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (b *onceBody) Close() error               { return nil }
+
+// TargetDownErr: connection refused or a timeout (the breaker's signals).
+func TargetDownErr(err error) bool {
+	var ne net.Error
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout()
+}
+
+// TargetDownStatus: gateway statuses say the target behind it is down.
+func TargetDownStatus(code int) bool {
+	return code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
+}

@@ -51,7 +51,14 @@ func (s *prodigySource) Entries(ctx context.Context) iter.Seq2[entry.Entry, erro
 		// An item may be a symbolic link; where it points is checked
 		// against the root resolved once per walk.
 		root, rootErr := resolve(s.root)
-		w := prodigyWalk{ctx: ctx, root: root, rootErr: rootErr, yield: yield, batch: cmp.Or(s.dirBatch, prodigyDirBatch)}
+		w := prodigyWalk{ctx: ctx, root: root, rootErr: rootErr, yield: yield, batch: cmp.Or(s.dirBatch, prodigyDirBatch),
+			settle: func(job string) {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				// An error leaves the journal for the next read; the items
+				// it names are yielded meanwhile, so nothing is lost.
+				_ = settleJournal(job)
+			}}
 		err := w.dir(s.root)
 		if err == nil || errors.Is(err, errStopWalk) {
 			return
@@ -74,6 +81,8 @@ type prodigyWalk struct {
 	rootErr error
 	yield   func(entry.Entry, error) bool
 	batch   int
+	// settle finishes the write-backs journaled in a job directory.
+	settle func(job string)
 }
 
 // dir visits the directory at path: item files are read and yielded,
@@ -128,6 +137,12 @@ func (w *prodigyWalk) visit(dir string, ents []fs.DirEntry) error {
 			if err := w.dir(path); err != nil {
 				return err
 			}
+			continue
+		}
+		if d.Name() == journalName && d.Type().IsRegular() && w.settle != nil {
+			// Listed before index.json and items/: a write-back an earlier
+			// run began is finished before the items are read.
+			w.settle(dir)
 			continue
 		}
 		if !isItemFile(path) {
@@ -435,8 +450,14 @@ func (s *prodigySource) MarkReplayed(ctx context.Context, e entry.Entry) error {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	job := filepath.Dir(items)
 	data, err := readCapped(path, 0)
 	if errors.Is(err, fs.ErrNotExist) {
+		// Gone: Prodigy's own retry, or an earlier write-back. The index
+		// must not list it either.
+		if err := dropFromIndex(filepath.Join(job, "index.json"), e.ID); err != nil {
+			return fmt.Errorf("mark %s replayed: item file gone, index not updated: %w", e.Ref(), err)
+		}
 		return nil
 	}
 	if err != nil {
@@ -448,13 +469,94 @@ func (s *prodigySource) MarkReplayed(ctx context.Context, e entry.Entry) error {
 	if json.Unmarshal(data, &it) != nil || it.ItemID != e.ID {
 		return fmt.Errorf("mark %s replayed: %s no longer holds item %s; left in place", e.Ref(), path, e.ID)
 	}
-	if err := os.Remove(path); err != nil {
-		return fmt.Errorf("mark %s replayed: %w", e.Ref(), err)
+	// The journal first: whatever interrupts the two steps below, the
+	// next read of the source finishes them (settleJournal), whether or
+	// not it yields the entry again.
+	if err := appendJournal(job, journalLine{ID: e.ID, File: filepath.Base(path)}); err != nil {
+		return fmt.Errorf("mark %s replayed: nothing changed: %w", e.Ref(), err)
 	}
-	if err := dropFromIndex(filepath.Join(filepath.Dir(items), "index.json"), e.ID); err != nil {
-		return fmt.Errorf("mark %s replayed: item file removed, index not updated: %w", e.Ref(), err)
+	if err := settleJournal(job); err != nil {
+		return fmt.Errorf("mark %s replayed: %w (finished by the next read of the source)", e.Ref(), err)
 	}
 	return nil
+}
+
+// journalName is the file in a Prodigy job directory (next to index.json
+// and items/) that lists the write-backs begun and not yet finished.
+const journalName = ".replayctl-writeback.jsonl"
+
+type journalLine struct {
+	ID   string `json:"id"`
+	File string `json:"file"` // the item's file name in items/
+}
+
+// appendJournal adds one write-back to the job's journal, durably.
+func appendJournal(job string, l journalLine) error {
+	line, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(job, journalName), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// settleJournal finishes every write-back the job's journal lists: drops
+// the ids from index.json first, then removes the item files still
+// holding those ids, then the journal. Each step is idempotent, so an
+// interruption anywhere is finished by the next call.
+func settleJournal(job string) error {
+	path := filepath.Join(job, journalName)
+	data, err := readCapped(path, syscall.O_NOFOLLOW)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var lines []journalLine
+	for _, raw := range strings.Split(string(data), "\n") {
+		var l journalLine
+		if json.Unmarshal([]byte(raw), &l) != nil || l.ID == "" || l.File != filepath.Base(l.File) || !strings.HasSuffix(l.File, ".json") {
+			continue // a torn last line: its item file was not touched yet
+		}
+		lines = append(lines, l)
+	}
+	for _, l := range lines {
+		if err := dropFromIndex(filepath.Join(job, "index.json"), l.ID); err != nil {
+			return fmt.Errorf("index not updated: %w", err)
+		}
+	}
+	for _, l := range lines {
+		item := filepath.Join(job, "items", l.File)
+		data, err := readCapped(item, syscall.O_NOFOLLOW)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("item file not removed: %w", err)
+		}
+		var it struct {
+			ItemID string `json:"item_id"`
+		}
+		if json.Unmarshal(data, &it) != nil || it.ItemID != l.ID {
+			continue // no longer that item: left in place
+		}
+		if err := os.Remove(item); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("item file not removed: %w", err)
+		}
+	}
+	return os.Remove(path)
 }
 
 // itemsDir checks that path is a *.json file directly in an items/

@@ -358,3 +358,53 @@ func write(t *testing.T, path, data string) {
 		t.Fatal(err)
 	}
 }
+
+// TestProdigyInterruptedWriteBackIsFinished: a write-back interrupted
+// between removing the item file and rewriting index.json (here the index
+// cannot be rewritten for a while) is finished by the next read of the
+// source, which need not yield the entry again. It used to leave index.json
+// listing the removed item for good, and the entry never came back for
+// the owed write-back to be retried.
+func TestProdigyInterruptedWriteBackIsFinished(t *testing.T) {
+	root := copyProdigy(t)
+	src, err := Parse("prodigy:" + root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := readAll(t, "prodigy:"+root)[2] // item-003
+	index := filepath.Join(filepath.Dir(filepath.Dir(target.Origin)), "index.json")
+	saved := mustRead(t, index)
+	// The interruption: index.json cannot be rewritten.
+	if err := os.Remove(index); err != nil {
+		t.Fatal(err)
+	}
+	mkdir(t, index)
+	if err := src.(WriteBack).MarkReplayed(context.Background(), target); err == nil {
+		t.Fatal("MarkReplayed succeeded with an index it cannot rewrite")
+	}
+	// Over: a later run reads the source again.
+	if err := os.Remove(index); err != nil {
+		t.Fatal(err)
+	}
+	write(t, index, saved)
+	later := readAll(t, "prodigy:"+root)
+	yielded := slices.ContainsFunc(later, func(e entry.Entry) bool { return e.ID == target.ID })
+	var idx struct {
+		ItemIDs []string `json:"item_ids"`
+	}
+	if err := json.Unmarshal([]byte(mustRead(t, index)), &idx); err != nil {
+		t.Fatal(err)
+	}
+	if yielded || slices.Contains(idx.ItemIDs, target.ID) {
+		t.Errorf("after a later read: %s yielded %v, index lists it %v; want the write-back finished", target.ID, yielded, slices.Contains(idx.ItemIDs, target.ID))
+	}
+	if _, err := os.Stat(target.Origin); !os.IsNotExist(err) {
+		t.Errorf("item file: %v", err)
+	}
+	if n := len(later); n != 9 {
+		t.Errorf("later read yields %d entries, want 9", n)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(index), ".replayctl-*")); len(left) > 0 {
+		t.Errorf("journal left behind: %v", left)
+	}
+}

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-func cordumFormat() format {
-	return format{kind: entry.KindCordum, layout: layoutSniffed, decode: decodeCordum}
+func cordumFormat() records.Format {
+	return records.Format{Kind: entry.KindCordum, Layout: records.LayoutSniffed, Decode: decodeCordum,
+		// Cordum's DLQEntry job_id (cordum-io/cordum core/infra/store/dlq_store.go)
+		IDFields: []string{"job_id", "id"}}
 }
 
 // cordumRecord is a Cordum DLQ entry (dlq:entry:<jobID>).
@@ -27,12 +30,12 @@ type cordumRecord struct {
 	Labels         map[string]string `json:"labels"`
 	Payload        json.RawMessage   `json:"payload"`
 	Request        json.RawMessage   `json:"request"`
-	CreatedAt      timestamp         `json:"created_at"`
-	FailedAt       timestamp         `json:"failed_at"`
-	UpdatedAt      timestamp         `json:"updated_at"`
+	CreatedAt      records.Timestamp `json:"created_at"`
+	FailedAt       records.Timestamp `json:"failed_at"`
+	UpdatedAt      records.Timestamp `json:"updated_at"`
 }
 
-func decodeCordum(raw []byte, e *entry.Entry, _ *strictDecoder) error {
+func decodeCordum(raw []byte, e *entry.Entry, _ *records.StrictDecoder) error {
 	var r cordumRecord
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
@@ -49,7 +52,7 @@ func decodeCordum(raw []byte, e *entry.Entry, _ *strictDecoder) error {
 		IdempotencyKey: r.IdempotencyKey,
 		State: entry.SourceState{
 			Status:         r.ReplayStatus,
-			Handled:        handledStatus(r.ReplayStatus),
+			Handled:        records.HandledStatus(r.ReplayStatus),
 			PolicySnapshot: r.PolicySnapshot,
 		},
 	}
@@ -57,9 +60,9 @@ func decodeCordum(raw []byte, e *entry.Entry, _ *strictDecoder) error {
 		e.Labels = r.Labels
 	}
 	switch {
-	case present(r.Payload):
+	case records.Present(r.Payload):
 		e.Payload = r.Payload
-	case present(r.Request):
+	case records.Present(r.Request):
 		e.Payload = r.Request
 	default:
 		// Nothing says which part is the request: replay the record itself.
@@ -67,7 +70,7 @@ func decodeCordum(raw []byte, e *entry.Entry, _ *strictDecoder) error {
 	}
 	// created_at and failed_at both mark the failure; updated_at may only
 	// be a later replay_status change, so it counts only when alone.
-	e.FirstFailure, e.LastFailure = span(r.CreatedAt.Time, r.FailedAt.Time)
+	e.FirstFailure, e.LastFailure = records.Span(r.CreatedAt.Time, r.FailedAt.Time)
 	if e.LastFailure.IsZero() {
 		e.FirstFailure, e.LastFailure = r.UpdatedAt.Time, r.UpdatedAt.Time
 	}

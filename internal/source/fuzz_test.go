@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -36,16 +37,16 @@ func addSeeds(f *testing.F, dirs ...string) {
 // every file-based source must have: no panic, no fatal error from an
 // in-memory file, every entry named and keyed, and input that holds
 // anything yields at least one entry.
-func fuzzRecords(t *testing.T, f format, data []byte) {
-	rr := recordReader{format: f, name: "fuzz.json", r: bytes.NewReader(data), maxLine: 1 << 16}
+func fuzzRecords(t *testing.T, f records.Format, data []byte) {
+	rr := records.Reader{Format: f, Name: "fuzz.json", R: bytes.NewReader(data), MaxLine: 1 << 16}
 	n := 0
-	rr.each(context.Background(), func(e entry.Entry, err error) bool {
+	rr.Each(context.Background(), func(e entry.Entry, err error) bool {
 		if err != nil {
 			t.Fatalf("fatal error from an in-memory file: %v", err)
 		}
 		checkEntry(t, e)
-		if e.Source != f.kind {
-			t.Fatalf("source %q, want %q", e.Source, f.kind)
+		if e.Source != f.Kind {
+			t.Fatalf("source %q, want %q", e.Source, f.Kind)
 		}
 		if _, err := json.Marshal(e); err != nil {
 			t.Fatalf("entry does not marshal: %v", err)
@@ -53,19 +54,19 @@ func fuzzRecords(t *testing.T, f format, data []byte) {
 		n++
 		return true
 	})
-	if n == 0 && !emptyInput(data, f.layout) {
+	if n == 0 && !emptyInput(data, f.Layout) {
 		t.Fatalf("no entry from %q", data)
 	}
 }
 
 // emptyInput reports whether data legitimately holds no record: nothing
 // but white space, or (for the array and list layouts) an empty list.
-func emptyInput(data []byte, l layout) bool {
-	d := trimSpace(bytes.TrimPrefix(data, utf8BOM))
+func emptyInput(data []byte, l records.Layout) bool {
+	d := records.TrimSpace(bytes.TrimPrefix(data, []byte{0xEF, 0xBB, 0xBF}))
 	if len(d) == 0 {
 		return true
 	}
-	if l == layoutLines || !json.Valid(d) {
+	if l == records.LayoutLines || !json.Valid(d) {
 		return false
 	}
 	switch d[0] {
@@ -73,7 +74,7 @@ func emptyInput(data []byte, l layout) bool {
 		var v []json.RawMessage
 		return json.Unmarshal(d, &v) == nil && len(v) == 0
 	case '{':
-		if l != layoutList {
+		if l != records.LayoutList {
 			return false
 		}
 		// Every "items" key must be an empty array (the reader reads them all).

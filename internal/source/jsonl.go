@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-func jsonlFormat() format {
-	return format{kind: entry.KindJSONL, layout: layoutLines, decode: decodeJSONL}
+func jsonlFormat() records.Format {
+	return records.Format{Kind: entry.KindJSONL, Layout: records.LayoutLines, Decode: decodeJSONL}
 }
 
 // jsonlRecord is one line of replayctl's own format. It is decoded strictly:
@@ -22,14 +23,14 @@ type jsonlRecord struct {
 	IdempotencyKey string            `json:"idempotency_key"`
 	Labels         map[string]string `json:"labels"`
 	Payload        json.RawMessage   `json:"payload"`
-	FirstFailure   timestamp         `json:"first_failure"`
-	LastFailure    timestamp         `json:"last_failure"`
+	FirstFailure   records.Timestamp `json:"first_failure"`
+	LastFailure    records.Timestamp `json:"last_failure"`
 	SourceState    string            `json:"source_state"`
 }
 
-func decodeJSONL(raw []byte, e *entry.Entry, strict *strictDecoder) error {
+func decodeJSONL(raw []byte, e *entry.Entry, strict *records.StrictDecoder) error {
 	var r jsonlRecord
-	if err := strict.decode(raw, &r); err != nil {
+	if err := strict.Decode(raw, &r); err != nil {
 		return err
 	}
 	if r.ID == "" {
@@ -44,15 +45,15 @@ func decodeJSONL(raw []byte, e *entry.Entry, strict *strictDecoder) error {
 		IdempotencyKey: r.IdempotencyKey,
 		State: entry.SourceState{
 			Status:  r.SourceState,
-			Handled: handledStatus(r.SourceState),
+			Handled: records.HandledStatus(r.SourceState),
 		},
 	}
 	if len(r.Labels) > 0 {
 		e.Labels = r.Labels
 	}
-	if present(r.Payload) {
+	if records.Present(r.Payload) {
 		e.Payload = r.Payload
 	}
-	e.FirstFailure, e.LastFailure = orBoth(r.FirstFailure.Time, r.LastFailure.Time)
+	e.FirstFailure, e.LastFailure = records.OrBoth(r.FirstFailure.Time, r.LastFailure.Time)
 	return nil
 }

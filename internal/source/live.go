@@ -16,6 +16,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/replayctl/replayctl/internal/connector/httpout"
+	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -40,7 +41,7 @@ const maxPage = 64 << 20
 // Credentials come from the environment only and never appear in errors.
 type liveSource struct {
 	spec, base string
-	format     format
+	format     records.Format
 	header     http.Header
 	client     *httpout.Client
 	// retry is the backoff for 5xx and connection errors while listing;
@@ -97,13 +98,13 @@ func (s *liveSource) String() string { return s.spec }
 
 // NativeTarget is the --target value that replays this source's entries
 // through the system's own endpoint (cordum:URL or nexora:URL).
-func (s *liveSource) NativeTarget() string { return s.format.kind + ":" + s.base }
+func (s *liveSource) NativeTarget() string { return s.format.Kind + ":" + s.base }
 
 // OriginPrefix starts the Origin of every entry this source yields.
 func (s *liveSource) OriginPrefix() string { return s.base + "/api/" }
 
 func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
-	if s.format.kind == entry.KindNexora {
+	if s.format.Kind == entry.KindNexora {
 		return s.nexoraEntries(ctx)
 	}
 	return func(yield func(entry.Entry, error) bool) {
@@ -124,10 +125,10 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 				return
 			}
 			n := 0
-			rr := recordReader{format: s.format, name: u, r: bytes.NewReader(body), maxLine: maxRecord, live: true}
+			rr := records.Reader{Format: s.format, Name: u, R: bytes.NewReader(body), MaxLine: records.MaxRecord, Live: true}
 			stopped := false
 			cur := map[string]bool{}
-			rr.each(ctx, func(e entry.Entry, err error) bool {
+			rr.Each(ctx, func(e entry.Entry, err error) bool {
 				n++
 				if err == nil && e.ID != "" {
 					if prev[e.ID] {
@@ -231,11 +232,11 @@ func (s *liveSource) get(ctx context.Context, u string) ([]byte, error) {
 	notify := func(err error, wait time.Duration) {
 		if s.onRetry != nil {
 			s.onRetry(fmt.Sprintf("%s source: GET %s: %s; retrying in %s (for up to a minute)",
-				s.format.kind, u, s.redact(err.Error()), wait.Round(time.Millisecond)))
+				s.format.Kind, u, s.redact(err.Error()), wait.Round(time.Millisecond)))
 		}
 	}
 	if err := backoff.RetryNotify(op, backoff.WithContext(s.retry(), ctx), notify); err != nil {
-		return nil, fmt.Errorf("read %s source: GET %s: %s", s.format.kind, u, s.redact(err.Error()))
+		return nil, fmt.Errorf("read %s source: GET %s: %s", s.format.Kind, u, s.redact(err.Error()))
 	}
 	return body, nil
 }
@@ -254,7 +255,7 @@ func bodyExcerpt(b []byte) string {
 }
 
 func (s *liveSource) credentialNames() string {
-	if s.format.kind == entry.KindCordum {
+	if s.format.Kind == entry.KindCordum {
 		return "CORDUM_API_KEY, CORDUM_TENANT_ID"
 	}
 	return "NEXORA_TOKEN"
@@ -275,7 +276,7 @@ func (s *liveSource) MarkReplayed(ctx context.Context, e entry.Entry) error {
 // Nexora keeps on the record (Cordum's DELETE takes none).
 func (s *liveSource) MarkResolved(ctx context.Context, e entry.Entry, reason string) error {
 	method, u, body := http.MethodDelete, s.base+"/api/v1/dlq/"+url.PathEscape(e.ID), []byte(nil)
-	if s.format.kind == entry.KindNexora {
+	if s.format.Kind == entry.KindNexora {
 		method, u = http.MethodPost, s.base+"/api/dead-letters/"+url.PathEscape(e.ID)+"/resolve"
 		body, _ = json.Marshal(map[string]string{"reason": reason})
 	}

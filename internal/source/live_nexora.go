@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -71,8 +72,8 @@ func (s *liveSource) nexoraPage(ctx context.Context, page, size int) ([]entry.En
 		return nil, err
 	}
 	var out []entry.Entry
-	rr := recordReader{format: s.format, name: u, r: bytes.NewReader(body), maxLine: maxRecord, live: true}
-	rr.each(ctx, func(e entry.Entry, rerr error) bool {
+	rr := records.Reader{Format: s.format, Name: u, R: bytes.NewReader(body), MaxLine: records.MaxRecord, Live: true}
+	rr.Each(ctx, func(e entry.Entry, rerr error) bool {
 		if rerr != nil {
 			err = rerr
 			return false

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -123,12 +124,12 @@ func TestStableID(t *testing.T) {
 		`{"job_id":null}`:                "sha256:",
 		`{"job_id":"j3"`:                 "sha256:", // not JSON: hashed
 	} {
-		if got := stableID([]byte(raw), "job_id", "id"); !strings.HasPrefix(got, want) || (want == "sha256:" && len(got) != len(want)+32) {
+		if got := records.StableID([]byte(raw), "job_id", "id"); !strings.HasPrefix(got, want) || (want == "sha256:" && len(got) != len(want)+32) {
 			t.Errorf("%s: %q, want %q", raw, got, want)
 		}
 	}
-	a, b := stableID([]byte(` {"x":1} `), "id"), stableID([]byte(`{"x":1}`), "id")
-	if a != b || a == stableID([]byte(`{"x":2}`), "id") {
+	a, b := records.StableID([]byte(` {"x":1} `), "id"), records.StableID([]byte(`{"x":1}`), "id")
+	if a != b || a == records.StableID([]byte(`{"x":2}`), "id") {
 		t.Errorf("hashes: %q %q", a, b)
 	}
 }

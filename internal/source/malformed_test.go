@@ -1,11 +1,11 @@
 package source
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
 
+	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -77,9 +77,9 @@ func TestLongLines(t *testing.T) {
 	long := `{"id":"long","payload":"` + strings.Repeat("x", 200<<10) + `"}`
 	huge := `{"id":"huge","payload":"` + strings.Repeat("y", 300<<10) + `"}`
 	data := long + "\n" + huge + "\n" + `{"id":"after"}` + "\n" + huge // last line without newline
-	rr := recordReader{format: jsonlFormat(), name: "big.jsonl", r: strings.NewReader(data), maxLine: 256 << 10}
+	rr := records.Reader{Format: jsonlFormat(), Name: "big.jsonl", R: strings.NewReader(data), MaxLine: 256 << 10}
 	var es []entry.Entry
-	rr.each(context.Background(), func(e entry.Entry, err error) bool {
+	rr.Each(context.Background(), func(e entry.Entry, err error) bool {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,33 +99,5 @@ func TestLongLines(t *testing.T) {
 	}
 	if es[2].ID != "after" {
 		t.Errorf("the line after a too-long line was lost: %v", ids(es))
-	}
-}
-
-func TestLineReader(t *testing.T) {
-	in := "a\r\n\nbb\n" + strings.Repeat("c", 70000) + "\nd"
-	lr := newLineReader(bufioReader(in), 1<<20)
-	var got []string
-	for {
-		line, tooLong, err := lr.next()
-		if err != nil {
-			break
-		}
-		if tooLong {
-			t.Fatal("unexpected tooLong")
-		}
-		got = append(got, string(line))
-	}
-	want := []string{"a\r", "", "bb", strings.Repeat("c", 70000), "d"}
-	if len(got) != len(want) || lr.line != 5 {
-		t.Fatalf("got %d lines (line %d), want %d", len(got), lr.line, len(want))
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("line %d: got %d bytes, want %d", i+1, len(got[i]), len(want[i]))
-		}
-	}
-	if !bytes.Equal(trimSpace([]byte(" \t{}\r\n")), []byte("{}")) {
-		t.Error("trimSpace")
 	}
 }

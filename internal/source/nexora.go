@@ -5,25 +5,26 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-func nexoraFormat() format {
-	return format{kind: entry.KindNexora, layout: layoutList, decode: decodeNexora}
+func nexoraFormat() records.Format {
+	return records.Format{Kind: entry.KindNexora, Layout: records.LayoutList, Decode: decodeNexora}
 }
 
 // nexoraRecord is one element of a Nexora dead-letter list response.
 type nexoraRecord struct {
-	ID             string          `json:"id"`
-	ExecutionID    string          `json:"executionId"`
-	Goal           json.RawMessage `json:"goal"`
-	Context        json.RawMessage `json:"context"`
-	FailureCode    string          `json:"failureCode"`
-	FailureMessage string          `json:"failureMessage"`
-	FailedAt       timestamp       `json:"failedAt"`
-	ReviewState    string          `json:"reviewState"`
-	ResolveReason  string          `json:"resolveReason"`
-	Attempts       *int            `json:"attempts"`
+	ID             string            `json:"id"`
+	ExecutionID    string            `json:"executionId"`
+	Goal           json.RawMessage   `json:"goal"`
+	Context        json.RawMessage   `json:"context"`
+	FailureCode    string            `json:"failureCode"`
+	FailureMessage string            `json:"failureMessage"`
+	FailedAt       records.Timestamp `json:"failedAt"`
+	ReviewState    string            `json:"reviewState"`
+	ResolveReason  string            `json:"resolveReason"`
+	Attempts       *int              `json:"attempts"`
 }
 
 // nexoraContext is the part of an intent context replayctl reads. The
@@ -34,7 +35,7 @@ type nexoraContext struct {
 	Labels json.RawMessage `json:"labels"`
 }
 
-func decodeNexora(raw []byte, e *entry.Entry, _ *strictDecoder) error {
+func decodeNexora(raw []byte, e *entry.Entry, _ *records.StrictDecoder) error {
 	var r nexoraRecord
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
@@ -90,10 +91,10 @@ func decodeNexora(raw []byte, e *entry.Entry, _ *strictDecoder) error {
 // nexoraPayload is what `nexora dlq replay` resubmits: the goal and the
 // context, each byte for byte as the record had it (null when absent).
 func nexoraPayload(goal, context json.RawMessage) json.RawMessage {
-	if !present(goal) {
+	if !records.Present(goal) {
 		goal = json.RawMessage("null")
 	}
-	if !present(context) {
+	if !records.Present(context) {
 		context = json.RawMessage("null")
 	}
 	p := make([]byte, 0, len(goal)+len(context)+len(`{"goal":,"context":}`))

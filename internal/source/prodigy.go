@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -226,20 +227,20 @@ func within(root, path string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
-// readCapped reads a regular file of at most maxRecord bytes; a FIFO or
+// readCapped reads a regular file of at most records.MaxRecord bytes; a FIFO or
 // device is refused without blocking (openRegular).
 func readCapped(path string, flags int) ([]byte, error) {
-	f, err := openRegular(path, flags)
+	f, err := records.OpenRegular(path, flags)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
+	data, err := io.ReadAll(io.LimitReader(f, records.MaxRecord+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxRecord {
-		return nil, fmt.Errorf("item file larger than %d bytes", maxRecord)
+	if len(data) > records.MaxRecord {
+		return nil, fmt.Errorf("item file larger than %d bytes", records.MaxRecord)
 	}
 	return data, nil
 }
@@ -255,8 +256,8 @@ func prodigyJob(path string) string {
 // prodigyEntry turns one item file's bytes into an entry.
 func prodigyEntry(data []byte, path, job string) entry.Entry {
 	var e entry.Entry
-	if err := decodeObject(data, &e, decodeProdigy, nil); err != nil {
-		return prodigyUndecodable(path, job, errors.New(describe(err)))
+	if err := records.DecodeObject(data, &e, decodeProdigy, nil); err != nil {
+		return prodigyUndecodable(path, job, errors.New(records.Describe(err)))
 	}
 	e.Source = entry.KindProdigy
 	e.Origin = path
@@ -274,27 +275,27 @@ func prodigyEntry(data []byte, path, job string) entry.Entry {
 
 // prodigyItem is Prodigy's DeadLetteredItem.
 type prodigyItem struct {
-	ItemID               string           `json:"item_id"`
-	ItemData             json.RawMessage  `json:"item_data"`
-	FirstAttempt         timestamp        `json:"first_attempt"`
-	LastAttempt          timestamp        `json:"last_attempt"`
-	FailureCount         int              `json:"failure_count"`
-	FailureHistory       []prodigyFailure `json:"failure_history"`
-	ErrorSignature       string           `json:"error_signature"`
-	ReprocessEligible    *bool            `json:"reprocess_eligible"`
-	ManualReviewRequired bool             `json:"manual_review_required"`
+	ItemID               string            `json:"item_id"`
+	ItemData             json.RawMessage   `json:"item_data"`
+	FirstAttempt         records.Timestamp `json:"first_attempt"`
+	LastAttempt          records.Timestamp `json:"last_attempt"`
+	FailureCount         int               `json:"failure_count"`
+	FailureHistory       []prodigyFailure  `json:"failure_history"`
+	ErrorSignature       string            `json:"error_signature"`
+	ReprocessEligible    *bool             `json:"reprocess_eligible"`
+	ManualReviewRequired bool              `json:"manual_review_required"`
 }
 
 // prodigyFailure is Prodigy's FailureDetail, the fields replayctl reads.
 type prodigyFailure struct {
-	AttemptNumber int             `json:"attempt_number"`
-	Timestamp     timestamp       `json:"timestamp"`
-	ErrorType     json.RawMessage `json:"error_type"`
-	ErrorMessage  string          `json:"error_message"`
-	StepFailed    string          `json:"step_failed"`
+	AttemptNumber int               `json:"attempt_number"`
+	Timestamp     records.Timestamp `json:"timestamp"`
+	ErrorType     json.RawMessage   `json:"error_type"`
+	ErrorMessage  string            `json:"error_message"`
+	StepFailed    string            `json:"step_failed"`
 }
 
-func decodeProdigy(raw []byte, e *entry.Entry, _ *strictDecoder) error {
+func decodeProdigy(raw []byte, e *entry.Entry, _ *records.StrictDecoder) error {
 	var it prodigyItem
 	if err := json.Unmarshal(raw, &it); err != nil {
 		return err
@@ -342,7 +343,7 @@ func decodeProdigy(raw []byte, e *entry.Entry, _ *strictDecoder) error {
 		// Prodigy overwrites the item file on each re-failure, so
 		// failure_count stays 1; the last attempt_number is the count.
 		e.Attempts = max(e.Attempts, last.Attempt, n)
-		first, lastT := span(e.History[0].Time, last.Time)
+		first, lastT := records.Span(e.History[0].Time, last.Time)
 		if e.FirstFailure.IsZero() {
 			e.FirstFailure = first
 		}
@@ -350,7 +351,7 @@ func decodeProdigy(raw []byte, e *entry.Entry, _ *strictDecoder) error {
 			e.LastFailure = lastT
 		}
 	}
-	e.FirstFailure, e.LastFailure = orBoth(e.FirstFailure, e.LastFailure)
+	e.FirstFailure, e.LastFailure = records.OrBoth(e.FirstFailure, e.LastFailure)
 	return nil
 }
 
@@ -359,7 +360,7 @@ func decodeProdigy(raw []byte, e *entry.Entry, _ *strictDecoder) error {
 // ({"CommandFailed": {"exit_code": 101}}). It returns the variant as shown
 // to people and the reason code it maps to ("" when it says nothing).
 func prodigyErrorType(raw json.RawMessage) (variant, code string, err error) {
-	if !present(raw) {
+	if !records.Present(raw) {
 		return "", "", nil
 	}
 	var name string
@@ -381,7 +382,7 @@ func prodigyErrorType(raw json.RawMessage) (variant, code string, err error) {
 			name, body = k, v
 		}
 	default:
-		return "", "", fmt.Errorf("want a string or a one-key object, got %s", describeValue(raw))
+		return "", "", fmt.Errorf("want a string or a one-key object, got %s", records.DescribeValue(raw))
 	}
 	if name != "CommandFailed" {
 		return name, prodigyCode(name), nil
@@ -389,9 +390,9 @@ func prodigyErrorType(raw json.RawMessage) (variant, code string, err error) {
 	var cf struct {
 		ExitCode *int `json:"exit_code"`
 	}
-	if present(body) {
+	if records.Present(body) {
 		if err := json.Unmarshal(body, &cf); err != nil {
-			return "", "", fmt.Errorf("CommandFailed: %s", describe(err))
+			return "", "", fmt.Errorf("CommandFailed: %s", records.Describe(err))
 		}
 	}
 	if cf.ExitCode == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -163,10 +164,10 @@ func (s *redisSource) page(ctx context.Context, c *redis.Client, ids []string, y
 		}
 		where := s.url + " " + keys[i]
 		var e entry.Entry
-		if err := decodeObject([]byte(raw), &e, decodeCordum, nil); err != nil {
+		if err := records.DecodeObject([]byte(raw), &e, decodeCordum, nil); err != nil {
 			// Named by its job id, the key's (dlq:entry:<job_id>), not the
 			// URL the source was given: the same record, the same entry.
-			e = liveUndecodable(entry.KindCordumRedis, ids[i], where, fmt.Errorf("%s", describe(err)))
+			e = records.LiveUndecodable(entry.KindCordumRedis, ids[i], where, fmt.Errorf("%s", records.Describe(err)))
 		} else {
 			e.Source, e.Origin = entry.KindCordumRedis, where
 			e.EnsureKey()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -42,10 +43,8 @@ var (
 	// ErrOutsideRoot is wrapped by MarkReplayed's error when the entry's file
 	// is not a Prodigy item inside the walked root: nothing is removed.
 	ErrOutsideRoot = errors.New("not a Prodigy item file inside the source directory")
-	// ErrNotRegular is wrapped when a source or Prodigy item is a named
-	// pipe, device, socket or other non-regular file: reading one could block
-	// forever or never end, so it is refused before any read.
-	ErrNotRegular = errors.New("not a regular file")
+	// ErrNotRegular is records.ErrNotRegular, kept here for callers.
+	ErrNotRegular = records.ErrNotRegular
 )
 
 const kindsHint = "use --source KIND:PATH with KIND one of cordum, cordum-redis, prodigy, nexora, jsonl " +
@@ -83,7 +82,7 @@ func Parse(spec string) (Source, error) {
 		}
 		return s, nil
 	}
-	var f format
+	var f records.Format
 	switch kind {
 	case entry.KindCordum:
 		f = cordumFormat()
@@ -124,7 +123,7 @@ func Parse(spec string) (Source, error) {
 		return usage(fmt.Errorf("%s is a directory", path), "a "+kind+" source is one file")
 	}
 	if !fi.Mode().IsRegular() {
-		return usage(fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, describeMode(fi.Mode())),
+		return usage(fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, records.DescribeMode(fi.Mode())),
 			"a "+kind+" source is a regular file; copy a pipe's output to a file first")
 	}
 	return &fileSource{spec: spec, path: path, format: f}, nil
@@ -134,21 +133,21 @@ func Parse(spec string) (Source, error) {
 type fileSource struct {
 	spec   string
 	path   string
-	format format
+	format records.Format
 }
 
 func (s *fileSource) String() string { return s.spec }
 
 func (s *fileSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	return func(yield func(entry.Entry, error) bool) {
-		f, err := openRegular(s.path, 0)
+		f, err := records.OpenRegular(s.path, 0)
 		if err != nil {
-			yield(entry.Entry{}, fmt.Errorf("read %s source: %w", s.format.kind, err))
+			yield(entry.Entry{}, fmt.Errorf("read %s source: %w", s.format.Kind, err))
 			return
 		}
 		defer f.Close()
-		rr := recordReader{format: s.format, name: s.path, r: f, maxLine: maxRecord}
-		rr.each(ctx, yield)
+		rr := records.Reader{Format: s.format, Name: s.path, R: f, MaxLine: records.MaxRecord}
+		rr.Each(ctx, yield)
 	}
 }
 

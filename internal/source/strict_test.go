@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -31,16 +32,16 @@ func TestJSONLOneDecoderPerFileRecoversAfterBadLines(t *testing.T) {
 		`{"id":"x" nope}`, // syntax error
 		`{"id":"g","payload":{"n":7}}`,
 	}
-	rr := recordReader{format: jsonlFormat(), name: "e.jsonl",
-		r: strings.NewReader(strings.Join(lines, "\n") + "\n"), maxLine: maxRecord}
+	rr := records.Reader{Format: jsonlFormat(), Name: "e.jsonl",
+		R: strings.NewReader(strings.Join(lines, "\n") + "\n"), MaxLine: records.MaxRecord}
 	var got []entry.Entry
 	var decoders []*json.Decoder
-	rr.each(context.Background(), func(e entry.Entry, err error) bool {
+	rr.Each(context.Background(), func(e entry.Entry, err error) bool {
 		if err != nil {
 			t.Fatal(err)
 		}
 		got = append(got, e)
-		decoders = append(decoders, rr.strict.dec)
+		decoders = append(decoders, rr.Decoder())
 		return true
 	})
 	if len(got) != len(lines) {
@@ -78,8 +79,8 @@ func BenchmarkJSONLDecode(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		b.ReportAllocs()
 		for b.Loop() {
-			rr := recordReader{format: jsonlFormat(), name: "b.jsonl", r: strings.NewReader(data), maxLine: maxRecord}
-			rr.each(context.Background(), func(e entry.Entry, err error) bool { return err == nil })
+			rr := records.Reader{Format: jsonlFormat(), Name: "b.jsonl", R: strings.NewReader(data), MaxLine: records.MaxRecord}
+			rr.Each(context.Background(), func(e entry.Entry, err error) bool { return err == nil })
 		}
 	})
 	b.Run("bare-encoding-json", func(b *testing.B) {
@@ -106,7 +107,7 @@ func freshDecode(raw []byte, v any) error {
 		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return errTrailingData
+		return records.ErrTrailingData
 	}
 	return nil
 }
@@ -123,10 +124,10 @@ func FuzzStrictDecoderMatchesFreshDecoder(f *testing.F) {
 		f.Add(s, s)
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		var sd strictDecoder
+		var sd records.StrictDecoder
 		for _, raw := range []string{a, b} {
 			var got, want jsonlRecord
-			gotErr := sd.decode([]byte(raw), &got)
+			gotErr := sd.Decode([]byte(raw), &got)
 			wantErr := freshDecode([]byte(raw), &want)
 			if (gotErr == nil) != (wantErr == nil) {
 				t.Fatalf("%q after %q: reused decoder says %v, a fresh one %v", raw, a, gotErr, wantErr)

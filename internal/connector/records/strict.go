@@ -1,4 +1,4 @@
-package source
+package records
 
 import (
 	"encoding/json"
@@ -6,14 +6,14 @@ import (
 	"io"
 )
 
-// strictDecoder decodes one record after another, rejecting unknown
+// StrictDecoder decodes one record after another, rejecting unknown
 // fields, through a single json.Decoder for a whole file: the decoder and
 // its buffer are made once, not once per line. Records are handed to it
 // one at a time (a line, an array element) rather than letting it read the
 // file itself, so that a bad record costs only that record: after any
 // error the decoder, whose error is sticky, is dropped and the next record
 // gets a new one. The zero value and a nil pointer are ready to use.
-type strictDecoder struct {
+type StrictDecoder struct {
 	feed recordFeed
 	dec  *json.Decoder
 }
@@ -30,14 +30,15 @@ func (f *recordFeed) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-var errTrailingData = errors.New("unexpected data after the record")
+// ErrTrailingData: something other than white space follows the record.
+var ErrTrailingData = errors.New("unexpected data after the record")
 
-// decode decodes exactly one JSON value from raw into v. Anything but
+// Decode decodes exactly one JSON value from raw into v. Anything but
 // white space after the value is an error, as is an incomplete value
 // (io.ErrUnexpectedEOF).
-func (s *strictDecoder) decode(raw []byte, v any) error {
+func (s *StrictDecoder) Decode(raw []byte, v any) error {
 	if s == nil {
-		s = new(strictDecoder)
+		s = new(StrictDecoder)
 	}
 	if s.dec == nil {
 		s.dec = json.NewDecoder(&s.feed)
@@ -51,8 +52,8 @@ func (s *strictDecoder) decode(raw []byte, v any) error {
 		// even blank, it would shift the next record's offsets, so the
 		// decoder is not kept.
 		s.dec = nil
-		if len(trimSpace(raw[n:])) > 0 {
-			err = errTrailingData
+		if len(TrimSpace(raw[n:])) > 0 {
+			err = ErrTrailingData
 		}
 	}
 	if err != nil {

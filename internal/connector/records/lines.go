@@ -1,14 +1,20 @@
-package source
+package records
 
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"syscall"
 )
+
+// ErrNotRegular is wrapped when a source or Prodigy item is a named
+// pipe, device, socket or other non-regular file: reading one could block
+// forever or never end, so it is refused before any read.
+var ErrNotRegular = errors.New("not a regular file")
 
 // lineReader reads lines of any length up to max bytes without a Scanner's
 // fixed token limit; a longer line is reported and skipped, not buffered.
@@ -125,14 +131,14 @@ func (c *lineCounter) line(off int64) int {
 	return c.dropped + 1
 }
 
-// openRegular opens path for reading only if it is a regular file. The open
+// OpenRegular opens path for reading only if it is a regular file. The open
 // itself never blocks: O_NONBLOCK makes opening a FIFO return at once
 // (without it, open waits for a writer forever and not even SIGTERM's
 // context can stop it), and the descriptor is then checked with fstat, so a
 // file swapped for a FIFO or device after an earlier Stat is refused too.
 // O_NONBLOCK has no effect on reads of a regular file. flags are added to
 // the open (syscall.O_NOFOLLOW).
-func openRegular(path string, flags int) (*os.File, error) {
+func OpenRegular(path string, flags int) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|flags, 0)
 	if err != nil {
 		return nil, err
@@ -144,12 +150,12 @@ func openRegular(path string, flags int) (*os.File, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, describeMode(fi.Mode()))
+		return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, DescribeMode(fi.Mode()))
 	}
 	return f, nil
 }
 
-func describeMode(m fs.FileMode) string {
+func DescribeMode(m fs.FileMode) string {
 	switch {
 	case m&fs.ModeNamedPipe != 0:
 		return "a named pipe"

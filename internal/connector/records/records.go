@@ -1,4 +1,4 @@
-package source
+package records
 
 import (
 	"bufio"
@@ -14,35 +14,39 @@ import (
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-// maxRecord caps one record (a line, an array element, an item file). A
+// MaxRecord caps one record (a line, an array element, an item file). A
 // longer one is yielded undecodable rather than buffered.
-const maxRecord = 64 << 20
+const MaxRecord = 64 << 20
 
-// layout says how records are laid out in a file of a given format.
-type layout int
+// Layout says how records are laid out in a file of a given format.
+type Layout int
 
 const (
-	// layoutSniffed: one object, a stream of objects, an array of objects or
+	// LayoutSniffed: one object, a stream of objects, an array of objects or
 	// JSON Lines, told apart by the first bytes (cordum).
-	layoutSniffed layout = iota
-	// layoutList: {"items": [...], ...} or a bare array (nexora).
-	layoutList
-	// layoutLines: JSON Lines only (jsonl).
-	layoutLines
+	LayoutSniffed Layout = iota
+	// LayoutList: {"items": [...], ...} or a bare array (nexora).
+	LayoutList
+	// LayoutLines: JSON Lines only (jsonl).
+	LayoutLines
 )
 
-// format is one file-based source kind: how its records are laid out and how
-// one record, already known to be a JSON object, becomes an entry. decode
+// Format is one file-based source kind: how its records are laid out and how
+// one record, already known to be a JSON object, becomes an entry. Decode
 // fills in everything but Source, Origin and the derived key, and returns
 // an error when the record is not an entry of that kind. A format decoded
 // strictly does so through strict, the file's one decoder (nil: a fresh one).
-type format struct {
-	kind   string
-	layout layout
-	decode decodeFunc
+type Format struct {
+	Kind   string
+	Layout Layout
+	Decode DecodeFunc
+	// IDFields are the fields holding a record's own id, which names a
+	// live record that does not decode (StableID); "id" when empty.
+	IDFields []string
 }
 
-type decodeFunc func(raw []byte, e *entry.Entry, strict *strictDecoder) error
+// DecodeFunc decodes one record of a format.
+type DecodeFunc func(raw []byte, e *entry.Entry, strict *StrictDecoder) error
 
 // mode is what sniffing found in a file.
 type mode int
@@ -53,56 +57,62 @@ const (
 	modeArray               // [ record, ... ]
 	modeObjects             // one or more (multi-line) objects
 	modeList                // {"items": [ record, ... ]}
-	modeNotList             // a layoutList file that is neither object nor array
+	modeNotList             // a LayoutList file that is neither object nor array
 )
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
-// recordReader yields the records of one file, whatever the layout: the
+// Reader yields the records of one file, whatever the layout: the
 // machinery every file-based kind shares.
-type recordReader struct {
-	format
-	name    string // the file as the user named it; records are named after it
-	r       io.ReadSeeker
-	maxLine int
+type Reader struct {
+	Format
+	Name    string // the file as the user named it; records are named after it
+	R       io.ReadSeeker
+	MaxLine int
 	// strict is this file's one streaming decoder for formats decoded
 	// strictly (jsonl): a new json.Decoder per line made decoding 1.2x
 	// slower than plain encoding/json (issue 16).
-	strict strictDecoder
+	strict StrictDecoder
 	// live: the records are a page of a running system's DLQ, where a
 	// record's position shifts as entries ahead of it leave. An
-	// undecodable one is named by its own id or content (stableID), not by
+	// undecodable one is named by its own id or content (StableID), not by
 	// where it was: named by position, one bad record was quarantined
 	// again under a new name on every run.
-	live bool
+	Live bool
 }
 
-func (rr *recordReader) each(ctx context.Context, yield func(entry.Entry, error) bool) {
+// Decoder is the json.Decoder the strict decoding uses now (nil before
+// the first record): one per file, made again only after an error.
+func (rr *Reader) Decoder() *json.Decoder { return rr.strict.dec }
+
+// Each yields every record of the file in order, an undecodable one as an
+// entry with DecodeError set; a read error is yielded once, at the end.
+func (rr *Reader) Each(ctx context.Context, yield func(entry.Entry, error) bool) {
 	// A small file gets a small buffer: many DLQ files hold a few records.
-	size, err := rr.r.Seek(0, io.SeekEnd)
+	size, err := rr.R.Seek(0, io.SeekEnd)
 	bufSize := int(min(max(size, 512), 64<<10))
 	var start int64
 	var m mode
 	if err == nil {
-		_, err = rr.r.Seek(0, io.SeekStart)
+		_, err = rr.R.Seek(0, io.SeekStart)
 	}
 	if err == nil {
 		start, m, err = rr.sniff(min(bufSize, 4<<10))
 	}
 	if err == nil {
-		_, err = rr.r.Seek(start, io.SeekStart)
+		_, err = rr.R.Seek(start, io.SeekStart)
 	}
 	if err != nil {
-		yield(entry.Entry{}, fmt.Errorf("read %s: %w", rr.name, err))
+		yield(entry.Entry{}, fmt.Errorf("read %s: %w", rr.Name, err))
 		return
 	}
-	br := bufio.NewReaderSize(rr.r, bufSize)
+	br := bufio.NewReaderSize(rr.R, bufSize)
 	switch m {
 	case modeEmpty:
 	case modeLines:
 		rr.lines(ctx, br, yield)
 	case modeNotList:
-		yield(rr.undecodable(rr.name, errors.New(`not a dead-letter list: want {"items": [...]} or a JSON array`)), nil)
+		yield(rr.undecodableAt(rr.Name, errors.New(`not a dead-letter list: want {"items": [...]} or a JSON array`)), nil)
 	default:
 		lc := &lineCounter{r: br, base: start}
 		dec := json.NewDecoder(lc)
@@ -119,13 +129,13 @@ func (rr *recordReader) each(ctx context.Context, yield func(entry.Entry, error)
 
 // sniff decides the mode from the first bytes and returns where records
 // start (past a byte order mark).
-func (rr *recordReader) sniff(bufSize int) (start int64, m mode, err error) {
-	br := bufio.NewReaderSize(rr.r, bufSize)
+func (rr *Reader) sniff(bufSize int) (start int64, m mode, err error) {
+	br := bufio.NewReaderSize(rr.R, bufSize)
 	if b, _ := br.Peek(len(utf8BOM)); bytes.Equal(b, utf8BOM) {
 		start = int64(len(utf8BOM))
 		br.Discard(len(utf8BOM))
 	}
-	if rr.layout == layoutLines {
+	if rr.Layout == LayoutLines {
 		return start, modeLines, nil
 	}
 	c, err := firstNonSpace(br)
@@ -138,9 +148,9 @@ func (rr *recordReader) sniff(bufSize int) (start int64, m mode, err error) {
 	switch {
 	case c == '[':
 		return start, modeArray, nil
-	case rr.layout == layoutList && c == '{':
+	case rr.Layout == LayoutList && c == '{':
 		return start, modeList, nil
-	case rr.layout == layoutList:
+	case rr.Layout == LayoutList:
 		return start, modeNotList, nil
 	case c != '{':
 		// Not JSON we know: read it as lines, so each is reported.
@@ -150,7 +160,7 @@ func (rr *recordReader) sniff(bufSize int) (start int64, m mode, err error) {
 	if listResponse(br) {
 		return start, modeList, nil
 	}
-	m, err = sniffObjects(newLineReader(br, rr.maxLine))
+	m, err = sniffObjects(newLineReader(br, rr.MaxLine))
 	return start, m, err
 }
 
@@ -170,7 +180,7 @@ func sniffObjects(lr *lineReader) (mode, error) {
 		if tooLong {
 			return modeLines, nil
 		}
-		line = trimSpace(line)
+		line = TrimSpace(line)
 		if len(line) == 0 {
 			continue
 		}
@@ -214,8 +224,8 @@ func firstNonSpace(br *bufio.Reader) (byte, error) {
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // lines yields one record per non-blank line, each decoded on its own.
-func (rr *recordReader) lines(ctx context.Context, br *bufio.Reader, yield func(entry.Entry, error) bool) {
-	lr := newLineReader(br, rr.maxLine)
+func (rr *Reader) lines(ctx context.Context, br *bufio.Reader, yield func(entry.Entry, error) bool) {
+	lr := newLineReader(br, rr.MaxLine)
 	for {
 		if err := ctx.Err(); err != nil {
 			yield(entry.Entry{}, err)
@@ -226,14 +236,14 @@ func (rr *recordReader) lines(ctx context.Context, br *bufio.Reader, yield func(
 			return
 		}
 		if err != nil {
-			yield(entry.Entry{}, fmt.Errorf("read %s: %w", rr.name, err))
+			yield(entry.Entry{}, fmt.Errorf("read %s: %w", rr.Name, err))
 			return
 		}
-		where := fmt.Sprintf("%s:%d", rr.name, lr.line)
+		where := fmt.Sprintf("%s:%d", rr.Name, lr.line)
 		var e entry.Entry
 		if tooLong {
-			e = rr.undecodable(where, fmt.Errorf("line longer than %d bytes", rr.maxLine))
-		} else if line = trimSpace(line); len(line) == 0 {
+			e = rr.undecodableAt(where, fmt.Errorf("line longer than %d bytes", rr.MaxLine))
+		} else if line = TrimSpace(line); len(line) == 0 {
 			continue
 		} else {
 			e = rr.record(line, where, "")
@@ -245,7 +255,7 @@ func (rr *recordReader) lines(ctx context.Context, br *bufio.Reader, yield func(
 }
 
 // array yields the elements of a JSON array, named name#INDEX (from 0).
-func (rr *recordReader) array(ctx context.Context, dec *json.Decoder, lc *lineCounter, yield func(entry.Entry, error) bool) {
+func (rr *Reader) array(ctx context.Context, dec *json.Decoder, lc *lineCounter, yield func(entry.Entry, error) bool) {
 	if _, err := dec.Token(); err != nil { // the '[' sniff saw
 		rr.unreadable(dec, lc, err, "", yield)
 		return
@@ -258,7 +268,7 @@ func (rr *recordReader) array(ctx context.Context, dec *json.Decoder, lc *lineCo
 // elements yields array elements after the opening bracket up to and
 // including the closing one, numbering them from i. It returns the next
 // number and whether reading may go on.
-func (rr *recordReader) elements(ctx context.Context, dec *json.Decoder, lc *lineCounter, i int, yield func(entry.Entry, error) bool) (int, bool) {
+func (rr *Reader) elements(ctx context.Context, dec *json.Decoder, lc *lineCounter, i int, yield func(entry.Entry, error) bool) (int, bool) {
 	for ; dec.More(); i++ {
 		if err := ctx.Err(); err != nil {
 			yield(entry.Entry{}, err)
@@ -269,7 +279,7 @@ func (rr *recordReader) elements(ctx context.Context, dec *json.Decoder, lc *lin
 			return i, rr.unreadable(dec, lc, err, fmt.Sprintf("element #%d", i), yield)
 		}
 		line := lc.line(dec.InputOffset() - int64(len(raw)))
-		e := rr.record(raw, fmt.Sprintf("%s#%d", rr.name, i), fmt.Sprintf("line %d: ", line))
+		e := rr.record(raw, fmt.Sprintf("%s#%d", rr.Name, i), fmt.Sprintf("line %d: ", line))
 		if !yield(e, nil) {
 			return i, false
 		}
@@ -282,7 +292,7 @@ func (rr *recordReader) elements(ctx context.Context, dec *json.Decoder, lc *lin
 
 // trailing reports anything but white space after the top-level value:
 // never silently ignore bytes that may hold records.
-func (rr *recordReader) trailing(dec *json.Decoder, lc *lineCounter, what string, yield func(entry.Entry, error) bool) {
+func (rr *Reader) trailing(dec *json.Decoder, lc *lineCounter, what string, yield func(entry.Entry, error) bool) {
 	_, err := dec.Token()
 	if err == io.EOF {
 		return
@@ -296,7 +306,7 @@ func (rr *recordReader) trailing(dec *json.Decoder, lc *lineCounter, what string
 // objects yields a file of one or more concatenated (usually pretty-printed)
 // objects. A file holding exactly one is named by its path alone; otherwise
 // each is named path:LINE.
-func (rr *recordReader) objects(ctx context.Context, dec *json.Decoder, lc *lineCounter, yield func(entry.Entry, error) bool) {
+func (rr *Reader) objects(ctx context.Context, dec *json.Decoder, lc *lineCounter, yield func(entry.Entry, error) bool) {
 	for i := 0; ; i++ {
 		if err := ctx.Err(); err != nil {
 			yield(entry.Entry{}, err)
@@ -312,9 +322,9 @@ func (rr *recordReader) objects(ctx context.Context, dec *json.Decoder, lc *line
 			return
 		}
 		line := lc.line(dec.InputOffset() - int64(len(raw)))
-		where := fmt.Sprintf("%s:%d", rr.name, line)
+		where := fmt.Sprintf("%s:%d", rr.Name, line)
 		if i == 0 && !dec.More() {
-			where = rr.name
+			where = rr.Name
 		}
 		if !yield(rr.record(raw, where, ""), nil) {
 			return
@@ -324,7 +334,7 @@ func (rr *recordReader) objects(ctx context.Context, dec *json.Decoder, lc *line
 
 // list yields the "items" array of a list response; other keys are skipped.
 // Elements are numbered across "items" keys should one repeat.
-func (rr *recordReader) list(ctx context.Context, dec *json.Decoder, lc *lineCounter, yield func(entry.Entry, error) bool) {
+func (rr *Reader) list(ctx context.Context, dec *json.Decoder, lc *lineCounter, yield func(entry.Entry, error) bool) {
 	if _, err := dec.Token(); err != nil { // the '{' sniff saw
 		rr.unreadable(dec, lc, err, "", yield)
 		return
@@ -351,7 +361,7 @@ func (rr *recordReader) list(ctx context.Context, dec *json.Decoder, lc *lineCou
 			return
 		}
 		if tok != json.Delim('[') {
-			yield(rr.undecodable(rr.name, fmt.Errorf(`"items" is %s, not an array`, describeToken(tok))), nil)
+			yield(rr.undecodableAt(rr.Name, fmt.Errorf(`"items" is %s, not an array`, describeToken(tok))), nil)
 			return
 		}
 		var ok bool
@@ -364,7 +374,7 @@ func (rr *recordReader) list(ctx context.Context, dec *json.Decoder, lc *lineCou
 		return
 	}
 	if !found {
-		yield(rr.undecodable(rr.name, errors.New(`no "items" array: not a dead-letter list`)), nil)
+		yield(rr.undecodableAt(rr.Name, errors.New(`no "items" array: not a dead-letter list`)), nil)
 		return
 	}
 	rr.trailing(dec, lc, "the list", yield)
@@ -374,9 +384,9 @@ func (rr *recordReader) list(ctx context.Context, dec *json.Decoder, lc *lineCou
 // undecodable entry naming the line and byte where reading stopped. It is
 // not fatal: the records before it were yielded and the caller moves on. A
 // read error, though, is fatal. It returns false: reading this file is over.
-func (rr *recordReader) unreadable(dec *json.Decoder, lc *lineCounter, err error, what string, yield func(entry.Entry, error) bool) bool {
+func (rr *Reader) unreadable(dec *json.Decoder, lc *lineCounter, err error, what string, yield func(entry.Entry, error) bool) bool {
 	if lc.err != nil {
-		yield(entry.Entry{}, fmt.Errorf("read %s: %w", rr.name, lc.err))
+		yield(entry.Entry{}, fmt.Errorf("read %s: %w", rr.Name, lc.err))
 		return false
 	}
 	if err == nil || err == io.EOF || err == io.ErrUnexpectedEOF {
@@ -395,40 +405,40 @@ func (rr *recordReader) unreadable(dec *json.Decoder, lc *lineCounter, err error
 	if what != "" {
 		what += " "
 	}
-	e := rr.undecodable(fmt.Sprintf("%s:%d", rr.name, line),
-		fmt.Errorf("rest of file unreadable: %sat line %d (byte %d): %s", what, line, lc.base+off, describe(err)))
+	e := rr.undecodableAt(fmt.Sprintf("%s:%d", rr.Name, line),
+		fmt.Errorf("rest of file unreadable: %sat line %d (byte %d): %s", what, line, lc.base+off, Describe(err)))
 	yield(e, nil)
 	return false
 }
 
 // record turns one record's bytes into an entry, undecodable when need be.
 // prefix is put before a decode error (an array element's line).
-func (rr *recordReader) record(raw []byte, where, prefix string) entry.Entry {
+func (rr *Reader) record(raw []byte, where, prefix string) entry.Entry {
 	var e entry.Entry
-	if err := decodeObject(raw, &e, rr.decode, &rr.strict); err != nil {
-		err = fmt.Errorf("%s%s", prefix, describe(err))
-		if rr.live {
-			return liveUndecodable(rr.kind, stableID(raw, idFields(rr.kind)...), where, err)
+	if err := DecodeObject(raw, &e, rr.Decode, &rr.strict); err != nil {
+		err = fmt.Errorf("%s%s", prefix, Describe(err))
+		if rr.Live {
+			return LiveUndecodable(rr.Kind, StableID(raw, rr.idFields()...), where, err)
 		}
-		return rr.undecodable(where, err)
+		return rr.undecodableAt(where, err)
 	}
-	e.Source = rr.kind
+	e.Source = rr.Kind
 	e.Origin = where
 	e.EnsureKey()
 	return e
 }
 
-func (rr *recordReader) undecodable(where string, err error) entry.Entry {
-	return undecodable(rr.kind, where, err)
+func (rr *Reader) undecodableAt(where string, err error) entry.Entry {
+	return Undecodable(rr.Kind, where, err)
 }
 
-// decodeObject checks that raw is a JSON object before handing it to decode:
+// DecodeObject checks that raw is a JSON object before handing it to decode:
 // null, a number or an array would otherwise decode into an empty struct.
-func decodeObject(raw []byte, e *entry.Entry, decode decodeFunc, strict *strictDecoder) error {
-	raw = trimSpace(raw)
+func DecodeObject(raw []byte, e *entry.Entry, decode DecodeFunc, strict *StrictDecoder) error {
+	raw = TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
 		if json.Valid(raw) {
-			return fmt.Errorf("record is %s, not a JSON object", describeValue(raw))
+			return fmt.Errorf("record is %s, not a JSON object", DescribeValue(raw))
 		}
 		return decode(raw, e, strict) // let the decoder name the syntax error
 	}
@@ -437,39 +447,35 @@ func decodeObject(raw []byte, e *entry.Entry, decode decodeFunc, strict *strictD
 
 // undecodable is the entry for a record that could not be decoded: it is
 // named by where it was and quarantined by triage, never dropped.
-func undecodable(kind, where string, err error) entry.Entry {
+func Undecodable(kind, where string, err error) entry.Entry {
 	e := entry.Entry{ID: where, Source: kind, Origin: where, DecodeError: err.Error()}
 	e.EnsureKey()
 	return e
 }
 
-// liveUndecodable is the entry for an undecodable record of a live source
+// LiveUndecodable is the entry for an undecodable record of a live source
 // (Cordum's gateway or Redis, Nexora's server), named by id, a stable name
-// (stableID), with where it was read as its Origin. Its idempotency key is
+// (StableID), with where it was read as its Origin. Its idempotency key is
 // derived apart from the key the same id gets once the record decodes, so
 // that the quarantined record's empty payload is never taken for a second
 // payload under the decoded record's key.
-func liveUndecodable(kind, id, where string, err error) entry.Entry {
+func LiveUndecodable(kind, id, where string, err error) entry.Entry {
 	return entry.Entry{ID: id, Source: kind, Origin: where, DecodeError: err.Error(),
 		IdempotencyKey: entry.DeriveKey(kind, "undecodable/"+id), KeyDerived: true}
 }
 
-// idFields are the fields holding a record's own id in kind's records:
-// Cordum's DLQEntry job_id (cordum-io/cordum core/infra/store/dlq_store.go);
-// id elsewhere, Nexora's DeadLetterRecord id (iamvirul/nexora
-// DeadLetterRecord.java) among them.
-func idFields(kind string) []string {
-	if kind == entry.KindCordum || kind == entry.KindCordumRedis {
-		return []string{"job_id", "id"}
+func (rr *Reader) idFields() []string {
+	if len(rr.IDFields) > 0 {
+		return rr.IDFields
 	}
 	return []string{"id"}
 }
 
-// stableID names a record that does not decode by what does not move: the
+// StableID names a record that does not decode by what does not move: the
 // first of fields that the raw record holds as a non-empty string or a
 // number, read even though the record as a whole does not decode; else
 // "sha256:" and a hash of its bytes (white space around them trimmed).
-func stableID(raw []byte, fields ...string) string {
+func StableID(raw []byte, fields ...string) string {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(raw, &m) == nil {
 		for _, f := range fields {
@@ -486,7 +492,7 @@ func stableID(raw []byte, fields ...string) string {
 			}
 		}
 	}
-	sum := sha256.Sum256(trimSpace(raw))
+	sum := sha256.Sum256(TrimSpace(raw))
 	return "sha256:" + hex.EncodeToString(sum[:16])
 }
 
@@ -508,7 +514,7 @@ func describeToken(tok json.Token) string {
 	}
 }
 
-func describeValue(raw []byte) string {
+func DescribeValue(raw []byte) string {
 	switch raw[0] {
 	case 'n':
 		return "null"

@@ -1,4 +1,4 @@
-package source
+package records
 
 import (
 	"encoding/json"
@@ -10,10 +10,10 @@ import (
 	"time"
 )
 
-// timestamp is an RFC 3339 time that may be absent, null or "".
-type timestamp struct{ time.Time }
+// Timestamp is an RFC 3339 time that may be absent, null or "".
+type Timestamp struct{ time.Time }
 
-func (t *timestamp) UnmarshalJSON(b []byte) error {
+func (t *Timestamp) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
 	}
@@ -33,16 +33,16 @@ func (t *timestamp) UnmarshalJSON(b []byte) error {
 }
 
 // present reports whether a raw field was given a value other than null.
-func present(m json.RawMessage) bool { return len(m) > 0 && string(m) != "null" }
+func Present(m json.RawMessage) bool { return len(m) > 0 && string(m) != "null" }
 
-// handledStatus reports whether a source's own status word says the entry
+// HandledStatus reports whether a source's own status word says the entry
 // was already dealt with.
-func handledStatus(s string) bool {
+func HandledStatus(s string) bool {
 	return strings.EqualFold(s, "replayed") || strings.EqualFold(s, "resolved")
 }
 
 // span returns the earliest and latest of the times that are set.
-func span(ts ...time.Time) (first, last time.Time) {
+func Span(ts ...time.Time) (first, last time.Time) {
 	for _, t := range ts {
 		if t.IsZero() {
 			continue
@@ -57,8 +57,8 @@ func span(ts ...time.Time) (first, last time.Time) {
 	return first, last
 }
 
-// orBoth fills a missing end of a time span from the other end.
-func orBoth(first, last time.Time) (time.Time, time.Time) {
+// OrBoth fills a missing end of a time span from the other end.
+func OrBoth(first, last time.Time) (time.Time, time.Time) {
 	if first.IsZero() {
 		first = last
 	}
@@ -68,7 +68,7 @@ func orBoth(first, last time.Time) (time.Time, time.Time) {
 	return first, last
 }
 
-func trimSpace(b []byte) []byte {
+func TrimSpace(b []byte) []byte {
 	for len(b) > 0 && isSpace(b[0]) {
 		b = b[1:]
 	}
@@ -79,7 +79,7 @@ func trimSpace(b []byte) []byte {
 }
 
 // describe words a decode error for an operator reading a quarantine list.
-func describe(err error) string {
+func Describe(err error) string {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		field := te.Field

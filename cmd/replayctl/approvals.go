@@ -184,7 +184,7 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 			}
 			var one *replay.EntryResult
 			if approve && replayNow && er != nil {
-				r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as}
+				r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as, ForEntry: forEntry()}
 				out, err := r.One(cmd.Context(), er)
 				if err != nil {
 					fmt.Fprintf(s.out, "%s %s by %s\n", res.ID, res.State, res.DecidedBy)

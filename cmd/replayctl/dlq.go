@@ -455,7 +455,8 @@ Executing records the bulk operation in the audit trail before any dispatch;
 				if par < 1 {
 					return usageError("--max-parallel must be at least 1")
 				}
-				r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as, Rate: rate, MaxParallel: par}
+				r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as, Rate: rate, MaxParallel: par,
+					ForEntry: forEntry()}
 				b := &replay.Bulk{Reconciler: r, Inventory: st, Max: bulk.max, Spread: bulk.spread,
 					ResetBudget: bulk.resetBudget, Reason: bulk.reason}
 				return runBulk(cmd, s, &bulk, format, b, "")
@@ -479,7 +480,7 @@ Executing records the bulk operation in the audit trail before any dispatch;
 			if err != nil {
 				return entryErr(err)
 			}
-			r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as}
+			r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as, ForEntry: forEntry()}
 			res, err := r.One(cmd.Context(), er)
 			if err != nil {
 				return entryErr(err)

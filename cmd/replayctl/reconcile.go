@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/connector/registry"
+	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/source"
@@ -45,6 +47,13 @@ func (f *targetFlags) router(rules *triage.Rules, srcs ...source.Source) replay.
 		return lr
 	}
 	return next
+}
+
+// forEntry finds a stored entry's source again (registry.Finder), so a
+// replay outside a run writes back as a run's does.
+func forEntry() func(*entry.Entry) (source.Source, bool) {
+	f := &registry.Finder{Creds: replay.CredentialsFromEnv(os.Getenv)}
+	return func(e *entry.Entry) (source.Source, bool) { return f.For(e) }
 }
 
 func newReconcileCmd(s *streams) *cobra.Command {

@@ -16,6 +16,7 @@ package connector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 
 	"github.com/replayctl/replayctl/internal/entry"
@@ -161,3 +162,17 @@ type Connector interface {
 	// Codes lists the reason codes the system writes.
 	Codes() []Code
 }
+
+// UsageError is a --source (or --target) value that cannot be used. Hint
+// says what would.
+type UsageError struct {
+	Spec string // the value as given
+	Err  error  // what is wrong with it
+	Hint string // what to do instead
+}
+
+func (e *UsageError) Error() string {
+	return fmt.Sprintf("--source %q: %v; %s", e.Spec, e.Err, e.Hint)
+}
+
+func (e *UsageError) Unwrap() error { return e.Err }

@@ -1,9 +1,9 @@
 package replay
 
 import (
-	"net/url"
-	"strings"
 	"sync"
+
+	"github.com/replayctl/replayctl/internal/connector/registry"
 
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -32,7 +32,7 @@ func NewOriginRouter(next Router, override bool, c Credentials) *OriginRouter {
 // Route implements Router.
 func (r *OriginRouter) Route(e *entry.Entry) (Route, bool) {
 	if !r.Override {
-		if spec, ok := liveSpec(e); ok {
+		if spec, ok := registry.OriginTarget(e); ok {
 			r.mu.Lock()
 			rt, seen := r.routes[spec]
 			if !seen {
@@ -46,21 +46,4 @@ func (r *OriginRouter) Route(e *entry.Entry) (Route, bool) {
 		}
 	}
 	return r.Next.Route(e)
-}
-
-// liveSpec is "cordum:BASE" or "nexora:BASE" for an entry read from a
-// live source: its Origin is BASE + "/api/..." (source/live.go).
-func liveSpec(e *entry.Entry) (string, bool) {
-	if e.Source != entry.KindCordum && e.Source != entry.KindNexora {
-		return "", false
-	}
-	u, err := url.Parse(e.Origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", false
-	}
-	base, _, ok := strings.Cut(e.Origin, "/api/")
-	if !ok {
-		return "", false
-	}
-	return e.Source + ":" + base, true
 }

@@ -57,6 +57,11 @@ type Reconciler struct {
 	MaxWait time.Duration
 	// OnEntry, when set, is called after each entry (progress, listings).
 	OnEntry func(EntryResult)
+	// ForEntry, when set, finds a stored entry's source again for a replay
+	// outside a run (single and bulk replays, approvals), so that its
+	// write-back runs as a run's would (registry.Finder.For). Without it,
+	// or where ok is false, such a replay writes nothing back.
+	ForEntry func(e *entry.Entry) (src source.Source, ok bool)
 
 	locks keyLocks
 	pace  *pacer
@@ -1014,7 +1019,13 @@ func (r *Reconciler) handleOne(ctx context.Context, er *store.EntryRecord) (Entr
 	var (
 		res EntryResult
 		err error
+		src source.Source
 	)
+	if r.ForEntry != nil {
+		if s, ok := r.ForEntry(&e); ok {
+			src = s
+		}
+	}
 	if sh, ok := r.Store.(store.Shared); ok {
 		// The same claim as a run's: no other worker handles the entry
 		// while this replay is in flight, and its lease fences our writes.
@@ -1025,9 +1036,9 @@ func (r *Reconciler) handleOne(ctx context.Context, er *store.EntryRecord) (Entr
 		if !ok {
 			return EntryResult{}, fmt.Errorf("%w: %s is being handled by another worker; try again later", ErrState, e.Ref())
 		}
-		res, err = r.handleClaim(ctx, sh, c, nil)
+		res, err = r.handleClaim(ctx, sh, c, src)
 	} else {
-		res, err = r.handle(ctx, &e, nil)
+		res, err = r.handle(ctx, &e, src)
 	}
 	if err == nil && res.Outcome == "in_flight" {
 		return res, fmt.Errorf("%w: %s: a replay of its key is in flight; its outcome decides", ErrState, e.Ref())

@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/connector/registry"
+	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
@@ -356,6 +358,41 @@ func TestResolveWritesBackToProdigy(t *testing.T) {
 		t.Errorf("unresolved item %s removed: %v", other.Entry.Origin, err)
 	}
 	if got := b.entry(target.Entry.Ref()).WriteBackPending; got != "" {
+		t.Errorf("write-back still owed: %q", got)
+	}
+}
+
+// TestSingleReplayWritesBackToProdigy: a single replay of a stored entry
+// (dlq replay ID, approvals --replay-now, bulk) finds its source again
+// (registry.Finder) and writes back as a run does: the item file goes.
+// It ran with no source at all, so the item stayed in Prodigy's DLQ.
+func TestSingleReplayWritesBackToProdigy(t *testing.T) {
+	b := newBundle(t, baseRules)
+	src := b.prodigyCopy(t)
+	b.sink.status = func(string, int) int { return http.StatusInternalServerError }
+	b.run(b.reconciler(1), src)
+	var pending *store.EntryRecord
+	_ = b.store.Entries(context.Background(), func(er *store.EntryRecord) error {
+		if pending == nil && er.Entry.Source == "prodigy" && !er.Entry.Undecodable() && er.Status == store.StatusPending {
+			pending = er
+		}
+		return nil
+	})
+	if pending == nil {
+		t.Fatal("no Prodigy item left pending after a run against a failing target")
+	}
+	b.sink.status = func(string, int) int { return http.StatusOK }
+	r := b.reconciler(1)
+	finder := &registry.Finder{}
+	r.ForEntry = func(e *entry.Entry) (source.Source, bool) { return finder.For(e) }
+	res, err := r.One(context.Background(), pending)
+	if err != nil || res.Status != store.StatusReplayed {
+		t.Fatalf("single replay: %+v %v", res, err)
+	}
+	if _, err := os.Stat(pending.Entry.Origin); !os.IsNotExist(err) {
+		t.Errorf("replayed item %s still on disk (%v)", pending.Entry.Origin, err)
+	}
+	if got := b.entry(pending.Entry.Ref()).WriteBackPending; got != "" {
 		t.Errorf("write-back still owed: %q", got)
 	}
 }

@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/replayctl/replayctl/internal/connector/cordum"
+	"github.com/replayctl/replayctl/internal/connector/jsonl"
+	"github.com/replayctl/replayctl/internal/connector/nexora"
+	"github.com/replayctl/replayctl/internal/connector/prodigy"
 	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -101,24 +105,24 @@ func emptyInput(data []byte, l records.Layout) bool {
 func FuzzCordum(f *testing.F) {
 	addSeeds(f, "cordum")
 	f.Add([]byte("{\n\"job_id\": \"a\"\n}\n{\"job_id\": \"b\"}"))
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzRecords(t, cordumFormat(), data) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRecords(t, cordum.Format(), data) })
 }
 
 func FuzzNexora(f *testing.F) {
 	addSeeds(f, "nexora")
 	f.Add([]byte(`{"items":[],"items":[{"id":"a"}]}`))
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzRecords(t, nexoraFormat(), data) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRecords(t, nexora.Format(), data) })
 }
 
 func FuzzJSONL(f *testing.F) {
 	addSeeds(f, "jsonl")
-	f.Fuzz(func(t *testing.T, data []byte) { fuzzRecords(t, jsonlFormat(), data) })
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzRecords(t, jsonl.Format(), data) })
 }
 
 func FuzzProdigyItem(f *testing.F) {
 	addSeeds(f, "prodigy")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		e := prodigyEntry(data, "items/item.json", "job")
+		e := prodigy.DecodeItem(data, "items/item.json", "job")
 		checkEntry(t, e)
 		if e.Source != entry.KindProdigy {
 			t.Fatalf("source %q", e.Source)

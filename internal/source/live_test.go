@@ -14,6 +14,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/replayctl/replayctl/internal/connector/cordum"
 	"github.com/replayctl/replayctl/internal/connector/httpout"
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -114,7 +115,7 @@ func fakeNexoraServer(t *testing.T, pending int) (*httptest.Server, *int) {
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func fastRetry(s *liveSource) {
-	s.retry = func() backoff.BackOff { return backoff.WithMaxRetries(&backoff.ZeroBackOff{}, 3) }
+	s.Retry = func() backoff.BackOff { return backoff.WithMaxRetries(&backoff.ZeroBackOff{}, 3) }
 }
 
 func readLive(t *testing.T, s *liveSource) ([]entry.Entry, error) {
@@ -210,7 +211,7 @@ func TestLiveServerDownIsRetriedThenReported(t *testing.T) {
 	f.Close()
 	s, _ := newLiveSource("cordum:"+url, entry.KindCordum, url, envOf(nil))
 	fastRetry(s)
-	s.client = httpout.New(2 * time.Second)
+	s.Client = httpout.New(2 * time.Second)
 	if _, err := readLive(t, s); err == nil || !strings.Contains(err.Error(), url) {
 		t.Fatalf("error: %v", err)
 	}
@@ -222,7 +223,7 @@ func TestParseLiveSource(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", spec, err)
 		}
-		if _, ok := src.(*liveSource); !ok {
+		if _, ok := src.(interface{ NativeTarget() string }); !ok {
 			t.Errorf("%s: %T", spec, src)
 		}
 	}
@@ -482,8 +483,8 @@ func TestLiveCordumPageOfOneSecond(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "repeats") || !strings.Contains(err.Error(), "cordum-redis:") {
 		t.Fatalf("error: %v", err)
 	}
-	if len(es) != cordumPageSize {
-		t.Errorf("%d entries before the error, want the page's %d", len(es), cordumPageSize)
+	if len(es) != cordum.PageSize {
+		t.Errorf("%d entries before the error, want the page's %d", len(es), cordum.PageSize)
 	}
 }
 

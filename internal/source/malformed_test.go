@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/replayctl/replayctl/internal/connector/jsonl"
 	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -77,7 +78,7 @@ func TestLongLines(t *testing.T) {
 	long := `{"id":"long","payload":"` + strings.Repeat("x", 200<<10) + `"}`
 	huge := `{"id":"huge","payload":"` + strings.Repeat("y", 300<<10) + `"}`
 	data := long + "\n" + huge + "\n" + `{"id":"after"}` + "\n" + huge // last line without newline
-	rr := records.Reader{Format: jsonlFormat(), Name: "big.jsonl", R: strings.NewReader(data), MaxLine: 256 << 10}
+	rr := records.Reader{Format: jsonl.Format(), Name: "big.jsonl", R: strings.NewReader(data), MaxLine: 256 << 10}
 	var es []entry.Entry
 	rr.Each(context.Background(), func(e entry.Entry, err error) bool {
 		if err != nil {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/connector/jsonl"
+	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -79,7 +81,7 @@ func TestFIFOChild(t *testing.T) {
 
 	// A path that was a file when parsed and is a FIFO when read (serve
 	// parses once and reads every run).
-	src := &fileSource{spec: "jsonl:" + fifo, path: fifo, format: jsonlFormat()}
+	src := &records.File{Spec: "jsonl:" + fifo, Path: fifo, Format: jsonl.Format()}
 	for _, err := range src.Entries(ctx) {
 		if !errors.Is(err, ErrNotRegular) {
 			t.Fatalf("entries of a FIFO: %v, want ErrNotRegular", err)

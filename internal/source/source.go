@@ -2,28 +2,23 @@ package source
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
-	"os"
-	"path/filepath"
-	"strings"
 
+	"github.com/replayctl/replayctl/internal/connector"
+	"github.com/replayctl/replayctl/internal/connector/prodigy"
 	"github.com/replayctl/replayctl/internal/connector/records"
+	"github.com/replayctl/replayctl/internal/connector/registry"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-// Source yields the entries of one DLQ, one at a time, in a deterministic order.
-type Source interface {
-	String() string // "kind:path" as given by the user
-	// Entries yields every record. A record that cannot be decoded is still
-	// yielded, as an entry with DecodeError set, ID naming where it was
-	// ("file:line", "file#index" or the file path), Origin the same, Source the kind;
-	// from a live source (a running system's pages or Redis) ID is the
-	// record's own id, else a hash of its bytes, and Origin where it was.
-	// A fatal error (cannot open/walk) is yielded once as (zero Entry, err) and iteration stops.
-	Entries(ctx context.Context) iter.Seq2[entry.Entry, error]
-}
+// Source yields the entries of one DLQ, one at a time, in a deterministic
+// order (connector.Source). A record that cannot be decoded is still
+// yielded, as an entry with DecodeError set, ID naming where it was
+// ("file:line", "file#index" or the file path), Origin the same, Source
+// the kind; from a live source (a running system's pages or Redis) ID is
+// the record's own id, else a hash of its bytes, and Origin where it was.
+type Source = connector.Source
 
 // WriteBack is implemented by sources that can record at the source that an
 // entry was replayed successfully (Prodigy: remove the item file, as `prodigy dlq retry` does).
@@ -40,115 +35,23 @@ type Resolver interface {
 
 // Sentinel errors.
 var (
-	// ErrOutsideRoot is wrapped by MarkReplayed's error when the entry's file
-	// is not a Prodigy item inside the walked root: nothing is removed.
-	ErrOutsideRoot = errors.New("not a Prodigy item file inside the source directory")
+	// ErrOutsideRoot is prodigy.ErrOutsideRoot, kept here for callers.
+	ErrOutsideRoot = prodigy.ErrOutsideRoot
 	// ErrNotRegular is records.ErrNotRegular, kept here for callers.
 	ErrNotRegular = records.ErrNotRegular
 )
 
-const kindsHint = "use --source KIND:PATH with KIND one of cordum, cordum-redis, prodigy, nexora, jsonl " +
-	"(for example cordum:testdata/cordum/dlq.jsonl or prodigy:~/.prodigy/dlq/REPO)"
+// UsageError is a --source value that cannot be used (connector.UsageError).
+type UsageError = connector.UsageError
 
-// UsageError is a --source value that cannot be used. Hint says what would.
-type UsageError struct {
-	Spec string // the value as given
-	Err  error  // what is wrong with it
-	Hint string // what to do instead
-}
-
-func (e *UsageError) Error() string {
-	return fmt.Sprintf("--source %q: %v; %s", e.Spec, e.Err, e.Hint)
-}
-
-func (e *UsageError) Unwrap() error { return e.Err }
-
-// Parse turns a --source flag value "KIND:PATH" into a Source. Errors are usage
-// errors with a hint listing the kinds (cordum, cordum-redis, prodigy, nexora,
-// jsonl). It checks a file path exists; cordum-redis takes a redis:// URL.
+// Parse turns a --source flag value "KIND:PATH" into a Source: the
+// connector registry's Open.
 func Parse(spec string) (Source, error) {
-	usage := func(err error, hint string) (Source, error) {
-		return nil, &UsageError{Spec: spec, Err: err, Hint: hint}
-	}
-	kind, path, ok := strings.Cut(spec, ":")
-	if !ok || kind == "" {
-		return usage(errors.New("want KIND:PATH"), kindsHint)
-	}
-	if (kind == entry.KindCordum || kind == entry.KindNexora) &&
-		(strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://")) {
-		s, err := newLiveSource(spec, kind, path, os.Getenv)
-		if err != nil {
-			return usage(err, "use "+kind+":http(s)://HOST:PORT")
-		}
-		return s, nil
-	}
-	var f records.Format
-	switch kind {
-	case entry.KindCordum:
-		f = cordumFormat()
-	case entry.KindNexora:
-		f = nexoraFormat()
-	case entry.KindJSONL:
-		f = jsonlFormat()
-	case entry.KindProdigy:
-	case entry.KindCordumRedis:
-		if !isRedisURL(path) {
-			return usage(fmt.Errorf("%q is not a redis:// URL", path), "use cordum-redis:redis://HOST:PORT/DB")
-		}
-		return newRedisSource(spec, path)
-	default:
-		return usage(fmt.Errorf("unknown source kind %q", kind), kindsHint)
-	}
-	if path == "" {
-		return usage(errors.New("missing path after "+kind+":"), kindsHint)
-	}
-	// The shell does not expand ~ after "prodigy:", so do it here.
-	if rest, ok := strings.CutPrefix(path, "~/"); ok {
-		if home, err := os.UserHomeDir(); err == nil {
-			path = filepath.Join(home, rest)
-		}
-	}
-	fi, err := os.Stat(path)
+	c, err := registry.Open(spec)
 	if err != nil {
-		return usage(err, "check the path")
+		return nil, err
 	}
-	if kind == entry.KindProdigy {
-		if !fi.IsDir() {
-			return usage(fmt.Errorf("%s is not a directory", path),
-				"give a directory at or above Prodigy items/ folders, such as ~/.prodigy/dlq/REPO")
-		}
-		return &prodigySource{spec: spec, root: path}, nil
-	}
-	if fi.IsDir() {
-		return usage(fmt.Errorf("%s is a directory", path), "a "+kind+" source is one file")
-	}
-	if !fi.Mode().IsRegular() {
-		return usage(fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, records.DescribeMode(fi.Mode())),
-			"a "+kind+" source is a regular file; copy a pipe's output to a file first")
-	}
-	return &fileSource{spec: spec, path: path, format: f}, nil
-}
-
-// fileSource is a DLQ held in one JSON file (cordum, nexora, jsonl).
-type fileSource struct {
-	spec   string
-	path   string
-	format records.Format
-}
-
-func (s *fileSource) String() string { return s.spec }
-
-func (s *fileSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
-	return func(yield func(entry.Entry, error) bool) {
-		f, err := records.OpenRegular(s.path, 0)
-		if err != nil {
-			yield(entry.Entry{}, fmt.Errorf("read %s source: %w", s.format.Kind, err))
-			return
-		}
-		defer f.Close()
-		rr := records.Reader{Format: s.format, Name: s.path, R: f, MaxLine: records.MaxRecord}
-		rr.Each(ctx, yield)
-	}
+	return c, nil
 }
 
 // All reads srcs one after another, as one stream in their order. A fatal

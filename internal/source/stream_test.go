@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/replayctl/replayctl/internal/connector/cordum"
 	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -118,7 +119,7 @@ func BenchmarkCordumJSONL(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	for b.Loop() {
-		rr := records.Reader{Format: cordumFormat(), Name: "b.jsonl", R: strings.NewReader(data), MaxLine: records.MaxRecord}
+		rr := records.Reader{Format: cordum.Format(), Name: "b.jsonl", R: strings.NewReader(data), MaxLine: records.MaxRecord}
 		rr.Each(context.Background(), func(e entry.Entry, err error) bool { return err == nil })
 	}
 }

@@ -2,6 +2,9 @@ package source
 
 import (
 	"testing"
+
+	"github.com/replayctl/replayctl/internal/connector/cordum"
+	"github.com/replayctl/replayctl/internal/connector/prodigy"
 )
 
 // TestCordumListResponses reads Cordum's gateway list shapes from files:
@@ -47,7 +50,7 @@ func TestCordumStatusAsSignal(t *testing.T) {
 	if c := got["rc-policy-denied"].ReasonCode; c != "policy_denied" {
 		t.Errorf("a reason code beats the status: got %q", c)
 	}
-	if c := cordumReasonCode("", "FAILED"); c != "" {
+	if c := cordum.ReasonCode("", "FAILED"); c != "" {
 		t.Errorf("bare FAILED: got %q", c)
 	}
 }
@@ -69,7 +72,7 @@ func TestProdigyRefailedItem(t *testing.T) {
 		t.Errorf("payload %q, want JSON null", e.Payload)
 	}
 	// failure_count larger than the history still wins.
-	e = prodigyEntry([]byte(`{"item_id":"x","failure_count":9,"failure_history":[
+	e = prodigy.DecodeItem([]byte(`{"item_id":"x","failure_count":9,"failure_history":[
 		{"attempt_number":2,"timestamp":"2026-11-05T10:00:00Z","error_type":"Timeout","error_message":"a"}]}`), "items/x.json", "job")
 	if e.Attempts != 9 || e.Payload != nil {
 		t.Errorf("attempts %d payload %q, want 9 and no payload", e.Attempts, e.Payload)

@@ -1,4 +1,12 @@
-package replay
+// Package webhook holds the generic targets: an HTTP endpoint that takes
+// a POST of the payload (with its idempotency key in headers, and an
+// optional compensating GET), and a command that takes it on stdin.
+// They are connectors without a source: they only dispatch and probe.
+//
+// They must never follow a redirect, resend on their own, let a
+// configured header leave for another host, or let a command outlive its
+// timeout or print without bound.
+package webhook
 
 import (
 	"bytes"
@@ -17,32 +25,6 @@ import (
 
 	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/httpout"
-	"github.com/replayctl/replayctl/internal/entry"
-	"github.com/replayctl/replayctl/internal/triage"
-)
-
-// The types the runner shares with connectors live in internal/connector.
-type (
-	Outcome     = connector.Outcome
-	Request     = connector.Request
-	Result      = connector.Result
-	Dispatcher  = connector.Dispatcher
-	ProbeResult = connector.ProbeResult
-	Prober      = connector.Prober
-	EntryProber = connector.EntryProber
-)
-
-// Outcomes and probe results (see internal/connector).
-const (
-	Succeeded         = connector.Succeeded
-	Failed            = connector.Failed
-	Retry             = connector.Retry
-	Unknown           = connector.Unknown
-	HandledElsewhere  = connector.HandledElsewhere
-	NotSent           = connector.NotSent
-	ProbeCommitted    = connector.ProbeCommitted
-	ProbeNotCommitted = connector.ProbeNotCommitted
-	ProbeInconclusive = connector.ProbeInconclusive
 )
 
 // HTTPTarget posts payloads to a URL.
@@ -65,7 +47,7 @@ func NewHTTPTarget(u, probe string, timeout time.Duration, headers map[string]st
 }
 
 // Dispatch POSTs the payload with the idempotency headers.
-func (t *HTTPTarget) Dispatch(ctx context.Context, r Request) Result {
+func (t *HTTPTarget) Dispatch(ctx context.Context, r connector.Request) connector.Result {
 	body := []byte(r.Entry.Payload)
 	if len(body) == 0 {
 		body = []byte("null")
@@ -80,25 +62,25 @@ func (t *HTTPTarget) Dispatch(ctx context.Context, r Request) Result {
 	if res != nil {
 		return *res
 	}
-	out := Result{Status: a.Status, Detail: t.Client.Redact(a.Excerpt()), TargetDown: httpout.TargetDownStatus(a.Status)}
+	out := connector.Result{Status: a.Status, Detail: t.Client.Redact(a.Excerpt()), TargetDown: httpout.TargetDownStatus(a.Status)}
 	switch {
 	case a.Status >= 200 && a.Status < 300, a.Status == http.StatusConflict:
-		out.Outcome = Succeeded
+		out.Outcome = connector.Succeeded
 	case a.Status >= 500:
-		out.Outcome = Retry
+		out.Outcome = connector.Retry
 	case a.Status == http.StatusTooManyRequests || a.Status == http.StatusRequestTimeout:
-		out.Outcome = Retry // the target says it did not take it, try later
+		out.Outcome = connector.Retry // the target says it did not take it, try later
 	default:
-		out.Outcome = Failed // a 3xx included: the payload went nowhere
+		out.Outcome = connector.Failed // a 3xx included: the payload went nowhere
 	}
 	return out
 }
 
 // Probe GETs the probe URL with the key (query parameter and header).
-func (t *HTTPTarget) Probe(ctx context.Context, key string) (ProbeResult, string) {
+func (t *HTTPTarget) Probe(ctx context.Context, key string) (connector.ProbeResult, string) {
 	u, err := url.Parse(t.ProbeURL)
 	if err != nil {
-		return ProbeInconclusive, "bad probe URL: " + t.Client.Redact(err.Error())
+		return connector.ProbeInconclusive, "bad probe URL: " + t.Client.Redact(err.Error())
 	}
 	q := u.Query()
 	q.Set("key", key)
@@ -107,21 +89,21 @@ func (t *HTTPTarget) Probe(ctx context.Context, key string) (ProbeResult, string
 	h.Set("Idempotency-Key", connector.HeaderValue(key))
 	a, err := t.Client.Get(ctx, u.String(), h, 1<<20)
 	if err != nil {
-		return ProbeInconclusive, "probe failed: " + err.Error()
+		return connector.ProbeInconclusive, "probe failed: " + err.Error()
 	}
 	switch a.Status {
 	case http.StatusOK:
-		return ProbeCommitted, "probe HTTP 200: committed"
+		return connector.ProbeCommitted, "probe HTTP 200: committed"
 	case http.StatusNotFound:
-		return ProbeNotCommitted, "probe HTTP 404: not committed"
+		return connector.ProbeNotCommitted, "probe HTTP 404: not committed"
 	}
-	return ProbeInconclusive, "probe " + a.Excerpt() + ": inconclusive"
+	return connector.ProbeInconclusive, "probe " + a.Excerpt() + ": inconclusive"
 }
 
 // setIDHeaders sets the key, the entry id and the attempt, encoded
 // (connector.Encode) when one cannot travel as it is, and says so in
 // X-Replay-Encoding.
-func setIDHeaders(h http.Header, r Request) {
+func setIDHeaders(h http.Header, r connector.Request) {
 	key, k := connector.Encode(r.Key)
 	id, i := connector.Encode(r.Entry.ID)
 	h.Set("Idempotency-Key", key)
@@ -167,7 +149,7 @@ const execWaitDelay = 2 * time.Second
 const execKeep = 1 << 10
 
 // Dispatch runs the command once.
-func (t *ExecTarget) Dispatch(ctx context.Context, r Request) Result {
+func (t *ExecTarget) Dispatch(ctx context.Context, r connector.Request) connector.Result {
 	timeout := t.Timeout
 	if timeout <= 0 {
 		timeout = 5 * time.Minute
@@ -196,27 +178,27 @@ func (t *ExecTarget) Dispatch(ctx context.Context, r Request) Result {
 		}
 		switch code := ps.ExitCode(); code {
 		case 0:
-			return Result{Outcome: Succeeded, Detail: detail}
+			return connector.Result{Outcome: connector.Succeeded, Detail: detail}
 		case ExitTempFail:
-			return Result{Outcome: Retry, Status: code, Detail: fmt.Sprintf("exit %d: %s", code, detail)}
+			return connector.Result{Outcome: connector.Retry, Status: code, Detail: fmt.Sprintf("exit %d: %s", code, detail)}
 		default:
-			return Result{Outcome: Failed, Status: code, Detail: fmt.Sprintf("exit %d: %s", code, detail)}
+			return connector.Result{Outcome: connector.Failed, Status: code, Detail: fmt.Sprintf("exit %d: %s", code, detail)}
 		}
 	}
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		return Result{Outcome: Unknown, Detail: "command killed before it finished: " + ctx.Err().Error()}
+		return connector.Result{Outcome: connector.Unknown, Detail: "command killed before it finished: " + ctx.Err().Error()}
 	case errors.As(err, &ee):
-		return Result{Outcome: Failed, Status: ee.ExitCode(), Detail: fmt.Sprintf("exit %d: %s", ee.ExitCode(), detail)}
+		return connector.Result{Outcome: connector.Failed, Status: ee.ExitCode(), Detail: fmt.Sprintf("exit %d: %s", ee.ExitCode(), detail)}
 	}
 	// It never ran, so nothing was done.
-	return Result{Outcome: NotSent, Detail: "not sent: command did not start: " + err.Error()}
+	return connector.Result{Outcome: connector.NotSent, Detail: "not sent: command did not start: " + err.Error()}
 }
 
 // execEnv is the allow-listed part of environ plus the replay's own
 // variables, encoded where needed, with no NUL anywhere.
-func execEnv(environ []string, r Request) []string {
+func execEnv(environ []string, r connector.Request) []string {
 	allowed := map[string]bool{}
 	for _, k := range ExecEnv {
 		allowed[k] = true
@@ -283,59 +265,4 @@ func (w *headTail) String() string {
 		return string(bytes.TrimSpace(append(append([]byte{}, w.head...), w.tail...)))
 	}
 	return fmt.Sprintf("%s\n[... %d bytes left out ...]\n%s", bytes.TrimSpace(w.head), w.skipped, bytes.TrimSpace(w.tail))
-}
-
-// Route is where one entry's replays go.
-type Route struct {
-	Name       string
-	Dispatcher Dispatcher
-	Prober     Prober // nil: no compensating read
-}
-
-// Router finds an entry's route; ok is false when no target is configured.
-type Router interface {
-	Route(e *entry.Entry) (Route, bool)
-}
-
-// RulesRouter routes by rules.yaml targets, or sends everything to Default
-// when set (--target URL).
-type RulesRouter struct {
-	Rules   *triage.Rules
-	Default *Route
-	built   map[*triage.Target]Route
-}
-
-// NewRulesRouter builds every target's dispatcher once.
-func NewRulesRouter(rules *triage.Rules, def *Route) *RulesRouter {
-	r := &RulesRouter{Rules: rules, Default: def, built: map[*triage.Target]Route{}}
-	for i := range rules.Targets {
-		t := &rules.Targets[i]
-		rt := Route{Name: t.TargetName()}
-		if native := nativeRoute(t); native != nil {
-			rt.Dispatcher = native
-			rt.Prober, _ = native.(Prober)
-		} else if t.HTTP != nil {
-			h := NewHTTPTarget(t.HTTP.URL, t.HTTP.Probe, t.HTTP.Timeout, t.HTTP.Headers)
-			rt.Dispatcher = h
-			if t.HTTP.Probe != "" {
-				rt.Prober = h
-			}
-		} else {
-			rt.Dispatcher = &ExecTarget{Command: t.Exec.Command, Timeout: t.Exec.Timeout}
-		}
-		r.built[t] = rt
-	}
-	return r
-}
-
-// Route implements Router.
-func (r *RulesRouter) Route(e *entry.Entry) (Route, bool) {
-	if r.Default != nil {
-		return *r.Default, true
-	}
-	t := r.Rules.TargetFor(e)
-	if t == nil {
-		return Route{}, false
-	}
-	return r.built[t], true
 }

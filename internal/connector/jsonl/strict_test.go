@@ -1,4 +1,4 @@
-package source
+package jsonl
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ func TestJSONLOneDecoderPerFileRecoversAfterBadLines(t *testing.T) {
 		`{"id":"x" nope}`, // syntax error
 		`{"id":"g","payload":{"n":7}}`,
 	}
-	rr := records.Reader{Format: jsonlFormat(), Name: "e.jsonl",
+	rr := records.Reader{Format: Format(), Name: "e.jsonl",
 		R: strings.NewReader(strings.Join(lines, "\n") + "\n"), MaxLine: records.MaxRecord}
 	var got []entry.Entry
 	var decoders []*json.Decoder
@@ -79,7 +79,7 @@ func BenchmarkJSONLDecode(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		b.ReportAllocs()
 		for b.Loop() {
-			rr := records.Reader{Format: jsonlFormat(), Name: "b.jsonl", R: strings.NewReader(data), MaxLine: records.MaxRecord}
+			rr := records.Reader{Format: Format(), Name: "b.jsonl", R: strings.NewReader(data), MaxLine: records.MaxRecord}
 			rr.Each(context.Background(), func(e entry.Entry, err error) bool { return err == nil })
 		}
 	})

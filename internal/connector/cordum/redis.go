@@ -1,4 +1,4 @@
-package source
+package cordum
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -22,24 +23,24 @@ const (
 	redisPageSize = 500
 )
 
-// redisSource reads Cordum's DLQ straight from Redis.
-type redisSource struct {
+// Redis reads Cordum's DLQ straight from Redis.
+type Redis struct {
 	spec    string
 	url     string // shown: its password redacted
 	opts    *redis.Options
 	expired atomic.Int64
 }
 
-func newRedisSource(spec, rawURL string) (Source, error) {
+func NewRedis(spec, rawURL string) (*Redis, error) {
 	opts, err := redis.ParseURL(rawURL)
 	if err != nil {
-		return nil, &UsageError{Spec: spec, Err: err, Hint: "use cordum-redis:redis://HOST:PORT/DB"}
+		return nil, &connector.UsageError{Spec: spec, Err: err, Hint: "use cordum-redis:redis://HOST:PORT/DB"}
 	}
 	// The URL's password (redis://:PASSWORD@host) connects, through opts;
 	// what is shown and stored (the source's name, errors, each entry's
 	// origin) has it redacted.
 	shown := redactedURL(rawURL)
-	return &redisSource{spec: strings.Replace(spec, rawURL, shown, 1), url: shown, opts: opts}, nil
+	return &Redis{spec: strings.Replace(spec, rawURL, shown, 1), url: shown, opts: opts}, nil
 }
 
 // redactedURL is raw with any password in it replaced by "xxxxx".
@@ -51,11 +52,11 @@ func redactedURL(raw string) string {
 	return u.Redacted()
 }
 
-func (s *redisSource) String() string { return s.spec }
+func (s *Redis) String() string { return s.spec }
 
 // Notes reports what the last read skipped: index ids whose entry key had
 // expired (TTL), counted rather than silently dropped.
-func (s *redisSource) Notes() []string {
+func (s *Redis) Notes() []string {
 	if n := s.expired.Load(); n > 0 {
 		return []string{fmt.Sprintf("%s: %d id(s) in %s had no %s<id> (expired by TTL): skipped", s.spec, n, redisIndexKey, redisEntryKey)}
 	}
@@ -64,7 +65,7 @@ func (s *redisSource) Notes() []string {
 
 // Entries pages through the index with a cursor (never the whole index in
 // memory), detecting its type: a sorted set, a list or a set.
-func (s *redisSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+func (s *Redis) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	return func(yield func(entry.Entry, error) bool) {
 		s.expired.Store(0)
 		c := redis.NewClient(s.opts)
@@ -88,7 +89,7 @@ func (s *redisSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error]
 }
 
 // pages yields the index's ids a page at a time.
-func (s *redisSource) pages(ctx context.Context, c *redis.Client, typ string) iter.Seq2[[]string, error] {
+func (s *Redis) pages(ctx context.Context, c *redis.Client, typ string) iter.Seq2[[]string, error] {
 	return func(yield func([]string, error) bool) {
 		switch typ {
 		case "none":
@@ -144,7 +145,7 @@ func everyOther(kv []string) []string {
 }
 
 // page fetches one page of entries with MGET and yields them.
-func (s *redisSource) page(ctx context.Context, c *redis.Client, ids []string, yield func(entry.Entry, error) bool) bool {
+func (s *Redis) page(ctx context.Context, c *redis.Client, ids []string, yield func(entry.Entry, error) bool) bool {
 	keys := make([]string, len(ids))
 	for i, id := range ids {
 		keys[i] = redisEntryKey + id
@@ -188,7 +189,7 @@ func (s *redisSource) page(ctx context.Context, c *redis.Client, ids []string, y
 // would run the job again outside replayctl's ledger. An entry already
 // gone (expired, or deleted by a person) is not an error: it is out of
 // the DLQ, which is what write-back wants.
-func (s *redisSource) MarkReplayed(ctx context.Context, e entry.Entry) error {
+func (s *Redis) MarkReplayed(ctx context.Context, e entry.Entry) error {
 	c := redis.NewClient(s.opts)
 	defer c.Close()
 	typ, err := c.Type(ctx, redisIndexKey).Result()
@@ -213,8 +214,6 @@ func (s *redisSource) MarkReplayed(ctx context.Context, e entry.Entry) error {
 	return nil
 }
 
-var _ WriteBack = (*redisSource)(nil)
-
-func isRedisURL(p string) bool {
+func IsRedisURL(p string) bool {
 	return strings.HasPrefix(p, "redis://") || strings.HasPrefix(p, "rediss://")
 }

@@ -1,4 +1,4 @@
-package source
+package cordum
 
 import (
 	"bytes"
@@ -10,7 +10,8 @@ import (
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-func cordumFormat() records.Format {
+// Format is how Cordum DLQ dumps are laid out and decoded.
+func Format() records.Format {
 	return records.Format{Kind: entry.KindCordum, Layout: records.LayoutSniffed, Decode: decodeCordum,
 		// Cordum's DLQEntry job_id (cordum-io/cordum core/infra/store/dlq_store.go)
 		IDFields: []string{"job_id", "id"}}
@@ -46,7 +47,7 @@ func decodeCordum(raw []byte, e *entry.Entry, _ *records.StrictDecoder) error {
 	*e = entry.Entry{
 		ID:             r.JobID,
 		Topic:          r.Topic,
-		ReasonCode:     cordumReasonCode(r.ReasonCode, r.Status),
+		ReasonCode:     ReasonCode(r.ReasonCode, r.Status),
 		Message:        r.Reason,
 		Attempts:       r.Attempts,
 		IdempotencyKey: r.IdempotencyKey,
@@ -77,11 +78,11 @@ func decodeCordum(raw []byte, e *entry.Entry, _ *records.StrictDecoder) error {
 	return nil
 }
 
-// cordumReasonCode is the entry's reason code, or, when Cordum wrote none,
+// ReasonCode is the entry's reason code, or, when Cordum wrote none,
 // its terminal job status (JOB_STATUS_TIMEOUT, JOB_STATUS_CANCELLED, ...;
 // cordum-io/cordum core/infra/store/dlq_store.go DLQEntry.Status), which the
 // taxonomy classifies. A bare "FAILED" says nothing and is not used.
-func cordumReasonCode(code, status string) string {
+func ReasonCode(code, status string) string {
 	if code != "" {
 		return code
 	}

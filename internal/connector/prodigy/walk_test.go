@@ -1,4 +1,4 @@
-package source
+package prodigy
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func TestProdigyLargeDirectoryInBatches(t *testing.T) {
 	want := append(writeItems(t, root, "job-a", 11), writeItems(t, root, "job-b", 2)...)
 	want = append(want, writeItems(t, root, "job-c", 7)...)
 	for _, batch := range []int{3, 7, 100} {
-		s := &prodigySource{spec: "prodigy:" + root, root: root, dirBatch: batch}
+		s := &Source{spec: "prodigy:" + root, root: root, dirBatch: batch}
 		var got []string
 		for e, err := range s.Entries(context.Background()) {
 			if err != nil {
@@ -65,7 +65,7 @@ func TestProdigyLargeDirectoryInBatches(t *testing.T) {
 func TestProdigyBatchedWalkStopsEarly(t *testing.T) {
 	root := t.TempDir()
 	writeItems(t, root, "job-a", 20)
-	s := &prodigySource{spec: "prodigy:" + root, root: root, dirBatch: 4}
+	s := &Source{spec: "prodigy:" + root, root: root, dirBatch: 4}
 	n := 0
 	for _, err := range s.Entries(context.Background()) {
 		if err != nil {
@@ -91,7 +91,7 @@ func TestProdigyLargeDirectoryMemoryIsFlat(t *testing.T) {
 	const n = 30_000
 	root := t.TempDir()
 	writeItems(t, root, "job-a", n)
-	s := &prodigySource{spec: "prodigy:" + root, root: root}
+	s := &Source{spec: "prodigy:" + root, root: root}
 	runtime.GC()
 	var before, half runtime.MemStats
 	runtime.ReadMemStats(&before)

@@ -1,4 +1,4 @@
-package source
+package jsonl
 
 import (
 	"encoding/json"
@@ -8,7 +8,8 @@ import (
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-func jsonlFormat() records.Format {
+// Format is replayctl's own JSON Lines format.
+func Format() records.Format {
 	return records.Format{Kind: entry.KindJSONL, Layout: records.LayoutLines, Decode: decodeJSONL}
 }
 

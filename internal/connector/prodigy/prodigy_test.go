@@ -1,4 +1,4 @@
-package source
+package prodigy
 
 import (
 	"context"
@@ -128,7 +128,7 @@ func TestProdigyErrorType(t *testing.T) {
 }
 
 func TestProdigyItemDefaults(t *testing.T) {
-	e := prodigyEntry([]byte(`{"item_id":"x","failure_history":[
+	e := DecodeItem([]byte(`{"item_id":"x","failure_history":[
 		{"attempt_number":1,"timestamp":"2026-11-05T10:00:00Z","error_type":"Timeout","error_message":"a"},
 		{"attempt_number":2,"timestamp":"2026-11-05T11:00:00Z","error_type":"Unknown","error_message":"b"}]}`), "items/x.json", "job")
 	if e.Undecodable() || e.Attempts != 2 || e.ReasonCode != "" || e.Message != "b" || e.State.ReprocessIneligible ||
@@ -136,7 +136,7 @@ func TestProdigyItemDefaults(t *testing.T) {
 		t.Errorf("got %+v", e)
 	}
 	for _, data := range []string{`{"item_data":{}}`, `{"item_id":""}`, `[]`, `{"item_id":"x","failure_history":[{"error_type":7}]}`, ``} {
-		if e := prodigyEntry([]byte(data), "p.json", "job"); !e.Undecodable() || e.Ref() != "prodigy:job/p" || e.Origin != "p.json" {
+		if e := DecodeItem([]byte(data), "p.json", "job"); !e.Undecodable() || e.Ref() != "prodigy:job/p" || e.Origin != "p.json" {
 			t.Errorf("%s: got %+v, want undecodable prodigy:job/p from p.json", data, e)
 		}
 	}
@@ -184,7 +184,7 @@ func TestProdigyMarkReplayed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wb := src.(WriteBack)
+	wb := src
 	es := readAll(t, "prodigy:"+root)
 	target := es[2] // item-003
 	before := snapshot(t, root)
@@ -238,7 +238,7 @@ func TestProdigyMarkReplayedRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wb := src.(WriteBack)
+	wb := src
 	good := readAll(t, "prodigy:"+root)[0]
 	items := filepath.Dir(good.Origin)
 
@@ -302,7 +302,7 @@ func TestProdigyIndexLeftAlone(t *testing.T) {
 		write(t, filepath.Join(root, "j", "index.json"), index)
 		src, _ := Parse("prodigy:" + root)
 		e := readAll(t, "prodigy:"+root)[0]
-		if err := src.(WriteBack).MarkReplayed(context.Background(), e); err != nil {
+		if err := src.MarkReplayed(context.Background(), e); err != nil {
 			t.Fatal(err)
 		}
 		if got := mustRead(t, filepath.Join(root, "j", "index.json")); got != index {
@@ -319,7 +319,7 @@ func TestProdigyIndexLeftAlone(t *testing.T) {
 	write(t, filepath.Join(items, "a.json"), `{"item_id":"a"}`)
 	write(t, filepath.Join(root, "j", "index.json"), `{"items":["a","b"],"note":{"x":1}}`)
 	src, _ := Parse("prodigy:" + root)
-	if err := src.(WriteBack).MarkReplayed(context.Background(), readAll(t, "prodigy:"+root)[0]); err != nil {
+	if err := src.MarkReplayed(context.Background(), readAll(t, "prodigy:"+root)[0]); err != nil {
 		t.Fatal(err)
 	}
 	if got := mustRead(t, filepath.Join(root, "j", "index.json")); got != "{\n  \"items\": [\n    \"b\"\n  ],\n  \"note\": {\n    \"x\": 1\n  }\n}" {
@@ -379,7 +379,7 @@ func TestProdigyInterruptedWriteBackIsFinished(t *testing.T) {
 		t.Fatal(err)
 	}
 	mkdir(t, index)
-	if err := src.(WriteBack).MarkReplayed(context.Background(), target); err == nil {
+	if err := src.MarkReplayed(context.Background(), target); err == nil {
 		t.Fatal("MarkReplayed succeeded with an index it cannot rewrite")
 	}
 	// Over: a later run reads the source again.

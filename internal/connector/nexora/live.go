@@ -1,14 +1,17 @@
-package source
+package nexora
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"iter"
+	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/connector/pages"
 	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -24,6 +27,55 @@ import (
 // read; if not, entries moved up past the page start and it steps back a
 // page. New dead letters come in at the top (failedAt is when they failed)
 // and are left for the next run.
+
+// pageSize is how many entries one Nexora request asks for: Nexora caps
+// its page size at 100 (ObserveCommand.java).
+const pageSize = 100
+
+// Live reads a running Nexora's dead letters through its observability
+// server (GET /api/dead-letters?state=PENDING&page=N&size=M; iamvirul/nexora
+// nexora-cli ObserveCommand.java). NEXORA_TOKEN, when set, is sent as a
+// bearer token and never appears in errors.
+type Live struct {
+	*pages.Reader
+}
+
+// NewLive is a live source for the server at base, with the token read
+// through getenv (os.Getenv).
+func NewLive(spec, base string, getenv func(string) string) (*Live, error) {
+	r, err := pages.NewReader(spec, entry.KindNexora, base)
+	if err != nil {
+		return nil, err
+	}
+	if tok := getenv("NEXORA_TOKEN"); tok != "" {
+		r.SetCredential("Authorization", "Bearer "+tok)
+		r.Client.AddSecret(tok)
+	}
+	r.CredentialNames = "NEXORA_TOKEN"
+	return &Live{Reader: r}, nil
+}
+
+// NativeTarget is the --target value that replays this source's entries
+// through Nexora's own replay.
+func (s *Live) NativeTarget() string { return entry.KindNexora + ":" + s.Base }
+
+// MarkReplayed resolves a dead letter replayed elsewhere the way Nexora
+// itself does: POST /api/dead-letters/{id}/resolve {"reason"}
+// (ObserveCommand.java). One already gone (404) or no longer PENDING (409)
+// is not an error.
+func (s *Live) MarkReplayed(ctx context.Context, e entry.Entry) error {
+	return s.MarkResolved(ctx, e, "replayed by replayctl")
+}
+
+// MarkResolved is MarkReplayed carrying a person's resolve reason, which
+// Nexora keeps on the record.
+func (s *Live) MarkResolved(ctx context.Context, e entry.Entry, reason string) error {
+	body, err := json.Marshal(map[string]string{"reason": reason})
+	if err != nil {
+		return err
+	}
+	return s.SettleRequest(ctx, e.ID, http.MethodPost, s.Base+"/api/dead-letters/"+url.PathEscape(e.ID)+"/resolve", body)
+}
 
 // nexoraCursor says which records a read has already covered: everything
 // failed later than last, the ids read at last itself (ties), and records
@@ -59,20 +111,20 @@ func (c *nexoraCursor) add(e *entry.Entry) {
 	}
 }
 
-func (s *liveSource) nexoraURL(page, size int) string {
+func (s *Live) nexoraURL(page, size int) string {
 	q := url.Values{"state": {"PENDING"}, "page": {strconv.Itoa(page)}, "size": {strconv.Itoa(size)}}
-	return s.base + "/api/dead-letters?" + q.Encode()
+	return s.Base + "/api/dead-letters?" + q.Encode()
 }
 
 // nexoraPage fetches one page and decodes its records.
-func (s *liveSource) nexoraPage(ctx context.Context, page, size int) ([]entry.Entry, error) {
+func (s *Live) nexoraPage(ctx context.Context, page, size int) ([]entry.Entry, error) {
 	u := s.nexoraURL(page, size)
-	body, err := s.get(ctx, u)
+	body, err := s.Get(ctx, u)
 	if err != nil {
 		return nil, err
 	}
 	var out []entry.Entry
-	rr := records.Reader{Format: s.format, Name: u, R: bytes.NewReader(body), MaxLine: records.MaxRecord, Live: true}
+	rr := records.Reader{Format: Format(), Name: u, R: bytes.NewReader(body), MaxLine: records.MaxRecord, Live: true}
 	rr.Each(ctx, func(e entry.Entry, rerr error) bool {
 		if rerr != nil {
 			err = rerr
@@ -84,7 +136,7 @@ func (s *liveSource) nexoraPage(ctx context.Context, page, size int) ([]entry.En
 	return out, err
 }
 
-func (s *liveSource) nexoraEntries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+func (s *Live) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	return func(yield func(entry.Entry, error) bool) {
 		var c nexoraCursor
 		// Undecodable records have no failure time to keep a cursor on; a
@@ -97,7 +149,7 @@ func (s *liveSource) nexoraEntries(ctx context.Context) iter.Seq2[entry.Entry, e
 		// page's start.
 		readBefore := func(page int) (bool, error) {
 			requests++
-			probe, err := s.nexoraPage(ctx, page*livePageSize-1, 1)
+			probe, err := s.nexoraPage(ctx, page*pageSize-1, 1)
 			if err != nil || len(probe) == 0 {
 				return false, err
 			}
@@ -108,11 +160,11 @@ func (s *liveSource) nexoraEntries(ctx context.Context) iter.Seq2[entry.Entry, e
 		}
 		for {
 			requests++
-			if limit := 4*(read/livePageSize+1) + 100; requests > limit {
-				yield(entry.Entry{}, fmt.Errorf("read nexora source %s: the dead letters changed faster than they could be read (%d requests for %d entries); the next run reads on", s.base, requests, read))
+			if limit := 4*(read/pageSize+1) + 100; requests > limit {
+				yield(entry.Entry{}, fmt.Errorf("read nexora source %s: the dead letters changed faster than they could be read (%d requests for %d entries); the next run reads on", s.Base, requests, read))
 				return
 			}
-			items, err := s.nexoraPage(ctx, page, livePageSize)
+			items, err := s.nexoraPage(ctx, page, pageSize)
 			// Right after the page, check that the entry just before it is
 			// one already read: if entries left PENDING since the page
 			// before was read (replayed or resolved meanwhile), the rest
@@ -167,7 +219,7 @@ func (s *liveSource) nexoraEntries(ctx context.Context) iter.Seq2[entry.Entry, e
 				yield(entry.Entry{}, err)
 				return
 			}
-			if len(items) < livePageSize {
+			if len(items) < pageSize {
 				return
 			}
 			page++

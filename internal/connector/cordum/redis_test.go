@@ -1,4 +1,4 @@
-package source
+package cordum
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func redisFixture(t *testing.T, index string, n int) (*redis.Client, string) {
 	return c, "redis://" + addr + "/0"
 }
 
-func readRedis(t *testing.T, src Source) []entry.Entry {
+func readRedis(t *testing.T, src *Redis) []entry.Entry {
 	t.Helper()
 	var out []entry.Entry
 	for e, err := range src.Entries(context.Background()) {
@@ -91,7 +91,7 @@ func TestRedisSourceSortedSetIndex(t *testing.T) {
 	if undecodable != 1 {
 		t.Fatalf("%d undecodable", undecodable)
 	}
-	notes := src.(interface{ Notes() []string }).Notes()
+	notes := src.Notes()
 	if len(notes) != 1 || !strings.Contains(notes[0], "3 id(s)") {
 		t.Fatalf("notes %v", notes)
 	}
@@ -131,7 +131,7 @@ func TestRedisWriteBackRemovesAsCordumDoes(t *testing.T) {
 			src, _ := Parse("cordum-redis:" + url)
 			ctx := context.Background()
 			e := readRedis(t, src)[0]
-			if err := src.(WriteBack).MarkReplayed(ctx, e); err != nil {
+			if err := src.MarkReplayed(ctx, e); err != nil {
 				t.Fatal(err)
 			}
 			if err := c.Get(ctx, "dlq:entry:"+e.ID).Err(); !errors.Is(err, redis.Nil) {
@@ -157,7 +157,7 @@ func TestRedisWriteBackRemovesAsCordumDoes(t *testing.T) {
 				}
 			}
 			// An entry already gone: its index id is removed, no error.
-			if err := src.(WriteBack).MarkReplayed(ctx, entry.Entry{ID: "job_0007"}); err != nil {
+			if err := src.MarkReplayed(ctx, entry.Entry{ID: "job_0007"}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -190,7 +190,7 @@ func TestRedisPasswordIsNeverShown(t *testing.T) {
 			t.Fatalf("password in entry %q (origin %q)", e.ID, e.Origin)
 		}
 	}
-	if s := fmt.Sprint(src, src.(interface{ Notes() []string }).Notes()); strings.Contains(s, "s3cret") || !strings.Contains(s, "replayctl-reader") {
+	if s := fmt.Sprint(src, src.Notes()); strings.Contains(s, "s3cret") || !strings.Contains(s, "replayctl-reader") {
 		t.Fatalf("source shown as %q", s)
 	}
 	wrong, err := Parse("cordum-redis:" + strings.Replace(withPW, "s3cret-pw", "s3cret-wrong", 1))

@@ -1,4 +1,4 @@
-package source
+package prodigy
 
 import (
 	"cmp"
@@ -20,9 +20,16 @@ import (
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-// prodigySource is a directory at or above Prodigy DLQ items/ folders
+// ErrOutsideRoot is wrapped by MarkReplayed's error when the entry's file
+// is not a Prodigy item inside the walked root: nothing is removed.
+var ErrOutsideRoot = errors.New("not a Prodigy item file inside the source directory")
+
+// Open is the source for a directory at or above Prodigy items/ folders.
+func Open(spec, root string) *Source { return &Source{spec: spec, root: root} }
+
+// Source is a directory at or above Prodigy DLQ items/ folders
 // (~/.prodigy/dlq/REPO/JOB/mapreduce/dlq/JOB/items/ITEM.json).
-type prodigySource struct {
+type Source struct {
 	spec string
 	root string
 	// mu serialises MarkReplayed: removing an item rewrites the job's index.
@@ -31,9 +38,7 @@ type prodigySource struct {
 	dirBatch int
 }
 
-var _ WriteBack = (*prodigySource)(nil)
-
-func (s *prodigySource) String() string { return s.spec }
+func (s *Source) String() string { return s.spec }
 
 // prodigyDirBatch is how many names a directory is read in at a time. A
 // directory with at most this many entries is sorted; a larger one is
@@ -47,7 +52,7 @@ const prodigyDirBatch = 4096
 // prodigyDirBatch entries (every directory of an ordinary DLQ); a larger
 // directory in the order the file system lists it, which is the same on
 // every read of an unchanged directory but not sorted.
-func (s *prodigySource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+func (s *Source) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	return func(yield func(entry.Entry, error) bool) {
 		// An item may be a symbolic link; where it points is checked
 		// against the root resolved once per walk.
@@ -175,7 +180,7 @@ func readProdigyItem(path string) entry.Entry {
 	if err != nil {
 		return prodigyUndecodable(path, prodigyJob(path), err)
 	}
-	return prodigyEntry(data, path, prodigyJob(path))
+	return DecodeItem(data, path, prodigyJob(path))
 }
 
 // readProdigyLink reads an item file that is a symbolic link. A link
@@ -199,7 +204,7 @@ func readProdigyLink(path, root string, rootErr error) entry.Entry {
 	if err != nil {
 		return prodigyUndecodable(path, prodigyJob(path), err)
 	}
-	return prodigyEntry(data, path, prodigyJob(path))
+	return DecodeItem(data, path, prodigyJob(path))
 }
 
 // prodigyUndecodable is the entry for an item file that cannot be read or
@@ -253,8 +258,8 @@ func prodigyJob(path string) string {
 	return filepath.Base(filepath.Dir(filepath.Dir(path)))
 }
 
-// prodigyEntry turns one item file's bytes into an entry.
-func prodigyEntry(data []byte, path, job string) entry.Entry {
+// DecodeItem turns one item file's bytes into an entry.
+func DecodeItem(data []byte, path, job string) entry.Entry {
 	var e entry.Entry
 	if err := records.DecodeObject(data, &e, decodeProdigy, nil); err != nil {
 		return prodigyUndecodable(path, job, errors.New(records.Describe(err)))
@@ -433,7 +438,7 @@ func prodigyCode(variant string) string {
 // refuses (ErrOutsideRoot) a file outside the source directory or not in
 // an items/ directory, and a file whose item_id is not the entry's. A file
 // already gone is not an error: the item is no longer dead-lettered.
-func (s *prodigySource) MarkReplayed(ctx context.Context, e entry.Entry) error {
+func (s *Source) MarkReplayed(ctx context.Context, e entry.Entry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -563,7 +568,7 @@ func settleJournal(job string) error {
 // itemsDir checks that path is a *.json file directly in an items/
 // directory inside the root, following symbolic links, and returns that
 // items/ directory resolved.
-func (s *prodigySource) itemsDir(path string) (string, error) {
+func (s *Source) itemsDir(path string) (string, error) {
 	if !isItemFile(path) {
 		return "", ErrOutsideRoot
 	}

@@ -1,4 +1,4 @@
-package source
+package nexora
 
 import (
 	"encoding/json"
@@ -9,7 +9,8 @@ import (
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-func nexoraFormat() records.Format {
+// Format is how Nexora dead-letter list responses are laid out and decoded.
+func Format() records.Format {
 	return records.Format{Kind: entry.KindNexora, Layout: records.LayoutList, Decode: decodeNexora}
 }
 

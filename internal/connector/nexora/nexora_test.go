@@ -1,4 +1,4 @@
-package source
+package nexora
 
 import (
 	"encoding/json"

@@ -1,0 +1,160 @@
+package cordum
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/replayctl/replayctl/internal/connector/pages"
+	"github.com/replayctl/replayctl/internal/connector/records"
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+// PageSize is how many entries one Cordum request asks for: the
+// gateway's ceiling (cordum-io/cordum core/controlplane/gateway/helpers.go
+// maxListLimit = 500, applied by clampListLimit in handlers_dlq.go). The larger the page, the more entries failing
+// within one second its whole-second cursor can page past.
+const PageSize = 500
+
+// Live reads a running Cordum's DLQ through its gateway. CORDUM_API_KEY
+// and CORDUM_TENANT_ID come from the environment only and never appear
+// in errors.
+type Live struct {
+	*pages.Reader
+}
+
+// NewLive is a live source for the gateway at base, with the credentials
+// read through getenv (os.Getenv).
+func NewLive(spec, base string, getenv func(string) string) (*Live, error) {
+	r, err := pages.NewReader(spec, entry.KindCordum, base)
+	if err != nil {
+		return nil, err
+	}
+	key, tenant := getenv("CORDUM_API_KEY"), getenv("CORDUM_TENANT_ID")
+	if tenant == "" {
+		tenant = "default"
+	}
+	r.SetCredential("X-API-Key", key)
+	r.Header.Set("X-Tenant-ID", tenant)
+	r.CredentialNames = "CORDUM_API_KEY, CORDUM_TENANT_ID"
+	return &Live{Reader: r}, nil
+}
+
+// NativeTarget is the --target value that replays this source's entries
+// through Cordum's own retry.
+func (s *Live) NativeTarget() string { return entry.KindCordum + ":" + s.Base }
+
+// Entries reads the gateway's DLQ page by page (GET
+// /api/v1/dlq/page?limit=&cursor=, following next_cursor;
+// cordum-io/cordum core/controlplane/gateway handlers_dlq.go).
+func (s *Live) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+	return func(yield func(entry.Entry, error) bool) {
+		seen := map[string]bool{}
+		cursor := ""
+		// Cordum's cursor is a whole second and inclusive, so the entries
+		// of a page's last second come again at the top of the next page
+		// (cordum-io/cordum gateway handlers_dlq.go next_cursor,
+		// core/infra/store/dlq_store.go ListByScore); they can only have
+		// been on the page before, so that page's ids are all it takes to
+		// yield each entry once.
+		var prev map[string]bool
+		for {
+			u := s.pageURL(cursor)
+			body, err := s.Get(ctx, u)
+			if err != nil {
+				yield(entry.Entry{}, err)
+				return
+			}
+			n := 0
+			rr := records.Reader{Format: Format(), Name: u, R: bytes.NewReader(body), MaxLine: records.MaxRecord, Live: true}
+			stopped := false
+			cur := map[string]bool{}
+			rr.Each(ctx, func(e entry.Entry, err error) bool {
+				n++
+				if err == nil && e.ID != "" {
+					if prev[e.ID] {
+						return true
+					}
+					cur[e.ID] = true
+				}
+				if !yield(e, err) {
+					stopped = true
+					return false
+				}
+				return true
+			})
+			if stopped {
+				return
+			}
+			next, more, err := s.next(body, n)
+			if err != nil {
+				yield(entry.Entry{}, fmt.Errorf("read %s: %w", u, err))
+				return
+			}
+			if !more {
+				return
+			}
+			if seen[next] {
+				// More than a page of entries dead-lettered in one second: the
+				// gateway answers the same page again.
+				yield(entry.Entry{}, fmt.Errorf("read %s: next_cursor %s repeats: more than %d entries were dead-lettered within one second, which the gateway cannot page past; read them with --source cordum-redis:redis://HOST:PORT/DB", u, next, PageSize))
+				return
+			}
+			seen[next] = true
+			cursor = next
+			prev = cur
+		}
+	}
+}
+
+// pageURL is the URL of Cordum's page at cursor.
+func (s *Live) pageURL(cursor string) string {
+	q := url.Values{"limit": {strconv.Itoa(PageSize)}}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	return s.Base + "/api/v1/dlq/page?" + q.Encode()
+}
+
+// next says whether another Cordum page follows, and its cursor.
+func (s *Live) next(body []byte, n int) (string, bool, error) {
+	if n == 0 {
+		return "", false, nil
+	}
+	var p struct {
+		NextCursor json.RawMessage `json:"next_cursor"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		return "", false, fmt.Errorf("page is not a JSON object: %w", err)
+	}
+	c := strings.Trim(string(bytes.TrimSpace(p.NextCursor)), `"`)
+	if c == "" || c == "null" || c == "0" {
+		if n >= PageSize {
+			// A full page and no cursor: the gateway sends none when the
+			// page's last entry has no created_at (cordum-io/cordum
+			// core/controlplane/gateway/handlers_dlq.go:82-89), and such
+			// entries score lowest in dlq:index: more may follow.
+			return "", false, fmt.Errorf("no next_cursor after a full page of %d entries (its last entry has no created_at): the gateway cannot page past it and more entries may follow; read them with --source cordum-redis:redis://HOST:PORT/DB", n)
+		}
+		return "", false, nil
+	}
+	return c, true, nil
+}
+
+// MarkReplayed takes an entry replayed elsewhere out of Cordum's DLQ the
+// way Cordum itself does: the gateway's DELETE /api/v1/dlq/{job_id} (204;
+// handlers_dlq.go handleDeleteDLQ). An entry already gone is not an error.
+func (s *Live) MarkReplayed(ctx context.Context, e entry.Entry) error {
+	return s.MarkResolved(ctx, e, "replayed by replayctl")
+}
+
+// MarkResolved is MarkReplayed; Cordum's DELETE takes no reason.
+func (s *Live) MarkResolved(ctx context.Context, e entry.Entry, _ string) error {
+	return s.SettleRequest(ctx, e.ID, http.MethodDelete, s.Base+"/api/v1/dlq/"+url.PathEscape(e.ID), nil)
+}

@@ -26,7 +26,7 @@ type Planner struct {
 // decision, in input order; the decisions are made on every core
 // (triage.Pipeline). It stops at the first error from a source or from fn.
 func (p *Planner) Plan(ctx context.Context, srcs []source.Source, fn func(*entry.Entry, *triage.Decision) error) error {
-	return (&triage.Pipeline{Decide: p.Decide}).Run(ctx, source.All(srcs), fn)
+	return (&triage.Pipeline{Decide: p.Decide}).Run(ctx, source.All(source.Distinct(srcs)), fn)
 }
 
 // Decide decides one entry against the ledger's current view of its key.

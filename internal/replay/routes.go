@@ -18,8 +18,9 @@ func CredentialsFromEnv(getenv func(string) string) Credentials {
 	return registry.CredentialsFromEnv(getenv)
 }
 
-// ParseTarget builds the route for a --target value: cordum:URL,
-// nexora:URL, or a plain http(s) URL (with probe, its compensating read).
+// ParseTarget builds the route for a --target value: a system's own
+// replay (registry.NativeTarget, SYSTEM:URL), or a plain http(s) URL (with
+// probe, its compensating read).
 func ParseTarget(spec, probe string, c Credentials) (*Route, error) {
 	n, native, err := registry.NativeTarget(spec, 0, c)
 	if err != nil {

@@ -55,6 +55,7 @@ type done struct {
 
 // Run reconciles every entry of the sources once.
 func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, error) {
+	srcs = source.Distinct(srcs)
 	r.defaults()
 	rep := &Report{Started: r.Clock.Now().UTC(), Summary: NewSummary(), StatusCounts: map[string]int{}}
 	defer func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"sync"
 
 	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/prodigy"
@@ -69,6 +70,80 @@ func All(srcs []Source) func(context.Context) iter.Seq2[entry.Entry, error] {
 						return
 					}
 				}
+			}
+		}
+	}
+}
+
+// FileScoped is a source whose record ids are unique only within its
+// file (a JSON Lines export): FileScope names the file, canonically.
+type FileScoped interface {
+	FileScope() string
+}
+
+// Distinct keeps apart the entries of several file-scoped sources read in
+// one run whose records share an id: each would otherwise be one entry
+// (one record never delivered, the other gone from view). An entry whose
+// ref an earlier such source already yielded gets its file as Scope, so
+// its ref (kind:FILE/id) is its own. Its idempotency key is left as the
+// record gave it or as derived from the id: the same record in two
+// exports is still one replay, and two different records under one key
+// meet the ledger's payload check and go to a person. One source, or
+// sources whose ids do not collide, read exactly as before.
+//
+// It keeps the refs of the file-scoped sources' entries in memory; the
+// wrapped sources offer nothing but String and Entries (a file-scoped
+// source has no write-back).
+func Distinct(srcs []Source) []Source {
+	n := 0
+	for _, s := range srcs {
+		if _, ok := s.(FileScoped); ok {
+			n++
+		}
+	}
+	if n < 2 {
+		return srcs
+	}
+	owner := &owners{first: map[string]int{}}
+	out := make([]Source, len(srcs))
+	for i, s := range srcs {
+		out[i] = s
+		if fs, ok := s.(FileScoped); ok {
+			out[i] = &distinct{Source: s, i: i, scope: fs.FileScope(), owner: owner}
+		}
+	}
+	return out
+}
+
+type distinct struct {
+	Source
+	i     int
+	scope string
+	owner *owners
+}
+
+// owners maps a ref to the index of the first source that yielded it.
+type owners struct {
+	mu    sync.Mutex
+	first map[string]int
+}
+
+func (d *distinct) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+	return func(yield func(entry.Entry, error) bool) {
+		for e, err := range d.Source.Entries(ctx) {
+			if err == nil && e.Scope == "" {
+				ref := e.Ref()
+				d.owner.mu.Lock()
+				switch first, seen := d.owner.first[ref]; {
+				case !seen:
+					d.owner.first[ref] = d.i
+				case first != d.i:
+					e.Scope = d.scope
+				}
+				d.owner.mu.Unlock()
+			}
+			if !yield(e, err) {
+				return
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package jsonl
 import (
 	"encoding/json"
 	"errors"
+	"path/filepath"
 
 	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
@@ -58,3 +59,27 @@ func decodeJSONL(raw []byte, e *entry.Entry, strict *records.StrictDecoder) erro
 	e.FirstFailure, e.LastFailure = records.OrBoth(r.FirstFailure.Time, r.LastFailure.Time)
 	return nil
 }
+
+// File is a JSON Lines export. Its ids are only unique within the file:
+// two exports may hold the same id for two different records, so it says
+// which file it is (FileScope) for a run reading several to keep them
+// apart (source.Distinct).
+type File struct {
+	records.File
+	scope string
+}
+
+// Open is the source for the export at path.
+func Open(spec, path string) *File {
+	scope := path
+	if abs, err := filepath.Abs(path); err == nil {
+		scope = abs
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			scope = real
+		}
+	}
+	return &File{File: records.File{Spec: spec, Path: path, Format: Format()}, scope: scope}
+}
+
+// FileScope is the file's canonical path.
+func (f *File) FileScope() string { return f.scope }

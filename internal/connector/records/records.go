@@ -23,7 +23,7 @@ type Layout int
 
 const (
 	// LayoutSniffed: one object, a stream of objects, an array of objects or
-	// JSON Lines, told apart by the first bytes (cordum).
+	// JSON Lines, told apart by the first bytes (a dump of a broker's DLQ).
 	LayoutSniffed Layout = iota
 	// LayoutList: {"items": [...], ...} or a bare array (nexora).
 	LayoutList
@@ -194,10 +194,9 @@ func sniffObjects(lr *lineReader) (mode, error) {
 }
 
 // listResponse reports whether the object at the reader starts with a key
-// only a list response has: Cordum's gateway answers GET /api/v1/dlq with
-// {"items": [...]} and GET /api/v1/dlq/page with {"items", "next_cursor"}
-// (cordum-io/cordum core/controlplane/gateway handlers_dlq.go), while a DLQ
-// entry itself never has either key (core/infra/store/dlq_store.go DLQEntry).
+// only a list response has: a gateway's list answers {"items": [...]}, a
+// page of it {"items", "next_cursor"} (see the Cordum connector's package
+// doc), while a DLQ entry itself never has either key.
 // Only the first key is looked at, within what is already buffered.
 func listResponse(br *bufio.Reader) bool {
 	b, _ := br.Peek(br.Buffered())

@@ -90,6 +90,9 @@ func Open(spec string) (Source, error) {
 		return usage(fmt.Errorf("%s: %w (%s)", path, records.ErrNotRegular, records.DescribeMode(fi.Mode())),
 			"a "+kind+" source is a regular file; copy a pipe's output to a file first")
 	}
+	if kind == entry.KindJSONL {
+		return jsonl.Open(spec, path), nil
+	}
 	return &records.File{Spec: spec, Path: path, Format: f}, nil
 }
 

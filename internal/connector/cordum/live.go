@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"net/http"
@@ -55,8 +56,6 @@ func (s *Live) NativeTarget() string { return entry.KindCordum + ":" + s.Base }
 // cordum-io/cordum core/controlplane/gateway handlers_dlq.go).
 func (s *Live) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	return func(yield func(entry.Entry, error) bool) {
-		seen := map[string]bool{}
-		cursor := ""
 		// Cordum's cursor is a whole second and inclusive, so the entries
 		// of a page's last second come again at the top of the next page
 		// (cordum-io/cordum gateway handlers_dlq.go next_cursor,
@@ -64,13 +63,7 @@ func (s *Live) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 		// been on the page before, so that page's ids are all it takes to
 		// yield each entry once.
 		var prev map[string]bool
-		for {
-			u := s.pageURL(cursor)
-			body, err := s.Get(ctx, u)
-			if err != nil {
-				yield(entry.Entry{}, err)
-				return
-			}
+		err := walkPages(ctx, s.Base, s.Get, 0, func(u string, body []byte) (int, bool) {
 			n := 0
 			rr := records.Reader{Format: Format(), Name: u, R: bytes.NewReader(body), MaxLine: records.MaxRecord, Live: true}
 			stopped := false
@@ -89,41 +82,83 @@ func (s *Live) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 				}
 				return true
 			})
-			if stopped {
-				return
-			}
-			next, more, err := s.next(body, n)
-			if err != nil {
-				yield(entry.Entry{}, fmt.Errorf("read %s: %w", u, err))
-				return
-			}
-			if !more {
-				return
-			}
-			if seen[next] {
-				// More than a page of entries dead-lettered in one second: the
-				// gateway answers the same page again.
-				yield(entry.Entry{}, fmt.Errorf("read %s: next_cursor %s repeats: more than %d entries were dead-lettered within one second, which the gateway cannot page past; read them with --source cordum-redis:redis://HOST:PORT/DB", u, next, PageSize))
-				return
-			}
-			seen[next] = true
-			cursor = next
 			prev = cur
+			return n, stopped
+		})
+		if errors.Is(err, errNoCursor) || errors.Is(err, errCursorRepeats) {
+			err = fmt.Errorf("%w%s", err, redisHint)
+		}
+		if err != nil {
+			yield(entry.Entry{}, err)
 		}
 	}
 }
 
+// Errors of the page loop that are not the gateway's answer but where it
+// cannot take a reader further (cordum-io/cordum handlers_dlq.go).
+var (
+	// errNoCursor: a full page and no next_cursor. The gateway sends none
+	// when the page's last entry has no created_at, and such entries score
+	// lowest in dlq:index: more may follow.
+	errNoCursor = errors.New("no next_cursor after this full page (its last entry has no created_at): the gateway cannot page past it and more entries may follow")
+	// errCursorRepeats: more than a page of entries dead-lettered in one
+	// second; the gateway answers the same page again.
+	errCursorRepeats = fmt.Errorf("more than %d entries were dead-lettered within one second, which the gateway cannot page past", PageSize)
+	// errTooLong: the loop's page bound was reached.
+	errTooLong = errors.New("DLQ too long to scan")
+)
+
+// redisHint is what reads past what the gateway cannot page past.
+const redisHint = "; read them with --source cordum-redis:redis://HOST:PORT/DB"
+
+// walkPages is the one page loop over the gateway's DLQ (GET
+// /api/v1/dlq/page?limit=&cursor=, following next_cursor), used by the
+// live source and by the compensating read. get fetches one page; page
+// handles it and says how many records it held and whether to stop.
+// maxPages bounds the walk (0: no bound). It ends nil at the end of the
+// DLQ, or with the error of get, of a page that is not JSON, or one of
+// errNoCursor, errCursorRepeats, errTooLong (wrapped, naming the page).
+func walkPages(ctx context.Context, base string, get func(context.Context, string) ([]byte, error),
+	maxPages int, page func(u string, body []byte) (n int, stop bool)) error {
+	seen := map[string]bool{}
+	cursor := ""
+	for i := 0; maxPages == 0 || i < maxPages; i++ {
+		u := pageURL(base, cursor)
+		body, err := get(ctx, u)
+		if err != nil {
+			return err
+		}
+		n, stop := page(u, body)
+		if stop {
+			return nil
+		}
+		next, more, err := nextCursor(body, n)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", u, err)
+		}
+		if !more {
+			return nil
+		}
+		if seen[next] {
+			return fmt.Errorf("read %s: next_cursor %s repeats: %w", u, next, errCursorRepeats)
+		}
+		seen[next] = true
+		cursor = next
+	}
+	return errTooLong
+}
+
 // pageURL is the URL of Cordum's page at cursor.
-func (s *Live) pageURL(cursor string) string {
+func pageURL(base, cursor string) string {
 	q := url.Values{"limit": {strconv.Itoa(PageSize)}}
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}
-	return s.Base + "/api/v1/dlq/page?" + q.Encode()
+	return base + "/api/v1/dlq/page?" + q.Encode()
 }
 
-// next says whether another Cordum page follows, and its cursor.
-func (s *Live) next(body []byte, n int) (string, bool, error) {
+// nextCursor says whether another page follows, and its cursor.
+func nextCursor(body []byte, n int) (string, bool, error) {
 	if n == 0 {
 		return "", false, nil
 	}
@@ -140,7 +175,7 @@ func (s *Live) next(body []byte, n int) (string, bool, error) {
 			// page's last entry has no created_at (cordum-io/cordum
 			// core/controlplane/gateway/handlers_dlq.go:82-89), and such
 			// entries score lowest in dlq:index: more may follow.
-			return "", false, fmt.Errorf("no next_cursor after a full page of %d entries (its last entry has no created_at): the gateway cannot page past it and more entries may follow; read them with --source cordum-redis:redis://HOST:PORT/DB", n)
+			return "", false, fmt.Errorf("%d entries: %w", n, errNoCursor)
 		}
 		return "", false, nil
 	}

@@ -1,14 +1,12 @@
 package cordum
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/connector"
@@ -75,46 +73,44 @@ func (t *Target) Probe(context.Context, string) (connector.ProbeResult, string) 
 // not happen; gone means it did, or a person deleted it: either way it
 // must not be replayed again.
 func (t *Target) ProbeEntry(ctx context.Context, e *entry.Entry) (connector.ProbeResult, string) {
-	const limit = 500 // the gateway's ceiling (gateway/helpers.go maxListLimit)
-	cursor := ""
-	for range pages.MaxProbePages {
-		q := url.Values{"limit": {strconv.Itoa(limit)}}
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
+	found := false
+	get := func(ctx context.Context, u string) ([]byte, error) {
+		var raw json.RawMessage
+		err := t.GetJSON(ctx, u, t.header(), &raw)
+		return raw, err
+	}
+	err := walkPages(ctx, t.Base, get, pages.MaxProbePages, func(_ string, body []byte) (int, bool) {
 		var page struct {
 			Items []struct {
 				JobID string `json:"job_id"`
 			} `json:"items"`
-			NextCursor json.RawMessage `json:"next_cursor"`
 		}
-		if err := t.GetJSON(ctx, t.Base+"/api/v1/dlq/page?"+q.Encode(), t.header(), &page); err != nil {
-			return connector.ProbeInconclusive, "cordum probe: " + err.Error()
+		if json.Unmarshal(body, &page) != nil {
+			return 0, false // nextCursor names what is wrong with it
 		}
 		for _, it := range page.Items {
 			if it.JobID == e.ID {
-				return connector.ProbeNotCommitted, "cordum probe: job " + e.ID + " is still in the DLQ: not retried"
+				found = true
+				return len(page.Items), true
 			}
 		}
-		next := strings.Trim(string(bytes.TrimSpace(page.NextCursor)), `"`)
-		end := next == "" || next == "null" || next == "0"
-		if end && len(page.Items) >= limit {
-			// A full page and no cursor: its last entry has no created_at
-			// (handlers_dlq.go:85), and the gateway cannot page past it.
-			// Not the end of the DLQ: the job may be further on.
-			return connector.ProbeInconclusive, "cordum probe: the gateway gave no cursor after a full page (its last entry has no created_at): job " + e.ID + " may still be in the DLQ past it"
-		}
-		if len(page.Items) == 0 || end {
-			return connector.ProbeCommitted, "cordum probe: job " + e.ID + " is no longer in the DLQ: retried or deleted"
-		}
-		if next == cursor {
-			// The cursor is an inclusive whole second: over a page of
-			// entries dead-lettered in one second, the gateway answers the
-			// same page again and never reaches the rest. Not the end of
-			// the DLQ: the job may be among them.
-			return connector.ProbeInconclusive, "cordum probe: more than a page of entries were dead-lettered within one second, which the gateway cannot page past: job " + e.ID + " may still be in the DLQ"
-		}
-		cursor = next
+		return len(page.Items), false
+	})
+	switch {
+	case found:
+		return connector.ProbeNotCommitted, "cordum probe: job " + e.ID + " is still in the DLQ: not retried"
+	case errors.Is(err, errNoCursor):
+		// Not the end of the DLQ: the job may be further on.
+		return connector.ProbeInconclusive, "cordum probe: the gateway gave no cursor after a full page (its last entry has no created_at): job " + e.ID + " may still be in the DLQ past it"
+	case errors.Is(err, errCursorRepeats):
+		// The cursor is an inclusive whole second: over a page of entries
+		// dead-lettered in one second, the gateway answers the same page
+		// again and never reaches the rest. The job may be among them.
+		return connector.ProbeInconclusive, "cordum probe: more than a page of entries were dead-lettered within one second, which the gateway cannot page past: job " + e.ID + " may still be in the DLQ"
+	case errors.Is(err, errTooLong):
+		return connector.ProbeInconclusive, "cordum probe: DLQ too long to scan"
+	case err != nil:
+		return connector.ProbeInconclusive, "cordum probe: " + err.Error()
 	}
-	return connector.ProbeInconclusive, "cordum probe: DLQ too long to scan"
+	return connector.ProbeCommitted, "cordum probe: job " + e.ID + " is no longer in the DLQ: retried or deleted"
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/pages"
 	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
@@ -193,3 +194,11 @@ func (s *Live) MarkReplayed(ctx context.Context, e entry.Entry) error {
 func (s *Live) MarkResolved(ctx context.Context, e entry.Entry, _ string) error {
 	return s.SettleRequest(ctx, e.ID, http.MethodDelete, s.Base+"/api/v1/dlq/"+url.PathEscape(e.ID), nil)
 }
+
+// Settle tells Cordum what replayctl did with the entry: either way the
+// gateway's DELETE takes it out of the DLQ (it keeps no reason).
+func (s *Live) Settle(ctx context.Context, e *entry.Entry, st connector.Settlement) error {
+	return s.MarkResolved(ctx, *e, st.Reason)
+}
+
+var _ connector.Settler = (*Live)(nil)

@@ -217,3 +217,11 @@ func (s *Redis) MarkReplayed(ctx context.Context, e entry.Entry) error {
 func IsRedisURL(p string) bool {
 	return strings.HasPrefix(p, "redis://") || strings.HasPrefix(p, "rediss://")
 }
+
+// Settle takes the entry out of Cordum's Redis DLQ as Cordum's own
+// delete does (MarkReplayed), whatever replayctl did with it.
+func (s *Redis) Settle(ctx context.Context, e *entry.Entry, _ connector.Settlement) error {
+	return s.MarkReplayed(ctx, *e)
+}
+
+var _ connector.Settler = (*Redis)(nil)

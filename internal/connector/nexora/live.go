@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/pages"
 	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
@@ -226,3 +227,14 @@ func (s *Live) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 		}
 	}
 }
+
+// Settle resolves the dead letter with why: "replayed by replayctl", or a
+// person's reason.
+func (s *Live) Settle(ctx context.Context, e *entry.Entry, st connector.Settlement) error {
+	if st.Replayed {
+		return s.MarkReplayed(ctx, *e)
+	}
+	return s.MarkResolved(ctx, *e, st.Reason)
+}
+
+var _ connector.Settler = (*Live)(nil)

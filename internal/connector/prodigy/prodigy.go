@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -669,3 +670,12 @@ func writeAtomic(path string, data []byte) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// Settle removes the item as `prodigy dlq retry` does for one that
+// succeeded (MarkReplayed), whether replayctl replayed or a person
+// resolved it: Prodigy keeps no reason.
+func (s *Source) Settle(ctx context.Context, e *entry.Entry, _ connector.Settlement) error {
+	return s.MarkReplayed(ctx, *e)
+}
+
+var _ connector.Settler = (*Source)(nil)

@@ -25,28 +25,17 @@ type targetFlags struct {
 	url, probe string
 }
 
-// router routes by --target, else entries of live Cordum/Nexora sources
-// (the run's, or the stored entry's origin) through those systems, else by
-// rules.yaml targets.
-func (f *targetFlags) router(rules *triage.Rules, srcs ...source.Source) replay.Router {
+// router routes by --target, else entries read from a running system
+// (the run's, or the stored entry's origin) through that system's own
+// replay, else by rules.yaml targets.
+func (f *targetFlags) router(rules *triage.Rules, _ ...source.Source) replay.Router {
 	var def *replay.Route
 	creds := replay.CredentialsFromEnv(os.Getenv)
 	if f.url != "" {
 		// The flag was checked when set, so this cannot fail.
 		def, _ = replay.ParseTarget(f.url, f.probe, creds)
 	}
-	// Stored entries of live sources go back through their own system too
-	// (dlq replay ID, approvals --replay-now, bulk), as a run's do.
-	next := replay.NewOriginRouter(replay.NewRulesRouter(rules, def), def != nil, creds)
-	live := make([]any, len(srcs))
-	for i, s := range srcs {
-		live[i] = s
-	}
-	// Sources were parsed with valid http(s) URLs, so this cannot fail.
-	if lr, err := replay.NewLiveRouter(next, def != nil, creds, live...); err == nil {
-		return lr
-	}
-	return next
+	return replay.NewOriginRouter(replay.NewRulesRouter(rules, def), def != nil, creds)
 }
 
 // forEntry finds a stored entry's source again (registry.Finder), so a

@@ -518,10 +518,7 @@ func TestLiveCordumSourceReplaysThroughCordum(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := func() *Reconciler {
-		lr, err := NewLiveRouter(NewRulesRouter(b.engine.Rules, nil), false, CredentialsFromEnv(os.Getenv), src)
-		if err != nil {
-			t.Fatal(err)
-		}
+		lr := NewOriginRouter(NewRulesRouter(b.engine.Rules, nil), false, CredentialsFromEnv(os.Getenv))
 		return &Reconciler{Engine: b.engine, Store: b.store, Clock: b.clock, Actor: "ops-bot", MaxParallel: 2, Router: lr}
 	}
 	rep := b.run(rec(), src)

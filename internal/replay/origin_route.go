@@ -8,13 +8,13 @@ import (
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-// OriginRouter routes a stored entry that was read from a live Cordum or
-// Nexora source through that system's own replay endpoint, found from
-// the entry's Origin (the page URL it was read from), and everything else
-// to Next. LiveRouter does the same for the sources of a run; this one
-// serves replays of stored entries (`dlq replay ID`, `approvals approve
-// --replay-now`, bulk replays, the API), which have no source at hand.
-// An explicit --target (Override) wins over it.
+// OriginRouter routes an entry read from a running system (a live source)
+// through that system's own replay endpoint, found from the entry's Origin
+// (the page URL it was read from; registry.OriginTarget), and everything
+// else to Next. It serves a run's entries and replays of stored entries
+// (`dlq replay ID`, `approvals approve --replay-now`, bulk replays, the
+// API) alike, which have no source at hand. An explicit --target
+// (Override) wins over it.
 type OriginRouter struct {
 	Next     Router
 	Override bool

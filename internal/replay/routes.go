@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"os"
-	"strings"
 
 	"github.com/replayctl/replayctl/internal/connector/registry"
 	"github.com/replayctl/replayctl/internal/entry"
@@ -66,56 +65,4 @@ type brokenTarget struct{ err error }
 
 func (b brokenTarget) Dispatch(context.Context, Request) Result {
 	return Result{Outcome: Failed, Detail: b.err.Error()}
-}
-
-// liveSource is a source that reads a running Cordum or Nexora (consumer
-// side of source's live sources): it names the target that replays its
-// entries through the system and how its entries' Origin starts.
-type liveSource interface {
-	NativeTarget() string
-	OriginPrefix() string
-}
-
-// LiveRouter sends entries read from a live Cordum or Nexora source
-// through that system's own replay endpoint, and everything else to Next.
-// An explicit --target (Override) wins over it.
-type LiveRouter struct {
-	Next     Router
-	Override bool
-	live     []liveRoute
-}
-
-type liveRoute struct {
-	prefix, kind string
-	route        Route
-}
-
-// NewLiveRouter wraps next with a route per live source in srcs.
-func NewLiveRouter(next Router, override bool, c Credentials, srcs ...any) (*LiveRouter, error) {
-	r := &LiveRouter{Next: next, Override: override}
-	for _, s := range srcs {
-		ls, ok := s.(liveSource)
-		if !ok {
-			continue
-		}
-		rt, err := ParseTarget(ls.NativeTarget(), "", c)
-		if err != nil {
-			return nil, err
-		}
-		kind, _, _ := strings.Cut(ls.NativeTarget(), ":")
-		r.live = append(r.live, liveRoute{prefix: ls.OriginPrefix(), kind: kind, route: *rt})
-	}
-	return r, nil
-}
-
-// Route implements Router.
-func (r *LiveRouter) Route(e *entry.Entry) (Route, bool) {
-	if !r.Override {
-		for _, l := range r.live {
-			if e.Source == l.kind && strings.HasPrefix(e.Origin, l.prefix) {
-				return l.route, true
-			}
-		}
-	}
-	return r.Next.Route(e)
 }

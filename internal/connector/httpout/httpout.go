@@ -145,6 +145,12 @@ func (c *Client) Send(ctx context.Context, method, u string, h http.Header, body
 	if err != nil {
 		return Answer{}, &connector.Result{Outcome: connector.Failed, Detail: "bad target URL: " + c.Redact(err.Error())}
 	}
+	if err := checkHeader(h); err != nil {
+		// net/http would refuse it before sending, on every attempt: as
+		// not_sent it would never spend the budget and stay pending for
+		// ever. It is a definite failure a person must look at.
+		return Answer{}, &connector.Result{Outcome: connector.Failed, Detail: "cannot be sent: " + c.Redact(err.Error())}
+	}
 	var wrote atomic.Bool
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
@@ -230,6 +236,24 @@ func (c *Client) newRequest(ctx context.Context, method, u string, h http.Header
 		req.GetBody = nil
 	}
 	return req, nil
+}
+
+// checkHeader refuses what net/http refuses to send: a header name that
+// is not a token, a value with a control character other than tab.
+func checkHeader(h http.Header) error {
+	for k, vs := range h {
+		if k == "" || strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == ':' }) {
+			return fmt.Errorf("header name %q is not valid", k)
+		}
+		for _, v := range vs {
+			for i := 0; i < len(v); i++ {
+				if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+					return fmt.Errorf("header %s holds a control character (byte %d)", k, i)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // onceBody is a request body net/http does not know how to rewind.

@@ -157,3 +157,21 @@ func TestExecOutputCappedAndEnvSanitised(t *testing.T) {
 		t.Errorf("environment: %s", res.Detail[max(0, len(res.Detail)-1024):])
 	}
 }
+
+// TestHeaderThatCannotBeSentFails: a rules.yaml header value with a
+// control character is refused by net/http before sending, on every run;
+// it was not_sent each time, spending no budget, pending for ever. It is
+// a failure a person looks at, and the value stays out of the detail.
+func TestHeaderThatCannotBeSentFails(t *testing.T) {
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++ }))
+	defer srv.Close()
+	h := NewHTTPTarget(srv.URL, "", 5*time.Second, map[string]string{"X-Token": "tok-secret\r\nX-Evil: 1"})
+	res := h.Dispatch(context.Background(), connector.Request{Entry: &entry.Entry{ID: "e"}, Key: "k", Attempt: 1})
+	if res.Outcome != connector.Failed || hits != 0 {
+		t.Errorf("outcome %s (%s), %d requests; want failed, none", res.Outcome, res.Detail, hits)
+	}
+	if strings.Contains(res.Detail, "tok-secret") {
+		t.Errorf("detail carries the header value: %s", res.Detail)
+	}
+}

@@ -585,6 +585,11 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 		reason = scheduledReason(due) + ": " + out.Detail
 	}
 	owed := "" // the write-back the entry owes, as the outcome's commit left it
+	// A success the source must still be told of is owed from the moment it
+	// is recorded: a run that dies before (or while) telling it leaves the
+	// write-back owed, and the next run finishes it.
+	_, hasWB := src.(source.WriteBack)
+	owesBack := out.Outcome == Succeeded && !out.SourceUpdated && hasWB
 	if err := r.commitOutcome(ctx, func(tx store.Tx) error {
 		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching,
 			To: to, Error: out.Detail, Owner: owner, Attempt: attempt, NotSent: out.Outcome == NotSent}); err != nil {
@@ -603,7 +608,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(to), Detail: detail}); err != nil {
 			return err
 		}
-		owed, err = setOutcomeStatus(tx, e.Ref(), status, reason, due)
+		owed, err = setOutcomeStatus(tx, e.Ref(), status, reason, due, owesBack)
 		return err
 	}); err != nil {
 		endDispatch()
@@ -637,9 +642,10 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 }
 
 // setOutcomeStatus is setStatus plus the entry's next attempt time (zero
-// when no retry is scheduled), reading and writing the entry once. It
-// returns the write-back the entry still owes, as stored.
-func setOutcomeStatus(tx store.Tx, ref, status, reason string, due time.Time) (owed string, err error) {
+// when no retry is scheduled), reading and writing the entry once; owesBack
+// records the replay's write-back as owed. It returns the write-back the
+// entry still owes, as stored.
+func setOutcomeStatus(tx store.Tx, ref, status, reason string, due time.Time, owesBack bool) (owed string, err error) {
 	if ref == "" {
 		return "", nil
 	}
@@ -648,6 +654,9 @@ func setOutcomeStatus(tx store.Tx, ref, status, reason string, due time.Time) (o
 		return "", err
 	}
 	er.Status, er.Reason, er.NextAttemptAt = status, reason, due
+	if owesBack && er.WriteBackPending == "" {
+		er.WriteBackPending = store.WriteBackReplayed
+	}
 	if status == store.StatusFailed {
 		er.Hold = store.HoldFailed
 	}

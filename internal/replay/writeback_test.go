@@ -396,3 +396,42 @@ func TestSingleReplayWritesBackToProdigy(t *testing.T) {
 		t.Errorf("write-back still owed: %q", got)
 	}
 }
+
+// owedSpy is a source whose write-back first looks at what the store says
+// the entry owes: what a run that died at that moment would leave.
+type owedSpy struct {
+	source.Source
+	b    *testBundle
+	mu   sync.Mutex
+	owed map[string]string
+}
+
+func (s *owedSpy) MarkReplayed(ctx context.Context, e entry.Entry) error {
+	s.mu.Lock()
+	s.owed[e.Ref()] = s.b.entry(e.Ref()).WriteBackPending
+	s.mu.Unlock()
+	return s.Source.(source.WriteBack).MarkReplayed(ctx, e)
+}
+
+// TestReplayWriteBackOwedFromTheOutcome: a replay's write-back is owed in
+// the same commit as its succeeded outcome, so a run that dies between the
+// two (or in the middle of the write-back) leaves it owed, and the next
+// run finishes it. It was recorded only once the write-back had failed:
+// a crash in between left the item in Prodigy's DLQ for good.
+func TestReplayWriteBackOwedFromTheOutcome(t *testing.T) {
+	b := newBundle(t, baseRules)
+	spy := &owedSpy{Source: b.prodigyCopy(t), b: b, owed: map[string]string{}}
+	b.sink.status = func(string, int) int { return http.StatusOK }
+	b.run(b.reconciler(1), spy)
+	if len(spy.owed) == 0 {
+		t.Fatal("no write-back ran")
+	}
+	for ref, owed := range spy.owed {
+		if owed != store.WriteBackReplayed {
+			t.Errorf("%s: owed %q while being written back, want %q", ref, owed, store.WriteBackReplayed)
+		}
+		if got := b.entry(ref).WriteBackPending; got != "" {
+			t.Errorf("%s: still owed %q after the write-back", ref, got)
+		}
+	}
+}

@@ -29,6 +29,7 @@ const PageSize = 500
 // in errors.
 type Live struct {
 	*pages.Reader
+	target *Target // Cordum's own retry and its compensating read
 }
 
 // NewLive is a live source for the gateway at base, with the credentials
@@ -45,8 +46,34 @@ func NewLive(spec, base string, getenv func(string) string) (*Live, error) {
 	r.SetCredential("X-API-Key", key)
 	r.Header.Set("X-Tenant-ID", tenant)
 	r.CredentialNames = "CORDUM_API_KEY, CORDUM_TENANT_ID"
-	return &Live{Reader: r}, nil
+	t, err := NewTarget(r.Base, 0, key, tenant)
+	if err != nil {
+		return nil, err
+	}
+	return &Live{Reader: r, target: t}, nil
 }
+
+// Replay asks Cordum to retry the job (Target.Dispatch).
+func (s *Live) Replay(ctx context.Context, r connector.Request) connector.Result {
+	return s.target.Dispatch(ctx, r)
+}
+
+// ProbeEntry is Cordum's compensating read (Target.ProbeEntry).
+func (s *Live) ProbeEntry(ctx context.Context, e *entry.Entry) (connector.ProbeResult, string) {
+	return s.target.ProbeEntry(ctx, e)
+}
+
+// Ref names the entry by its job id and links to the job on the gateway
+// (GET /api/v1/jobs/{id}; the DLQ has no GET for one entry).
+func (s *Live) Ref(e *entry.Entry) connector.Link {
+	return connector.Link{Name: e.ID, URL: s.Base + "/api/v1/jobs/" + url.PathEscape(e.ID)}
+}
+
+// Codes is empty: Cordum's reason codes and terminal job statuses are
+// still classified by internal/triage's taxonomy.
+func (s *Live) Codes() []connector.Code { return nil }
+
+var _ connector.Connector = (*Live)(nil)
 
 // NativeTarget is the --target value that replays this source's entries
 // through Cordum's own retry.

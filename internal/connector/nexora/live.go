@@ -39,6 +39,7 @@ const pageSize = 100
 // bearer token and never appears in errors.
 type Live struct {
 	*pages.Reader
+	target *Target // Nexora's own replay and its compensating read
 }
 
 // NewLive is a live source for the server at base, with the token read
@@ -53,8 +54,32 @@ func NewLive(spec, base string, getenv func(string) string) (*Live, error) {
 		r.Client.AddSecret(tok)
 	}
 	r.CredentialNames = "NEXORA_TOKEN"
-	return &Live{Reader: r}, nil
+	t, err := NewTarget(r.Base, 0, getenv("NEXORA_TOKEN"))
+	if err != nil {
+		return nil, err
+	}
+	return &Live{Reader: r, target: t}, nil
 }
+
+// Replay asks Nexora to replay the dead letter (Target.Dispatch).
+func (s *Live) Replay(ctx context.Context, r connector.Request) connector.Result {
+	return s.target.Dispatch(ctx, r)
+}
+
+// ProbeEntry is Nexora's compensating read (Target.ProbeEntry).
+func (s *Live) ProbeEntry(ctx context.Context, e *entry.Entry) (connector.ProbeResult, string) {
+	return s.target.ProbeEntry(ctx, e)
+}
+
+// Ref names the dead letter by its id; Nexora has no page for one record
+// (its /api/dead-letters/{id} answers only POST replay and resolve).
+func (s *Live) Ref(e *entry.Entry) connector.Link { return connector.Link{Name: e.ID} }
+
+// Codes is empty: Nexora's failure codes are still classified by
+// internal/triage's taxonomy.
+func (s *Live) Codes() []connector.Code { return nil }
+
+var _ connector.Connector = (*Live)(nil)
 
 // NativeTarget is the --target value that replays this source's entries
 // through Nexora's own replay.

@@ -678,4 +678,28 @@ func (s *Source) Settle(ctx context.Context, e *entry.Entry, _ connector.Settlem
 	return s.MarkReplayed(ctx, *e)
 }
 
-var _ connector.Settler = (*Source)(nil)
+// Replay is not Prodigy's to offer: its retry is a command
+// (`prodigy dlq retry`), not an endpoint; items replay through a target.
+func (s *Source) Replay(context.Context, connector.Request) connector.Result {
+	return connector.Result{Outcome: connector.Failed, Detail: "prodigy: " + connector.ErrUnsupported.Error() + ": replay through a target"}
+}
+
+// ProbeEntry: Prodigy keeps no record of a replay to read back.
+func (s *Source) ProbeEntry(context.Context, *entry.Entry) (connector.ProbeResult, string) {
+	return connector.ProbeInconclusive, "prodigy: " + connector.ErrUnsupported.Error()
+}
+
+// Ref names the item JOB/ITEM; its file is where the system shows it.
+func (s *Source) Ref(e *entry.Entry) connector.Link {
+	name := e.ID
+	if e.Scope != "" {
+		name = e.Scope + "/" + e.ID
+	}
+	return connector.Link{Name: name}
+}
+
+// Codes is empty: Prodigy's error types are still classified by
+// internal/triage's taxonomy.
+func (s *Source) Codes() []connector.Code { return nil }
+
+var _ connector.Connector = (*Source)(nil)

@@ -100,7 +100,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 			logger := s.log
 			srv, err := server.New(server.Config{
 				Store: st, Tokens: tokens, Sources: srcs, Approvers: cfg, Every: every,
-				MaxParallel: par, Rate: rate, Logger: logger, AuditKey: auditKey, Proxy: proxy,
+				MaxParallel: par, Rate: rate, Logger: logger, AuditKey: auditKey, Proxy: proxy, ForEntry: forEntry(),
 				Notify: notifier(hooksJSON, hooksSlack), PublicURL: publicURL,
 				Remind: notify.Aging{After: agingAfter, Every: agingEvery},
 				Engine: func(ctx context.Context) (*triage.Engine, triage.Snapshot, error) { return eng.load(ctx) },

@@ -196,7 +196,7 @@ func (s *Server) ReplayOne(r *http.Request, id, actor string) (replay.EntryResul
 		return replay.EntryResult{}, err
 	}
 	rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules), Actor: actor,
-		ApprovalTTL: s.cfg.Approvers.Expiry, Breakers: s.cfg.Breakers}
+		ApprovalTTL: s.cfg.Approvers.Expiry, Breakers: s.cfg.Breakers, ForEntry: s.cfg.ForEntry}
 	res, err := rc.One(r.Context(), er)
 	if err == nil {
 		s.metrics.observeEntry(res)

@@ -32,7 +32,8 @@ func (s *Server) bulk(ctx context.Context, req *BulkRequest, actor string) (*rep
 		return nil, err
 	}
 	rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules), Actor: actor,
-		Rate: s.cfg.Rate, MaxParallel: s.cfg.MaxParallel, ApprovalTTL: s.cfg.Approvers.Expiry, OnEntry: s.metrics.observeEntry, Breakers: s.cfg.Breakers}
+		Rate: s.cfg.Rate, MaxParallel: s.cfg.MaxParallel, ApprovalTTL: s.cfg.Approvers.Expiry, OnEntry: s.metrics.observeEntry, Breakers: s.cfg.Breakers,
+		ForEntry: s.cfg.ForEntry}
 	return &replay.Bulk{Reconciler: rc, Inventory: s.cfg.Store, Max: req.Max, Spread: req.Spread.Duration,
 		ResetBudget: req.ResetBudget, Reason: req.Reason}, nil
 }

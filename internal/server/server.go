@@ -14,6 +14,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/approval"
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/notify"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
@@ -72,6 +73,10 @@ type Config struct {
 	// Breakers are the targets' circuit breakers, shared by every run,
 	// replay and bulk replay of this server (default: a new set).
 	Breakers *replay.Breakers
+	// ForEntry finds a stored entry's source again for a replay outside a
+	// run (the API's single and bulk replays), so its write-back runs
+	// (replay.Reconciler.ForEntry); nil: none.
+	ForEntry func(*entry.Entry) (source.Source, bool)
 }
 
 // Server is the HTTP service.

@@ -163,8 +163,8 @@ type Connector interface {
 	Codes() []Code
 }
 
-// UsageError is a --source (or --target) value that cannot be used. Hint
-// says what would.
+// UsageError is a --source value that cannot be used. Hint says what
+// would.
 type UsageError struct {
 	Spec string // the value as given
 	Err  error  // what is wrong with it

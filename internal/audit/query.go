@@ -34,6 +34,27 @@ type TailReader interface {
 	AuditUnsealed(ctx context.Context) (int, error)
 }
 
+// TailChecker is a TailReader whose writers sign each record they append
+// (PostgreSQL with a key): AuditTailForged returns the first record after
+// the sealed head not signed with key (0: none), which the sealer refuses
+// to chain.
+type TailChecker interface {
+	AuditTailForged(ctx context.Context, key []byte) (uint64, error)
+}
+
+// LedgerReader is a store that keeps an idempotency ledger beside the
+// chain. A full verification compares the two: a key the chain says
+// succeeded must still be succeeded in the ledger, or the next run would
+// send it again (flipping succeeded back to decided passed verify, and the
+// next reconcile re-sent all 30 keys: issue 29).
+type LedgerReader interface {
+	LedgerStates(ctx context.Context, fn func(key, state string) error) error
+}
+
+// StateSucceeded is the ledger state of a key whose replay succeeded
+// (idempotency.Succeeded; terminal: the chain's word for it stands).
+const StateSucceeded = "succeeded"
+
 // ErrNotFound: no record with that id.
 var ErrNotFound = errors.New("no such audit record")
 
@@ -112,6 +133,10 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 	if bc, ok := r.(BlobChecker); ok {
 		v.blobs = func(id string) error { return bc.CheckSnapshot(ctx, id) }
 	}
+	lr, withLedger := r.(LedgerReader)
+	if withLedger = withLedger && from == 1; withLedger {
+		v.succeeded = map[string]uint64{}
+	}
 	walk := func(from uint64) error {
 		err := r.AuditRange(ctx, from, func(k uint64, s Sealed, derr error) error {
 			if derr != nil {
@@ -164,6 +189,16 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 		res.Break = v.MissingBreak()
 		return res, nil
 	}
+	if withLedger {
+		b, err := ledgerContradiction(ctx, lr, v.succeeded)
+		if err != nil {
+			return nil, err
+		}
+		if b != nil {
+			res.Break = b
+			return res, nil
+		}
+	}
 	switch {
 	case cp == nil:
 		res.Unchecked = append(res.Unchecked, UncheckedCheckpoint)
@@ -189,6 +224,16 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 	if len(key) == 0 {
 		res.Unchecked = append(res.Unchecked, UncheckedSignature)
 	}
+	if tc, ok := r.(TailChecker); ok && len(key) > 0 {
+		seq, err := tc.AuditTailForged(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if seq > 0 {
+			res.Break = &Break{Seq: seq, Reason: "record after the sealed head is not signed with the key: it was inserted or changed outside replayctl, and the sealer refuses to chain it"}
+			return res, nil
+		}
+	}
 	if len(key) > 0 {
 		if !hmac.Equal([]byte(mac), []byte(HeadMAC(key, seq, head))) {
 			res.Break = &Break{Seq: seq, Reason: "head signature does not match: the chain was rewritten without the key (or the key is wrong)"}
@@ -200,6 +245,25 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 }
 
 var errStop = errors.New("stop")
+
+// ledgerContradiction returns the earliest record saying a key succeeded
+// whose ledger record now says otherwise (nil when none does). A key the
+// ledger no longer holds is not counted: the store may have archived it.
+func ledgerContradiction(ctx context.Context, lr LedgerReader, succeeded map[string]uint64) (*Break, error) {
+	if len(succeeded) == 0 {
+		return nil, nil
+	}
+	var first *Break
+	err := lr.LedgerStates(ctx, func(key, state string) error {
+		seq, ok := succeeded[key]
+		if !ok || state == StateSucceeded || first != nil && first.Seq <= seq {
+			return nil
+		}
+		first = &Break{Seq: seq, Reason: fmt.Sprintf("the ledger says key %q is %q, but this record says its replay succeeded: the ledger was edited (the runner refuses to dispatch the key until a person restores the ledger)", key, state)}
+		return nil
+	})
+	return first, err
+}
 
 // Incremental keeps the verified head between verifications, so each one
 // walks only the records appended since: a server that verifies on every

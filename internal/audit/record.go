@@ -154,6 +154,9 @@ type Verifier struct {
 	// store; firstMissing is the first of them.
 	Missing      int
 	firstMissing *Break
+	// succeeded, when set (a full walk of a store with a ledger), holds
+	// per idempotency key the first record saying its replay succeeded.
+	succeeded map[string]uint64
 }
 
 // NewVerifier starts at the genesis.
@@ -192,6 +195,11 @@ func (v *Verifier) Next(keySeq uint64, s Sealed) *Break {
 			v.checked = map[string]bool{}
 		}
 		v.checked[id] = true
+	}
+	if v.succeeded != nil && rec.Key != "" && rec.LedgerAfter == StateSucceeded {
+		if _, ok := v.succeeded[rec.Key]; !ok {
+			v.succeeded[rec.Key] = keySeq
+		}
 	}
 	// Counted per record, not per snapshot: every record written since
 	// snapshots are kept that names a deleted one lost its re-run.

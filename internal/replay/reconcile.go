@@ -498,6 +498,9 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			return fmt.Errorf("%w: %s was put on hold (%s) while it was being decided", idempotency.ErrConflict, e.Ref(), er.Hold)
 		}
 		cur, err := tx.Ledger(e.IdempotencyKey)
+		if err == nil {
+			err = chainAgrees(tx, e.Ref(), cur)
+		}
 		if err != nil {
 			return err
 		}

@@ -76,6 +76,8 @@ type Bolt struct {
 	flight   inFlight
 	group    groupCommit
 	memo     writeMemo
+	// tamper counts the appends refused on a forged head (audit_guard.go).
+	tamper tamperCount
 	// onEntryDecode, when set (tests), is called for every entry record
 	// a transaction decodes: proves PutEntry reuses what Entry read.
 	onEntryDecode func()
@@ -185,7 +187,7 @@ func (s *Bolt) runWrite(btx *bolt.Tx, fn func(Tx) error) error {
 
 // writeTx is the boltTx of a read-write bbolt transaction.
 func (s *Bolt) writeTx(btx *bolt.Tx) *boltTx {
-	return &boltTx{tx: btx, now: s.now, key: s.key, onDecode: s.onEntryDecode, memo: &s.memo}
+	return &boltTx{tx: btx, now: s.now, key: s.key, onDecode: s.onEntryDecode, memo: &s.memo, tamper: &s.tamper}
 }
 
 // View runs fn in a read-only transaction.
@@ -222,6 +224,7 @@ type boltTx struct {
 	// memo is the store's writeMemo (read-write transactions only).
 	memo     *writeMemo
 	onDecode func()
+	tamper   *tamperCount
 }
 
 // counters returns the transaction's counter deltas (nil on a file whose
@@ -532,6 +535,11 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 			if err := json.Unmarshal(v, &head); err != nil {
 				return audit.Sealed{}, fmt.Errorf("decode audit head: %w", err)
 			}
+		}
+		// The head is authenticated before it is extended: flush signs
+		// the new one, so extending a forged head would launder it.
+		if !checkHeadMAC(t.key, head.Seq, head.Hash, string(meta.Get(keyAuditMAC))) {
+			return audit.Sealed{}, t.tamper.refuse(head.Seq, "the stored head is not signed with this key (records were removed, rewritten or re-chained since the last keyed write)")
 		}
 		t.head = &head
 	}

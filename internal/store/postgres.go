@@ -75,6 +75,9 @@ var migrations = []string{
 	pgClaimFuncsMigration,
 	// 12: audit records by entry, for an entry's history (pg_entry_audit.go).
 	pgEntryAuditMigration,
+	// 13: each record a keyed writer appends carries its MAC, checked by
+	// the sealer before it chains the record (pg_audit.go).
+	pgAuditRowMACMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.
@@ -91,6 +94,8 @@ type Postgres struct {
 	pool     *pgxpool.Pool
 	key      []byte
 	instance string
+	// tamper counts the seals refused on a forged head or record.
+	tamper tamperCount
 	// stopSealer ends this process's sealer loop and waits for it.
 	stopSealer func()
 	// settleWait overrides the package's settleWait (tests).
@@ -300,6 +305,7 @@ type pgTx struct {
 	// inserted with COMMIT.
 	auditSeqs   []int64
 	auditBodies [][]byte
+	auditMACs   []string
 }
 
 func (t *pgTx) lockClause() string {

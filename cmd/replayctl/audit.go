@@ -309,12 +309,18 @@ func newAuditExportCmd(s *streams) *cobra.Command {
 			if db.remote.enabled() {
 				return db.remote.stream(cmd.Context(), "/api/audit/export", out)
 			}
+			key, err := db.key.key()
+			if err != nil {
+				return err
+			}
 			st, err := db.openExisting()
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			return audit.Export(cmd.Context(), st, out)
+			// A broken link ends the export with an error line and a
+			// non-zero exit (the lines before it are still written).
+			return audit.Export(cmd.Context(), st, out, key)
 		},
 	}
 	db.register(cmd.Flags())

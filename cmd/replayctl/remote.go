@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/replayctl/replayctl/internal/audit"
 )
 
 // remoteFlags point a command at a running `replayctl serve` instead of
@@ -64,6 +66,10 @@ func (f *remoteFlags) stream(ctx context.Context, path string, w io.Writer) erro
 	defer resp.Body.Close()
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		return fmt.Errorf("server %s: answer cut short (run audit verify): %w", f.url, err)
+	}
+	// Read after the body: the server's verdict on what it streamed.
+	if msg := resp.Trailer.Get(audit.ExportErrorTrailer); msg != "" {
+		return fmt.Errorf("server %s: %s", f.url, msg)
 	}
 	return nil
 }

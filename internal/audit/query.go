@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -510,16 +511,73 @@ func CheckpointFromQuery(q url.Values) (*Checkpoint, error) {
 	return cp, nil
 }
 
+// ExportErrorTrailer is the HTTP trailer GET /api/audit/export sets when
+// the export stopped at a broken link (its value: the break), so a client
+// that copies the body can still exit non-zero.
+const ExportErrorTrailer = "X-Replayctl-Export-Error"
+
 // Export writes every stored record with its chain hashes, one JSON object
 // per line, for a SIEM. The CLI and the API share it so that `audit export`
-// prints the same bytes from the file and through a server. An unreadable
-// record stops the export: a silent gap would hide what verify reports.
-func Export(ctx context.Context, r Reader, w io.Writer) error {
-	return r.AuditRange(ctx, 1, func(_ uint64, sealed Sealed, derr error) error {
-		if derr != nil {
-			return fmt.Errorf("audit record unreadable (run audit verify): %w", derr)
+// prints the same bytes from the file and through a server. It verifies as
+// it goes: at the first broken link (or an unreadable record, a recorded
+// head the chain does not end at, or with key a head not signed with it)
+// it writes an error trailer line, {"error":{"seq":N,"reason":"..."}}, and
+// returns the *Break, so a SIEM never takes a forged chain for an intact
+// one and the command exits non-zero (issue 29: export exited 0 on a chain
+// verify reported broken). Memory stays constant: one record at a time.
+func Export(ctx context.Context, r Reader, w io.Writer, key []byte) error {
+	v := NewVerifier()
+	var brk *Break
+	walk := func(from uint64) error {
+		err := r.AuditRange(ctx, from, func(k uint64, sealed Sealed, derr error) error {
+			if derr != nil {
+				brk = &Break{Seq: k, Reason: "undecodable record: " + derr.Error()}
+				return errStop
+			}
+			if b := v.Next(k, sealed); b != nil {
+				brk = b
+				return errStop
+			}
+			_, err := fmt.Fprintf(w, `{"seq":%d,"prev":%q,"hash":%q,"record":%s}`+"\n", sealed.Seq, sealed.Prev, sealed.Hash, sealed.Body)
+			return err
+		})
+		if errors.Is(err, errStop) {
+			return nil
 		}
-		_, err := fmt.Fprintf(w, `{"seq":%d,"prev":%q,"hash":%q,"record":%s}`+"\n", sealed.Seq, sealed.Prev, sealed.Hash, sealed.Body)
 		return err
-	})
+	}
+	if err := walk(1); err != nil {
+		return err
+	}
+	for try := 0; brk == nil; try++ {
+		seq, head, mac, err := readHead(ctx, r, len(key) > 0)
+		if err != nil {
+			return err
+		}
+		if seq > uint64(v.Count()) && try < 3 {
+			// A sealer moved the head on while we read: export on to it.
+			if err := walk(uint64(v.Count()) + 1); err != nil {
+				return err
+			}
+			continue
+		}
+		switch {
+		case seq != uint64(v.Count()) || head != v.Head():
+			brk = &Break{Seq: seq, Reason: fmt.Sprintf("recorded head (record %d) does not match the chain's last record (%d): records were removed from the end", seq, v.Count())}
+		case len(key) > 0 && !hmac.Equal([]byte(mac), []byte(HeadMAC(key, seq, head))):
+			brk = &Break{Seq: seq, Reason: "head signature does not match: the chain was rewritten without the key (or the key is wrong)"}
+		}
+		break
+	}
+	if brk == nil {
+		return nil
+	}
+	trailer, err := json.Marshal(map[string]*Break{"error": brk})
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "%s\n", trailer); err != nil {
+		return err
+	}
+	return brk
 }

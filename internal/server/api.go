@@ -369,17 +369,24 @@ func (s *Server) handleListAudit(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleExportAudit streams the chain as JSON lines, for `audit export
-// --server`. Once the first line is out the status is sent, so an unreadable
-// record mid-chain ends the body early; the client sees a truncated export
-// and audit verify names the record.
+// --server`, verifying as it goes. Once the first line is out the status is
+// sent, so a broken link ends the body with an error line and the
+// audit.ExportErrorTrailer trailer (the CLI exits non-zero on it); an
+// unreadable store mid-chain aborts the body, which the client sees cut.
 func (s *Server) handleExportAudit(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Trailer", audit.ExportErrorTrailer)
 	bw := bufio.NewWriter(w)
-	if err := audit.Export(r.Context(), s.cfg.Store, bw); err != nil {
+	err := audit.Export(r.Context(), s.cfg.Store, bw, s.cfg.AuditKey)
+	var brk *audit.Break
+	if err != nil && !errors.As(err, &brk) {
 		bw.Flush()
 		panic(http.ErrAbortHandler)
 	}
 	bw.Flush()
+	if brk != nil {
+		w.Header().Set(audit.ExportErrorTrailer, brk.Error())
+	}
 }
 
 // handleSnapshot serves a recorded policy snapshot (rules and policy text),

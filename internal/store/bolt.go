@@ -545,6 +545,13 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	}
 	head := *t.head
 	r.Seq = head.Seq + 1
+	if r.PolicySnapshot != "" && !r.SnapshotKept {
+		// Covered by the chain: verify holds this record to its snapshot
+		// whatever the unsigned kept-from marker says (snapshot_check.go).
+		if sb := t.bucket(bucketSnapshots); sb != nil && sb.Get([]byte(r.PolicySnapshot)) != nil {
+			r.SnapshotKept = true
+		}
+	}
 	if r.Time.IsZero() {
 		r.Time = t.now().UTC()
 	}

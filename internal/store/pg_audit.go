@@ -73,6 +73,10 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 	}
 	t.start = now.UTC()
 	r.Seq = uint64(seq)
+	if r.PolicySnapshot != "" && !r.SnapshotKept && t.p != nil {
+		// This process stored it (PutSnapshot) before deciding with it.
+		_, r.SnapshotKept = t.p.keptSnapshots.Load(r.PolicySnapshot)
+	}
 	if r.Time.IsZero() {
 		r.Time = now.UTC()
 	}

@@ -96,6 +96,8 @@ type Postgres struct {
 	instance string
 	// tamper counts the seals refused on a forged head or record.
 	tamper tamperCount
+	// keptSnapshots are the policy snapshots this process stored.
+	keptSnapshots sync.Map
 	// stopSealer ends this process's sealer loop and waits for it.
 	stopSealer func()
 	// settleWait overrides the package's settleWait (tests).
@@ -830,8 +832,11 @@ func (p *Postgres) PutSnapshot(ctx context.Context, id string, snapshot any) err
 	if err := p.markSnapshotsKept(ctx); err != nil { // snapshot_check.go
 		return err
 	}
-	_, err = p.pool.Exec(ctx, `INSERT INTO snapshots (id, body) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, data)
-	return err
+	if _, err = p.pool.Exec(ctx, `INSERT INTO snapshots (id, body) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, data); err != nil {
+		return err
+	}
+	p.keptSnapshots.Store(id, true) // Append flags the records naming it
+	return nil
 }
 
 // Snapshot loads a stored snapshot.

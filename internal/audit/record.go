@@ -45,19 +45,19 @@ type Record struct {
 	Decision *triage.Decision `json:"decision,omitempty"`
 	// Input is the entry a decision was made on, without its payload (the
 	// decision keeps the payload's hash), so it can be re-run later.
-	Input          *entry.Entry    `json:"input,omitempty"`
-	Action         triage.Action   `json:"action,omitempty"`
-	Reason         string          `json:"reason,omitempty"`
-	PolicySnapshot string          `json:"policy_snapshot,omitempty"`
+	Input          *entry.Entry  `json:"input,omitempty"`
+	Action         triage.Action `json:"action,omitempty"`
+	Reason         string        `json:"reason,omitempty"`
+	PolicySnapshot string        `json:"policy_snapshot,omitempty"`
 	// SnapshotKept says the store held PolicySnapshot when it appended
 	// the record: from the first such record on, a missing snapshot was
 	// deleted, whatever the store's unsigned kept-from marker says (the
 	// chain covers this flag; it covered nothing of the marker).
-	SnapshotKept bool `json:"snapshot_kept,omitempty"`
-	LedgerBefore   string          `json:"ledger_before,omitempty"`
-	LedgerAfter    string          `json:"ledger_after,omitempty"`
-	Outcome        string          `json:"outcome,omitempty"`
-	Detail         json.RawMessage `json:"detail,omitempty"`
+	SnapshotKept bool            `json:"snapshot_kept,omitempty"`
+	LedgerBefore string          `json:"ledger_before,omitempty"`
+	LedgerAfter  string          `json:"ledger_after,omitempty"`
+	Outcome      string          `json:"outcome,omitempty"`
+	Detail       json.RawMessage `json:"detail,omitempty"`
 }
 
 // ID is the user-facing decision id.

@@ -85,6 +85,8 @@ type Server struct {
 	rem     reminders
 	// verified is the audit head verified so far (incremental verification).
 	verified audit.Incremental
+	// handler is mux behind the cross-origin check (ui_session.go).
+	handler http.Handler
 }
 
 // New builds the server and its routes.
@@ -118,12 +120,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.ui = u
 	s.routes()
+	if s.handler, err = s.crossOriginGuard(s.mux); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.limitUnauthenticated(w, r, s.mux)
+	s.limitUnauthenticated(w, r, s.handler)
 }
 
 func (s *Server) routes() {

@@ -89,16 +89,19 @@ func newAuditListCmd(s *streams) *cobra.Command {
 					if !q.Since.IsZero() {
 						v.Set("since", q.Since.UTC().Format(time.RFC3339))
 					}
-					var recs []audit.Record
-					if err := db.remote.call(cmd.Context(), "GET", "/api/audit", v, nil, &recs); err != nil {
-						return err
-					}
-					for _, r := range recs {
-						if err := fn(r); err != nil {
+					// The server pages the list (at most 1000 a page).
+					return db.remote.callPages(cmd.Context(), "/api/audit", v, func(data []byte) error {
+						var recs []audit.Record
+						if err := json.Unmarshal(data, &recs); err != nil {
 							return err
 						}
-					}
-					return nil
+						for _, r := range recs {
+							if err := fn(r); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
 				}
 				st, err := db.openExisting()
 				if err != nil {

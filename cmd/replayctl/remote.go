@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -54,6 +55,34 @@ func (f *remoteFlags) call(ctx context.Context, method, path string, q url.Value
 		return nil
 	}
 	return json.Unmarshal(data, out)
+}
+
+// callPages GETs every page of a list the server pages (its
+// X-Next-Cursor header names the next), calling page with each body.
+func (f *remoteFlags) callPages(ctx context.Context, path string, q url.Values, page func(data []byte) error) error {
+	q = maps.Clone(q)
+	if q == nil {
+		q = url.Values{}
+	}
+	for {
+		resp, err := f.send(ctx, &http.Client{Timeout: 5 * time.Minute}, "GET", path, q, nil)
+		if err != nil {
+			return err
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if err := page(data); err != nil {
+			return err
+		}
+		next := resp.Header.Get("X-Next-Cursor")
+		if next == "" || next == q.Get("cursor") {
+			return nil
+		}
+		q.Set("cursor", next)
+	}
 }
 
 // stream sends one GET and copies a successful answer to w as it arrives

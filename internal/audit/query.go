@@ -370,7 +370,12 @@ func (q *Query) Match(rec *Record) bool {
 
 // Each calls fn with every readable record matching q, oldest first.
 func Each(ctx context.Context, r Reader, q Query, fn func(Record) error) error {
-	return r.AuditRange(ctx, 1, func(_ uint64, s Sealed, derr error) error {
+	return EachFrom(ctx, r, 1, q, fn)
+}
+
+// EachFrom is Each from record `from` on (a page of GET /api/audit).
+func EachFrom(ctx context.Context, r Reader, from uint64, q Query, fn func(Record) error) error {
+	return r.AuditRange(ctx, from, func(_ uint64, s Sealed, derr error) error {
 		if derr != nil {
 			return nil
 		}

@@ -87,7 +87,7 @@ type Server struct {
 	unauth  chan struct{} // slots for requests without credentials
 	// heavySlots bound the heavy requests in progress (paging.go).
 	heavySlots chan struct{}
-	rem     reminders
+	rem        reminders
 	// verified is the audit head verified so far (incremental verification).
 	verified audit.Incremental
 	// handler is mux behind the cross-origin check (ui_session.go).

@@ -40,10 +40,13 @@ type Config struct {
 	// Engine loads the current rules and policy; called for every run and
 	// dry run, so edits apply without a restart (and a broken edit fails
 	// that run, not the server).
-	Engine    func(ctx context.Context) (*triage.Engine, triage.Snapshot, error)
-	Router    func(rules *triage.Rules) replay.Router
-	Sources   []source.Source
-	Approvers *approval.Config
+	Engine func(ctx context.Context) (*triage.Engine, triage.Snapshot, error)
+	// ConfigFiles are the files (or directories) Engine loads: /readyz
+	// loads again only when one of them changed since the last load.
+	ConfigFiles []string
+	Router      func(rules *triage.Rules) replay.Router
+	Sources     []source.Source
+	Approvers   *approval.Config
 	// Every schedules reconciles (0: only on request).
 	Every       time.Duration
 	MaxParallel int
@@ -92,6 +95,8 @@ type Server struct {
 	verified audit.Incremental
 	// handler is mux behind the cross-origin check (ui_session.go).
 	handler http.Handler
+	// lastLoad is the last configuration load's verdict (readiness.go).
+	lastLoad lastLoad
 }
 
 // New builds the server and its routes.
@@ -299,7 +304,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := map[string]string{"status": "ready", "config": "valid"}
-	if _, _, err := s.engine(r.Context()); err != nil {
+	if err := s.configReadiness(r.Context()); err != nil {
 		body["config"] = "invalid: " + err.Error()
 	}
 	writeJSON(w, 200, body)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -166,4 +167,51 @@ func TestKeyedPostgresSealerRefusesForgedRecords(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The runner's check (replay.chainAgrees) reads the chain's word on a key
+// inside its transaction, on both stores.
+func TestChainSucceededReadsTheOutcomeRecord(t *testing.T) {
+	outcome := func(ref, key, after string) *audit.Record {
+		return &audit.Record{Actor: "ops-bot", Kind: audit.KindOutcome, EntryRef: ref, Key: key, LedgerBefore: "dispatching", LedgerAfter: after, Outcome: after}
+	}
+	check := func(t *testing.T, s Backend) {
+		ctx := context.Background()
+		if err := s.Update(ctx, func(tx Tx) error {
+			for _, r := range []*audit.Record{outcome("jsonl:a", "ka", "failed"), outcome("jsonl:a", "ka", "succeeded"), outcome("jsonl:b", "kb", "failed")} {
+				if _, err := tx.Append(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Update(ctx, func(tx Tx) error {
+			cr := tx.(interface {
+				ChainSucceeded(ref, key string) (uint64, error)
+			})
+			for _, c := range []struct {
+				ref, key string
+				want     uint64
+			}{{"jsonl:a", "ka", 2}, {"jsonl:b", "kb", 0}, {"jsonl:a", "other", 0}} {
+				got, err := cr.ChainSucceeded(c.ref, c.key)
+				if err != nil || got != c.want {
+					t.Errorf("ChainSucceeded(%s, %s) = %d %v, want %d", c.ref, c.key, got, err, c.want)
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("bbolt", func(t *testing.T) {
+		s, err := OpenBolt(filepath.Join(t.TempDir(), "replayctl.db"), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		check(t, s)
+	})
+	t.Run("postgres", func(t *testing.T) { check(t, openPG(t, testsvc.Postgres(t), Options{})) })
 }

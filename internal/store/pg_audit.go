@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -447,4 +448,24 @@ func (p *Postgres) AuditTailForged(ctx context.Context, key []byte) (uint64, err
 		return nil
 	})
 	return found, err
+}
+
+// ChainSucceeded is boltTx.ChainSucceeded on PostgreSQL: the first record
+// about the entry ref (or the key) saying key's replay succeeded, sealed
+// or not (a forged unsealed one only makes the runner refuse), read
+// through audit_owner (pg_entry_audit.go). A key holding a NUL cannot be
+// read back as json text and is not checked.
+func (t *pgTx) ChainSucceeded(ref, key string) (uint64, error) {
+	if key == "" || strings.ContainsRune(key, 0) {
+		return 0, nil
+	}
+	var seq int64
+	err := t.queryRow(`SELECT coalesce(min(seq), 0) FROM audit
+		WHERE replayctl_audit_owner(body) = ANY(ARRAY['r' || md5($1::bytea), 'k' || md5($2::bytea)])
+		  AND convert_from(body, 'UTF8')::json->>'ledger_after' = 'succeeded'
+		  AND convert_from(body, 'UTF8')::json->>'idempotency_key' = $3`, []byte(ref), []byte(key), key).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("read the audit records of key %s: %w", key, err)
+	}
+	return uint64(seq), nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -42,6 +43,20 @@ type apiError struct {
 
 // call sends one API request and decodes the JSON answer into out.
 func (f *remoteFlags) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
+	// A list the server pages (an array answer with X-Next-Cursor) is
+	// read whole, page after page: `approvals list --server` must not
+	// stop at the first 1000.
+	if ov := reflect.ValueOf(out); method == "GET" && ov.Kind() == reflect.Pointer && ov.Elem().Kind() == reflect.Slice {
+		all := ov.Elem()
+		return f.callPages(ctx, path, q, func(data []byte) error {
+			page := reflect.New(all.Type())
+			if err := json.Unmarshal(data, page.Interface()); err != nil {
+				return err
+			}
+			all.Set(reflect.AppendSlice(all, page.Elem()))
+			return nil
+		})
+	}
 	resp, err := f.send(ctx, &http.Client{Timeout: 5 * time.Minute}, method, path, q, body)
 	if err != nil {
 		return err

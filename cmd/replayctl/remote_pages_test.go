@@ -73,4 +73,3 @@ func TestRemoteListsReadEveryPage(t *testing.T) {
 		}
 	}
 }
-

@@ -302,10 +302,12 @@ func (p *Postgres) checkTail(signed bool, headSeq uint64, head, headMAC string, 
 	if headSeq > 0 && signed && headMAC == "" || !checkHeadMAC(p.key, headSeq, head, headMAC) {
 		return p.tamper.refuse(headSeq, "the sealed head is not signed with this key (moved, or records under it rewritten)")
 	}
-	if !signed {
-		return nil // an unsigned chain's writers had no key to sign with
-	}
 	for _, r := range tail {
+		// On an unsigned chain a row may carry no MAC (its writer had no
+		// key), but one that carries a MAC must match it.
+		if !signed && r.mac == "" {
+			continue
+		}
 		if r.mac == "" || !hmac.Equal([]byte(r.mac), []byte(rowMAC(p.key, r.seq, r.body))) {
 			return p.tamper.refuse(r.seq, "an unsealed record is not signed with this key (inserted or changed outside replayctl)")
 		}

@@ -45,11 +45,23 @@ func (e *AuditTamperError) Unwrap() error { return ErrAuditTampered }
 // tamperCount counts the refusals of one open store.
 type tamperCount struct{ n atomic.Uint64 }
 
+// refuse counts a refusal (c nil: the caller counts, see count) and
+// returns its error.
 func (c *tamperCount) refuse(seq uint64, reason string) error {
 	if c != nil {
 		c.n.Add(1)
 	}
 	return &AuditTamperError{Seq: seq, Reason: reason}
+}
+
+// count counts err once when it is a refusal: a bbolt write that fails in
+// a group commit runs again alone, so Append may refuse twice for one
+// Update.
+func (c *tamperCount) count(err error) error {
+	if errors.Is(err, ErrAuditTampered) {
+		c.n.Add(1)
+	}
+	return err
 }
 
 // AuditTamperRefusals is how many appends this store refused because the

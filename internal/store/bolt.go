@@ -171,7 +171,7 @@ func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.batch(fn)
+	return s.tamper.count(s.batch(fn))
 }
 
 // runWrite runs fn in a read-write bbolt transaction, then writes what fn
@@ -187,7 +187,7 @@ func (s *Bolt) runWrite(btx *bolt.Tx, fn func(Tx) error) error {
 
 // writeTx is the boltTx of a read-write bbolt transaction.
 func (s *Bolt) writeTx(btx *bolt.Tx) *boltTx {
-	return &boltTx{tx: btx, now: s.now, key: s.key, onDecode: s.onEntryDecode, memo: &s.memo, tamper: &s.tamper}
+	return &boltTx{tx: btx, now: s.now, key: s.key, onDecode: s.onEntryDecode, memo: &s.memo}
 }
 
 // View runs fn in a read-only transaction.
@@ -224,7 +224,6 @@ type boltTx struct {
 	// memo is the store's writeMemo (read-write transactions only).
 	memo     *writeMemo
 	onDecode func()
-	tamper   *tamperCount
 }
 
 // counters returns the transaction's counter deltas (nil on a file whose
@@ -539,7 +538,7 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 		// The head is authenticated before it is extended: flush signs
 		// the new one, so extending a forged head would launder it.
 		if !checkHeadMAC(t.key, head.Seq, head.Hash, string(meta.Get(keyAuditMAC))) {
-			return audit.Sealed{}, t.tamper.refuse(head.Seq, "the stored head is not signed with this key (records were removed, rewritten or re-chained since the last keyed write)")
+			return audit.Sealed{}, (*tamperCount)(nil).refuse(head.Seq, "the stored head is not signed with this key (records were removed, rewritten or re-chained since the last keyed write)")
 		}
 		t.head = &head
 	}

@@ -89,16 +89,19 @@ func newAuditListCmd(s *streams) *cobra.Command {
 					if !q.Since.IsZero() {
 						v.Set("since", q.Since.UTC().Format(time.RFC3339))
 					}
-					var recs []audit.Record
-					if err := db.remote.call(cmd.Context(), "GET", "/api/audit", v, nil, &recs); err != nil {
-						return err
-					}
-					for _, r := range recs {
-						if err := fn(r); err != nil {
+					// The server pages the list (at most 1000 a page).
+					return db.remote.callPages(cmd.Context(), "/api/audit", v, func(data []byte) error {
+						var recs []audit.Record
+						if err := json.Unmarshal(data, &recs); err != nil {
 							return err
 						}
-					}
-					return nil
+						for _, r := range recs {
+							if err := fn(r); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
 				}
 				st, err := db.openExisting()
 				if err != nil {
@@ -309,12 +312,18 @@ func newAuditExportCmd(s *streams) *cobra.Command {
 			if db.remote.enabled() {
 				return db.remote.stream(cmd.Context(), "/api/audit/export", out)
 			}
+			key, err := db.key.key()
+			if err != nil {
+				return err
+			}
 			st, err := db.openExisting()
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			return audit.Export(cmd.Context(), st, out)
+			// A broken link ends the export with an error line and a
+			// non-zero exit (the lines before it are still written).
+			return audit.Export(cmd.Context(), st, out, key)
 		},
 	}
 	db.register(cmd.Flags())

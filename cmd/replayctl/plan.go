@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -62,7 +63,17 @@ func remotePlan(cmd *cobra.Command, s *streams, rf *remoteFlags, format string) 
 	var got struct {
 		Decisions []triage.Decision `json:"decisions"`
 	}
-	if err := rf.call(cmd.Context(), "GET", "/api/plan", nil, nil, &got); err != nil {
+	// The server pages the decisions (X-Next-Cursor): read them all.
+	if err := rf.callPages(cmd.Context(), "/api/plan", nil, func(data []byte) error {
+		var page struct {
+			Decisions []triage.Decision `json:"decisions"`
+		}
+		if err := json.Unmarshal(data, &page); err != nil {
+			return err
+		}
+		got.Decisions = append(got.Decisions, page.Decisions...)
+		return nil
+	}); err != nil {
 		return err
 	}
 	out := bufio.NewWriterSize(s.out, 64<<10)

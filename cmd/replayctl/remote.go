@@ -7,13 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/replayctl/replayctl/internal/audit"
 )
 
 // remoteFlags point a command at a running `replayctl serve` instead of
@@ -39,6 +43,20 @@ type apiError struct {
 
 // call sends one API request and decodes the JSON answer into out.
 func (f *remoteFlags) call(ctx context.Context, method, path string, q url.Values, body, out any) error {
+	// A list the server pages (an array answer with X-Next-Cursor) is
+	// read whole, page after page: `approvals list --server` must not
+	// stop at the first 1000.
+	if ov := reflect.ValueOf(out); method == "GET" && ov.Kind() == reflect.Pointer && ov.Elem().Kind() == reflect.Slice {
+		all := ov.Elem()
+		return f.callPages(ctx, path, q, func(data []byte) error {
+			page := reflect.New(all.Type())
+			if err := json.Unmarshal(data, page.Interface()); err != nil {
+				return err
+			}
+			all.Set(reflect.AppendSlice(all, page.Elem()))
+			return nil
+		})
+	}
 	resp, err := f.send(ctx, &http.Client{Timeout: 5 * time.Minute}, method, path, q, body)
 	if err != nil {
 		return err
@@ -54,6 +72,34 @@ func (f *remoteFlags) call(ctx context.Context, method, path string, q url.Value
 	return json.Unmarshal(data, out)
 }
 
+// callPages GETs every page of a list the server pages (its
+// X-Next-Cursor header names the next), calling page with each body.
+func (f *remoteFlags) callPages(ctx context.Context, path string, q url.Values, page func(data []byte) error) error {
+	q = maps.Clone(q)
+	if q == nil {
+		q = url.Values{}
+	}
+	for {
+		resp, err := f.send(ctx, &http.Client{Timeout: 5 * time.Minute}, "GET", path, q, nil)
+		if err != nil {
+			return err
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if err := page(data); err != nil {
+			return err
+		}
+		next := resp.Header.Get("X-Next-Cursor")
+		if next == "" || next == q.Get("cursor") {
+			return nil
+		}
+		q.Set("cursor", next)
+	}
+}
+
 // stream sends one GET and copies a successful answer to w as it arrives
 // (an export can be large: no timeout on the whole answer).
 func (f *remoteFlags) stream(ctx context.Context, path string, w io.Writer) error {
@@ -64,6 +110,10 @@ func (f *remoteFlags) stream(ctx context.Context, path string, w io.Writer) erro
 	defer resp.Body.Close()
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		return fmt.Errorf("server %s: answer cut short (run audit verify): %w", f.url, err)
+	}
+	// Read after the body: the server's verdict on what it streamed.
+	if msg := resp.Trailer.Get(audit.ExportErrorTrailer); msg != "" {
+		return fmt.Errorf("server %s: %s", f.url, msg)
 	}
 	return nil
 }

@@ -102,9 +102,10 @@ dispatches (or record them outcome_unknown), and exits.`,
 				Store: st, Tokens: tokens, Sources: srcs, Approvers: cfg, Every: every,
 				MaxParallel: par, Rate: rate, Logger: logger, AuditKey: auditKey, Proxy: proxy, ForEntry: forEntry(),
 				Notify: notifier(hooksJSON, hooksSlack), PublicURL: publicURL,
-				Remind: notify.Aging{After: agingAfter, Every: agingEvery},
-				Engine: func(ctx context.Context) (*triage.Engine, triage.Snapshot, error) { return eng.load(ctx) },
-				Router: func(rules *triage.Rules) replay.Router { return tgt.router(rules, srcs...) },
+				Remind:      notify.Aging{After: agingAfter, Every: agingEvery},
+				Engine:      func(ctx context.Context) (*triage.Engine, triage.Snapshot, error) { return eng.load(ctx) },
+				ConfigFiles: []string{eng.rules, eng.policies},
+				Router:      func(rules *triage.Rules) replay.Router { return tgt.router(rules, srcs...) },
 			})
 			if err != nil {
 				return err

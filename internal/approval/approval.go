@@ -128,7 +128,7 @@ func (s *Service) Decide(ctx context.Context, d Decision) (*store.Approval, erro
 		case !s.Config.Member(a.ApproverGroup, d.Actor) && !slices.Contains(d.Groups, a.ApproverGroup):
 			outcome = fmt.Errorf("%w: %s is not in %q (%s)", ErrForbidden, d.Actor, a.ApproverGroup, s.Config.where(a.ApproverGroup))
 			return nil
-		case a.RequestedBy == d.Actor:
+		case requestedBy(a, d.Actor):
 			outcome = ErrSelfApproval
 			return nil
 		case a.State != store.ApprovalPending:
@@ -166,6 +166,23 @@ func (s *Service) Decide(ctx context.Context, d Decision) (*store.Approval, erro
 		return nil, err
 	}
 	return out, outcome
+}
+
+// SameIdentity reports whether two user names are one person: tokens,
+// approvers.yaml and the sign-in proxy spell names their own way, and
+// four-eyes compared them byte for byte ("Alice" and "alice" were two
+// people, so one person raised and approved). Names are compared trimmed
+// and case-folded.
+func SameIdentity(a, b string) bool {
+	return strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(b))
+}
+
+// requestedBy reports whether actor raised a, or asked for it again.
+func requestedBy(a *store.Approval, actor string) bool {
+	if SameIdentity(a.RequestedBy, actor) {
+		return true
+	}
+	return slices.ContainsFunc(a.RerequestedBy, func(r string) bool { return SameIdentity(r, actor) })
 }
 
 func orSystem(s string) string {

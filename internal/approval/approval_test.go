@@ -249,3 +249,40 @@ func TestShippedApproversExampleAndMissingFile(t *testing.T) {
 		t.Fatalf("approve without approvers.yaml: %v", err)
 	}
 }
+
+// Issue 29: four-eyes compared names byte for byte across tokens and the
+// sign-in proxy, so "OPS-BOT" (the proxy's spelling) approved what
+// "ops-bot" (a token) raised; and membership missed "Alice" for "alice".
+func TestFourEyesComparesNormalisedIdentities(t *testing.T) {
+	for _, who := range []string{"OPS-BOT", " ops-bot", "Ops-Bot\t"} {
+		b := newBundle(t)
+		b.request(t, "r1")
+		if _, err := b.svc.Decide(context.Background(), Decision{ID: "r1", Actor: who, Approve: true}); !errors.Is(err, ErrSelfApproval) {
+			t.Fatalf("%q approving ops-bot's request: %v, want ErrSelfApproval", who, err)
+		}
+	}
+	b := newBundle(t)
+	b.request(t, "r1")
+	if _, err := b.svc.Decide(context.Background(), Decision{ID: "r1", Actor: "Alice", Approve: true}); err != nil {
+		t.Fatalf("Alice (alice in approvers.yaml): %v", err)
+	}
+}
+
+// A request asked again keeps its requester, and whoever asked again may
+// not decide it either.
+func TestRerequestedApprovalKeepsItsRequester(t *testing.T) {
+	b := newBundle(t)
+	a := &store.Approval{ID: "r2", EntryRef: "jsonl:r2", EntryID: "r2", Key: "r2", ApproverGroup: "platform",
+		State: store.ApprovalPending, RequestedBy: "ops-bot", RerequestedBy: []string{"bob"}, RequestedAt: b.now, ExpiresAt: b.now.Add(DefaultExpiry)}
+	if err := b.st.Update(context.Background(), func(tx store.Tx) error { return tx.PutApproval(a) }); err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []string{"ops-bot", "Bob"} {
+		if _, err := b.svc.Decide(context.Background(), Decision{ID: "r2", Actor: who, Approve: true}); !errors.Is(err, ErrSelfApproval) {
+			t.Fatalf("%s deciding a request they raised or asked again: %v", who, err)
+		}
+	}
+	if _, err := b.svc.Decide(context.Background(), Decision{ID: "r2", Actor: "alice", Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+}

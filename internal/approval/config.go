@@ -81,5 +81,5 @@ func LoadConfig(path string) (*Config, error) {
 
 // Member reports whether user belongs to group.
 func (c *Config) Member(group, user string) bool {
-	return slices.Contains(c.Groups[group], user)
+	return slices.ContainsFunc(c.Groups[group], func(m string) bool { return SameIdentity(m, user) })
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,27 @@ type Reader interface {
 type TailReader interface {
 	AuditUnsealed(ctx context.Context) (int, error)
 }
+
+// TailChecker is a TailReader whose writers sign each record they append
+// (PostgreSQL with a key): AuditTailForged returns the first record after
+// the sealed head not signed with key (0: none), which the sealer refuses
+// to chain.
+type TailChecker interface {
+	AuditTailForged(ctx context.Context, key []byte) (uint64, error)
+}
+
+// LedgerReader is a store that keeps an idempotency ledger beside the
+// chain. A full verification compares the two: a key the chain says
+// succeeded must still be succeeded in the ledger, or the next run would
+// send it again (flipping succeeded back to decided passed verify, and the
+// next reconcile re-sent all 30 keys: issue 29).
+type LedgerReader interface {
+	LedgerStates(ctx context.Context, fn func(key, state string) error) error
+}
+
+// StateSucceeded is the ledger state of a key whose replay succeeded
+// (idempotency.Succeeded; terminal: the chain's word for it stands).
+const StateSucceeded = "succeeded"
 
 // ErrNotFound: no record with that id.
 var ErrNotFound = errors.New("no such audit record")
@@ -112,6 +134,10 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 	if bc, ok := r.(BlobChecker); ok {
 		v.blobs = func(id string) error { return bc.CheckSnapshot(ctx, id) }
 	}
+	lr, withLedger := r.(LedgerReader)
+	if withLedger = withLedger && from == 1; withLedger {
+		v.succeeded = map[string]uint64{}
+	}
 	walk := func(from uint64) error {
 		err := r.AuditRange(ctx, from, func(k uint64, s Sealed, derr error) error {
 			if derr != nil {
@@ -164,6 +190,16 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 		res.Break = v.MissingBreak()
 		return res, nil
 	}
+	if withLedger {
+		b, err := ledgerContradiction(ctx, lr, v.succeeded)
+		if err != nil {
+			return nil, err
+		}
+		if b != nil {
+			res.Break = b
+			return res, nil
+		}
+	}
 	switch {
 	case cp == nil:
 		res.Unchecked = append(res.Unchecked, UncheckedCheckpoint)
@@ -189,6 +225,16 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 	if len(key) == 0 {
 		res.Unchecked = append(res.Unchecked, UncheckedSignature)
 	}
+	if tc, ok := r.(TailChecker); ok && len(key) > 0 {
+		seq, err := tc.AuditTailForged(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if seq > 0 {
+			res.Break = &Break{Seq: seq, Reason: "record after the sealed head is not signed with the key: it was inserted or changed outside replayctl, and the sealer refuses to chain it"}
+			return res, nil
+		}
+	}
 	if len(key) > 0 {
 		if !hmac.Equal([]byte(mac), []byte(HeadMAC(key, seq, head))) {
 			res.Break = &Break{Seq: seq, Reason: "head signature does not match: the chain was rewritten without the key (or the key is wrong)"}
@@ -200,6 +246,25 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 }
 
 var errStop = errors.New("stop")
+
+// ledgerContradiction returns the earliest record saying a key succeeded
+// whose ledger record now says otherwise (nil when none does). A key the
+// ledger no longer holds is not counted: the store may have archived it.
+func ledgerContradiction(ctx context.Context, lr LedgerReader, succeeded map[string]uint64) (*Break, error) {
+	if len(succeeded) == 0 {
+		return nil, nil
+	}
+	var first *Break
+	err := lr.LedgerStates(ctx, func(key, state string) error {
+		seq, ok := succeeded[key]
+		if !ok || state == StateSucceeded || first != nil && first.Seq <= seq {
+			return nil
+		}
+		first = &Break{Seq: seq, Reason: fmt.Sprintf("the ledger says key %q is %q, but this record says its replay succeeded: the ledger was edited (the runner refuses to dispatch the key until a person restores the ledger)", key, state)}
+		return nil
+	})
+	return first, err
+}
 
 // Incremental keeps the verified head between verifications, so each one
 // walks only the records appended since: a server that verifies on every
@@ -305,7 +370,12 @@ func (q *Query) Match(rec *Record) bool {
 
 // Each calls fn with every readable record matching q, oldest first.
 func Each(ctx context.Context, r Reader, q Query, fn func(Record) error) error {
-	return r.AuditRange(ctx, 1, func(_ uint64, s Sealed, derr error) error {
+	return EachFrom(ctx, r, 1, q, fn)
+}
+
+// EachFrom is Each from record `from` on (a page of GET /api/audit).
+func EachFrom(ctx context.Context, r Reader, from uint64, q Query, fn func(Record) error) error {
+	return r.AuditRange(ctx, from, func(_ uint64, s Sealed, derr error) error {
 		if derr != nil {
 			return nil
 		}
@@ -446,16 +516,73 @@ func CheckpointFromQuery(q url.Values) (*Checkpoint, error) {
 	return cp, nil
 }
 
+// ExportErrorTrailer is the HTTP trailer GET /api/audit/export sets when
+// the export stopped at a broken link (its value: the break), so a client
+// that copies the body can still exit non-zero.
+const ExportErrorTrailer = "X-Replayctl-Export-Error"
+
 // Export writes every stored record with its chain hashes, one JSON object
 // per line, for a SIEM. The CLI and the API share it so that `audit export`
-// prints the same bytes from the file and through a server. An unreadable
-// record stops the export: a silent gap would hide what verify reports.
-func Export(ctx context.Context, r Reader, w io.Writer) error {
-	return r.AuditRange(ctx, 1, func(_ uint64, sealed Sealed, derr error) error {
-		if derr != nil {
-			return fmt.Errorf("audit record unreadable (run audit verify): %w", derr)
+// prints the same bytes from the file and through a server. It verifies as
+// it goes: at the first broken link (or an unreadable record, a recorded
+// head the chain does not end at, or with key a head not signed with it)
+// it writes an error trailer line, {"error":{"seq":N,"reason":"..."}}, and
+// returns the *Break, so a SIEM never takes a forged chain for an intact
+// one and the command exits non-zero (issue 29: export exited 0 on a chain
+// verify reported broken). Memory stays constant: one record at a time.
+func Export(ctx context.Context, r Reader, w io.Writer, key []byte) error {
+	v := NewVerifier()
+	var brk *Break
+	walk := func(from uint64) error {
+		err := r.AuditRange(ctx, from, func(k uint64, sealed Sealed, derr error) error {
+			if derr != nil {
+				brk = &Break{Seq: k, Reason: "undecodable record: " + derr.Error()}
+				return errStop
+			}
+			if b := v.Next(k, sealed); b != nil {
+				brk = b
+				return errStop
+			}
+			_, err := fmt.Fprintf(w, `{"seq":%d,"prev":%q,"hash":%q,"record":%s}`+"\n", sealed.Seq, sealed.Prev, sealed.Hash, sealed.Body)
+			return err
+		})
+		if errors.Is(err, errStop) {
+			return nil
 		}
-		_, err := fmt.Fprintf(w, `{"seq":%d,"prev":%q,"hash":%q,"record":%s}`+"\n", sealed.Seq, sealed.Prev, sealed.Hash, sealed.Body)
 		return err
-	})
+	}
+	if err := walk(1); err != nil {
+		return err
+	}
+	for try := 0; brk == nil; try++ {
+		seq, head, mac, err := readHead(ctx, r, len(key) > 0)
+		if err != nil {
+			return err
+		}
+		if seq > uint64(v.Count()) && try < 3 {
+			// A sealer moved the head on while we read: export on to it.
+			if err := walk(uint64(v.Count()) + 1); err != nil {
+				return err
+			}
+			continue
+		}
+		switch {
+		case seq != uint64(v.Count()) || head != v.Head():
+			brk = &Break{Seq: seq, Reason: fmt.Sprintf("recorded head (record %d) does not match the chain's last record (%d): records were removed from the end", seq, v.Count())}
+		case len(key) > 0 && !hmac.Equal([]byte(mac), []byte(HeadMAC(key, seq, head))):
+			brk = &Break{Seq: seq, Reason: "head signature does not match: the chain was rewritten without the key (or the key is wrong)"}
+		}
+		break
+	}
+	if brk == nil {
+		return nil
+	}
+	trailer, err := json.Marshal(map[string]*Break{"error": brk})
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "%s\n", trailer); err != nil {
+		return err
+	}
+	return brk
 }

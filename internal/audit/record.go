@@ -45,14 +45,19 @@ type Record struct {
 	Decision *triage.Decision `json:"decision,omitempty"`
 	// Input is the entry a decision was made on, without its payload (the
 	// decision keeps the payload's hash), so it can be re-run later.
-	Input          *entry.Entry    `json:"input,omitempty"`
-	Action         triage.Action   `json:"action,omitempty"`
-	Reason         string          `json:"reason,omitempty"`
-	PolicySnapshot string          `json:"policy_snapshot,omitempty"`
-	LedgerBefore   string          `json:"ledger_before,omitempty"`
-	LedgerAfter    string          `json:"ledger_after,omitempty"`
-	Outcome        string          `json:"outcome,omitempty"`
-	Detail         json.RawMessage `json:"detail,omitempty"`
+	Input          *entry.Entry  `json:"input,omitempty"`
+	Action         triage.Action `json:"action,omitempty"`
+	Reason         string        `json:"reason,omitempty"`
+	PolicySnapshot string        `json:"policy_snapshot,omitempty"`
+	// SnapshotKept says the store held PolicySnapshot when it appended
+	// the record: from the first such record on, a missing snapshot was
+	// deleted, whatever the store's unsigned kept-from marker says (the
+	// chain covers this flag; it covered nothing of the marker).
+	SnapshotKept bool            `json:"snapshot_kept,omitempty"`
+	LedgerBefore string          `json:"ledger_before,omitempty"`
+	LedgerAfter  string          `json:"ledger_after,omitempty"`
+	Outcome      string          `json:"outcome,omitempty"`
+	Detail       json.RawMessage `json:"detail,omitempty"`
 }
 
 // ID is the user-facing decision id.
@@ -119,9 +124,18 @@ var ErrBlobChanged = errors.New("stored content does not hash to its address")
 // (a marker written with the first snapshot this version stored): for
 // those records it was deleted. Records before From were written by a
 // version that did not keep every snapshot; a missing one is no error.
+// The marker is not covered by the chain, so From (NeverKept when there
+// is no marker) only widens what the chain says: from the first record
+// flagged SnapshotKept on, a missing snapshot was deleted whatever it is.
 type MissingBlobError struct{ From uint64 }
 
+// NeverKept is MissingBlobError.From of a store with no kept-from marker.
+const NeverKept = ^uint64(0)
+
 func (e *MissingBlobError) Error() string {
+	if e.From == NeverKept {
+		return "not stored, and the store has no record of keeping snapshots"
+	}
 	return fmt.Sprintf("not stored, though every snapshot is kept for records from %d on", e.From)
 }
 
@@ -154,6 +168,11 @@ type Verifier struct {
 	// store; firstMissing is the first of them.
 	Missing      int
 	firstMissing *Break
+	// keptFrom is the first record flagged SnapshotKept (0: none yet).
+	keptFrom uint64
+	// succeeded, when set (a full walk of a store with a ledger), holds
+	// per idempotency key the first record saying its replay succeeded.
+	succeeded map[string]uint64
 }
 
 // NewVerifier starts at the genesis.
@@ -175,6 +194,9 @@ func (v *Verifier) Next(keySeq uint64, s Sealed) *Break {
 	if err != nil {
 		return &Break{Seq: keySeq, Reason: err.Error()}
 	}
+	if rec.SnapshotKept && v.keptFrom == 0 {
+		v.keptFrom = keySeq
+	}
 	if id := rec.PolicySnapshot; v.blobs != nil && id != "" && !v.checked[id] {
 		var gone *MissingBlobError
 		if err := v.blobs(id); errors.As(err, &gone) {
@@ -193,9 +215,14 @@ func (v *Verifier) Next(keySeq uint64, s Sealed) *Break {
 		}
 		v.checked[id] = true
 	}
+	if v.succeeded != nil && rec.Key != "" && rec.LedgerAfter == StateSucceeded {
+		if _, ok := v.succeeded[rec.Key]; !ok {
+			v.succeeded[rec.Key] = keySeq
+		}
+	}
 	// Counted per record, not per snapshot: every record written since
 	// snapshots are kept that names a deleted one lost its re-run.
-	if from, ok := v.missing[rec.PolicySnapshot]; ok && keySeq >= from {
+	if from, ok := v.missing[rec.PolicySnapshot]; ok && (keySeq >= from || v.keptFrom > 0 && keySeq >= v.keptFrom) {
 		v.Missing++
 		if v.firstMissing == nil {
 			v.firstMissing = &Break{Seq: keySeq, Reason: fmt.Sprintf("policy snapshot %s it refers to was deleted from the store", rec.PolicySnapshot)}

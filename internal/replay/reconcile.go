@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -503,6 +504,9 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			return fmt.Errorf("%w: %s was put on hold (%s) while it was being decided", idempotency.ErrConflict, e.Ref(), er.Hold)
 		}
 		cur, err := tx.Ledger(e.IdempotencyKey)
+		if err == nil {
+			err = chainAgrees(tx, e.Ref(), cur)
+		}
 		if err != nil {
 			return err
 		}
@@ -919,9 +923,15 @@ func (r *Reconciler) requestApproval(tx store.Tx, e *entry.Entry, d *triage.Deci
 		id = store.ApprovalID(e.Ref(), d.EvidenceHash+"\x00"+now.Format(time.RFC3339Nano))
 		er.ApprovalID = id
 	}
+	prev := a
 	a = &store.Approval{ID: id, EntryRef: e.Ref(), EntryID: e.ID, Source: e.Source, Key: e.IdempotencyKey,
 		ApproverGroup: d.ApproverGroup, State: store.ApprovalPending, Evidence: d.EvidenceHash, Decision: *d,
 		RequestedBy: r.Actor, RequestedAt: now, ExpiresAt: now.Add(r.ApprovalTTL)}
+	if prev != nil {
+		// A replacement keeps its requester: the scheduler asking again
+		// must not let the person who raised it approve it (issue 29).
+		a.RequestedBy, a.RerequestedBy = prev.RequestedBy, append(slices.Clone(prev.RerequestedBy), r.Actor)
+	}
 	if err := tx.PutApproval(a); err != nil {
 		return err
 	}

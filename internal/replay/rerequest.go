@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
@@ -52,7 +53,10 @@ func Rerequest(ctx context.Context, s store.Store, id, actor string, now time.Ti
 		}
 		n := *a
 		n.ID = store.ApprovalID(a.EntryRef, a.Evidence+"\x00"+now.Format(time.RFC3339Nano))
-		n.State, n.RequestedBy, n.RequestedAt, n.ExpiresAt = store.ApprovalPending, actor, now, now.Add(ttl)
+		// The original requester stays the requester (four-eyes holds
+		// across the re-request); the one who asked again is kept too.
+		n.State, n.RequestedAt, n.ExpiresAt = store.ApprovalPending, now, now.Add(ttl)
+		n.RerequestedBy = append(slices.Clone(a.RerequestedBy), actor)
 		n.DecidedBy, n.DecidedAt, n.Reason, n.Used = "", time.Time{}, "", false
 		if err := tx.PutApproval(&n); err != nil {
 			return err

@@ -75,7 +75,7 @@ func (s *Server) handleListEntries(w http.ResponseWriter, r *http.Request) {
 		serviceError(w, err)
 		return
 	}
-	size, err := intParam(r, "size", 20)
+	size, err := pageSize(r, 20)
 	if err != nil {
 		serviceError(w, err)
 		return
@@ -210,17 +210,36 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		serviceError(w, err)
 		return
 	}
+	size, err := pageSize(r, MaxPageSize)
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	skip, err := offsetCursor(r)
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	// The summary counts every decision; the decisions are one page
+	// (a later page plans again and skips what earlier ones served).
 	planner := &replay.Planner{Engine: engine, Ledger: s.cfg.Store}
 	out := []triage.Decision{}
 	sum := replay.NewSummary()
+	n := 0
 	err = planner.Plan(r.Context(), s.cfg.Sources, func(_ *entry.Entry, d *triage.Decision) error {
-		out = append(out, *d)
 		sum.Add(d)
+		if n >= skip && len(out) < size {
+			out = append(out, *d)
+		}
+		n++
 		return nil
 	})
 	if err != nil {
 		serviceError(w, err)
 		return
+	}
+	if skip+len(out) < n {
+		w.Header().Set(NextCursorHeader, strconv.Itoa(skip+len(out)))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"decisions": out, "summary": sum})
 }
@@ -263,12 +282,27 @@ func (s *Server) handleListApprovals(w http.ResponseWriter, r *http.Request) {
 		serviceError(w, err)
 		return
 	}
+	size, err := pageSize(r, MaxPageSize)
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
+	skip, err := offsetCursor(r)
+	if err != nil {
+		serviceError(w, err)
+		return
+	}
 	list, err := s.approvals().List(r.Context(), approval.Filter{Group: q.Get("group"), State: state})
 	if err != nil {
 		serviceError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list)
+	page := list[min(skip, len(list)):]
+	if len(page) > size {
+		page = page[:size]
+		w.Header().Set(NextCursorHeader, strconv.Itoa(skip+size))
+	}
+	writeJSON(w, http.StatusOK, page)
 }
 
 // approvalState turns ?state= into a filter: "" or "all" is every state
@@ -357,29 +391,58 @@ func (s *Server) handleListAudit(w http.ResponseWriter, r *http.Request) {
 		}
 		aq.Since = t
 	}
-	out := []audit.Record{}
-	if err := audit.Each(r.Context(), s.cfg.Store, aq, func(rec audit.Record) error {
-		out = append(out, rec)
-		return nil
-	}); err != nil {
+	size, err := pageSize(r, MaxPageSize)
+	if err != nil {
 		serviceError(w, err)
 		return
+	}
+	// The cursor is the last record a page served: the next starts after.
+	var after uint64
+	if c := q.Get("cursor"); c != "" {
+		if after, err = strconv.ParseUint(c, 10, 64); err != nil {
+			serviceError(w, fmt.Errorf("%w: cursor %q is not a record number", errBadRequest, c))
+			return
+		}
+	}
+	out := []audit.Record{}
+	more := false
+	err = audit.EachFrom(r.Context(), s.cfg.Store, after+1, aq, func(rec audit.Record) error {
+		if len(out) == size {
+			more = true
+			return errPageFull
+		}
+		out = append(out, rec)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errPageFull) {
+		serviceError(w, err)
+		return
+	}
+	if more {
+		w.Header().Set(NextCursorHeader, strconv.FormatUint(out[len(out)-1].Seq, 10))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 // handleExportAudit streams the chain as JSON lines, for `audit export
-// --server`. Once the first line is out the status is sent, so an unreadable
-// record mid-chain ends the body early; the client sees a truncated export
-// and audit verify names the record.
+// --server`, verifying as it goes. Once the first line is out the status is
+// sent, so a broken link ends the body with an error line and the
+// audit.ExportErrorTrailer trailer (the CLI exits non-zero on it); an
+// unreadable store mid-chain aborts the body, which the client sees cut.
 func (s *Server) handleExportAudit(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Trailer", audit.ExportErrorTrailer)
 	bw := bufio.NewWriter(w)
-	if err := audit.Export(r.Context(), s.cfg.Store, bw); err != nil {
+	err := audit.Export(r.Context(), s.cfg.Store, bw, s.cfg.AuditKey)
+	var brk *audit.Break
+	if err != nil && !errors.As(err, &brk) {
 		bw.Flush()
 		panic(http.ErrAbortHandler)
 	}
 	bw.Flush()
+	if brk != nil {
+		w.Header().Set(audit.ExportErrorTrailer, brk.Error())
+	}
 }
 
 // handleSnapshot serves a recorded policy snapshot (rules and policy text),

@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -97,5 +99,35 @@ func TestServerServesPolicySnapshot(t *testing.T) {
 	}
 	if code, body := b.do("GET", "/api/snapshots/sha256:nope", "viewer", ""); code != 404 || !strings.Contains(body, "no policy snapshot sha256:nope") {
 		t.Fatalf("unknown snapshot: %d %s", code, body)
+	}
+}
+
+// Issue 29: GET /api/audit/export streamed a chain its own verify called
+// broken, with a 200 and nothing to tell. It now ends at the break with an
+// error line and the audit.ExportErrorTrailer trailer. The bundle's store
+// writes without the key, so under the server's key the head is unsigned.
+func TestServerExportEndsAtTheBreak(t *testing.T) {
+	b := newAPIBundle(t, []string{line("e1", "timeout", "")}, func(c *Config) { c.AuditKey = []byte("k1") })
+	b.reconcile("operator")
+	req, err := http.NewRequest("GET", b.http.URL+"/api/audit/export", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+b.tokens["viewer"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, `{"error":{"seq":`) || !strings.Contains(last, "head signature") {
+		t.Fatalf("export of a chain broken under the key does not end with the error line:\n%s", data)
+	}
+	if tr := resp.Trailer.Get(audit.ExportErrorTrailer); !strings.Contains(tr, "head signature") {
+		t.Fatalf("trailer %q", tr)
 	}
 }

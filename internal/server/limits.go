@@ -58,7 +58,9 @@ func (s *Server) HTTPServer() *http.Server {
 // then fills only those slots: the API and the probes keep answering.
 func (s *Server) limitUnauthenticated(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	switch r.URL.Path {
-	case "/healthz", "/readyz", "/metrics":
+	case "/healthz", "/metrics":
+		// /readyz is not exempt: it may load the configuration (when its
+		// files changed), so a flood of it counts like any anonymous load.
 		next.ServeHTTP(w, r)
 		return
 	}

@@ -79,6 +79,7 @@ func newRunMetrics(st Store, now func() time.Time) *Metrics {
 	m.reg.MustRegister(m.decisions, m.outcomes, m.ingested, m.proposed, m.denied, m.policyEval, m.runDuration, m.runs,
 		m.lastSuccess, m.configValid, &stateCollector{st: st, now: now})
 	registerTail(m.reg, st)
+	registerTamper(m.reg, st)
 	return m
 }
 

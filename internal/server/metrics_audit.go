@@ -36,3 +36,18 @@ func registerTail(reg *prometheus.Registry, st any) {
 		reg.MustRegister(tailCollector{tr})
 	}
 }
+
+// tamperRefuser is a store whose keyed writers refuse a forged chain head
+// (store.ErrAuditTampered).
+type tamperRefuser interface{ AuditTamperRefusals() uint64 }
+
+// registerTamper exports the refusals: alert on any increase, the store
+// was edited behind replayctl's back and nothing is appended until a
+// person restores it.
+func registerTamper(reg *prometheus.Registry, st any) {
+	if tr, ok := st.(tamperRefuser); ok {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "replayctl_audit_tamper_refusals_total",
+			Help: "Audit appends or seals refused because the chain head or an unsealed record is not signed with the audit key: the store was edited outside replayctl (audit verify says where)."},
+			func() float64 { return float64(tr.AuditTamperRefusals()) }))
+	}
+}

@@ -34,3 +34,12 @@ replayctl_audit_unsealed_records 7
 		t.Fatalf("%d metrics for a store without a tail (%v)", n, err)
 	}
 }
+
+// Issue 29: a keyed write refused on a forged head is alertable: the
+// store's refusals are exported as a counter (0 on an intact store).
+func TestTamperRefusalsAreExported(t *testing.T) {
+	b := newAPIBundle(t, []string{line("e1", "timeout", "")})
+	if m := scrape(t, b); !strings.Contains(m, "replayctl_audit_tamper_refusals_total 0\n") {
+		t.Fatalf("no replayctl_audit_tamper_refusals_total in:\n%s", m)
+	}
+}

@@ -31,6 +31,7 @@ func TestBrokenRulesKeepServingAndRefuseRuns(t *testing.T) {
 	b.srv.cfg.Engine = func(ctx context.Context) (*triage.Engine, triage.Snapshot, error) {
 		return policy.LoadEngine(ctx, rules, "../../policies", 0)
 	}
+	b.srv.cfg.ConfigFiles = []string{rules, "../../policies"}
 
 	code, body := b.do("GET", "/readyz", "", "")
 	if code != http.StatusOK || !strings.Contains(body, `"config":"invalid: runs refused`) || !strings.Contains(body, "rules.yaml") {

@@ -184,6 +184,7 @@ func (r *runner) reconcile(ctx context.Context, run *Run, loaded *loadedConfig) 
 	engine.Policy = s.metrics.timePolicy(engine.Policy)
 	rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules),
 		Actor: run.Actor, MaxParallel: s.cfg.MaxParallel, Rate: s.cfg.Rate, ApprovalTTL: s.cfg.Approvers.Expiry, Breakers: s.cfg.Breakers,
+		Clock: nowClock{now: s.cfg.Now}, // the server's clock, as its approvals and the console read it
 		OnEntry: func(res replay.EntryResult) {
 			s.metrics.observeEntry(res)
 			run.tracker.Observe(ctx, res.RunOutcome())

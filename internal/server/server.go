@@ -41,10 +41,13 @@ type Config struct {
 	// Engine loads the current rules and policy; called for every run and
 	// dry run, so edits apply without a restart (and a broken edit fails
 	// that run, not the server).
-	Engine    func(ctx context.Context) (*triage.Engine, triage.Snapshot, error)
-	Router    func(rules *triage.Rules) replay.Router
-	Sources   []source.Source
-	Approvers *approval.Config
+	Engine func(ctx context.Context) (*triage.Engine, triage.Snapshot, error)
+	// ConfigFiles are the files (or directories) Engine loads: /readyz
+	// loads again only when one of them changed since the last load.
+	ConfigFiles []string
+	Router      func(rules *triage.Rules) replay.Router
+	Sources     []source.Source
+	Approvers   *approval.Config
 	// Every schedules reconciles (0: only on request).
 	Every       time.Duration
 	MaxParallel int
@@ -61,6 +64,9 @@ type Config struct {
 	// MaxUnauthenticated caps anonymous requests in progress
 	// (0: DefaultMaxUnauthenticated).
 	MaxUnauthenticated int
+	// MaxHeavy caps the heavy requests (lists, plan, exports,
+	// verifications) in progress; past it they get 429 (0: DefaultMaxHeavy).
+	MaxHeavy int
 	// Proxy, when set, lets a trusted reverse proxy sign people in.
 	Proxy *ProxyAuth
 	// Notify, when set, tells approvers when a run opens approvals;
@@ -87,9 +93,15 @@ type Server struct {
 	runs    *runner
 	ui      *ui
 	unauth  chan struct{} // slots for requests without credentials
-	rem     reminders
+	// heavySlots bound the heavy requests in progress (paging.go).
+	heavySlots chan struct{}
+	rem        reminders
 	// verified is the audit head verified so far (incremental verification).
 	verified audit.Incremental
+	// handler is mux behind the cross-origin check (ui_session.go).
+	handler http.Handler
+	// lastLoad is the last configuration load's verdict (readiness.go).
+	lastLoad lastLoad
 }
 
 // New builds the server and its routes.
@@ -109,7 +121,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Breakers == nil {
 		cfg.Breakers = replay.NewBreakers(replay.SystemClock{})
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), unauth: make(chan struct{}, cfg.MaxUnauthenticated)}
+	if cfg.MaxHeavy <= 0 {
+		cfg.MaxHeavy = DefaultMaxHeavy
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), unauth: make(chan struct{}, cfg.MaxUnauthenticated),
+		heavySlots: make(chan struct{}, cfg.MaxHeavy)}
 	s.metrics = newMetrics(cfg.Store, cfg.Now)
 	s.cfg.Router = timeRouter(cfg.Router, newDispatchHistogram(s.metrics.reg))
 	s.metrics.reg.MustRegister(newBreakerCollector(cfg.Breakers))
@@ -123,12 +139,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.ui = u
 	s.routes()
+	if s.handler, err = s.crossOriginGuard(s.mux); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.limitUnauthenticated(w, r, s.mux)
+	s.limitUnauthenticated(w, r, s.handler)
 }
 
 func (s *Server) routes() {
@@ -137,26 +156,26 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /readyz", s.handleReady)
 	m.Handle("GET /metrics", s.metrics.handler())
 
-	m.HandleFunc("GET /api/dead-letters", s.auth(permRead, s.handleListEntries))
+	m.HandleFunc("GET /api/dead-letters", s.auth(permRead, s.heavy(s.handleListEntries)))
 	m.HandleFunc("POST /api/dead-letters/replay", s.auth(permOperate, s.handleBulk(false)))
 	m.HandleFunc("POST /api/dead-letters/resolve", s.auth(permOperate, s.handleBulk(true)))
 	m.HandleFunc("GET /api/dead-letters/{id}", s.auth(permRead, s.handleShowEntry))
 	m.HandleFunc("POST /api/dead-letters/{id}/replay", s.auth(permOperate, s.handleReplayEntry))
 	m.HandleFunc("POST /api/dead-letters/{id}/resolve", s.auth(permOperate, s.handleResolveEntry))
 	m.HandleFunc("POST /api/dead-letters/{id}/release", s.auth(permOperate, s.handleReleaseEntry))
-	m.HandleFunc("GET /api/plan", s.auth(permRead, s.handlePlan))
+	m.HandleFunc("GET /api/plan", s.auth(permRead, s.heavy(s.handlePlan)))
 	m.HandleFunc("POST /api/reconcile", s.auth(permOperate, s.handleStartRun))
 	m.HandleFunc("GET /api/runs/{id}", s.auth(permRead, s.handleGetRun))
 	m.HandleFunc("GET /api/runs", s.auth(permRead, s.handleListRuns))
 	m.HandleFunc("POST /api/runs/{id}/cancel", s.auth(permOperate, s.handleCancelRun))
-	m.HandleFunc("GET /api/approvals", s.auth(permRead, s.handleListApprovals))
+	m.HandleFunc("GET /api/approvals", s.auth(permRead, s.heavy(s.handleListApprovals)))
 	m.HandleFunc("POST /api/approvals/{id}/approve", s.auth(permApprove, s.handleDecideApproval(true)))
 	m.HandleFunc("POST /api/approvals/{id}/reject", s.auth(permApprove, s.handleDecideApproval(false)))
 	m.HandleFunc("POST /api/approvals/{id}/rerequest", s.auth(permOperate, s.handleRerequest))
-	m.HandleFunc("GET /api/audit", s.auth(permRead, s.handleListAudit))
-	m.HandleFunc("GET /api/audit/verify", s.auth(permRead, s.handleVerifyAudit))
-	m.HandleFunc("GET /api/audit/checkpoint", s.auth(permRead, s.handleCheckpoint))
-	m.HandleFunc("GET /api/audit/export", s.auth(permRead, s.handleExportAudit))
+	m.HandleFunc("GET /api/audit", s.auth(permRead, s.heavy(s.handleListAudit)))
+	m.HandleFunc("GET /api/audit/verify", s.auth(permRead, s.heavy(s.handleVerifyAudit)))
+	m.HandleFunc("GET /api/audit/checkpoint", s.auth(permRead, s.heavy(s.handleCheckpoint)))
+	m.HandleFunc("GET /api/audit/export", s.auth(permRead, s.heavy(s.handleExportAudit)))
 	m.HandleFunc("GET /api/audit/{id}", s.auth(permRead, s.handleShowAudit))
 	m.HandleFunc("GET /api/snapshots/{id}", s.auth(permRead, s.handleSnapshot))
 	m.HandleFunc("GET /api/stats", s.auth(permRead, s.handleStats))
@@ -290,7 +309,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := map[string]string{"status": "ready", "config": "valid"}
-	if _, _, err := s.engine(r.Context()); err != nil {
+	if err := s.configReadiness(r.Context()); err != nil {
 		body["config"] = "invalid: " + err.Error()
 	}
 	writeJSON(w, 200, body)

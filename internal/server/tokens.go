@@ -193,6 +193,11 @@ func (t *Tokens) Issue(user, role string, now time.Time, ttl time.Duration) (str
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	unlock, err := lockTokenFile(t.path)
+	if err != nil {
+		return "", Token{}, err
+	}
+	defer unlock()
 	// Another process may have written the file since it was loaded.
 	if err := t.reload(); err != nil {
 		return "", Token{}, err
@@ -218,6 +223,11 @@ func (t *Tokens) List() ([]Token, error) {
 func (t *Tokens) Revoke(id string, now time.Time) (Token, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	unlock, err := lockTokenFile(t.path)
+	if err != nil {
+		return Token{}, err
+	}
+	defer unlock()
 	if err := t.reload(); err != nil {
 		return Token{}, err
 	}
@@ -237,20 +247,43 @@ func (t *Tokens) Revoke(id string, now time.Time) (Token, error) {
 	return Token{}, fmt.Errorf("%w: %q in %s (replayctl tokens list shows the ids)", ErrTokenNotFound, id, t.path)
 }
 
-// save writes the file atomically; the caller holds the write lock.
+// save writes the file atomically and durably; the caller holds the write
+// lock and the file lock. Each save writes its own temporary file: with one
+// fixed name (tokens.json.tmp) two processes wrote into each other's, and
+// 13 printed tokens were never stored, a revocation reported done lost.
 func (t *Tokens) save() error {
 	data, err := json.MarshalIndent(t.tokens, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := t.path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+	dir, base := filepath.Split(t.path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, base+".*.tmp") // mode 0600
+	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, t.path); err != nil {
-		return err
+	tmp := f.Name()
+	_, err = f.Write(append(data, '\n'))
+	if err == nil {
+		err = f.Sync()
 	}
-	_ = syncDir(filepath.Dir(t.path))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, t.path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("save %s: %w", t.path, err)
+	}
+	// The rename is durable only once the directory is synced: a revoke
+	// that said "revoked" must not come back after a crash.
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("save %s: sync directory: %w", t.path, err)
+	}
 	if fi, err := os.Stat(t.path); err == nil {
 		t.seen = fi
 	}

@@ -196,12 +196,23 @@ func (u *ui) page(p perm, h func(http.ResponseWriter, *http.Request, Token)) htt
 }
 
 // csrf binds a form token to the session: HMAC(key, session secret hash).
+// A person signed in by the trusted proxy has no session: their token is
+// bound to their identity instead (HMAC(key, "proxy", user)), so their
+// forms work (they got an empty token and a 403 on every approve) and a
+// token shown to one SSO user is worth nothing to another. Which binding
+// applies follows authenticate: the proxy's user comes before a cookie.
 func (u *ui) csrf(r *http.Request) string {
+	m := hmac.New(sha256.New, u.key)
+	if r.Header.Get("Authorization") == "" {
+		if tok, ok := u.s.cfg.Proxy.authenticate(r); ok {
+			m.Write([]byte("proxy\x00" + tok.User))
+			return hex.EncodeToString(m.Sum(nil))
+		}
+	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
 		return ""
 	}
-	m := hmac.New(sha256.New, u.key)
 	m.Write([]byte(hashToken(c.Value)))
 	return hex.EncodeToString(m.Sum(nil))
 }

@@ -3,7 +3,9 @@ package server
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -141,6 +143,32 @@ func (u *ui) endSession(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: u.secure(r)})
+}
+
+// crossOriginGuard refuses every state-changing request a browser made
+// from another origin (Sec-Fetch-Site, else Origin against Host), whatever
+// authenticates it. A trusted proxy adds X-Forwarded-User to whatever the
+// browser sends through it, so before this a text/plain POST from any page
+// an SSO user had open approved (200), reconciled (202) and resolved (200)
+// as that user (issue 29). Requests without either header (the CLI, curl,
+// scripts) are not a browser's and pass; GET, HEAD and OPTIONS always do.
+// PublicURL's origin is trusted too: behind a proxy that rewrites Host the
+// browser's Origin is the public one.
+func (s *Server) crossOriginGuard(next http.Handler) (http.Handler, error) {
+	cop := http.NewCrossOriginProtection()
+	if pu := s.cfg.PublicURL; pu != "" {
+		u, err := url.Parse(pu)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return nil, fmt.Errorf("public URL %q: want scheme://host[:port]", pu)
+		}
+		if err := cop.AddTrustedOrigin(u.Scheme + "://" + u.Host); err != nil {
+			return nil, fmt.Errorf("public URL %q: %w", pu, err)
+		}
+	}
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, "cross_origin", "cross-origin request refused: changes are only accepted from this server's own pages or from clients that are not browsers")
+	}))
+	return cop.Handler(next), nil
 }
 
 // cookieOnlyWrite reports an API request that changes something and is

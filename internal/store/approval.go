@@ -30,11 +30,15 @@ type Approval struct {
 	Evidence      string          `json:"evidence_hash"`
 	Decision      triage.Decision `json:"decision"`
 	RequestedBy   string          `json:"requested_by"`
-	RequestedAt   time.Time       `json:"requested_at"`
-	ExpiresAt     time.Time       `json:"expires_at,omitzero"`
-	DecidedBy     string          `json:"decided_by,omitempty"`
-	DecidedAt     time.Time       `json:"decided_at,omitzero"`
-	Reason        string          `json:"reason,omitempty"`
+	// RerequestedBy are those who asked again after a request expired or
+	// went stale (a person, or the scheduler's run): the replacement keeps
+	// RequestedBy, and four-eyes refuses all of them.
+	RerequestedBy []string  `json:"rerequested_by,omitempty"`
+	RequestedAt   time.Time `json:"requested_at"`
+	ExpiresAt     time.Time `json:"expires_at,omitzero"`
+	DecidedBy     string    `json:"decided_by,omitempty"`
+	DecidedAt     time.Time `json:"decided_at,omitzero"`
+	Reason        string    `json:"reason,omitempty"`
 	// Used is set once the approved replay was dispatched.
 	Used bool `json:"used,omitempty"`
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -111,6 +113,9 @@ func TestAuditVerifyFindsTampering(t *testing.T) {
 			if res.Break.Seq != c.wantSeq {
 				t.Fatalf("break at %d (%s), want %d", res.Break.Seq, res.Break.Reason, c.wantSeq)
 			}
+			// Issue 29: export stops at the same break, with an error
+			// line, and fails (it exited 0 on every one of these).
+			exportBreaks(t, path, c.wantSeq)
 		})
 	}
 }
@@ -156,5 +161,26 @@ func TestSignedHeadCatchesAConsistentRewrite(t *testing.T) {
 	res := verifyFile(t, path, key)
 	if res.OK() || !strings.Contains(res.Break.Reason, "signature") {
 		t.Fatalf("signed head did not catch the rewrite: %+v", res)
+	}
+}
+
+// exportBreaks exports the file and requires the export to fail at the
+// break verify reports, its last line the error trailer.
+func exportBreaks(t *testing.T, path string, wantSeq uint64) {
+	t.Helper()
+	s, err := OpenBolt(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var out bytes.Buffer
+	err = audit.Export(context.Background(), s, &out, nil)
+	var brk *audit.Break
+	if !errors.As(err, &brk) || brk.Seq != wantSeq {
+		t.Fatalf("export of a broken chain: %v, want a break at %d", err, wantSeq)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, fmt.Sprintf(`{"error":{"seq":%d,`, wantSeq)) {
+		t.Fatalf("export's last line %q, want the error trailer", last)
 	}
 }

@@ -21,7 +21,7 @@ func (s *Bolt) UpdateNow(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.Update(func(btx *bolt.Tx) error { return s.runWrite(btx, fn) })
+	return s.tamper.count(s.db.Update(func(btx *bolt.Tx) error { return s.runWrite(btx, fn) }))
 }
 
 // groupCommit groups concurrent Updates into one commit, as bbolt's Batch

@@ -76,6 +76,8 @@ type Bolt struct {
 	flight   inFlight
 	group    groupCommit
 	memo     writeMemo
+	// tamper counts the appends refused on a forged head (audit_guard.go).
+	tamper tamperCount
 	// onEntryDecode, when set (tests), is called for every entry record
 	// a transaction decodes: proves PutEntry reuses what Entry read.
 	onEntryDecode func()
@@ -169,7 +171,7 @@ func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.batch(fn)
+	return s.tamper.count(s.batch(fn))
 }
 
 // runWrite runs fn in a read-write bbolt transaction, then writes what fn
@@ -533,10 +535,22 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 				return audit.Sealed{}, fmt.Errorf("decode audit head: %w", err)
 			}
 		}
+		// The head is authenticated before it is extended: flush signs
+		// the new one, so extending a forged head would launder it.
+		if !checkHeadMAC(t.key, head.Seq, head.Hash, string(meta.Get(keyAuditMAC))) {
+			return audit.Sealed{}, (*tamperCount)(nil).refuse(head.Seq, "the stored head is not signed with this key (records were removed, rewritten or re-chained since the last keyed write)")
+		}
 		t.head = &head
 	}
 	head := *t.head
 	r.Seq = head.Seq + 1
+	if r.PolicySnapshot != "" && !r.SnapshotKept {
+		// Covered by the chain: verify holds this record to its snapshot
+		// whatever the unsigned kept-from marker says (snapshot_check.go).
+		if sb := t.bucket(bucketSnapshots); sb != nil && sb.Get([]byte(r.PolicySnapshot)) != nil {
+			r.SnapshotKept = true
+		}
+	}
 	if r.Time.IsZero() {
 		r.Time = t.now().UTC()
 	}

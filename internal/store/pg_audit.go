@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"crypto/hmac"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -72,6 +74,10 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 	}
 	t.start = now.UTC()
 	r.Seq = uint64(seq)
+	if r.PolicySnapshot != "" && !r.SnapshotKept && t.p != nil {
+		// This process stored it (PutSnapshot) before deciding with it.
+		_, r.SnapshotKept = t.p.keptSnapshots.Load(r.PolicySnapshot)
+	}
 	if r.Time.IsZero() {
 		r.Time = now.UTC()
 	}
@@ -82,7 +88,11 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 	t.countAppend(r)
 	// Inserted with COMMIT, with the transaction's other records
 	// (commitWrites): nothing reads the audit table in a transaction.
-	t.auditSeqs, t.auditBodies = append(t.auditSeqs, seq), append(t.auditBodies, body)
+	mac := ""
+	if len(t.key) > 0 {
+		mac = rowMAC(t.key, uint64(seq), body)
+	}
+	t.auditSeqs, t.auditBodies, t.auditMACs = append(t.auditSeqs, seq), append(t.auditBodies, body), append(t.auditMACs, mac)
 	return audit.Sealed{Seq: r.Seq, Body: body}, nil
 }
 
@@ -187,9 +197,9 @@ func (p *Postgres) sealRound(ctx context.Context, wait bool) (sealed int, more b
 			}
 		}
 		var headSeq int64
-		var head string
+		var head, headMAC string
 		var signed bool
-		if err := tx.QueryRow(ctx, `SELECT seq, hash, signed OR mac <> '' FROM audit_head WHERE id = 1 FOR UPDATE`).Scan(&headSeq, &head, &signed); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT seq, hash, mac, signed OR mac <> '' FROM audit_head WHERE id = 1 FOR UPDATE`).Scan(&headSeq, &head, &headMAC, &signed); err != nil {
 			return fmt.Errorf("lock audit head: %w", err)
 		}
 		tail, err := readTail(ctx, tx, headSeq)
@@ -216,6 +226,9 @@ func (p *Postgres) sealRound(ctx context.Context, wait bool) (sealed int, more b
 		}
 		if signed && len(p.key) == 0 {
 			return ErrAuditKeyRequired
+		}
+		if err := p.checkTail(signed, uint64(headSeq), head, headMAC, tail); err != nil {
+			return err
 		}
 		now := time.Now().UTC()
 		// Void records are new rows; the others get their links.
@@ -278,14 +291,39 @@ func (p *Postgres) sealRound(ctx context.Context, wait bool) (sealed int, more b
 	return sealed, more, nil
 }
 
+// checkTail authenticates what a keyed sealer is about to extend and
+// sign: the head (as bbolt's writer does) and, on a signed chain, every
+// record after it, which its writer signed. A row inserted by hand, or a
+// head moved back over records then edited, is refused, not sealed.
+func (p *Postgres) checkTail(signed bool, headSeq uint64, head, headMAC string, tail []tailRow) error {
+	if len(p.key) == 0 {
+		return nil
+	}
+	if headSeq > 0 && signed && headMAC == "" || !checkHeadMAC(p.key, headSeq, head, headMAC) {
+		return p.tamper.refuse(headSeq, "the sealed head is not signed with this key (moved, or records under it rewritten)")
+	}
+	for _, r := range tail {
+		// On an unsigned chain a row may carry no MAC (its writer had no
+		// key), but one that carries a MAC must match it.
+		if !signed && r.mac == "" {
+			continue
+		}
+		if r.mac == "" || !hmac.Equal([]byte(r.mac), []byte(rowMAC(p.key, r.seq, r.body))) {
+			return p.tamper.refuse(r.seq, "an unsealed record is not signed with this key (inserted or changed outside replayctl)")
+		}
+	}
+	return nil
+}
+
 type tailRow struct {
 	seq  uint64
 	body []byte
+	mac  string
 }
 
 // readTail reads the committed records after the head, in number order.
 func readTail(ctx context.Context, tx pgx.Tx, headSeq int64) ([]tailRow, error) {
-	rows, err := tx.Query(ctx, `SELECT seq, body FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2`, headSeq, sealBatch)
+	rows, err := tx.Query(ctx, `SELECT seq, body, coalesce(mac, '') FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2`, headSeq, sealBatch)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +332,7 @@ func readTail(ctx context.Context, tx pgx.Tx, headSeq int64) ([]tailRow, error) 
 	for rows.Next() {
 		var r tailRow
 		var s int64
-		if err := rows.Scan(&s, &r.body); err != nil {
+		if err := rows.Scan(&s, &r.body, &r.mac); err != nil {
 			return nil, err
 		}
 		r.seq = uint64(s)
@@ -304,7 +342,11 @@ func readTail(ctx context.Context, tx pgx.Tx, headSeq int64) ([]tailRow, error) 
 }
 
 // auditInsertSQL inserts the records a transaction appended, unchained.
-const auditInsertSQL = `INSERT INTO audit (seq, body) SELECT * FROM unnest($1::bigint[], $2::bytea[])`
+const auditInsertSQL = `INSERT INTO audit (seq, body, mac) SELECT s, b, nullif(m, '') FROM unnest($1::bigint[], $2::bytea[], $3::text[]) u(s, b, m)`
+
+// pgAuditRowMACMigration: the MAC a keyed writer puts on each record it
+// appends (NULL from a keyless writer of an unsigned chain).
+const pgAuditRowMACMigration = `ALTER TABLE audit ADD COLUMN mac text;`
 
 // auditWrite is the statement inserting the transaction's records, for
 // COMMIT (commitWrites).
@@ -312,8 +354,8 @@ func (t *pgTx) auditWrite() (commitWrite, bool) {
 	if len(t.auditSeqs) == 0 {
 		return commitWrite{}, false
 	}
-	w := commitWrite{sql: auditInsertSQL, args: []any{t.auditSeqs, t.auditBodies}}
-	t.auditSeqs, t.auditBodies = nil, nil
+	w := commitWrite{sql: auditInsertSQL, args: []any{t.auditSeqs, t.auditBodies, t.auditMACs}}
+	t.auditSeqs, t.auditBodies, t.auditMACs = nil, nil, nil
 	return w, true
 }
 
@@ -376,4 +418,56 @@ func (p *Postgres) AuditSignedHead(ctx context.Context) (uint64, string, string,
 	var hash, mac string
 	err := p.pool.QueryRow(ctx, `SELECT seq, hash, mac FROM audit_head WHERE id = 1`).Scan(&seq, &hash, &mac)
 	return uint64(seq), hash, mac, err
+}
+
+// AuditTailForged implements audit.TailChecker: the first record after the
+// sealed head that is not signed with key, on a signed chain (what the
+// sealer refuses to seal); 0 when there is none.
+func (p *Postgres) AuditTailForged(ctx context.Context, key []byte) (uint64, error) {
+	if len(key) == 0 {
+		return 0, nil
+	}
+	var found uint64
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		var headSeq int64
+		var signed bool
+		if err := tx.QueryRow(ctx, `SELECT seq, signed OR mac <> '' FROM audit_head WHERE id = 1`).Scan(&headSeq, &signed); err != nil {
+			return err
+		}
+		if !signed {
+			return nil
+		}
+		tail, err := readTail(ctx, tx, headSeq)
+		if err != nil {
+			return err
+		}
+		for _, r := range tail {
+			if r.mac == "" || !hmac.Equal([]byte(r.mac), []byte(rowMAC(key, r.seq, r.body))) {
+				found = r.seq
+				return nil
+			}
+		}
+		return nil
+	})
+	return found, err
+}
+
+// ChainSucceeded is boltTx.ChainSucceeded on PostgreSQL: the first record
+// about the entry ref (or the key) saying key's replay succeeded, sealed
+// or not (a forged unsealed one only makes the runner refuse), read
+// through audit_owner (pg_entry_audit.go). A key holding a NUL cannot be
+// read back as json text and is not checked.
+func (t *pgTx) ChainSucceeded(ref, key string) (uint64, error) {
+	if key == "" || strings.ContainsRune(key, 0) {
+		return 0, nil
+	}
+	var seq int64
+	err := t.queryRow(`SELECT coalesce(min(seq), 0) FROM audit
+		WHERE replayctl_audit_owner(body) = ANY(ARRAY['r' || md5($1::bytea), 'k' || md5($2::bytea)])
+		  AND convert_from(body, 'UTF8')::json->>'ledger_after' = 'succeeded'
+		  AND convert_from(body, 'UTF8')::json->>'idempotency_key' = $3`, []byte(ref), []byte(key), key).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("read the audit records of key %s: %w", key, err)
+	}
+	return uint64(seq), nil
 }

@@ -199,6 +199,13 @@ func TestPostgresAuditVerifyFindsTampering(t *testing.T) {
 			if res.OK() || res.Break.Seq != c.wantSeq {
 				t.Fatalf("tampering not caught at %d: %+v", c.wantSeq, res)
 			}
+			// Issue 29: export fails at the same break.
+			var out bytes.Buffer
+			var brk *audit.Break
+			if err := audit.Export(ctx, p, &out, nil); !errors.As(err, &brk) || brk.Seq != c.wantSeq ||
+				!strings.Contains(out.String(), fmt.Sprintf(`{"error":{"seq":%d,`, c.wantSeq)) {
+				t.Fatalf("export of the tampered chain: %v\n%s", err, out.String())
+			}
 		})
 	}
 }

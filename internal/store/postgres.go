@@ -75,6 +75,9 @@ var migrations = []string{
 	pgClaimFuncsMigration,
 	// 12: audit records by entry, for an entry's history (pg_entry_audit.go).
 	pgEntryAuditMigration,
+	// 13: each record a keyed writer appends carries its MAC, checked by
+	// the sealer before it chains the record (pg_audit.go).
+	pgAuditRowMACMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.
@@ -91,6 +94,10 @@ type Postgres struct {
 	pool     *pgxpool.Pool
 	key      []byte
 	instance string
+	// tamper counts the seals refused on a forged head or record.
+	tamper tamperCount
+	// keptSnapshots are the policy snapshots this process stored.
+	keptSnapshots sync.Map
 	// stopSealer ends this process's sealer loop and waits for it.
 	stopSealer func()
 	// settleWait overrides the package's settleWait (tests).
@@ -300,6 +307,7 @@ type pgTx struct {
 	// inserted with COMMIT.
 	auditSeqs   []int64
 	auditBodies [][]byte
+	auditMACs   []string
 }
 
 func (t *pgTx) lockClause() string {
@@ -824,8 +832,11 @@ func (p *Postgres) PutSnapshot(ctx context.Context, id string, snapshot any) err
 	if err := p.markSnapshotsKept(ctx); err != nil { // snapshot_check.go
 		return err
 	}
-	_, err = p.pool.Exec(ctx, `INSERT INTO snapshots (id, body) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, data)
-	return err
+	if _, err = p.pool.Exec(ctx, `INSERT INTO snapshots (id, body) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`, id, data); err != nil {
+		return err
+	}
+	p.keptSnapshots.Store(id, true) // Append flags the records naming it
+	return nil
 }
 
 // Snapshot loads a stored snapshot.

@@ -65,7 +65,9 @@ func (p *Postgres) markSnapshotsKept(ctx context.Context) error {
 // given the marker's value (nil: none).
 func missingSnapshot(marker []byte) error {
 	if marker == nil {
-		return nil
+		// A deleted marker must not hide a deleted snapshot: the
+		// verifier still holds records flagged SnapshotKept to theirs.
+		return &audit.MissingBlobError{From: audit.NeverKept}
 	}
 	from, err := strconv.ParseUint(string(marker), 10, 64)
 	if err != nil {
@@ -104,7 +106,7 @@ func (p *Postgres) CheckSnapshot(ctx context.Context, id string) error {
 		var marker []byte
 		err := p.pool.QueryRow(ctx, `SELECT body FROM snapshots WHERE id = $1`, pgSnapshotsKeptFrom).Scan(&marker)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
+			return missingSnapshot(nil)
 		}
 		if err != nil {
 			return err

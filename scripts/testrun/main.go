@@ -94,7 +94,7 @@ func main() {
 
 type runner struct {
 	ctx context.Context
-	dir string // where the commands run; "" is the working directory
+	dir string     // where the commands run; "" is the working directory
 	mu  sync.Mutex // guards out and the counts while packages run at once
 	out io.Writer
 

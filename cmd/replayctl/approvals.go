@@ -199,7 +199,7 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 	db.register(f)
 	actor.register(f)
 	approvers.register(f)
-	eng.register(f)
+	eng.register(f, s.err)
 	f.StringVar(&reason, "reason", "", "why (required to reject)")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	if approve {

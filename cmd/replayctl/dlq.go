@@ -490,7 +490,7 @@ Executing records the bulk operation in the audit trail before any dispatch;
 	f := cmd.Flags()
 	db.register(f)
 	actor.register(f)
-	eng.register(f)
+	eng.register(f, s.err)
 	f.Var(targetURL{&tgt.url}, "target", "send the replay to this URL, overriding rules.yaml targets")
 	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")

@@ -200,7 +200,7 @@ configuration errors.`,
 	}
 	f := cmd.Flags()
 	src.register(f)
-	eng.register(f)
+	eng.register(f, s.err)
 	db.register(f)
 	actor.register(f)
 	approvers.register(f)

@@ -157,7 +157,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 	f.DurationVar(&every, "every", 5*time.Minute, "reconcile every this long (0: only when asked through the API)")
 	f.StringVar(&tokensPath, "tokens", "tokens.json", "token file (replayctl tokens create writes it)")
 	src.register(f)
-	eng.register(f)
+	eng.register(f, s.err)
 	db.register(f)
 	approvers.register(f)
 	f.Var(targetURL{&tgt.url}, "target", "send every replay to this URL, overriding rules.yaml targets")

@@ -230,7 +230,7 @@ func (r *runner) execute(ctx context.Context, run *Run, work func(context.Contex
 		run.State = "succeeded"
 		m.runs.WithLabelValues("succeeded").Inc()
 		if run.Op == "reconcile" {
-			m.lastSuccess.Set(float64(run.Finished.Unix()))
+			m.lastSuccess.WithLabelValues().Set(float64(run.Finished.Unix()))
 		}
 	}
 	r.active = nil

@@ -33,6 +33,8 @@ type RunMetrics struct {
 // silently reset).
 func NewRunMetrics(st Store, path string, now func() time.Time) (*RunMetrics, error) {
 	r := &RunMetrics{m: newRunMetrics(st, now), path: path, now: now}
+	// This run is due now; a previous file's first due time replaces it.
+	r.m.firstDue.WithLabelValues().Set(float64(now().Unix()))
 	if path == "" {
 		return r, nil // --push-url only: this run's counts
 	}
@@ -75,7 +77,12 @@ func NewRunMetrics(st Store, path string, now func() time.Time) (*RunMetrics, er
 	seed("replayctl_entries_ingested_total", one(m.ingested))
 	seed("replayctl_replays_proposed_total", one(m.proposed))
 	seed("replayctl_replays_denied_total", one(m.denied))
-	seed("replayctl_reconcile_last_success_timestamp_seconds", func(_ map[string]string, x float64) { m.lastSuccess.Set(x) })
+	seed("replayctl_reconcile_last_success_timestamp_seconds", func(_ map[string]string, x float64) {
+		if x > 0 { // a file written before 0 meant "never"
+			m.lastSuccess.WithLabelValues().Set(x)
+		}
+	})
+	seed("replayctl_reconcile_first_due_timestamp_seconds", func(_ map[string]string, x float64) { m.firstDue.WithLabelValues().Set(x) })
 	return r, nil
 }
 
@@ -105,7 +112,7 @@ func (r *RunMetrics) Finish(err error) error {
 		r.m.runs.WithLabelValues("failed").Inc()
 	} else {
 		r.m.runs.WithLabelValues("succeeded").Inc()
-		r.m.lastSuccess.Set(float64(r.now().Unix()))
+		r.m.lastSuccess.WithLabelValues().Set(float64(r.now().Unix()))
 	}
 	if r.path == "" {
 		return nil

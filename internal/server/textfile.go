@@ -33,11 +33,14 @@ type RunMetrics struct {
 // silently reset).
 func NewRunMetrics(st Store, path string, now func() time.Time) (*RunMetrics, error) {
 	r := &RunMetrics{m: newRunMetrics(st, now), path: path, now: now}
+	if path == "" {
+		// --push-url only: this run's counts. No first due time either: it
+		// would be this run's start on every push, and a CronJob whose runs
+		// all fail would never look stalled (its Jobs fail instead).
+		return r, nil
+	}
 	// This run is due now; a previous file's first due time replaces it.
 	r.m.firstDue.WithLabelValues().Set(float64(now().Unix()))
-	if path == "" {
-		return r, nil // --push-url only: this run's counts
-	}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return r, nil

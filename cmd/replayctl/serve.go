@@ -62,6 +62,9 @@ dispatches (or record them outcome_unknown), and exits.`,
 			if (tlsCert == "") != (tlsKey == "") {
 				return usageError("--tls-cert and --tls-key go together")
 			}
+			if err := refuseIgnored(cmd, s, "serve", "serve is the server and holds the state itself", "server", "token"); err != nil {
+				return err
+			}
 			if agingAfter < 0 || agingEvery < 0 {
 				return usageError("--notify-aging and --notify-aging-every must not be negative")
 			}

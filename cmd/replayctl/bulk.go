@@ -168,6 +168,9 @@ func printBulk(w io.Writer, rep *replay.BulkReport, f *bulkFlags) {
 		}
 		fmt.Fprintln(w)
 	}
+	if rep.Delivery != nil {
+		fmt.Fprintf(w, "delivery: %s\n", rep.Delivery)
+	}
 	if rep.Run != "" {
 		fmt.Fprintf(w, "run %s %s\n", rep.Run, rep.RunState)
 	}
@@ -215,6 +218,9 @@ func runBulk(cmd *cobra.Command, s *streams, f *bulkFlags, format string, b *rep
 			rep, err = b.ExecuteResolve(rctx, bf, resolveReason)
 		} else {
 			rep, err = b.ExecuteReplay(rctx, bf)
+		}
+		if rep != nil {
+			run.delivered(rep.Delivery)
 		}
 		rec := run.finish(ctx, err, rep != nil && rep.Stopped != "")
 		if err != nil {

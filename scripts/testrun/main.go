@@ -6,8 +6,9 @@
 // does not build and each fuzz target count as one case each). It exits 1
 // when anything failed.
 //
-// Packages run in a pool of -p go test processes, the slowest first (see
-// slowFirst), so one long package does not hold back every other result:
+// Packages (and each fuzz package's targets) run in a pool of -p
+// processes, the slowest first (see slowFirst), so one long package does
+// not hold back every other result:
 // `go test ./...` prints packages in import-path order, and
 // cmd/replayctl, the first and slowest, would print nothing for minutes.
 //
@@ -32,11 +33,14 @@ import (
 	"time"
 )
 
-// slowFirst are started before the rest (measured with `go test -json`
-// on the 2-core CI machine: cmd/replayctl and internal/server run for
-// minutes, the rest for seconds); starting them first keeps the total
-// near the slowest package instead of the sum of the last two.
-var slowFirst = []string{"./cmd/replayctl", "./internal/server", "./internal/store", "./internal/replay"}
+// slowFirst are started before the rest, in this order (measured with
+// `go test -json` on the shared 2-core machine; "fuzz ./pkg" is that
+// package's fuzz smoke, whose first target builds an instrumented test
+// binary): the total then stays near the slowest job instead of the sum
+// of the last two.
+var slowFirst = []string{"./cmd/replayctl", "./internal/server", "./deploy", "./internal/replay", "./internal/benchmark",
+	"fuzz ./internal/server", "./internal/store", "fuzz ./internal/source", "fuzz ./internal/store", "./internal/source",
+	"fuzz ./internal/triage"}
 
 // fuzzPackages hold the fuzz targets of the smoke run: the decoders,
 // the stored-record codecs, the rules loader and the HTTP API's request
@@ -49,7 +53,7 @@ func main() {
 	only := flag.String("only", "gofmt,vet,test,fuzz", "the steps to run, a comma list")
 	race := flag.Bool("race", true, "run the tests with the race detector")
 	procs := flag.Int("p", runtime.NumCPU(), "go test processes at once")
-	timeout := flag.Duration("timeout", 20*time.Minute, "limit for the whole run")
+	timeout := flag.Duration("timeout", 30*time.Minute, "limit for the whole run (each package's go test also stops at its own 10m default)")
 	flag.Parse()
 	pkgs := flag.Args()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -72,12 +76,19 @@ func main() {
 	if steps["vet"] {
 		r.vet(pkgs)
 	}
+	// Tests and fuzz targets share one pool: most tests wait on fsyncs,
+	// servers and child processes, which leaves the cores to a fuzz build.
+	var jobs []job
 	if steps["test"] {
-		r.tests(pkgs, *procs, *race)
+		jobs = append(jobs, r.testJobs(pkgs, *race)...)
 	}
 	if steps["fuzz"] {
-		r.fuzz(*fuzztime)
+		for _, p := range fuzzPackages {
+			jobs = append(jobs, job{name: "fuzz " + p, run: func() { r.fuzz(p, *fuzztime) }})
+		}
 	}
+	slices.SortStableFunc(jobs, func(a, b job) int { return rank(a.name) - rank(b.name) })
+	r.pool(jobs, *procs)
 	if r.skipped > 0 {
 		fmt.Fprintf(r.out, "%d skipped; took %s\n", r.skipped, time.Since(start).Round(time.Second))
 	} else {
@@ -162,46 +173,68 @@ func (r *runner) vet(pkgs []string) {
 	r.pass(1)
 }
 
-// tests runs every package in its own go test process, procs at a time,
-// the slow ones first.
-func (r *runner) tests(pkgs []string, procs int, race bool) {
+// job is one go test process (or one package's fuzz targets, in turn).
+type job struct {
+	name string
+	run  func()
+}
+
+// testJobs lists every package with tests (or the packages given), one
+// job each.
+func (r *runner) testJobs(pkgs []string, race bool) []job {
 	if len(pkgs) == 0 {
-		out, err := r.command("go", "list", "-f", "{{if or .TestGoFiles .XTestGoFiles}}./{{.ImportPath}}{{end}}", "./...").Output()
+		out, err := r.command("go", "list", "-f", "{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}", "./...").Output()
 		if err != nil {
-			fmt.Fprintf(r.out, "FAIL go list: %v\n", err)
-			r.fail("go list")
-			return
+			r.report(func() { fmt.Fprintf(r.out, "FAIL go list: %v\n", err); r.fail("go list") })
+			return nil
 		}
 		mod, err := r.command("go", "list", "-m").Output()
 		if err != nil {
-			fmt.Fprintf(r.out, "FAIL go list -m: %v\n", err)
-			r.fail("go list")
-			return
+			r.report(func() { fmt.Fprintf(r.out, "FAIL go list -m: %v\n", err); r.fail("go list") })
+			return nil
 		}
-		prefix := "./" + strings.TrimSpace(string(mod))
+		prefix := strings.TrimSpace(string(mod))
 		for _, p := range strings.Fields(string(out)) {
 			pkgs = append(pkgs, "."+strings.TrimPrefix(p, prefix))
 		}
-		slices.SortStableFunc(pkgs, func(a, b string) int {
-			return rank(a) - rank(b)
-		})
 	}
-	work := make(chan string)
+	var jobs []job
+	for _, p := range pkgs {
+		jobs = append(jobs, job{name: p, run: func() { r.testPackage(p, race) }})
+	}
+	return jobs
+}
+
+// tests runs the packages' jobs alone (the runner's own test).
+func (r *runner) tests(pkgs []string, procs int, race bool) {
+	r.pool(r.testJobs(pkgs, race), procs)
+}
+
+// pool runs the jobs, procs at a time, in their order.
+func (r *runner) pool(jobs []job, procs int) {
+	work := make(chan job)
 	var wg sync.WaitGroup
 	for range max(procs, 1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for p := range work {
-				r.testPackage(p, race)
+			for j := range work {
+				j.run()
 			}
 		}()
 	}
-	for _, p := range pkgs {
-		work <- p
+	for _, j := range jobs {
+		work <- j
 	}
 	close(work)
 	wg.Wait()
+}
+
+// report runs fn with the output and the counts to itself.
+func (r *runner) report(fn func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fn()
 }
 
 func rank(pkg string) int {
@@ -388,29 +421,32 @@ func indent(s string) string {
 	return b.String()
 }
 
-// fuzz runs every fuzz target of fuzzPackages for a count of executions.
-func (r *runner) fuzz(budget string) {
-	for _, pkg := range fuzzPackages {
-		out, err := r.command("go", "test", "-list", "^Fuzz", pkg).Output()
-		if err != nil {
+// fuzz runs the fuzz targets of one package in turn, each for a count of
+// executions.
+func (r *runner) fuzz(pkg, budget string) {
+	out, err := r.command("go", "test", "-list", "^Fuzz", pkg).Output()
+	if err != nil {
+		r.report(func() {
 			fmt.Fprintf(r.out, "FAIL fuzz %s: list the targets: %v\n%s", pkg, err, out)
 			r.fail("fuzz " + pkg)
+		})
+		return
+	}
+	for _, t := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(t, "Fuzz") {
 			continue
 		}
-		for _, t := range strings.Fields(string(out)) {
-			if !strings.HasPrefix(t, "Fuzz") {
-				continue
-			}
-			start := time.Now()
-			out, err := r.command("go", "test", "-run", "^$", "-fuzz", "^"+t+"$", "-fuzztime", budget, pkg).CombinedOutput()
+		start := time.Now()
+		out, err := r.command("go", "test", "-run", "^$", "-fuzz", "^"+t+"$", "-fuzztime", budget, pkg).CombinedOutput()
+		r.report(func() {
 			if err != nil {
 				fmt.Fprintf(r.out, "FAIL fuzz %s %s (%s)\n%s", pkg, t, budget, indent(tail(string(out), 40)))
 				r.fail("fuzz " + pkg + " " + t)
-				continue
+				return
 			}
 			fmt.Fprintf(r.out, "ok   fuzz %s %s (%s) %s\n", pkg, t, budget, since(start))
 			r.pass(1)
-		}
+		})
 	}
 }
 

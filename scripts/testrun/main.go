@@ -306,9 +306,25 @@ func (r *runner) testPackage(pkg string, race bool) {
 		fmt.Fprintf(r.out, "FAIL %s: go test ended without a result (%v)\n%s", pkg, waitErr, indent(stderr.String()))
 		r.fail(pkg)
 	default:
-		fmt.Fprintf(r.out, "ok   %s %.1fs (%d passed%s)\n", pkg, res.elapsed, res.passed, skippedNote(res.skipped))
+		fmt.Fprintf(r.out, "ok   %s %.1fs (%d passed%s)%s\n", pkg, res.elapsed, res.passed, skippedNote(res.skipped), slowNote(res))
 	}
 }
+
+// slowNote names the slowest tests of a package that took over
+// slowPackage, where make test's time goes.
+func slowNote(res *pkgResult) string {
+	if res.elapsed < slowPackage || len(res.slowest) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, t := range res.slowest[:min(3, len(res.slowest))] {
+		parts = append(parts, fmt.Sprintf("%s %.0fs", t.name, t.elapsed))
+	}
+	return "; slowest: " + strings.Join(parts, ", ")
+}
+
+// slowPackage: a package this slow names its slowest tests.
+const slowPackage = 30.0
 
 func skippedNote(n int) string {
 	if n == 0 {
@@ -319,8 +335,14 @@ func skippedNote(n int) string {
 
 type failedTest struct{ name, output string }
 
+type timedTest struct {
+	name    string
+	elapsed float64
+}
+
 type pkgResult struct {
 	passed, skipped int
+	slowest         []timedTest // top-level tests, slowest first
 	failed          []failedTest
 	pkgAction       string // pass, fail or skip: the package's own result
 	elapsed         float64
@@ -372,6 +394,9 @@ func readEvents(rd io.Reader) *pkgResult {
 				}
 				continue
 			}
+			if !strings.Contains(e.Test, "/") {
+				res.slowest = append(res.slowest, timedTest{e.Test, e.Elapsed})
+			}
 			switch e.Action {
 			case "pass":
 				res.passed++
@@ -391,6 +416,15 @@ func readEvents(rd io.Reader) *pkgResult {
 		res.pkgOutput.WriteString("reading go test -json: " + err.Error() + "\n")
 		res.pkgAction = "fail"
 	}
+	slices.SortStableFunc(res.slowest, func(a, b timedTest) int {
+		switch {
+		case a.elapsed > b.elapsed:
+			return -1
+		case a.elapsed < b.elapsed:
+			return 1
+		}
+		return 0
+	})
 	return res
 }
 

@@ -37,3 +37,22 @@ func TestRunnerCountsAndShowsFailures(t *testing.T) {
 		t.Error("output keeps the === RUN lines")
 	}
 }
+
+func TestSlowPackagesNameTheirSlowestTests(t *testing.T) {
+	stream := strings.Join([]string{
+		`{"Action":"pass","Test":"TestA","Elapsed":2}`,
+		`{"Action":"pass","Test":"TestB","Elapsed":40}`,
+		`{"Action":"pass","Test":"TestB/sub","Elapsed":39}`,
+		`{"Action":"pass","Test":"TestC","Elapsed":7}`,
+		`{"Action":"pass","Test":"TestD","Elapsed":1}`,
+		`{"Action":"pass","Elapsed":50}`,
+	}, "\n")
+	res := readEvents(strings.NewReader(stream))
+	if got := slowNote(res); got != "; slowest: TestB 40s, TestC 7s, TestA 2s" {
+		t.Errorf("%q", got)
+	}
+	res.elapsed = 10
+	if got := slowNote(res); got != "" {
+		t.Errorf("a quick package names its tests: %q", got)
+	}
+}

@@ -1,6 +1,12 @@
 # replayctl image: a static binary on a distroless base, running as non-root.
-#   docker build --build-arg VERSION=$(git describe --tags --always) -t replayctl .
-# The build command below is the one TestDockerfileBuildCommand runs.
+#   docker build --build-arg VERSION=$(git describe --tags --always) -t replayctl:$(git describe --tags --always) .
+# The build command below is the one TestDockerfileBuildCommand runs, and
+# TestDockerCmdServes runs the default command (CMD, ENV, COPY) against it.
+#
+# The base images are tags, not digests: no digest could be checked from
+# where this file was written. Pin them for a release build, e.g.
+#   docker buildx imagetools inspect gcr.io/distroless/static-debian12:nonroot
+# and write FROM ...@sha256:<digest> (keep the tag in a comment).
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -17,10 +23,20 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/replayctl /usr/local/bin/replayctl
 COPY --chown=65532:65532 rules.yaml /etc/replayctl/rules.yaml
 COPY --chown=65532:65532 policies/ /etc/replayctl/policies/
+# A template: list each approver group's members (mount your own over it).
+COPY --chown=65532:65532 approvers.yaml /etc/replayctl/approvers.yaml
+# Three sample DLQs, so that `docker run` serves something to look at; set
+# REPLAYCTL_SOURCE to your own DLQs (a comma list). No replay target is
+# configured: the samples are decided and recorded, never sent anywhere.
+COPY --chown=65532:65532 testdata/jsonl/entries.jsonl testdata/cordum/dlq.jsonl testdata/nexora/dead-letters.json /usr/share/replayctl/samples/
+ENV REPLAYCTL_SOURCE=jsonl:/usr/share/replayctl/samples/entries.jsonl,cordum:/usr/share/replayctl/samples/dlq.jsonl,nexora:/usr/share/replayctl/samples/dead-letters.json
 # State (the bbolt file, tokens.json) lives on a volume owned by nonroot.
 WORKDIR /var/lib/replayctl
 VOLUME ["/var/lib/replayctl"]
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/replayctl"]
+# serve: the console and API on :8080, /metrics, a reconcile every 5 minutes
+# over REPLAYCTL_SOURCE. Log in with a token:
+#   docker run --rm -v replayctl:/var/lib/replayctl IMAGE tokens create --user alice --role admin --tokens /var/lib/replayctl/tokens.json
 CMD ["serve", "--addr", "0.0.0.0:8080", "--rules", "/etc/replayctl/rules.yaml", "--policies", "/etc/replayctl/policies", "--approvers", "/etc/replayctl/approvers.yaml", "--db", "/var/lib/replayctl/replayctl.db", "--tokens", "/var/lib/replayctl/tokens.json"]

@@ -4,7 +4,12 @@ FUZZTIME ?= 20000x
 
 .PHONY: test fmt vet unit fuzz-smoke bench bench-quick build screenshots
 
-test: fmt vet unit fuzz-smoke
+# scripts/testrun runs gofmt, go vet, every package's tests (the slow ones
+# first, each package's result printed as it finishes, a failing test's
+# output shown) and the fuzz smoke run, and ends with "N passed, N failed";
+# it exits 1 when anything failed or did not build.
+test:
+	$(GO) run ./scripts/testrun -fuzztime $(FUZZTIME)
 
 build:
 	$(GO) build -o replayctl ./cmd/replayctl
@@ -27,15 +32,11 @@ unit:
 # deadline exceeded" and no crasher when a -fuzztime duration expires
 # (go.dev/issue/75804, fixed in Go 1.27), which failed CI once. A failing
 # target's output (and the crasher it wrote under testdata/fuzz) is shown.
+# The packages are listed in scripts/testrun (fuzzPackages).
 fuzz-smoke:
-	@set -e; for pkg in ./internal/source ./internal/connector/jsonl ./internal/store ./internal/triage ./internal/server; do \
-	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
-	    out=$$($(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg 2>&1) || { echo "$$out" | tail -40; exit 1; }; \
-	  done; \
-	done
+	$(GO) run ./scripts/testrun -only fuzz -fuzztime $(FUZZTIME)
 
-# The benchmark table (README "Benchmarks"): every figure is a ratio to a
+# The benchmark table (docs/benchmarks.md): every figure is a ratio to a
 # baseline measured in the same run (alternating runs, medians). The full run
 # takes tens of minutes and several GB of scratch space (1M-entry corpora,
 # 1M Prodigy item files); ONLY=decisions (or memory, ledger, replays, floor, micro,

@@ -245,7 +245,7 @@ func walkContainers(v any, fn func(map[string]any)) {
 
 // The shipped alerts load (promtool check rules), fire and stay silent as
 // alerts_test.yaml says (promtool test rules), and each names a severity, a
-// summary and a runbook section that exists in the README.
+// summary and a runbook section that exists in docs/runbook.md.
 func TestAlertRules(t *testing.T) {
 	data, err := os.ReadFile("prometheus/alerts.yaml")
 	if err != nil {
@@ -263,7 +263,7 @@ func TestAlertRules(t *testing.T) {
 	if err := yaml.Unmarshal(data, &rf); err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	runbook, err := os.ReadFile("../docs/runbook.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,11 +278,11 @@ func TestAlertRules(t *testing.T) {
 			if r.Annotations["summary"] == "" {
 				t.Errorf("%s: no summary", r.Alert)
 			}
-			if want := "https://github.com/replayctl/replayctl#" + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
+			if want := "https://github.com/replayctl/replayctl/blob/main/docs/runbook.md#" + strings.ToLower(r.Alert); r.Annotations["runbook_url"] != want {
 				t.Errorf("%s: runbook_url %q, want %q", r.Alert, r.Annotations["runbook_url"], want)
 			}
-			if !bytes.Contains(readme, []byte("\n### "+r.Alert+"\n")) {
-				t.Errorf("%s: no README runbook section `### %s`", r.Alert, r.Alert)
+			if !bytes.Contains(runbook, []byte("\n## "+r.Alert+"\n")) {
+				t.Errorf("%s: no section `## %s` in docs/runbook.md", r.Alert, r.Alert)
 			}
 			// Every alert has a case where it fires and one where it must not.
 			if c := strings.Count(string(tested), "alertname: "+r.Alert+","); c == 0 {

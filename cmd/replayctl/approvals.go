@@ -177,6 +177,16 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 					current = d.EvidenceHash
 				}
 			}
+			router := tgt.router(engine.Rules)
+			if approve && replayNow && er != nil {
+				// Decided first and then sent nowhere, the approval was
+				// spent: the entry fell to manual review ("no target") and
+				// a second try with --target was refused as already
+				// decided (issue 30). Without a target nothing is decided.
+				if _, ok := router.Route(&er.Entry); !ok {
+					return usageError("--replay-now: entry %s has no replay target (give --target URL, or a targets: entry in rules.yaml that matches it): nothing approved, request %s stays pending", er.Entry.Ref(), args[0])
+				}
+			}
 			svc := &approval.Service{Store: st, Config: cfg}
 			res, err := svc.Decide(cmd.Context(), approval.Decision{ID: args[0], Actor: actor.as, Approve: approve, Reason: reason, CurrentEvidence: current})
 			if err != nil {
@@ -184,7 +194,7 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 			}
 			var one *replay.EntryResult
 			if approve && replayNow && er != nil {
-				r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as, ForEntry: forEntry()}
+				r := &replay.Reconciler{Engine: engine, Store: st, Router: router, Actor: actor.as, ForEntry: forEntry()}
 				out, err := r.One(cmd.Context(), er)
 				if err != nil {
 					fmt.Fprintf(s.out, "%s %s by %s\n", res.ID, res.State, res.DecidedBy)
@@ -199,7 +209,7 @@ func newApprovalsDecideCmd(s *streams, approve bool) *cobra.Command {
 	db.register(f)
 	actor.register(f)
 	approvers.register(f)
-	eng.register(f)
+	eng.register(f, s.err)
 	f.StringVar(&reason, "reason", "", "why (required to reject)")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	if approve {

@@ -446,7 +446,7 @@ and shows what today's rules and policy (--rules, --policies) would decide.`,
 		},
 	}
 	db.register(cmd.Flags())
-	eng.register(cmd.Flags())
+	eng.register(cmd.Flags(), s.err)
 	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	return cmd
 }

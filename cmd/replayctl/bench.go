@@ -58,7 +58,7 @@ func newBenchCmd(s *streams) *cobra.Command {
 	cmd.Flags().StringVar(&only, "only", "", "run only these measurements (decisions, ledger, replays, floor, memory, micro, workers, reads, pgread, size)")
 	cmd.Flags().StringVar(&dir, "dir", "", "scratch directory (default: a temporary one, removed after)")
 	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
-	eng.register(cmd.Flags())
+	eng.register(cmd.Flags(), s.err)
 	cmd.AddCommand(newBenchPeakCmd(s))
 	return cmd
 }

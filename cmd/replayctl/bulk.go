@@ -44,8 +44,8 @@ func (f *bulkFlags) register(fs *pflag.FlagSet, replayCmd bool) {
 	fs.DurationVar(&f.olderThan, "older-than", 0, "filter: last failure at least this long ago")
 	fs.DurationVar(&f.newerThan, "newer-than", 0, "filter: last failure at most this long ago")
 	fs.BoolVar(&f.preview, "preview", false, "show what would happen, change nothing")
-	fs.BoolVar(&f.yes, "yes", false, "execute even when more than --confirm-over entries match")
-	fs.IntVar(&f.confirmOver, "confirm-over", replay.DefaultConfirmOver, "above this many matches, only preview unless --yes")
+	fs.BoolVar(&f.yes, "yes", false, "execute without asking (needed off a terminal: without it only the preview is shown)")
+	fs.IntVar(&f.confirmOver, "confirm-over", replay.DefaultConfirmOver, "on a terminal, above this many matches the confirmation is typing the number of entries, not y")
 	fs.IntVar(&f.max, "max", replay.DefaultBulkMax, "cap on the replays (or resolves) of one operation")
 	if replayCmd {
 		fs.DurationVar(&f.spread, "spread", 0, "spread the replays evenly over this long (on top of --rate)")
@@ -130,11 +130,6 @@ func (f *bulkFlags) checkArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
-// previewOnly decides whether to stop at the preview.
-func (f *bulkFlags) previewOnly(p *replay.BulkReport) bool {
-	return f.preview || (p.Matched > f.confirmOver && !f.yes)
-}
-
 func printBulk(w io.Writer, rep *replay.BulkReport, f *bulkFlags) {
 	verb := rep.Op
 	if rep.Preview {
@@ -173,6 +168,9 @@ func printBulk(w io.Writer, rep *replay.BulkReport, f *bulkFlags) {
 		}
 		fmt.Fprintln(w)
 	}
+	if rep.Delivery != nil {
+		fmt.Fprintf(w, "delivery: %s\n", rep.Delivery)
+	}
 	if rep.Run != "" {
 		fmt.Fprintf(w, "run %s %s\n", rep.Run, rep.RunState)
 	}
@@ -180,7 +178,7 @@ func printBulk(w io.Writer, rep *replay.BulkReport, f *bulkFlags) {
 		fmt.Fprintln(w, rep.Stopped)
 	}
 	if rep.Preview && !f.preview {
-		fmt.Fprintf(w, "more than --confirm-over %d entries match: nothing done; re-run with --yes to execute\n", f.confirmOver)
+		fmt.Fprintln(w, "nothing done: a bulk operation runs only when confirmed (on a terminal by answering; elsewhere by --yes): re-run with --yes to execute")
 	}
 }
 
@@ -199,7 +197,12 @@ func runBulk(cmd *cobra.Command, s *streams, f *bulkFlags, format string, b *rep
 	if err != nil {
 		return bulkErr(err)
 	}
-	if !f.previewOnly(rep) {
+	execute, asked := f.decideExecute(s, rep, stdinTerminal(s.in))
+	if asked && !execute {
+		fmt.Fprintln(s.err, "nothing done")
+		return nil
+	}
+	if execute {
 		op := "bulk-replay"
 		if resolveReason != "" {
 			op = "bulk-resolve"
@@ -215,6 +218,9 @@ func runBulk(cmd *cobra.Command, s *streams, f *bulkFlags, format string, b *rep
 			rep, err = b.ExecuteResolve(rctx, bf, resolveReason)
 		} else {
 			rep, err = b.ExecuteReplay(rctx, bf)
+		}
+		if rep != nil {
+			run.delivered(rep.Delivery)
 		}
 		rec := run.finish(ctx, err, rep != nil && rep.Stopped != "")
 		if err != nil {
@@ -261,7 +267,12 @@ func runBulkRemote(cmd *cobra.Command, s *streams, f *bulkFlags, format string, 
 	if err := rf.call(ctx, "POST", path, url.Values{"preview": {"true"}}, req, &rep); err != nil {
 		return err
 	}
-	if !f.previewOnly(&rep) {
+	execute, asked := f.decideExecute(s, &rep, stdinTerminal(s.in))
+	if asked && !execute {
+		fmt.Fprintln(s.err, "nothing done")
+		return nil
+	}
+	if execute {
 		var started struct {
 			ID string `json:"id"`
 		}

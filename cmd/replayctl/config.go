@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -17,16 +19,27 @@ type engineFlags struct {
 	rules         string
 	policies      string
 	policyTimeout time.Duration
+	// flags tell a flag given (or set from the environment or a config
+	// file) from one left at its default; notes get the one line saying
+	// that the built-in rules or policy are used (defaults.go).
+	flags *pflag.FlagSet
+	notes io.Writer
+	noted sync.Once
 }
 
-func (f *engineFlags) register(fs *pflag.FlagSet) {
+func (f *engineFlags) register(fs *pflag.FlagSet, notes io.Writer) {
+	f.flags, f.notes = fs, notes
 	fs.StringVar(&f.rules, "rules", "rules.yaml", "rules file")
 	fs.StringVar(&f.policies, "policies", "policies", "directory of Rego policies (*.rego; *_test.rego are tests)")
 	fs.DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultTimeout, "time limit of one policy evaluation; past it the decision fails closed")
 }
 
 func (f *engineFlags) load(ctx context.Context) (*triage.Engine, triage.Snapshot, error) {
-	return policy.LoadEngine(ctx, f.rules, f.policies, f.policyTimeout)
+	br, bp := f.builtinRules(), f.builtinPolicies()
+	if !br && !bp {
+		return policy.LoadEngine(ctx, f.rules, f.policies, f.policyTimeout)
+	}
+	return f.loadBuiltin(ctx, br, bp)
 }
 
 // sourceFlags is the repeatable --source KIND:PATH flag.

@@ -69,7 +69,8 @@ replaying, replayed, resolved, failed, outcome_unknown), "open" (the default:
 everything not finished) or ALL; it and the other filters may be repeated.
 --topic takes a glob as in rules.yaml (orders.* one segment, orders.** any
 depth), --q a text searched in ref, id, key, topic
-and message, --older-than an age since first seen (24h). A listing reads
+and message, --older-than an age since the last failure (24h; first seen
+for an entry without one), as the bulk filters and the console count it. A listing reads
 indexes, never payloads; --cursor continues from the "next" a page printed.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -85,7 +86,7 @@ indexes, never payloads; --cursor continues from the "next" a page printed.`,
 				return usageError("--older-than must not be negative")
 			}
 			if olderThan > 0 {
-				f.FirstSeenBefore = time.Now().Add(-olderThan)
+				f.LastFailedBy = time.Now().Add(-olderThan)
 			}
 			for _, st := range states {
 				switch strings.ToLower(st) {
@@ -154,7 +155,7 @@ indexes, never payloads; --cursor continues from the "next" a page printed.`,
 	fl.StringVar(&topic, "topic", "", "topic glob filter, as in rules.yaml (orders.*, orders.**)")
 	fl.StringArrayVar(&labels, "label", nil, "label filter KEY=VALUE (repeatable, all must match)")
 	fl.StringVar(&search, "q", "", "search text in ref, id, idempotency key, topic and message")
-	fl.DurationVar(&olderThan, "older-than", 0, "only entries first seen longer ago than this (e.g. 24h)")
+	fl.DurationVar(&olderThan, "older-than", 0, "only entries whose last failure is at least this long ago (e.g. 24h)")
 	fl.StringVar(&cursor, "cursor", "", "continue after this cursor (the \"next\" of the previous page)")
 	fl.IntVar(&page, "page", 0, "page number, from 0")
 	fl.IntVar(&size, "size", 20, "entries per page")
@@ -491,7 +492,7 @@ Executing records the bulk operation in the audit trail before any dispatch;
 	f := cmd.Flags()
 	db.register(f)
 	actor.register(f)
-	eng.register(f)
+	eng.register(f, s.err)
 	f.Var(targetURL{&tgt.url}, "target", "send the replay to this URL, overriding rules.yaml targets")
 	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")

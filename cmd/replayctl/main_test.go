@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/big"
@@ -21,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,7 +34,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(storiesAtOnce{m}, map[string]func(){
 		"replayctl": func() {
 			if os.Getenv(storyRemoteEnv) != "" {
 				os.Exit(remoteStory(os.Args[1:]))
@@ -42,12 +44,38 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// storyParallel is how many stories run at once unless -parallel says.
+// A story mostly waits on the processes it starts (each command is this
+// test binary again, built with -race; a remote story also starts and
+// stops serve): with go test's default of GOMAXPROCS at once the package
+// took 311 s of wall clock for about 2 min of CPU on the 2-core CI
+// machine, most of it in TestScriptsRemote.
+const storyParallel = 8
+
+// storiesAtOnce raises -test.parallel to storyParallel when the command
+// line did not set it: testscript runs every story as a parallel subtest.
+type storiesAtOnce struct{ m *testing.M }
+
+func (s storiesAtOnce) Run() int {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", strconv.Itoa(max(storyParallel, runtime.GOMAXPROCS(0)))); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
+	return s.m.Run()
+}
+
 // TestScripts runs the CLI stories in testdata/script, one per user story,
 // each readable as documentation. Every script starts in a directory holding
 // the bundled rules.yaml, policies/ and testdata/, as a user's checkout
 // would, so that commands read exactly as in the README.
 // TestScriptsRemote runs the same stories again through `replayctl serve`.
 func TestScripts(t *testing.T) {
+	t.Parallel() // with TestScriptsRemote: both suites share -parallel's places
 	p := storyParams()
 	p.Condition = func(cond string) (bool, error) {
 		if cond == "remote" {

@@ -49,7 +49,7 @@ with one object per entry.`,
 	}
 	f := cmd.Flags()
 	src.register(f)
-	eng.register(f)
+	eng.register(f, s.err)
 	f.StringVar(&db, "db", "replayctl.db", "ledger file, read if it exists (plan never creates or changes it)")
 	f.StringVar(&dsn, "store", os.Getenv("REPLAYCTL_STORE"), "read the ledger from PostgreSQL instead (postgres://...)")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")

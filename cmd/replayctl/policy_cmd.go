@@ -5,7 +5,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/replayctl/replayctl"
 	"github.com/replayctl/replayctl/internal/policy"
+	"github.com/replayctl/replayctl/internal/triage"
 )
 
 func newPolicyCmd(s *streams) *cobra.Command {
@@ -28,8 +30,13 @@ Exit status 0 when all pass, 1 when one fails, 2 when a file does not compile.`,
 			if err != nil {
 				return err
 			}
-			policies, tests, err := policy.ReadDir(dir)
-			if err != nil {
+			var policies, tests []triage.SourceFile
+			if !cmd.Flags().Changed("policies") && dir == defaultPolicies && !exists(dir) {
+				// No policies/ here: the built-in policy and its tests.
+				fmt.Fprintln(s.err, "note: no policies/ here: testing the built-in policy (replayctl policy show)")
+				mods, ts := replayctl.Policies()
+				policies, tests = sourceFiles(mods), sourceFiles(ts)
+			} else if policies, tests, err = policy.ReadDir(dir); err != nil {
 				return err
 			}
 			if len(tests) == 0 {
@@ -77,6 +84,6 @@ Exit status 0 when all pass, 1 when one fails, 2 when a file does not compile.`,
 	test.Flags().StringVar(&dir, "policies", "policies", "directory of Rego policies and their *_test.rego tests")
 	test.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	test.Flags().BoolVarP(&verbose, "verbose", "v", false, "list passing tests too")
-	cmd.AddCommand(test)
+	cmd.AddCommand(test, newPolicyShowCmd(s))
 	return cmd
 }

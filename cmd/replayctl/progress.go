@@ -11,6 +11,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/runs"
 	"github.com/replayctl/replayctl/internal/store"
 )
@@ -71,6 +72,21 @@ type cliRun struct {
 	t    *runs.Tracker // nil when the store keeps no runs
 	prog *progress
 	verb string
+	// partial: the work went through without delivering all it set out
+	// to (a bulk replay); the run ends "partial" unless stopped or failed.
+	partial bool
+}
+
+// delivered records a bulk replay's delivery: its summary, and whether it
+// delivered every entry it planned to replay.
+func (c *cliRun) delivered(d *replay.Delivery) {
+	if d == nil {
+		return
+	}
+	c.partial = !d.Complete()
+	if c.t != nil {
+		c.t.SetSummary(d.String())
+	}
 }
 
 // startCLIRun records the run and returns the context the work must use:
@@ -126,8 +142,11 @@ func (c *cliRun) finish(ctx context.Context, err error, stopped bool) runs.Recor
 		return runs.Record{}
 	}
 	state := ""
-	if stopped && !c.t.Record().CancelRequested {
+	switch cancelled := c.t.Record().CancelRequested; {
+	case stopped && !cancelled:
 		state = runs.Interrupted
+	case c.partial && !stopped && !cancelled && err == nil:
+		state = runs.Partial
 	}
 	rec, serr := c.t.FinishAs(ctx, state, err)
 	if serr != nil && !errors.Is(serr, store.ErrReadOnly) {

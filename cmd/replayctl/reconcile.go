@@ -123,6 +123,12 @@ configuration errors.`,
 				return runPlan(cmd, s, &eng, &src, db.path, db.dsn, format)
 			}
 			if db.remote.enabled() {
+				if err := refuseIgnored(cmd, s, "--server", "the server runs with its own sources, targets, rules, policy, approvers and store, and the token says who acts",
+					"source", "target", "probe", "rules", "policies", "policy-timeout", "approvers", "db", "store", "as",
+					"max-parallel", "window", "rate", "limit", "lease", "max-wait", "breaker-failures", "breaker-cooldown",
+					"metrics-file", "push-url", "verbose"); err != nil {
+					return err
+				}
 				return remoteReconcile(cmd, s, &db.remote, format, strict)
 			}
 			srcs, err := src.open(s.log)
@@ -198,7 +204,7 @@ configuration errors.`,
 	}
 	f := cmd.Flags()
 	src.register(f)
-	eng.register(f)
+	eng.register(f, s.err)
 	db.register(f)
 	actor.register(f)
 	approvers.register(f)

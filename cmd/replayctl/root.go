@@ -92,7 +92,7 @@ for many workers (--store), or a running server (--server).`,
 	root.SetOut(s.out)
 	root.SetErr(s.err)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError("%v\nRun '%s --help' for usage.", err, c.CommandPath())
+		return usageError("%v%s\nRun '%s --help' for usage.", err, suggestFlag(c, err), c.CommandPath())
 	})
 	defer usageArgs(root)
 	root.AddCommand(

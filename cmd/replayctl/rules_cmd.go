@@ -50,12 +50,13 @@ Exit status 0 when both are valid, 2 otherwise.`,
 			if format == "json" {
 				return writeJSON(s.out, map[string]any{"valid": true, "problems": []triage.Problem{}, "policy_snapshot": snap.ID})
 			}
-			fmt.Fprintf(s.out, "%s: ok\n%s: ok (%d policy file(s))\npolicy snapshot %s\n", eng.rules, eng.policies, len(snap.Policies), snap.ID)
+			rules, policies := eng.describe()
+			fmt.Fprintf(s.out, "%s: ok\n%s: ok (%d policy file(s))\npolicy snapshot %s\n", rules, policies, len(snap.Policies), snap.ID)
 			return nil
 		},
 	}
-	eng.register(check.Flags())
+	eng.register(check.Flags(), s.err)
 	check.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
-	cmd.AddCommand(check)
+	cmd.AddCommand(check, newRulesShowCmd(s))
 	return cmd
 }

@@ -176,6 +176,9 @@ func printRun(w io.Writer, r runs.Record) {
 		fmt.Fprintf(w, "owner      %s\n", r.Owner)
 	}
 	fmt.Fprintf(w, "progress   %s done: %d succeeded, %d failed, %d held\n", progressOf(r), r.Succeeded, r.Failed, r.Held)
+	if r.Summary != "" {
+		fmt.Fprintf(w, "delivery   %s\n", r.Summary)
+	}
 	fmt.Fprintf(w, "rate       %.1f/s", r.Rate)
 	if r.ETA != "" {
 		fmt.Fprintf(w, ", ETA %s", r.ETA)

@@ -62,6 +62,9 @@ dispatches (or record them outcome_unknown), and exits.`,
 			if (tlsCert == "") != (tlsKey == "") {
 				return usageError("--tls-cert and --tls-key go together")
 			}
+			if err := refuseIgnored(cmd, s, "serve", "serve is the server and holds the state itself", "server", "token"); err != nil {
+				return err
+			}
 			if agingAfter < 0 || agingEvery < 0 {
 				return usageError("--notify-aging and --notify-aging-every must not be negative")
 			}
@@ -158,7 +161,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 	f.DurationVar(&every, "every", 5*time.Minute, "reconcile every this long (0: only when asked through the API)")
 	f.StringVar(&tokensPath, "tokens", "tokens.json", "token file (replayctl tokens create writes it)")
 	src.register(f)
-	eng.register(f)
+	eng.register(f, s.err)
 	db.register(f)
 	approvers.register(f)
 	f.Var(targetURL{&tgt.url}, "target", "send every replay to this URL, overriding rules.yaml targets")

@@ -49,6 +49,7 @@ func TestScriptsRemote(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a serve process per story; skipped with -short")
 	}
+	t.Parallel() // with TestScripts: both suites share -parallel's places
 	var mu sync.Mutex
 	ran := map[string][3]int{} // story -> {through serve, local, serve starts}
 	t.Cleanup(func() {
@@ -398,7 +399,7 @@ func startStoryServer(state string, flags map[string][]string) (*storyServer, er
 	go func() { exited <- c.Wait() }()
 	srv := &storyServer{PID: c.Process.Pid, Addr: addr, Flags: flags}
 	client := &http.Client{Timeout: time.Second}
-	for range 300 {
+	for range 1200 {
 		select {
 		case err := <-exited:
 			return nil, fmt.Errorf("serve exited (%v): %s", err, lastLine(filepath.Join(state, "serve.log")))
@@ -412,7 +413,7 @@ func startStoryServer(state string, flags map[string][]string) (*storyServer, er
 				return srv, os.WriteFile(filepath.Join(state, "server.json"), b, 0o600)
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(25 * time.Millisecond)
 	}
 	_ = c.Process.Kill()
 	return nil, errors.New("serve not ready after 30s")

@@ -33,6 +33,7 @@ var issueTargets = map[string]string{
 // checks that every row measured something and that ratio rows carry the
 // issue's targets; it never asserts a time.
 func TestHarnessSmoke(t *testing.T) {
+	t.Parallel() // with TestReadsRows: each waits on its own fsyncs
 	var b strings.Builder
 	t0 := time.Now()
 	rows, err := Run(context.Background(), Config{Quick: true, Dir: t.TempDir(), Rules: "../../rules.yaml", Policies: "../../policies",

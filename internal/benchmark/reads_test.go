@@ -9,6 +9,7 @@ import (
 // TestReadsRows runs the read rows at their quick sizes: every row
 // measured something. It asserts no time.
 func TestReadsRows(t *testing.T) {
+	t.Parallel() // with TestHarnessSmoke: each waits on its own fsyncs
 	rows, err := Run(context.Background(), Config{Quick: true, Only: "reads", Dir: t.TempDir(), Rules: "../../rules.yaml", Policies: "../../policies"})
 	if err != nil {
 		t.Fatal(err)

@@ -262,6 +262,10 @@ type BulkReport struct {
 	ReArm       int    `json:"rearm,omitempty"`
 	Reason      string `json:"reason,omitempty"`
 
+	// Delivery: an executed replay's planned entries by what happened to
+	// them (bulk_delivery.go); its run is "partial" unless all delivered.
+	Delivery *Delivery `json:"delivery,omitempty"`
+
 	// Run is the id of the run that executed it, RunState how it ended.
 	Run      string `json:"run,omitempty"`
 	RunState string `json:"run_state,omitempty"`
@@ -612,6 +616,8 @@ plan:
 		rep.count(items[i], WhyReplay)
 		rep.Done++
 	}
+	d := DeliveryOf(rep)
+	rep.Delivery = &d
 	return rep, b.recordBulkDone(ctx, rep)
 }
 

@@ -42,13 +42,17 @@ type Filter struct {
 	Labels map[string]string
 	// Q is a case-insensitive substring of the ref, id, key, topic or message.
 	Q string
-	// FirstSeenBefore keeps entries first seen before it (an age filter).
+	// FirstSeenBefore keeps entries first seen before it.
 	FirstSeenBefore time.Time
+	// LastFailedBy keeps entries whose last failure (first seen without
+	// one) is at or before it: the age filter of `dlq list --older-than`,
+	// the API's older_than, the console and the bulk filters alike.
+	LastFailedBy time.Time
 }
 
 func (f *Filter) storeFilter() store.EntryFilter {
 	return store.EntryFilter{States: f.States, Classes: f.Classes, Actions: f.Actions, Sources: f.Sources,
-		Topic: f.Topic, Labels: f.Labels, Q: f.Q, FirstSeenBefore: f.FirstSeenBefore}
+		Topic: f.Topic, Labels: f.Labels, Q: f.Q, FirstSeenBefore: f.FirstSeenBefore, LastFailedBy: f.LastFailedBy}
 }
 
 // Page is one page of a listing (Nexora's shape: items, page, size, plus

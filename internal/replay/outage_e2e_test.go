@@ -99,6 +99,7 @@ func (o *outageTarget) counts() (seen, took map[string]int) {
 // review because of the outage, not_sent attempts leave max_replays
 // untouched, the breaker opened and closed (audited), and no run slept.
 func TestOutageThenRecoveryDeliversEveryEntryOnceWithoutBurningBudgets(t *testing.T) {
+	t.Parallel() // fsync-bound, its own files
 	const n = 1000
 	b := newBundle(t, `version: v1
 defaults:

@@ -22,11 +22,15 @@ import (
 // (counted per key at a real httptest sink).
 func TestCancelledRedriveLeavesNothingUnrecordedAndResumesWithoutDuplicates(t *testing.T) {
 	if testing.Short() {
-		t.Skip("5,000 entries")
+		t.Skip("1,000 entries")
 	}
+	// Each dispatch is fsynced: a run of its own files, beside the others.
+	t.Parallel()
 	// 5 workers, the CLI's default: up to 5 dispatches are in flight when
-	// the cancel lands, and each records its outcome.
-	const total, cancelAt, par = 5000, 2000, 5
+	// the cancel lands, and each records its outcome. 1,000 entries are
+	// 15 windows of the runner (5,000 took 209 s of make test's run on the
+	// shared 2-core machine, fsync-bound: 94 s of CPU for the package).
+	const total, cancelAt, par = 1000, 400, 5
 	b := newBundle(t, baseRules)
 	ctx := context.Background()
 	entries := make([]map[string]any, total)
@@ -183,6 +187,7 @@ func TestRedriveCancelledMidEntryStopsCleanly(t *testing.T) {
 // resumed redrive sends each other key once and matches its preview entry
 // by entry.
 func TestSequentialRedriveCancelAndResume(t *testing.T) {
+	t.Parallel() // fsync-bound, its own files
 	const total, cancelAt, par = 1000, 400, 1
 	b := newBundle(t, baseRules)
 	ctx := context.Background()

@@ -21,6 +21,10 @@ const (
 	Cancelled = "cancelled"
 	// Interrupted: stopped early without a cancel (Ctrl-C, shutdown).
 	Interrupted = "interrupted"
+	// Partial: a bulk replay that went through to the end without
+	// delivering every entry it set out to replay (some scheduled for a
+	// retry, held by a breaker, failed or refused).
+	Partial = "partial"
 )
 
 // Sentinel errors.
@@ -63,6 +67,9 @@ type Record struct {
 	CancelRequested bool      `json:"cancel_requested,omitempty"`
 	CancelledBy     string    `json:"cancelled_by,omitempty"`
 	Error           string    `json:"error,omitempty"`
+	// Summary says what a finished run did in the operator's words (a
+	// partial bulk replay: delivered, scheduled, held by a breaker, ...).
+	Summary string `json:"summary,omitempty"`
 }
 
 // Outcome is how one handled entry counts.
@@ -181,6 +188,13 @@ func (t *Tracker) Observe(ctx context.Context, o Outcome) {
 	if t.OnChange != nil {
 		t.OnChange(t.rec)
 	}
+}
+
+// SetSummary records what the run did, for its final record.
+func (t *Tracker) SetSummary(s string) {
+	t.mu.Lock()
+	t.rec.Summary = s
+	t.mu.Unlock()
 }
 
 // Cancel asks the run to stop (in this process): no new dispatch starts.

@@ -99,7 +99,7 @@ func (s *Server) handleListEntries(w http.ResponseWriter, r *http.Request) {
 			serviceError(w, fmt.Errorf("%w: older_than must be a duration such as 24h, got %q", errBadRequest, a))
 			return
 		}
-		f.FirstSeenBefore = s.cfg.Now().Add(-age)
+		f.LastFailedBy = s.cfg.Now().Add(-age) // since the last failure, as the console and bulk filters
 	}
 	var p *replay.Page
 	if c := q.Get("cursor"); c != "" || q.Get("page") == "" {

@@ -27,7 +27,11 @@ type Metrics struct {
 	policyEval  prometheus.Histogram
 	runDuration prometheus.Histogram
 	runs        *prometheus.CounterVec
-	lastSuccess prometheus.Gauge
+	// lastSuccess and firstDue have no labels; as vectors they are
+	// exported only once set: a fresh serve exported a last success at
+	// 0 (1970), and ReplayctlReconcileStalled fired within seconds.
+	lastSuccess *prometheus.GaugeVec
+	firstDue    *prometheus.GaugeVec
 	configValid prometheus.Gauge
 	// notifyFailed has no label: a webhook URL is often a secret.
 	notifyFailed prometheus.Counter
@@ -61,8 +65,10 @@ func newRunMetrics(st Store, now func() time.Time) *Metrics {
 			Help: "Duration of reconcile runs.", Buckets: prometheus.ExponentialBuckets(0.01, 3, 12)}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "replayctl_reconcile_runs_total",
 			Help: "Reconcile runs by result (succeeded, failed, skipped_overrun)."}, []string{"result"}),
-		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "replayctl_reconcile_last_success_timestamp_seconds",
-			Help: "Unix time the last successful reconcile finished."}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "replayctl_reconcile_last_success_timestamp_seconds",
+			Help: "Unix time the last successful reconcile finished; absent until one has."}, nil),
+		firstDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "replayctl_reconcile_first_due_timestamp_seconds",
+			Help: "Unix time the first scheduled reconcile was due (serve --every: its start; reconcile --metrics-file: its first run); absent without a schedule. ReplayctlReconcileStalled counts from it until a run succeeds."}, nil),
 		configValid: prometheus.NewGauge(prometheus.GaugeOpts{Name: "replayctl_config_valid",
 			Help: "1 if rules.yaml and the policies loaded at the last check, 0 if not (runs are refused)."}),
 	}
@@ -77,7 +83,7 @@ func newRunMetrics(st Store, now func() time.Time) *Metrics {
 	buildInfo.Set(1)
 	m.reg.MustRegister(buildInfo)
 	m.reg.MustRegister(m.decisions, m.outcomes, m.ingested, m.proposed, m.denied, m.policyEval, m.runDuration, m.runs,
-		m.lastSuccess, m.configValid, &stateCollector{st: st, now: now})
+		m.lastSuccess, m.firstDue, m.configValid, &stateCollector{st: st, now: now})
 	registerTail(m.reg, st)
 	registerTamper(m.reg, st)
 	return m

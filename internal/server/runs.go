@@ -211,6 +211,17 @@ func (r *runner) execute(ctx context.Context, run *Run, work func(context.Contex
 	if errors.Is(err, errElsewhere) {
 		state = "skipped"
 	}
+	r.mu.Lock()
+	bulk := run.Bulk
+	r.mu.Unlock()
+	if bulk != nil && bulk.Delivery != nil {
+		// A bulk replay succeeds only when it delivered every entry it set
+		// out to replay (issue 30).
+		run.tracker.SetSummary(bulk.Delivery.String())
+		if !bulk.Delivery.Complete() && err == nil && bulk.Stopped == "" && !run.tracker.Record().CancelRequested {
+			state = runs.Partial
+		}
+	}
 	rec, serr := run.tracker.FinishAs(ctx, state, err)
 	if serr != nil {
 		s.cfg.Logger.Error("run record not saved", "run", run.ID, "err", serr)
@@ -221,6 +232,9 @@ func (r *runner) execute(ctx context.Context, run *Run, work func(context.Contex
 	m.runDuration.Observe(run.Finished.Sub(run.Started).Seconds())
 	switch {
 	case run.State == "skipped":
+	case run.State == runs.Partial:
+		m.runs.WithLabelValues("partial").Inc()
+		s.cfg.Logger.Warn("run partial", "run", run.ID, "operation", run.Op, "summary", run.Summary)
 	case run.State == runs.Cancelled:
 		m.runs.WithLabelValues("cancelled").Inc()
 		s.cfg.Logger.Warn("run cancelled", "run", run.ID, "operation", run.Op, "by", run.CancelledBy, "done", run.Done)
@@ -231,7 +245,7 @@ func (r *runner) execute(ctx context.Context, run *Run, work func(context.Contex
 		run.State = "succeeded"
 		m.runs.WithLabelValues("succeeded").Inc()
 		if run.Op == "reconcile" {
-			m.lastSuccess.Set(float64(run.Finished.Unix()))
+			m.lastSuccess.WithLabelValues().Set(float64(run.Finished.Unix()))
 		}
 	}
 	r.active = nil

@@ -321,6 +321,9 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Start(ctx context.Context) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	if s.cfg.Every > 0 {
+		// The first run is due now: the stalled alert counts from here
+		// until a run succeeds. Without a schedule nothing is due.
+		s.metrics.firstDue.WithLabelValues().Set(float64(s.cfg.Now().Unix()))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

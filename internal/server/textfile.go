@@ -34,8 +34,13 @@ type RunMetrics struct {
 func NewRunMetrics(st Store, path string, now func() time.Time) (*RunMetrics, error) {
 	r := &RunMetrics{m: newRunMetrics(st, now), path: path, now: now}
 	if path == "" {
-		return r, nil // --push-url only: this run's counts
+		// --push-url only: this run's counts. No first due time either: it
+		// would be this run's start on every push, and a CronJob whose runs
+		// all fail would never look stalled (its Jobs fail instead).
+		return r, nil
 	}
+	// This run is due now; a previous file's first due time replaces it.
+	r.m.firstDue.WithLabelValues().Set(float64(now().Unix()))
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return r, nil
@@ -75,7 +80,12 @@ func NewRunMetrics(st Store, path string, now func() time.Time) (*RunMetrics, er
 	seed("replayctl_entries_ingested_total", one(m.ingested))
 	seed("replayctl_replays_proposed_total", one(m.proposed))
 	seed("replayctl_replays_denied_total", one(m.denied))
-	seed("replayctl_reconcile_last_success_timestamp_seconds", func(_ map[string]string, x float64) { m.lastSuccess.Set(x) })
+	seed("replayctl_reconcile_last_success_timestamp_seconds", func(_ map[string]string, x float64) {
+		if x > 0 { // a file written before 0 meant "never"
+			m.lastSuccess.WithLabelValues().Set(x)
+		}
+	})
+	seed("replayctl_reconcile_first_due_timestamp_seconds", func(_ map[string]string, x float64) { m.firstDue.WithLabelValues().Set(x) })
 	return r, nil
 }
 
@@ -105,7 +115,7 @@ func (r *RunMetrics) Finish(err error) error {
 		r.m.runs.WithLabelValues("failed").Inc()
 	} else {
 		r.m.runs.WithLabelValues("succeeded").Inc()
-		r.m.lastSuccess.Set(float64(r.now().Unix()))
+		r.m.lastSuccess.WithLabelValues().Set(float64(r.now().Unix()))
 	}
 	if r.path == "" {
 		return nil

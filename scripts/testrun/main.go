@@ -1,0 +1,497 @@
+// Command testrun is what `make test` (and so .ci/run) runs: gofmt, go
+// vet, every package's tests and a short run of every fuzz target. It
+// prints each package's result as the package finishes, the output of
+// every failing test, and ends with one line, "N passed, N failed",
+// counting test cases (tests and subtests; gofmt, vet, a package that
+// does not build and each fuzz target count as one case each). It exits 1
+// when anything failed.
+//
+// Packages (and each fuzz package's targets) run in a pool of -p
+// processes, the slowest first (see slowFirst), so one long package does
+// not hold back every other result:
+// `go test ./...` prints packages in import-path order, and
+// cmd/replayctl, the first and slowest, would print nothing for minutes.
+//
+//	go run ./scripts/testrun [-fuzztime 20000x] [-race=false] [-only gofmt,vet,test,fuzz] [packages]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// slowFirst are started before the rest, in this order (measured with
+// `go test -json` on the shared 2-core machine; "fuzz ./pkg" is that
+// package's fuzz smoke, whose first target builds an instrumented test
+// binary): the total then stays near the slowest job instead of the sum
+// of the last two.
+var slowFirst = []string{"./cmd/replayctl", "./internal/server", "./deploy", "./internal/replay", "./internal/benchmark",
+	"fuzz ./internal/server", "./internal/store", "fuzz ./internal/source", "fuzz ./internal/store", "./internal/source",
+	"fuzz ./internal/triage"}
+
+// fuzzPackages hold the fuzz targets of the smoke run: the decoders,
+// the stored-record codecs, the rules loader and the HTTP API's request
+// decoding. A failing target's output (and the crasher it wrote under
+// testdata/fuzz) is shown.
+var fuzzPackages = []string{"./internal/source", "./internal/connector/jsonl", "./internal/store", "./internal/triage", "./internal/server"}
+
+func main() {
+	fuzztime := flag.String("fuzztime", "20000x", "budget of each fuzz target: a count of executions (Go 1.26's coordinator can fail a -fuzztime duration with no crasher, go.dev/issue/75804)")
+	only := flag.String("only", "gofmt,vet,test,fuzz", "the steps to run, a comma list")
+	race := flag.Bool("race", true, "run the tests with the race detector")
+	procs := flag.Int("p", runtime.NumCPU(), "go test processes at once")
+	timeout := flag.Duration("timeout", 30*time.Minute, "limit for the whole run (each package's go test also stops at its own 10m default)")
+	flag.Parse()
+	pkgs := flag.Args()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	r := &runner{out: os.Stdout, ctx: ctx}
+	start := time.Now()
+	steps := map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		switch s = strings.TrimSpace(s); s {
+		case "gofmt", "vet", "test", "fuzz":
+			steps[s] = true
+		default:
+			fmt.Fprintf(os.Stderr, "testrun: -only: unknown step %q (want gofmt, vet, test, fuzz)\n", s)
+			os.Exit(2)
+		}
+	}
+	if steps["gofmt"] {
+		r.gofmt()
+	}
+	if steps["vet"] {
+		r.vet(pkgs)
+	}
+	// Tests and fuzz targets share one pool: most tests wait on fsyncs,
+	// servers and child processes, which leaves the cores to a fuzz build.
+	var jobs []job
+	if steps["test"] {
+		jobs = append(jobs, r.testJobs(pkgs, *race)...)
+	}
+	if steps["fuzz"] {
+		for _, p := range fuzzPackages {
+			jobs = append(jobs, job{name: "fuzz " + p, run: func() { r.fuzz(p, *fuzztime) }})
+		}
+	}
+	slices.SortStableFunc(jobs, func(a, b job) int { return rank(a.name) - rank(b.name) })
+	r.pool(jobs, *procs)
+	if r.skipped > 0 {
+		fmt.Fprintf(r.out, "%d skipped; took %s\n", r.skipped, time.Since(start).Round(time.Second))
+	} else {
+		fmt.Fprintf(r.out, "took %s\n", time.Since(start).Round(time.Second))
+	}
+	if len(r.failures) > 0 {
+		fmt.Fprintf(r.out, "failed: %s\n", strings.Join(r.failures, ", "))
+	}
+	fmt.Fprintf(r.out, "%d passed, %d failed\n", r.passed, len(r.failures))
+	if len(r.failures) > 0 {
+		os.Exit(1)
+	}
+}
+
+type runner struct {
+	ctx context.Context
+	dir string     // where the commands run; "" is the working directory
+	mu  sync.Mutex // guards out and the counts while packages run at once
+	out io.Writer
+
+	passed, skipped int
+	failures        []string
+}
+
+func (r *runner) pass(n int) {
+	r.passed += n
+}
+
+func (r *runner) fail(name string) {
+	r.failures = append(r.failures, name)
+}
+
+// command runs a child bounded by the run's deadline, in its own process
+// group so that a cancelled run ends the test binaries too.
+func (r *runner) command(name string, args ...string) *exec.Cmd {
+	c := exec.CommandContext(r.ctx, name, args...)
+	c.Dir = r.dir
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
+	c.WaitDelay = 10 * time.Second
+	return c
+}
+
+func (r *runner) gofmt() {
+	files, err := r.command("git", "ls-files", "-co", "--exclude-standard", "*.go").Output()
+	if err != nil {
+		fmt.Fprintf(r.out, "FAIL gofmt: list the Go files: %v\n", err)
+		r.fail("gofmt")
+		return
+	}
+	var present []string
+	for _, f := range strings.Fields(string(files)) {
+		if _, err := os.Stat(f); err == nil {
+			present = append(present, f)
+		}
+	}
+	out, err := r.command("gofmt", append([]string{"-l"}, present...)...).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		fmt.Fprintf(r.out, "FAIL gofmt would change:\n%s", out)
+		if err != nil {
+			fmt.Fprintln(r.out, err)
+		}
+		r.fail("gofmt")
+		return
+	}
+	fmt.Fprintf(r.out, "ok   gofmt (%d files)\n", len(present))
+	r.pass(1)
+}
+
+func (r *runner) vet(pkgs []string) {
+	if len(pkgs) == 0 {
+		pkgs = []string{"./..."}
+	}
+	t := time.Now()
+	out, err := r.command("go", append([]string{"vet"}, pkgs...)...).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(r.out, "FAIL go vet:\n%s%v\n", out, err)
+		r.fail("go vet")
+		return
+	}
+	fmt.Fprintf(r.out, "ok   go vet %s\n", since(t))
+	r.pass(1)
+}
+
+// job is one go test process (or one package's fuzz targets, in turn).
+type job struct {
+	name string
+	run  func()
+}
+
+// testJobs lists every package with tests (or the packages given), one
+// job each.
+func (r *runner) testJobs(pkgs []string, race bool) []job {
+	if len(pkgs) == 0 {
+		out, err := r.command("go", "list", "-f", "{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}", "./...").Output()
+		if err != nil {
+			r.report(func() { fmt.Fprintf(r.out, "FAIL go list: %v\n", err); r.fail("go list") })
+			return nil
+		}
+		mod, err := r.command("go", "list", "-m").Output()
+		if err != nil {
+			r.report(func() { fmt.Fprintf(r.out, "FAIL go list -m: %v\n", err); r.fail("go list") })
+			return nil
+		}
+		prefix := strings.TrimSpace(string(mod))
+		for _, p := range strings.Fields(string(out)) {
+			pkgs = append(pkgs, "."+strings.TrimPrefix(p, prefix))
+		}
+	}
+	var jobs []job
+	for _, p := range pkgs {
+		jobs = append(jobs, job{name: p, run: func() { r.testPackage(p, race) }})
+	}
+	return jobs
+}
+
+// tests runs the packages' jobs alone (the runner's own test).
+func (r *runner) tests(pkgs []string, procs int, race bool) {
+	r.pool(r.testJobs(pkgs, race), procs)
+}
+
+// pool runs the jobs, procs at a time, in their order.
+func (r *runner) pool(jobs []job, procs int) {
+	work := make(chan job)
+	var wg sync.WaitGroup
+	for range max(procs, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				j.run()
+			}
+		}()
+	}
+	for _, j := range jobs {
+		work <- j
+	}
+	close(work)
+	wg.Wait()
+}
+
+// report runs fn with the output and the counts to itself.
+func (r *runner) report(fn func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fn()
+}
+
+func rank(pkg string) int {
+	if i := slices.Index(slowFirst, pkg); i >= 0 {
+		return i
+	}
+	return len(slowFirst)
+}
+
+// event is one line of `go test -json` (cmd/test2json).
+type event struct {
+	Action      string
+	Package     string
+	ImportPath  string
+	Test        string
+	Elapsed     float64
+	Output      string
+	FailedBuild string
+}
+
+// testPackage runs one package's tests and reports them once it ends.
+func (r *runner) testPackage(pkg string, race bool) {
+	args := []string{"test", "-count=1", "-json"}
+	if race {
+		args = append(args, "-race")
+	}
+	c := r.command("go", append(args, pkg)...)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	stdout, err := c.StdoutPipe()
+	if err != nil {
+		r.mu.Lock()
+		fmt.Fprintf(r.out, "FAIL %s: %v\n", pkg, err)
+		r.fail(pkg)
+		r.mu.Unlock()
+		return
+	}
+	if err := c.Start(); err != nil {
+		r.mu.Lock()
+		fmt.Fprintf(r.out, "FAIL %s: %v\n", pkg, err)
+		r.fail(pkg)
+		r.mu.Unlock()
+		return
+	}
+	res := readEvents(stdout)
+	waitErr := c.Wait()
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.passed += res.passed
+	r.skipped += res.skipped
+	for _, f := range res.failed {
+		fmt.Fprintf(r.out, "--- FAIL: %s %s\n%s", pkg, f.name, indent(f.output))
+		r.fail(pkg + " " + f.name)
+	}
+	switch {
+	case res.buildFailed:
+		fmt.Fprintf(r.out, "FAIL %s [build failed]\n%s%s", pkg, indent(res.build.String()), indent(stderr.String()))
+		r.fail(pkg + " [build]")
+	case res.pkgAction == "fail" && len(res.failed) == 0:
+		// The package failed outside any test (TestMain, a panic, a
+		// timeout, a test binary that would not start): its own output
+		// says why.
+		fmt.Fprintf(r.out, "FAIL %s %.1fs\n%s%s", pkg, res.elapsed, indent(res.pkgOutput.String()), indent(stderr.String()))
+		r.fail(pkg)
+	case res.pkgAction == "fail":
+		fmt.Fprintf(r.out, "FAIL %s %.1fs (%d passed, %d failed)\n", pkg, res.elapsed, res.passed, len(res.failed))
+	case res.pkgAction == "" || waitErr != nil:
+		fmt.Fprintf(r.out, "FAIL %s: go test ended without a result (%v)\n%s", pkg, waitErr, indent(stderr.String()))
+		r.fail(pkg)
+	default:
+		fmt.Fprintf(r.out, "ok   %s %.1fs (%d passed%s)%s\n", pkg, res.elapsed, res.passed, skippedNote(res.skipped), slowNote(res))
+	}
+}
+
+// slowNote names the slowest tests of a package that took over
+// slowPackage, where make test's time goes.
+func slowNote(res *pkgResult) string {
+	if res.elapsed < slowPackage || len(res.slowest) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, t := range res.slowest[:min(3, len(res.slowest))] {
+		parts = append(parts, fmt.Sprintf("%s %.0fs", t.name, t.elapsed))
+	}
+	return "; slowest: " + strings.Join(parts, ", ")
+}
+
+// slowPackage: a package this slow names its slowest tests.
+const slowPackage = 30.0
+
+func skippedNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d skipped", n)
+}
+
+type failedTest struct{ name, output string }
+
+type timedTest struct {
+	name    string
+	elapsed float64
+}
+
+type pkgResult struct {
+	passed, skipped int
+	slowest         []timedTest // top-level tests, slowest first
+	failed          []failedTest
+	pkgAction       string // pass, fail or skip: the package's own result
+	elapsed         float64
+	buildFailed     bool
+	build           strings.Builder // the compiler's output
+	pkgOutput       strings.Builder // output outside any test
+}
+
+// readEvents reads one go test -json stream. Every test and subtest that
+// passes or fails is one case; a test's output is kept until it ends and
+// shown only when it failed.
+func readEvents(rd io.Reader) *pkgResult {
+	res := &pkgResult{}
+	outputs := map[string]*strings.Builder{}
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 64*1024), 16<<20)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Action == "" {
+			// Not an event: go itself reporting something.
+			res.pkgOutput.WriteString(sc.Text() + "\n")
+			continue
+		}
+		switch e.Action {
+		case "build-output":
+			res.build.WriteString(e.Output)
+		case "build-fail":
+			res.buildFailed = true
+		case "output":
+			if e.Test == "" {
+				res.pkgOutput.WriteString(e.Output)
+				continue
+			}
+			if isNoise(e.Output) {
+				continue
+			}
+			b := outputs[e.Test]
+			if b == nil {
+				b = &strings.Builder{}
+				outputs[e.Test] = b
+			}
+			b.WriteString(e.Output)
+		case "pass", "fail", "skip":
+			if e.Test == "" {
+				res.pkgAction = e.Action
+				res.elapsed = e.Elapsed
+				if e.FailedBuild != "" {
+					res.buildFailed = true
+				}
+				continue
+			}
+			if !strings.Contains(e.Test, "/") {
+				res.slowest = append(res.slowest, timedTest{e.Test, e.Elapsed})
+			}
+			switch e.Action {
+			case "pass":
+				res.passed++
+			case "skip":
+				res.skipped++
+			case "fail":
+				out := ""
+				if b := outputs[e.Test]; b != nil {
+					out = b.String()
+				}
+				res.failed = append(res.failed, failedTest{e.Test, out})
+			}
+			delete(outputs, e.Test)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		res.pkgOutput.WriteString("reading go test -json: " + err.Error() + "\n")
+		res.pkgAction = "fail"
+	}
+	slices.SortStableFunc(res.slowest, func(a, b timedTest) int {
+		switch {
+		case a.elapsed > b.elapsed:
+			return -1
+		case a.elapsed < b.elapsed:
+			return 1
+		}
+		return 0
+	})
+	return res
+}
+
+// isNoise: the === lines say when a test ran or paused, which a failing
+// test's output does not need.
+func isNoise(line string) bool {
+	for _, p := range []string{"=== RUN", "=== PAUSE", "=== CONT", "=== NAME"} {
+		if strings.HasPrefix(line, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func indent(s string) string {
+	if s == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if l != "" {
+			b.WriteString("    " + l)
+		}
+	}
+	if !strings.HasSuffix(b.String(), "\n") {
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// fuzz runs the fuzz targets of one package in turn, each for a count of
+// executions.
+func (r *runner) fuzz(pkg, budget string) {
+	out, err := r.command("go", "test", "-list", "^Fuzz", pkg).Output()
+	if err != nil {
+		r.report(func() {
+			fmt.Fprintf(r.out, "FAIL fuzz %s: list the targets: %v\n%s", pkg, err, out)
+			r.fail("fuzz " + pkg)
+		})
+		return
+	}
+	for _, t := range strings.Fields(string(out)) {
+		if !strings.HasPrefix(t, "Fuzz") {
+			continue
+		}
+		start := time.Now()
+		out, err := r.command("go", "test", "-run", "^$", "-fuzz", "^"+t+"$", "-fuzztime", budget, pkg).CombinedOutput()
+		r.report(func() {
+			if err != nil {
+				fmt.Fprintf(r.out, "FAIL fuzz %s %s (%s)\n%s", pkg, t, budget, indent(tail(string(out), 40)))
+				r.fail("fuzz " + pkg + " " + t)
+				return
+			}
+			fmt.Fprintf(r.out, "ok   fuzz %s %s (%s) %s\n", pkg, t, budget, since(start))
+			r.pass(1)
+		})
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func since(t time.Time) string {
+	return fmt.Sprintf("%.1fs", time.Since(t).Seconds())
+}

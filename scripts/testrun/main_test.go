@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// The runner against a small module of its own (testdata/sample): a
+// passing package with subtests and a skip, one with a failing test, one
+// that does not build. Counts are of tests and subtests; a package that
+// does not build is one failed case; a failing test's output is shown.
+func TestRunnerCountsAndShowsFailures(t *testing.T) {
+	var out strings.Builder
+	r := &runner{ctx: context.Background(), dir: "testdata/sample", out: &out}
+	r.tests([]string{"./pass", "./fail", "./broken"}, 1, false)
+	got := out.String()
+	t.Log(got)
+	// pass: TestOne, TestSub, TestSub/a, TestSub/b; fail: TestFine.
+	if r.passed != 5 || r.skipped != 1 {
+		t.Errorf("passed %d, skipped %d; want 5 and 1", r.passed, r.skipped)
+	}
+	want := []string{"./fail TestBroken", "./broken [build]"}
+	if strings.Join(r.failures, "|") != strings.Join(want, "|") {
+		t.Errorf("failures %q, want %q", r.failures, want)
+	}
+	for _, s := range []string{
+		"ok   ./pass", "(4 passed, 1 skipped)",
+		"--- FAIL: ./fail TestBroken", "the detail a failure needs", "boom",
+		"FAIL ./fail", "FAIL ./broken [build failed]", `"not a number"`,
+	} {
+		if !strings.Contains(got, s) {
+			t.Errorf("output lacks %q", s)
+		}
+	}
+	if strings.Contains(got, "=== RUN") {
+		t.Error("output keeps the === RUN lines")
+	}
+}
+
+func TestSlowPackagesNameTheirSlowestTests(t *testing.T) {
+	stream := strings.Join([]string{
+		`{"Action":"pass","Test":"TestA","Elapsed":2}`,
+		`{"Action":"pass","Test":"TestB","Elapsed":40}`,
+		`{"Action":"pass","Test":"TestB/sub","Elapsed":39}`,
+		`{"Action":"pass","Test":"TestC","Elapsed":7}`,
+		`{"Action":"pass","Test":"TestD","Elapsed":1}`,
+		`{"Action":"pass","Elapsed":50}`,
+	}, "\n")
+	res := readEvents(strings.NewReader(stream))
+	if got := slowNote(res); got != "; slowest: TestB 40s, TestC 7s, TestA 2s" {
+		t.Errorf("%q", got)
+	}
+	res.elapsed = 10
+	if got := slowNote(res); got != "" {
+		t.Errorf("a quick package names its tests: %q", got)
+	}
+}

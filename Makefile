@@ -28,7 +28,7 @@ unit:
 # (go.dev/issue/75804, fixed in Go 1.27), which failed CI once. A failing
 # target's output (and the crasher it wrote under testdata/fuzz) is shown.
 fuzz-smoke:
-	@set -e; for pkg in ./internal/source ./internal/store ./internal/triage ./internal/server; do \
+	@set -e; for pkg in ./internal/source ./internal/store ./internal/triage ./internal/policy ./internal/server; do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
 	    out=$$($(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg 2>&1) || { echo "$$out" | tail -40; exit 1; }; \

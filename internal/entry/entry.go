@@ -65,6 +65,11 @@ type SourceState struct {
 	// Handled is true when the source says the entry was already dealt with
 	// (Nexora RESOLVED/REPLAYED, Cordum replay_status replayed/resolved).
 	Handled bool `json:"handled,omitempty"`
+	// JobStatus is the system's own terminal status of the failed work,
+	// verbatim (Cordum's DLQEntry.Status: JOB_STATUS_DENIED, ...). Triage
+	// always reads it with the reason code: a status saying a person or a
+	// policy refused the job, or that the job ran, overrides any message.
+	JobStatus string `json:"job_status,omitempty"`
 	// ManualReviewRequired is Prodigy's manual_review_required.
 	ManualReviewRequired bool `json:"manual_review_required,omitempty"`
 	// ReprocessIneligible is Prodigy's reprocess_eligible == false.

@@ -49,6 +49,7 @@ func decodeCordum(raw []byte, e *entry.Entry, _ *strictDecoder) error {
 		IdempotencyKey: r.IdempotencyKey,
 		State: entry.SourceState{
 			Status:         r.ReplayStatus,
+			JobStatus:      r.Status,
 			Handled:        handledStatus(r.ReplayStatus),
 			PolicySnapshot: r.PolicySnapshot,
 		},

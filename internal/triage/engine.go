@@ -100,7 +100,7 @@ func (g *Engine) DecideWithPayloadHash(ctx context.Context, e *entry.Entry, view
 		return d
 	}
 
-	cl := r.classify(e.ReasonCode, e.Message)
+	cl := r.classifyWith(e.ReasonCode, e.State.JobStatus, e.Message)
 	d.Class, d.Unrecognised = cl.Class, cl.Unrecognised
 	d.because(cl.Why)
 

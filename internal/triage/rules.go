@@ -421,6 +421,10 @@ func (r *Rules) validate(cerr *ConfigError, top *yaml.Node) {
 	listed := map[string]string{}
 	for _, class := range classes {
 		c, err := ParseClass(class)
+		if strings.EqualFold(strings.TrimSpace(class), string(classGeneric)) {
+			// Codes that say nothing: the status and the message decide.
+			c, err = classGeneric, nil
+		}
 		if err != nil {
 			cerr.add(f, keyLine(top, "taxonomy"), "taxonomy: %v", err)
 			continue

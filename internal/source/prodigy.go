@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -28,6 +29,8 @@ type prodigySource struct {
 	mu sync.Mutex
 	// dirBatch overrides prodigyDirBatch (tests).
 	dirBatch int
+	// now stamps index.json's updated_at on a write-back (nil: time.Now).
+	now func() time.Time
 }
 
 var _ WriteBack = (*prodigySource)(nil)
@@ -324,6 +327,7 @@ func decodeProdigy(raw []byte, e *entry.Entry, _ *strictDecoder) error {
 	if n := len(e.History); n > 0 {
 		last := e.History[n-1]
 		e.ReasonCode, e.Message = last.ReasonCode, last.Message
+		e.ReasonCode = prodigyTransientCause(e.ReasonCode, e.Message, it.ReprocessEligible, it.ManualReviewRequired)
 		// Prodigy overwrites the item file on each re-failure, so
 		// failure_count stays 1; the last attempt_number is the count.
 		e.Attempts = max(e.Attempts, last.Attempt, n)
@@ -451,7 +455,11 @@ func (s *prodigySource) MarkReplayed(ctx context.Context, e entry.Entry) error {
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("mark %s replayed: %w", e.Ref(), err)
 	}
-	if err := dropFromIndex(filepath.Join(filepath.Dir(items), "index.json"), e.ID); err != nil {
+	now := time.Now
+	if s.now != nil {
+		now = s.now
+	}
+	if err := dropFromIndex(filepath.Join(filepath.Dir(items), "index.json"), e.ID, now()); err != nil {
 		return fmt.Errorf("mark %s replayed: item file removed, index not updated: %w", e.Ref(), err)
 	}
 	return nil
@@ -490,9 +498,12 @@ func resolve(path string) (string, error) {
 
 // dropFromIndex rewrites a Prodigy index.json without id when it lists item
 // ids under "items" or "item_ids" (Prodigy writes job_id, item_count,
-// item_ids, updated_at), keeping item_count in step. Any other index is left
-// alone. The rewrite is atomic: a temporary file renamed over the index.
-func dropFromIndex(path, id string) error {
+// item_ids, updated_at), keeping item_count in step and stamping updated_at
+// with now, as Prodigy's own update_index does on every change
+// (src/cook/execution/dlq.rs:615-643 at 480b22a4, line 635 writes
+// Utc::now(), serialised RFC 3339 in UTC). Any other index is left alone.
+// The rewrite is atomic: a temporary file renamed over the index.
+func dropFromIndex(path, id string, now time.Time) error {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -522,6 +533,9 @@ func dropFromIndex(path, id string) error {
 		var n int
 		if json.Unmarshal(idx["item_count"], &n) == nil {
 			idx["item_count"], _ = json.Marshal(len(kept))
+		}
+		if _, ok := idx["updated_at"]; ok {
+			idx["updated_at"], _ = json.Marshal(now.UTC().Format(time.RFC3339Nano))
 		}
 		// Prodigy writes the index with serde_json's to_string_pretty, keys
 		// sorted: the same as MarshalIndent of a map.

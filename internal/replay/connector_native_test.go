@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -50,6 +51,13 @@ type fakeCordum struct {
 	// connection drops before the answer.
 	dropAfterDelete bool
 	fail            int // answer this many requests 503 first
+	// requeue: the job a retry creates fails again, and the scheduler
+	// dead-letters it under its own id (finmaster1/cordum
+	// scheduler/engine.go:3066-3085 at e00450ed), a second newer.
+	requeue bool
+	// reasonCode is every listed entry's reason_code (default
+	// pool_overloaded).
+	reasonCode string
 }
 
 func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
@@ -98,8 +106,13 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 		}
 		b := make([]byte, 4)
 		_, _ = rand.Read(b)
+		newID := m[1] + "-retry-" + hex.EncodeToString(b)
+		if f.requeue {
+			f.dlq[newID] = true
+			f.created[newID] = f.created[m[1]].Add(time.Second)
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"job_id": m[1] + "-retry-" + hex.EncodeToString(b)})
+		_ = json.NewEncoder(w).Encode(map[string]string{"job_id": newID})
 	}))
 	t.Cleanup(f.Close)
 	return f
@@ -149,8 +162,9 @@ func (f *fakeCordum) page(w http.ResponseWriter, r *http.Request) {
 	ids = ids[:min(len(ids), limit)]
 	items := []map[string]any{}
 	for _, id := range ids {
+		code := cmp.Or(f.reasonCode, "pool_overloaded")
 		items = append(items, map[string]any{"job_id": id, "topic": "tool.email.send", "status": "JOB_STATUS_FAILED",
-			"reason_code": "pool_overloaded", "reason": "pool email overloaded", "attempts": 4,
+			"reason_code": code, "reason": "pool email overloaded", "attempts": 4,
 			"created_at": f.created[id].Format(time.RFC3339Nano)})
 	}
 	// No cursor after a page whose last entry has no created_at
@@ -188,6 +202,12 @@ type fakeNexora struct {
 	mu      sync.Mutex
 	state   map[string]string
 	replays map[string]int
+	// requeue: the execution a replay submits fails again, and Nexora
+	// writes a new PENDING record with a new UUID and the same goal and
+	// context (ObserveCommand.java:197-201, ExecutionEngine.java:145-158 at
+	// 8ef2c3ea); its id is the replayed one's with "-r" appended, so that
+	// it sorts, and so fails, later.
+	requeue bool
 }
 
 func newFakeNexora(t *testing.T, states map[string]string) *fakeNexora {
@@ -222,6 +242,9 @@ func newFakeNexora(t *testing.T, states map[string]string) *fakeNexora {
 				nexoraJSON(w, http.StatusConflict, map[string]any{"error": "Dead letter is not in PENDING state"})
 			default:
 				f.state[m[1]] = "REPLAYED"
+				if f.requeue {
+					f.state[m[1]+"-r"] = "PENDING"
+				}
 				nexoraJSON(w, http.StatusAccepted, map[string]any{"accepted": true, "deadLetterId": m[1]})
 			}
 		case r.Method == http.MethodPost && resolve != nil:

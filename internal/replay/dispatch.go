@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -127,6 +128,10 @@ func (t *HTTPTarget) Dispatch(ctx context.Context, r Request) Result {
 	req.Header.Set("Idempotency-Key", r.Key)
 	req.Header.Set("X-Replay-Entry-Id", r.Entry.ID)
 	req.Header.Set("X-Replay-Attempt", strconv.Itoa(r.Attempt))
+	// The lineage stamp (issue 27): a message that fails again and comes
+	// back carrying it is linked to this entry (entry.LineageOf).
+	req.Header.Set(entry.LineageLabel, cmp.Or(r.Entry.LineageOf(), r.Entry.Ref()))
+	req.Header.Set(entry.ReplayCountLabel, strconv.Itoa(r.Attempt))
 	// Whether the request was written in full decides between "certainly
 	// not committed" (not_sent) and "may have happened" (unknown).
 	var sent sendTrace

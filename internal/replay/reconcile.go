@@ -274,6 +274,9 @@ func (r *Reconciler) handleOnce(ctx context.Context, e *entry.Entry, src source.
 		if view, err = r.Store.LedgerView(ctx, e.IdempotencyKey); err != nil {
 			return EntryResult{}, err
 		}
+		if view, err = lineageView(ctx, r.Store, e, view); err != nil {
+			return EntryResult{}, err
+		}
 		d = r.Engine.Decide(ctx, e, view)
 		if err := r.Store.View(ctx, func(tx store.Tx) error {
 			var err error
@@ -524,6 +527,9 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			if err := useApproval(tx, id); err != nil {
 				return err
 			}
+		}
+		if err := joinLineage(tx, e); err != nil { // its replays count for the lineage
+			return err
 		}
 		next, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: from,
 			To: idempotency.Dispatching, PayloadHash: d.PayloadHash, Owner: owner})
@@ -779,6 +785,9 @@ func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra fu
 		res.New = er == nil
 		if er == nil {
 			er = &store.EntryRecord{FirstSeen: now}
+			if err := joinLineage(tx, e); err != nil {
+				return err
+			}
 		}
 		lifted := undecodableLifted(er, e)
 		if lifted {

@@ -54,6 +54,7 @@ func decodeCordum(raw []byte, e *entry.Entry, _ *strictDecoder) error {
 			PolicySnapshot: r.PolicySnapshot,
 		},
 	}
+	e.Lineage, e.Ancestors = cordumLineage(r.JobID), cordumAncestors(r.JobID)
 	if len(r.Labels) > 0 {
 		e.Labels = r.Labels
 	}

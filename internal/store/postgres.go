@@ -75,6 +75,9 @@ var migrations = []string{
 	pgClaimFuncsMigration,
 	// 12: audit records by entry, for an entry's history (pg_entry_audit.go).
 	pgEntryAuditMigration,
+	// 13: replay lineages, so max_replays counts across a system's retry
+	// chain (lineage.go).
+	pgLineageMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.

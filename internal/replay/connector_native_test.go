@@ -58,10 +58,16 @@ type fakeCordum struct {
 	// reasonCode is every listed entry's reason_code (default
 	// pool_overloaded).
 	reasonCode string
+	// keep: a retry answers 200 but its delete of the DLQ entry fails and
+	// is only logged (handlers_dlq.go:231-233 at e00450ed): the entry stays.
+	keep bool
+	// deletes counts DELETE /api/v1/dlq/{job_id} per id (204; 404 when
+	// the entry is not in the DLQ, handleDeleteDLQ).
+	deletes map[string]int
 }
 
 func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
-	f := &fakeCordum{dlq: map[string]bool{}, created: map[string]time.Time{}, retries: map[string]int{}, ceiling: 500}
+	f := &fakeCordum{dlq: map[string]bool{}, created: map[string]time.Time{}, retries: map[string]int{}, deletes: map[string]int{}, ceiling: 500}
 	// The first id failed last; one a second, half-way into it, so that
 	// the cursor's whole second lists a page's last entry again.
 	newest := time.Date(2026, 11, 20, 10, 0, 0, 500_000_000, time.UTC)
@@ -70,6 +76,7 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 		f.created[id] = newest.Add(-time.Duration(i) * time.Second)
 	}
 	retry := regexp.MustCompile(`^/api/v1/dlq/([^/]+)/retry$`)
+	del := regexp.MustCompile(`^/api/v1/dlq/([^/]+)$`)
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-API-Key") != testCordumKey || r.Header.Get("X-Tenant-ID") != "default" {
 			cordumError(w, http.StatusUnauthorized, "unauthorized")
@@ -77,6 +84,14 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 		}
 		if r.Method == http.MethodGet && r.URL.Path == "/api/v1/dlq/page" {
 			f.page(w, r)
+			return
+		}
+		if d := del.FindStringSubmatch(r.URL.Path); r.Method == http.MethodDelete && d != nil {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.deletes[d[1]]++
+			delete(f.dlq, d[1])
+			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 		m := retry.FindStringSubmatch(r.URL.Path)
@@ -96,7 +111,9 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 			cordumError(w, http.StatusNotFound, "dlq entry not found")
 			return
 		}
-		delete(f.dlq, m[1])
+		if !f.keep {
+			delete(f.dlq, m[1])
+		}
 		if f.dropAfterDelete {
 			// The retry happened but its answer is lost.
 			f.dropAfterDelete = false
@@ -202,6 +219,9 @@ type fakeNexora struct {
 	mu      sync.Mutex
 	state   map[string]string
 	replays map[string]int
+	// dropAnswer: the next replay is done (REPLAYED) but the connection
+	// drops before its answer.
+	dropAnswer bool
 	// requeue: the execution a replay submits fails again, and Nexora
 	// writes a new PENDING record with a new UUID and the same goal and
 	// context (ObserveCommand.java:197-201, ExecutionEngine.java:145-158 at
@@ -244,6 +264,12 @@ func newFakeNexora(t *testing.T, states map[string]string) *fakeNexora {
 				f.state[m[1]] = "REPLAYED"
 				if f.requeue {
 					f.state[m[1]+"-r"] = "PENDING"
+				}
+				if f.dropAnswer {
+					f.dropAnswer = false
+					conn, _, _ := w.(http.Hijacker).Hijack()
+					conn.Close()
+					return
 				}
 				nexoraJSON(w, http.StatusAccepted, map[string]any{"accepted": true, "deadLetterId": m[1]})
 			}

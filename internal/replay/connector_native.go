@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -152,10 +153,7 @@ func NewCordumTarget(base string, timeout time.Duration, c Credentials) (*Cordum
 	if err != nil {
 		return nil, fmt.Errorf("cordum target: %w", err)
 	}
-	tenant := c.CordumTenantID
-	if tenant == "" {
-		tenant = "default"
-	}
+	tenant := source.CordumTenants(c.CordumTenantID)[0] // an entry's own tenant wins (cordum_tenant.go)
 	return &CordumTarget{nativeTarget: nt, apiKey: c.CordumAPIKey, tenant: tenant}, nil
 }
 
@@ -170,7 +168,7 @@ func (t *CordumTarget) header() http.Header {
 
 // Dispatch asks Cordum to retry the job.
 func (t *CordumTarget) Dispatch(ctx context.Context, r Request) Result {
-	out, excerpt := t.replay(ctx, "/api/v1/dlq/"+url.PathEscape(r.Entry.ID)+"/retry", t.header(), r.Key,
+	out, excerpt := t.replay(ctx, "/api/v1/dlq/"+url.PathEscape(r.Entry.ID)+"/retry", t.headerFor(r.Entry), r.Key,
 		"cordum: job "+r.Entry.ID+" is no longer in the DLQ (retried or deleted elsewhere): ", http.StatusNotFound)
 	if out.Outcome == Succeeded {
 		out.SourceUpdated = true
@@ -364,18 +362,14 @@ func (t *CordumTarget) Probe(context.Context, string) (ProbeResult, string) {
 func (t *CordumTarget) ProbeEntry(ctx context.Context, e *entry.Entry) (ProbeResult, string) {
 	const limit = 500 // the gateway's ceiling (gateway/helpers.go maxListLimit)
 	cursor := ""
+	seen := map[string]bool{}
 	for range maxProbePages {
 		q := url.Values{"limit": {strconv.Itoa(limit)}}
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		var page struct {
-			Items []struct {
-				JobID string `json:"job_id"`
-			} `json:"items"`
-			NextCursor json.RawMessage `json:"next_cursor"`
-		}
-		if err := t.getJSON(ctx, t.base+"/api/v1/dlq/page?"+q.Encode(), t.header(), &page); err != nil {
+		var page cordumProbePage
+		if err := t.getJSON(ctx, t.base+"/api/v1/dlq/page?"+q.Encode(), t.headerFor(e), &page); err != nil {
 			return ProbeInconclusive, "cordum probe: " + err.Error()
 		}
 		for _, it := range page.Items {
@@ -385,6 +379,14 @@ func (t *CordumTarget) ProbeEntry(ctx context.Context, e *entry.Entry) (ProbeRes
 		}
 		next := strings.Trim(string(bytes.TrimSpace(page.NextCursor)), `"`)
 		end := next == "" || next == "null" || next == "0"
+		if end && len(page.Items) > 0 && len(page.Items) < limit {
+			// Maybe filtered short, not the end (cordum_tenant.go).
+			var more bool
+			if next, more = page.followOn(seen); more {
+				cursor = next
+				continue
+			}
+		}
 		if end && len(page.Items) >= limit {
 			// A full page and no cursor: its last entry has no created_at
 			// (handlers_dlq.go:85), and the gateway cannot page past it.

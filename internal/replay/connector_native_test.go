@@ -64,10 +64,29 @@ type fakeCordum struct {
 	// deletes counts DELETE /api/v1/dlq/{job_id} per id (204; 404 when
 	// the entry is not in the DLQ, handleDeleteDLQ).
 	deletes map[string]int
+	// tenantOf, when set, is each job's tenant ("" when its job metadata
+	// expired, job_store.go:131 at e00450ed): the page endpoint takes
+	// `limit` ids, drops those of other tenants and the expired ones, and
+	// sends next_cursor only when the page it kept is still full
+	// (handlers_dlq.go:64-88 at e00450ed; 03790ac7 handleListDLQPage);
+	// retry and delete answer 403 "tenant access denied" for another
+	// tenant's job. nil: every job is tenant "default".
+	tenantOf map[string]string
+	// retriedAs records the X-Tenant-ID of each retry, by job id.
+	retriedAs map[string]string
+}
+
+// tenantAllowed is the gateway's requireTenantAccess for a job.
+func (f *fakeCordum) tenantAllowed(id, tenant string) bool {
+	if f.tenantOf == nil {
+		return tenant == "default"
+	}
+	return f.tenantOf[id] != "" && f.tenantOf[id] == tenant
 }
 
 func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
-	f := &fakeCordum{dlq: map[string]bool{}, created: map[string]time.Time{}, retries: map[string]int{}, deletes: map[string]int{}, ceiling: 500}
+	f := &fakeCordum{dlq: map[string]bool{}, created: map[string]time.Time{}, retries: map[string]int{}, deletes: map[string]int{},
+		retriedAs: map[string]string{}, ceiling: 500}
 	// The first id failed last; one a second, half-way into it, so that
 	// the cursor's whole second lists a page's last entry again.
 	newest := time.Date(2026, 11, 20, 10, 0, 0, 500_000_000, time.UTC)
@@ -78,7 +97,8 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 	retry := regexp.MustCompile(`^/api/v1/dlq/([^/]+)/retry$`)
 	del := regexp.MustCompile(`^/api/v1/dlq/([^/]+)$`)
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-API-Key") != testCordumKey || r.Header.Get("X-Tenant-ID") != "default" {
+		if r.Header.Get("X-API-Key") != testCordumKey || r.Header.Get("X-Tenant-ID") == "" ||
+			f.tenantOf == nil && r.Header.Get("X-Tenant-ID") != "default" {
 			cordumError(w, http.StatusUnauthorized, "unauthorized")
 			return
 		}
@@ -90,6 +110,10 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.deletes[d[1]]++
+			if f.tenantOf != nil && !f.tenantAllowed(d[1], r.Header.Get("X-Tenant-ID")) {
+				cordumError(w, http.StatusForbidden, "tenant access denied")
+				return
+			}
 			delete(f.dlq, d[1])
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -102,6 +126,11 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.retries[m[1]]++
+		f.retriedAs[m[1]] = r.Header.Get("X-Tenant-ID")
+		if f.tenantOf != nil && !f.tenantAllowed(m[1], r.Header.Get("X-Tenant-ID")) {
+			cordumError(w, http.StatusForbidden, "tenant access denied")
+			return
+		}
 		if f.fail > 0 {
 			f.fail--
 			cordumError(w, http.StatusServiceUnavailable, "dlq, job, or memory store unavailable")
@@ -177,6 +206,18 @@ func (f *fakeCordum) page(w http.ResponseWriter, r *http.Request) {
 		return a > b || a == b && ids[i] > ids[j]
 	})
 	ids = ids[:min(len(ids), limit)]
+	// The last of the ids taken, before the tenant filter: the gateway's
+	// cursor comes from the page it keeps, so it has none when the
+	// filter shortened it.
+	if f.tenantOf != nil {
+		kept := ids[:0:0]
+		for _, id := range ids {
+			if f.tenantAllowed(id, r.Header.Get("X-Tenant-ID")) {
+				kept = append(kept, id)
+			}
+		}
+		ids = kept
+	}
 	items := []map[string]any{}
 	for _, id := range ids {
 		code := cmp.Or(f.reasonCode, "pool_overloaded")

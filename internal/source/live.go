@@ -50,6 +50,10 @@ type liveSource struct {
 	// onRetry, when set, hears of each failed request that will be retried:
 	// a source that is down retried for a minute in silence.
 	onRetry func(msg string)
+	// tenants are the Cordum tenants read (CORDUM_TENANT_ID, a comma
+	// list); notes what the last read could not see (live_cordum.go).
+	tenants []string
+	notes   *cordumNotes
 }
 
 // OnRetry sets fn to be told, in a line naming the URL (never a
@@ -62,7 +66,7 @@ func newLiveSource(spec, kind, base string, getenv func(string) string) (*liveSo
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%q is not an http(s) URL", base)
 	}
-	s := &liveSource{spec: spec, base: strings.TrimRight(base, "/"), header: http.Header{},
+	s := &liveSource{spec: spec, base: strings.TrimRight(base, "/"), header: http.Header{}, notes: &cordumNotes{},
 		client: &http.Client{Timeout: 30 * time.Second},
 		retry: func() backoff.BackOff {
 			b := backoff.NewExponentialBackOff()
@@ -75,10 +79,9 @@ func newLiveSource(spec, kind, base string, getenv func(string) string) (*liveSo
 	switch kind {
 	case entry.KindCordum:
 		s.format = cordumFormat()
-		key, tenant := getenv("CORDUM_API_KEY"), getenv("CORDUM_TENANT_ID")
-		if tenant == "" {
-			tenant = "default"
-		}
+		key, tenants := getenv("CORDUM_API_KEY"), CordumTenants(getenv("CORDUM_TENANT_ID"))
+		tenant := tenants[0]
+		s.tenants = tenants
 		if key != "" {
 			s.header.Set("X-API-Key", key)
 			s.secrets = append(s.secrets, key)
@@ -107,63 +110,7 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 	if s.format.kind == entry.KindNexora {
 		return s.nexoraEntries(ctx)
 	}
-	return func(yield func(entry.Entry, error) bool) {
-		seen := map[string]bool{}
-		cursor := ""
-		// Cordum's cursor is a whole second and inclusive, so the entries
-		// of a page's last second come again at the top of the next page
-		// (cordum-io/cordum gateway handlers_dlq.go next_cursor,
-		// core/infra/store/dlq_store.go ListByScore); they can only have
-		// been on the page before, so that page's ids are all it takes to
-		// yield each entry once.
-		var prev map[string]bool
-		for {
-			u := s.pageURL(cursor)
-			body, err := s.get(ctx, u)
-			if err != nil {
-				yield(entry.Entry{}, err)
-				return
-			}
-			n := 0
-			rr := recordReader{format: s.format, name: u, r: bytes.NewReader(body), maxLine: maxRecord, live: true}
-			stopped := false
-			cur := map[string]bool{}
-			rr.each(ctx, func(e entry.Entry, err error) bool {
-				n++
-				if err == nil && e.ID != "" {
-					if prev[e.ID] {
-						return true
-					}
-					cur[e.ID] = true
-				}
-				if !yield(e, err) {
-					stopped = true
-					return false
-				}
-				return true
-			})
-			if stopped {
-				return
-			}
-			next, more, err := s.next(body, n)
-			if err != nil {
-				yield(entry.Entry{}, fmt.Errorf("read %s: %w", u, err))
-				return
-			}
-			if !more {
-				return
-			}
-			if seen[next] {
-				// More than a page of entries dead-lettered in one second: the
-				// gateway answers the same page again.
-				yield(entry.Entry{}, fmt.Errorf("read %s: next_cursor %s repeats: more than %d entries were dead-lettered within one second, which the gateway cannot page past; read them with --source cordum-redis:redis://HOST:PORT/DB", u, next, cordumPageSize))
-				return
-			}
-			seen[next] = true
-			cursor = next
-			prev = cur
-		}
-	}
+	return s.cordumEntries(ctx) // live_cordum.go
 }
 
 // pageURL is the URL of Cordum's page at cursor.
@@ -301,6 +248,9 @@ func (s *liveSource) MarkResolved(ctx context.Context, e entry.Entry, reason str
 		return err
 	}
 	req.Header = s.header.Clone()
+	if t := e.Labels[CordumTenantLabel]; t != "" && s.format.kind == entry.KindCordum {
+		req.Header.Set("X-Tenant-ID", t) // the entry's own tenant (live_cordum.go)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

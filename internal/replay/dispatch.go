@@ -199,6 +199,9 @@ func (t *HTTPTarget) Probe(ctx context.Context, key string) (ProbeResult, string
 type ExecTarget struct {
 	Command []string
 	Timeout time.Duration
+	// Stdin is "entry" for the JSON envelope (exec_context.go), else the
+	// payload.
+	Stdin string
 }
 
 // ExitTempFail asks for a retry.
@@ -213,14 +216,19 @@ func (t *ExecTarget) Dispatch(ctx context.Context, r Request) Result {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, t.Command[0], t.Command[1:]...)
-	cmd.Stdin = bytes.NewReader(r.Entry.Payload)
+	stdin, err := execStdin(t.Stdin, r)
+	if err != nil {
+		return Result{Outcome: NotSent, Detail: "not sent: " + err.Error()}
+	}
+	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Env = append(os.Environ(),
 		"REPLAY_IDEMPOTENCY_KEY="+r.Key,
 		"REPLAY_ENTRY_ID="+r.Entry.ID,
 		"REPLAY_ATTEMPT="+strconv.Itoa(r.Attempt))
+	cmd.Env = append(cmd.Env, execEnv(r)...) // exec_context.go
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
+	err = cmd.Run()
 	detail := string(bytes.TrimSpace(out.Bytes()))
 	if len(detail) > maxDetail {
 		detail = detail[:maxDetail]
@@ -279,7 +287,7 @@ func NewRulesRouter(rules *triage.Rules, def *Route) *RulesRouter {
 				rt.Prober = h
 			}
 		} else {
-			rt.Dispatcher = &ExecTarget{Command: t.Exec.Command, Timeout: t.Exec.Timeout}
+			rt.Dispatcher = &ExecTarget{Command: t.Exec.Command, Timeout: t.Exec.Timeout, Stdin: t.Exec.Stdin}
 		}
 		r.built[t] = rt
 	}

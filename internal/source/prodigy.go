@@ -54,7 +54,8 @@ func (s *prodigySource) Entries(ctx context.Context) iter.Seq2[entry.Entry, erro
 		// An item may be a symbolic link; where it points is checked
 		// against the root resolved once per walk.
 		root, rootErr := resolve(s.root)
-		w := prodigyWalk{ctx: ctx, root: root, rootErr: rootErr, yield: yield, batch: cmp.Or(s.dirBatch, prodigyDirBatch)}
+		w := prodigyWalk{ctx: ctx, root: root, rootErr: rootErr, yield: yield, batch: cmp.Or(s.dirBatch, prodigyDirBatch),
+			resumed: &prodigyResumed{}}
 		err := w.dir(s.root)
 		if err == nil || errors.Is(err, errStopWalk) {
 			return
@@ -77,6 +78,9 @@ type prodigyWalk struct {
 	rootErr error
 	yield   func(entry.Entry, error) bool
 	batch   int
+	// resumed settles items a `prodigy resume-job` completed
+	// (prodigy_resumed.go).
+	resumed *prodigyResumed
 }
 
 // dir visits the directory at path: item files are read and yielded,
@@ -141,6 +145,9 @@ func (w *prodigyWalk) visit(dir string, ents []fs.DirEntry) error {
 			e = readProdigyLink(path, w.root, w.rootErr)
 		} else {
 			e = readProdigyItem(path)
+		}
+		if w.resumed != nil {
+			w.resumed.settle(&e)
 		}
 		if !w.yield(e, nil) {
 			return errStopWalk

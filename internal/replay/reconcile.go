@@ -344,8 +344,10 @@ func (r *Reconciler) handleOnce(ctx context.Context, e *entry.Entry, src source.
 		err := r.replay(ctx, e, src, &res, stored)
 		return res, err
 	}
-	if owed == "" && keptAfterReplay(e, src, &d) {
-		r.writeBack(ctx, e, src, &res, store.WriteBackReplayed, "", nil) // settle.go
+	if owed == "" && r.Router != nil && d.Action == triage.Skip && d.Ledger.State == triage.StateSucceeded {
+		if rt, ok := r.Router.Route(e); ok && keptAfterReplay(e, src, &d, rt) {
+			r.writeBack(ctx, e, src, &res, store.WriteBackReplayed, "", nil) // settle.go
+		}
 	}
 	err := r.record(ctx, e, &res, nil)
 	return res, err

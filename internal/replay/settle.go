@@ -22,7 +22,7 @@ const settleBatch = 256
 // outcome_unknown for good.
 func (r *Reconciler) unknownToSettle(ctx context.Context, seen map[string]bool) ([]work, error) {
 	ix, ok := r.Store.(store.Indexed)
-	if !ok {
+	if !ok || r.Router == nil {
 		return nil, nil
 	}
 	var out []work
@@ -81,8 +81,16 @@ func (r *Reconciler) storedEntry(ctx context.Context, ref string) (*store.EntryR
 // at e00450ed only logs it), so Cordum's own Retry button could run the
 // job a second time. The entry is settled: taken out as the system itself
 // does (Cordum's DELETE /api/v1/dlq/{job_id}), with its audit record.
-func keptAfterReplay(e *entry.Entry, src source.Source, d *triage.Decision) bool {
+// Only an entry replayed through the system's own endpoint is meant: one
+// replayed to another target owes its write-back (WriteBackPending) until
+// the source takes it.
+func keptAfterReplay(e *entry.Entry, src source.Source, d *triage.Decision, route Route) bool {
 	if _, live := src.(interface{ NativeTarget() string }); !live {
+		return false
+	}
+	switch route.Dispatcher.(type) {
+	case *CordumTarget, *NexoraTarget:
+	default:
 		return false
 	}
 	if _, ok := src.(source.WriteBack); !ok {

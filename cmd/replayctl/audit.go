@@ -356,6 +356,9 @@ func newAuditExplainCmd(s *streams) *cobra.Command {
 			for _, r := range d.Decisions {
 				fmt.Fprintln(s.out, audit.Sentence(&r))
 			}
+			if d.Lineage != nil && len(d.Lineage.Members) > 1 {
+				fmt.Fprintf(s.out, "\nit came back after replays: %s\n", d.Lineage)
+			}
 			fmt.Fprintf(s.out, "\nnow: %s", d.Entry.Status)
 			if d.Ledger != nil {
 				fmt.Fprintf(s.out, ", ledger %s after %d replay(s)", d.Ledger.State, d.Ledger.Replays)

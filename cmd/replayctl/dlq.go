@@ -28,7 +28,7 @@ reconciles one entry now, still through the policy and the ledger.
 
 IDs are entry refs (KIND:ID, as dlq list prints them) or bare source ids when unique.`,
 	}
-	cmd.AddCommand(newDLQListCmd(s), newDLQShowCmd(s), newDLQResolveCmd(s), newDLQReleaseCmd(s), newDLQReplayCmd(s))
+	cmd.AddCommand(newDLQListCmd(s), newDLQShowCmd(s), newDLQResolveCmd(s), newDLQReleaseCmd(s), newDLQReleaseLineageCmd(s), newDLQReplayCmd(s))
 	for _, c := range cmd.Commands() {
 		if c.Name() != "list" {
 			// Every dlq command but list takes an entry ID; its --db/--server
@@ -270,6 +270,7 @@ func printDetail(w io.Writer, d *replay.Detail) {
 	} else {
 		fmt.Fprintln(w, "ledger     (no record)")
 	}
+	printLineage(w, d.Lineage)
 	if len(e.History) > 0 {
 		fmt.Fprintln(w, "\nfailure history:")
 		for _, h := range e.History {

@@ -17,6 +17,24 @@ const (
 	KindJSONL       = "jsonl"
 )
 
+// LineageLabel is the label (a header, for a system that keeps them) in
+// which replayctl stamps the lineage on every replay it sends, so that the
+// message, dead-lettered again, is linked to the entry it came from.
+// ReplayCountLabel carries the replay's number in that lineage.
+const (
+	LineageLabel     = "replayctl-lineage"
+	ReplayCountLabel = "replayctl-replay-count"
+)
+
+// LineageOf is the entry's lineage: Lineage, else the lineage stamped on
+// the message it came from (LineageLabel), else "".
+func (e *Entry) LineageOf() string {
+	if e.Lineage != "" {
+		return e.Lineage
+	}
+	return e.Labels[LineageLabel]
+}
+
 // Entry is one dead-lettered record, normalised.
 type Entry struct {
 	// ID is the source-scoped identifier (Cordum job_id, Prodigy item_id,
@@ -31,6 +49,17 @@ type Entry struct {
 	// Scope narrows the id space within a source kind where ids are only
 	// unique per scope (Prodigy: the job id; item ids repeat across jobs).
 	Scope string `json:"scope,omitempty"`
+	// Lineage names the entry's replay lineage, computed at ingest by its
+	// source: the entries a system created by replaying one another share
+	// it (a Cordum job and its <id>-retry-<8hex> jobs, Nexora records of the
+	// same goal and context, a message carrying replayctl's lineage header,
+	// see LineageLabel), and max_replays counts across it. Empty: the entry
+	// is a lineage of its own.
+	Lineage string `json:"lineage,omitempty"`
+	// Ancestors are the ids (in the same source and scope) of the entries
+	// this one was created from by replays, nearest first, where the
+	// source's ids say so (Cordum: "a-retry-1a2b3c4d" came from "a").
+	Ancestors []string `json:"ancestors,omitempty"`
 
 	Topic      string `json:"topic,omitempty"`
 	ReasonCode string `json:"reason_code,omitempty"`
@@ -65,6 +94,11 @@ type SourceState struct {
 	// Handled is true when the source says the entry was already dealt with
 	// (Nexora RESOLVED/REPLAYED, Cordum replay_status replayed/resolved).
 	Handled bool `json:"handled,omitempty"`
+	// JobStatus is the system's own terminal status of the failed work,
+	// verbatim (Cordum's DLQEntry.Status: JOB_STATUS_DENIED, ...). Triage
+	// always reads it with the reason code: a status saying a person or a
+	// policy refused the job, or that the job ran, overrides any message.
+	JobStatus string `json:"job_status,omitempty"`
 	// ManualReviewRequired is Prodigy's manual_review_required.
 	ManualReviewRequired bool `json:"manual_review_required,omitempty"`
 	// ReprocessIneligible is Prodigy's reprocess_eligible == false.

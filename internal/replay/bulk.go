@@ -218,7 +218,7 @@ func category(er *store.EntryRecord, d *triage.Decision) string {
 		return WhyHandledAtSource
 	case d.Ledger.State == triage.StateOutcomeUnknown || d.Ledger.State == triage.StateDispatching:
 		return WhyUnknown
-	case d.Ledger.Replays >= d.MaxReplays && d.ProposedAction == triage.AutoReplay && d.Action == triage.ManualReview:
+	case d.Ledger.Used() >= d.MaxReplays && d.ProposedAction == triage.AutoReplay && d.Action == triage.ManualReview:
 		return WhyMaxReplays
 	case d.Action == triage.RequireApproval:
 		return WhyApproval
@@ -431,6 +431,9 @@ func (r *Reconciler) decideForBulk(ctx context.Context, er *store.EntryRecord) (
 	e := er.Entry
 	view, err := r.Store.LedgerView(ctx, e.IdempotencyKey)
 	if err != nil {
+		return triage.Decision{}, err
+	}
+	if view, err = lineageView(ctx, r.Store, &e, view); err != nil {
 		return triage.Decision{}, err
 	}
 	return r.decideApproved(ctx, &e, view)

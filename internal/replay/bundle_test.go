@@ -155,6 +155,8 @@ func transient(id, key string) map[string]any {
 type delivery struct {
 	Key, EntryID, Attempt string
 	Body                  string
+	// Lineage is the replayctl-lineage stamp.
+	Lineage string
 }
 
 // sink is a real HTTP target that records every replay and answers with
@@ -184,7 +186,8 @@ func newSink(t *testing.T) *sink {
 		}
 		body, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
-		s.got = append(s.got, delivery{Key: key, EntryID: r.Header.Get("X-Replay-Entry-Id"), Attempt: r.Header.Get("X-Replay-Attempt"), Body: string(body)})
+		s.got = append(s.got, delivery{Key: key, EntryID: r.Header.Get("X-Replay-Entry-Id"), Attempt: r.Header.Get("X-Replay-Attempt"), Body: string(body),
+			Lineage: r.Header.Get("Replayctl-Lineage")})
 		n := 0
 		for _, d := range s.got {
 			if d.Key == key {

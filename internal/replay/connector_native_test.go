@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -50,10 +51,42 @@ type fakeCordum struct {
 	// connection drops before the answer.
 	dropAfterDelete bool
 	fail            int // answer this many requests 503 first
+	// requeue: the job a retry creates fails again, and the scheduler
+	// dead-letters it under its own id (finmaster1/cordum
+	// scheduler/engine.go:3066-3085 at e00450ed), a second newer.
+	requeue bool
+	// reasonCode is every listed entry's reason_code (default
+	// pool_overloaded).
+	reasonCode string
+	// keep: a retry answers 200 but its delete of the DLQ entry fails and
+	// is only logged (handlers_dlq.go:231-233 at e00450ed): the entry stays.
+	keep bool
+	// deletes counts DELETE /api/v1/dlq/{job_id} per id (204; 404 when
+	// the entry is not in the DLQ, handleDeleteDLQ).
+	deletes map[string]int
+	// tenantOf, when set, is each job's tenant ("" when its job metadata
+	// expired, job_store.go:131 at e00450ed): the page endpoint takes
+	// `limit` ids, drops those of other tenants and the expired ones, and
+	// sends next_cursor only when the page it kept is still full
+	// (handlers_dlq.go:64-88 at e00450ed; 03790ac7 handleListDLQPage);
+	// retry and delete answer 403 "tenant access denied" for another
+	// tenant's job. nil: every job is tenant "default".
+	tenantOf map[string]string
+	// retriedAs records the X-Tenant-ID of each retry, by job id.
+	retriedAs map[string]string
+}
+
+// tenantAllowed is the gateway's requireTenantAccess for a job.
+func (f *fakeCordum) tenantAllowed(id, tenant string) bool {
+	if f.tenantOf == nil {
+		return tenant == "default"
+	}
+	return f.tenantOf[id] != "" && f.tenantOf[id] == tenant
 }
 
 func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
-	f := &fakeCordum{dlq: map[string]bool{}, created: map[string]time.Time{}, retries: map[string]int{}, ceiling: 500}
+	f := &fakeCordum{dlq: map[string]bool{}, created: map[string]time.Time{}, retries: map[string]int{}, deletes: map[string]int{},
+		retriedAs: map[string]string{}, ceiling: 500}
 	// The first id failed last; one a second, half-way into it, so that
 	// the cursor's whole second lists a page's last entry again.
 	newest := time.Date(2026, 11, 20, 10, 0, 0, 500_000_000, time.UTC)
@@ -62,13 +95,27 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 		f.created[id] = newest.Add(-time.Duration(i) * time.Second)
 	}
 	retry := regexp.MustCompile(`^/api/v1/dlq/([^/]+)/retry$`)
+	del := regexp.MustCompile(`^/api/v1/dlq/([^/]+)$`)
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-API-Key") != testCordumKey || r.Header.Get("X-Tenant-ID") != "default" {
+		if r.Header.Get("X-API-Key") != testCordumKey || r.Header.Get("X-Tenant-ID") == "" ||
+			f.tenantOf == nil && r.Header.Get("X-Tenant-ID") != "default" {
 			cordumError(w, http.StatusUnauthorized, "unauthorized")
 			return
 		}
 		if r.Method == http.MethodGet && r.URL.Path == "/api/v1/dlq/page" {
 			f.page(w, r)
+			return
+		}
+		if d := del.FindStringSubmatch(r.URL.Path); r.Method == http.MethodDelete && d != nil {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.deletes[d[1]]++
+			if f.tenantOf != nil && !f.tenantAllowed(d[1], r.Header.Get("X-Tenant-ID")) {
+				cordumError(w, http.StatusForbidden, "tenant access denied")
+				return
+			}
+			delete(f.dlq, d[1])
+			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 		m := retry.FindStringSubmatch(r.URL.Path)
@@ -79,6 +126,11 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.retries[m[1]]++
+		f.retriedAs[m[1]] = r.Header.Get("X-Tenant-ID")
+		if f.tenantOf != nil && !f.tenantAllowed(m[1], r.Header.Get("X-Tenant-ID")) {
+			cordumError(w, http.StatusForbidden, "tenant access denied")
+			return
+		}
 		if f.fail > 0 {
 			f.fail--
 			cordumError(w, http.StatusServiceUnavailable, "dlq, job, or memory store unavailable")
@@ -88,7 +140,9 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 			cordumError(w, http.StatusNotFound, "dlq entry not found")
 			return
 		}
-		delete(f.dlq, m[1])
+		if !f.keep {
+			delete(f.dlq, m[1])
+		}
 		if f.dropAfterDelete {
 			// The retry happened but its answer is lost.
 			f.dropAfterDelete = false
@@ -98,8 +152,13 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 		}
 		b := make([]byte, 4)
 		_, _ = rand.Read(b)
+		newID := m[1] + "-retry-" + hex.EncodeToString(b)
+		if f.requeue {
+			f.dlq[newID] = true
+			f.created[newID] = f.created[m[1]].Add(time.Second)
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"job_id": m[1] + "-retry-" + hex.EncodeToString(b)})
+		_ = json.NewEncoder(w).Encode(map[string]string{"job_id": newID})
 	}))
 	t.Cleanup(f.Close)
 	return f
@@ -147,10 +206,23 @@ func (f *fakeCordum) page(w http.ResponseWriter, r *http.Request) {
 		return a > b || a == b && ids[i] > ids[j]
 	})
 	ids = ids[:min(len(ids), limit)]
+	// The last of the ids taken, before the tenant filter: the gateway's
+	// cursor comes from the page it keeps, so it has none when the
+	// filter shortened it.
+	if f.tenantOf != nil {
+		kept := ids[:0:0]
+		for _, id := range ids {
+			if f.tenantAllowed(id, r.Header.Get("X-Tenant-ID")) {
+				kept = append(kept, id)
+			}
+		}
+		ids = kept
+	}
 	items := []map[string]any{}
 	for _, id := range ids {
+		code := cmp.Or(f.reasonCode, "pool_overloaded")
 		items = append(items, map[string]any{"job_id": id, "topic": "tool.email.send", "status": "JOB_STATUS_FAILED",
-			"reason_code": "pool_overloaded", "reason": "pool email overloaded", "attempts": 4,
+			"reason_code": code, "reason": "pool email overloaded", "attempts": 4,
 			"created_at": f.created[id].Format(time.RFC3339Nano)})
 	}
 	// No cursor after a page whose last entry has no created_at
@@ -188,6 +260,15 @@ type fakeNexora struct {
 	mu      sync.Mutex
 	state   map[string]string
 	replays map[string]int
+	// dropAnswer: the next replay is done (REPLAYED) but the connection
+	// drops before its answer.
+	dropAnswer bool
+	// requeue: the execution a replay submits fails again, and Nexora
+	// writes a new PENDING record with a new UUID and the same goal and
+	// context (ObserveCommand.java:197-201, ExecutionEngine.java:145-158 at
+	// 8ef2c3ea); its id is the replayed one's with "-r" appended, so that
+	// it sorts, and so fails, later.
+	requeue bool
 }
 
 func newFakeNexora(t *testing.T, states map[string]string) *fakeNexora {
@@ -222,6 +303,15 @@ func newFakeNexora(t *testing.T, states map[string]string) *fakeNexora {
 				nexoraJSON(w, http.StatusConflict, map[string]any{"error": "Dead letter is not in PENDING state"})
 			default:
 				f.state[m[1]] = "REPLAYED"
+				if f.requeue {
+					f.state[m[1]+"-r"] = "PENDING"
+				}
+				if f.dropAnswer {
+					f.dropAnswer = false
+					conn, _, _ := w.(http.Hijacker).Hijack()
+					conn.Close()
+					return
+				}
 				nexoraJSON(w, http.StatusAccepted, map[string]any{"accepted": true, "deadLetterId": m[1]})
 			}
 		case r.Method == http.MethodPost && resolve != nil:

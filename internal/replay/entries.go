@@ -225,6 +225,8 @@ type Detail struct {
 	Entry     *store.EntryRecord  `json:"entry"`
 	Ledger    *idempotency.Record `json:"ledger"`
 	Decisions []audit.Record      `json:"history"`
+	// Lineage is the entry's replay lineage (nil when it has none).
+	Lineage *LineageChain `json:"lineage,omitempty"`
 }
 
 // Show gathers an entry with its ledger record and every audit record
@@ -239,6 +241,9 @@ func Show(ctx context.Context, s Inventory, id string) (*Detail, error) {
 		d.Ledger, err = tx.Ledger(er.Entry.IdempotencyKey)
 		return err
 	}); err != nil {
+		return nil, err
+	}
+	if d.Lineage, err = Lineage(ctx, s, er); err != nil {
 		return nil, err
 	}
 	ref := er.Entry.Ref()

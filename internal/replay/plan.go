@@ -38,6 +38,11 @@ func (p *Planner) Decide(ctx context.Context, e *entry.Entry) (triage.Decision, 
 			return triage.Decision{}, fmt.Errorf("ledger view of %s: %w", e.Ref(), err)
 		}
 		view = v
+		if s, ok := p.Ledger.(store.Store); ok {
+			if view, err = lineageView(ctx, s, e, view); err != nil {
+				return triage.Decision{}, fmt.Errorf("lineage of %s: %w", e.Ref(), err)
+			}
+		}
 	}
 	return p.Engine.Decide(ctx, e, view), nil
 }

@@ -280,6 +280,9 @@ func (r *Reconciler) handleOnce(ctx context.Context, e *entry.Entry, src source.
 		if view, err = r.Store.LedgerView(ctx, e.IdempotencyKey); err != nil {
 			return EntryResult{}, err
 		}
+		if view, err = lineageView(ctx, r.Store, e, view); err != nil {
+			return EntryResult{}, err
+		}
 		d = r.Engine.Decide(ctx, e, view)
 		if err := r.Store.View(ctx, func(tx store.Tx) error {
 			var err error
@@ -346,6 +349,11 @@ func (r *Reconciler) handleOnce(ctx context.Context, e *entry.Entry, src source.
 	if d.Action == triage.AutoReplay {
 		err := r.replay(ctx, e, src, &res, stored)
 		return res, err
+	}
+	if owed == "" && r.Router != nil && d.Action == triage.Skip && d.Ledger.State == triage.StateSucceeded {
+		if rt, ok := r.Router.Route(e); ok && keptAfterReplay(e, src, &d, rt) {
+			r.writeBack(ctx, e, src, &res, store.WriteBackReplayed, "", nil) // settle.go
+		}
 	}
 	err := r.record(ctx, e, &res, nil)
 	return res, err
@@ -533,6 +541,9 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 			if err := useApproval(tx, id); err != nil {
 				return err
 			}
+		}
+		if err := joinLineage(tx, e); err != nil { // its replays count for the lineage
+			return err
 		}
 		next, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: from,
 			To: idempotency.Dispatching, PayloadHash: d.PayloadHash, Owner: owner})
@@ -797,6 +808,9 @@ func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra fu
 		res.New = er == nil
 		if er == nil {
 			er = &store.EntryRecord{FirstSeen: now}
+			if err := joinLineage(tx, e); err != nil {
+				return err
+			}
 		}
 		lifted := undecodableLifted(er, e)
 		if lifted {

@@ -51,8 +51,12 @@ func NothingDone(res *EntryResult) error {
 	hint := ""
 	switch why {
 	case WhyMaxReplays:
-		why = fmt.Sprintf("%s (%d of %d)", why, d.Ledger.Replays, d.MaxReplays)
+		why = fmt.Sprintf("%s (%d of %d)", why, d.Ledger.Used(), d.MaxReplays)
 		hint = "; re-arm it with `dlq release ID` or `dlq replay --filter ... --reset-budget --reason TEXT`"
+		if d.Ledger.LineageReplays > d.Ledger.Replays {
+			why += " across lineage " + d.Ledger.Lineage
+			hint = "; release the lineage's budget with `dlq release-lineage ID --reason TEXT`"
+		}
 	case WhyApproval:
 		hint = "; approve it with `approvals approve ID --replay-now`"
 	case WhyCommitted:
@@ -134,6 +138,9 @@ func (r *Reconciler) decideRearmed(ctx context.Context, er *store.EntryRecord) (
 	case "":
 	default:
 		return triage.Decision{}, fmt.Errorf("%w: %s: its key is %s, not re-armable", ErrState, e.Ref(), view.State)
+	}
+	if view, err = lineageView(ctx, r.Store, &e, view); err != nil {
+		return triage.Decision{}, err
 	}
 	return r.decideApproved(ctx, &e, view)
 }

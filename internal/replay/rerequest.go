@@ -120,7 +120,10 @@ func (r *Reconciler) RerequestStale(ctx context.Context, id string) (*store.Appr
 		if err != nil {
 			return err
 		}
-		view := lr.View()
+		view, err := withLineage(tx, &er.Entry, lr.View())
+		if err != nil {
+			return err
+		}
 		d := r.Engine.Decide(ctx, &er.Entry, view)
 		if d.NeedsProbe() && er.Probe != "" {
 			view.Probe = er.Probe

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/connector"
+	"github.com/replayctl/replayctl/internal/connector/registry"
 	"github.com/replayctl/replayctl/internal/connector/webhook"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/triage"
@@ -83,7 +84,8 @@ func NewRulesRouter(rules *triage.Rules, def *Route) *RulesRouter {
 				rt.Prober = h
 			}
 		} else {
-			rt.Dispatcher = &ExecTarget{Command: t.Exec.Command, Timeout: t.Exec.Timeout}
+			rt.Dispatcher = &ExecTarget{Command: t.Exec.Command, Timeout: t.Exec.Timeout, Stdin: t.Exec.Stdin,
+				Context: registry.ReplayContext}
 		}
 		r.built[t] = rt
 	}

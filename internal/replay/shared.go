@@ -91,7 +91,9 @@ func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, er
 	// Entries waiting for a retry or a breaker are counted in the summary
 	// once, with their last result, when the run ends.
 	waiting := map[string]done{}
+	seen := map[string]bool{}
 	account := func(d done) {
+		seen[d.w.e.Ref()] = true
 		if d.stopped {
 			return
 		}
@@ -118,6 +120,13 @@ func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, er
 		rep.add(&d.res)
 	}
 	err := r.pass(ctx, feed, account)
+	if err == nil && !shared && ctx.Err() == nil {
+		// Outcomes a system can tell (settle.go), within --max-parallel.
+		var unknown []work
+		if unknown, err = r.unknownToSettle(ctx, seen); err == nil && len(unknown) > 0 {
+			err = r.pass(ctx, sliceFeed(unknown), account)
+		}
+	}
 	if ingested != nil {
 		if ierr := ingested(); ierr != nil && err == nil {
 			err = ierr

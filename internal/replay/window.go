@@ -670,7 +670,11 @@ func (r *Reconciler) prepare(ctx context.Context, qs []*queued) {
 			if err != nil {
 				continue
 			}
-			pres[i] = &prepared{ref: e.Ref(), view: rec.View(), entry: er}
+			view, err := withLineage(tx, e, rec.View())
+			if err != nil {
+				continue
+			}
+			pres[i] = &prepared{ref: e.Ref(), view: view, entry: er}
 			if rec != nil {
 				pres[i].ledger = *rec
 			}

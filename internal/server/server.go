@@ -163,6 +163,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/dead-letters/{id}/replay", s.auth(permOperate, s.handleReplayEntry))
 	m.HandleFunc("POST /api/dead-letters/{id}/resolve", s.auth(permOperate, s.handleResolveEntry))
 	m.HandleFunc("POST /api/dead-letters/{id}/release", s.auth(permOperate, s.handleReleaseEntry))
+	m.HandleFunc("POST /api/dead-letters/{id}/release-lineage", s.auth(permOperate, s.handleReleaseLineage))
 	m.HandleFunc("GET /api/plan", s.auth(permRead, s.heavy(s.handlePlan)))
 	m.HandleFunc("POST /api/reconcile", s.auth(permOperate, s.handleStartRun))
 	m.HandleFunc("GET /api/runs/{id}", s.auth(permRead, s.handleGetRun))

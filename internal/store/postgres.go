@@ -78,6 +78,9 @@ var migrations = []string{
 	// 13: each record a keyed writer appends carries its MAC, checked by
 	// the sealer before it chains the record (pg_audit.go).
 	pgAuditRowMACMigration,
+	// 14: replay lineages, so max_replays counts across a system's retry
+	// chain (lineage.go).
+	pgLineageMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.

@@ -103,6 +103,10 @@ type Tx interface {
 	Approval(id string) (*Approval, error)
 	// PutApproval stores an approval request.
 	PutApproval(a *Approval) error
+	// Lineage returns a replay lineage by its root, or nil.
+	Lineage(root string) (*Lineage, error)
+	// PutLineage stores a replay lineage.
+	PutLineage(l *Lineage) error
 }
 
 // Store is the state a replayctl process works on.

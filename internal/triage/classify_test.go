@@ -10,13 +10,20 @@ import (
 var documentedTaxonomy = map[Class][]string{
 	Transient: {"timeout", "dependency_unavailable", "no_workers", "max_scheduling_retries",
 		"resource_exhausted", "rate_limited", "worktree_error",
-		"pool_overloaded", "tenant_limit", "dispatch_failed", "job_status_timeout"},
+		"pool_overloaded", "tenant_limit", "dispatch_failed", "schema_registry_unavailable",
+		"job_status_timeout", "job_status_failed_retryable"},
 	Poison: {"schema_invalid", "parse_error", "tool_contract_mismatch", "validation_failed",
-		"commit_validation_failed", "schema_validation_failed", "unknown_topic", "no_pool_mapping"},
+		"commit_validation_failed", "schema_validation_failed", "schema_not_found", "unknown_topic",
+		"no_pool_mapping", "job_status_failed_fatal"},
 	Governance: {"denied", "approval_required", "policy_snapshot_mismatch", "permission_denied",
-		"policy_denied", "safety_denied", "job_status_denied", "job_status_cancelled"},
+		"policy_denied", "policy_violation", "safety_denied", "safety_unknown", "approval_rejected",
+		"redelivery_dlq_retry", "tier_limit_exceeded", "delegation.*",
+		"job_status_denied", "job_status_cancelled"},
 	UnknownCommit: {"partial_external_write", "unknown_commit_state", "merge_conflict", "command_failed",
-		"output_quarantined", "output_quarantined_async", "max_retries_exceeded"},
+		"output_quarantined", "output_quarantined_async", "max_retries_exceeded",
+		"quarantine_failed", "quarantine_panic_failed", "job_status_succeeded", "job_status_completed"},
+	// Generic codes: tested in TestGenericCodesDeferToStatusAndMessage.
+	classGeneric: {"job_status_failed", "job_status_unspecified", "step_failed", "unexpected_error"},
 }
 
 func TestBuiltinTaxonomyMapsEveryCodeToItsClass(t *testing.T) {
@@ -29,6 +36,9 @@ func TestBuiltinTaxonomyMapsEveryCodeToItsClass(t *testing.T) {
 	}
 	g := newEngine(t, "version: v1\n", nil)
 	for class, codes := range documentedTaxonomy {
+		if class == classGeneric {
+			continue
+		}
 		for _, code := range codes {
 			variants := []string{code, strings.ToUpper(code), " " + strings.ToUpper(code[:1]) + code[1:] + " ", "\t" + code + "\n"}
 			for _, v := range variants {
@@ -86,18 +96,26 @@ func TestBuiltinMessagePatterns(t *testing.T) {
 			"upstream said: " + strings.ToUpper(c.pattern[:1]) + c.pattern[1:] + " (after 3 tries)",
 		}
 		for _, msg := range msgs {
-			// With no reason code, and with one the taxonomy does not know.
-			for _, code := range []string{"", "brand_new_code"} {
-				d := decide(g, newEntry(code, msg), LedgerView{})
-				if d.Class != c.class || d.Unrecognised {
-					t.Errorf("code %q message %q: class %s (unrecognised %v), want %s", code, msg, d.Class, d.Unrecognised, c.class)
-				}
-				if !hasReason(d, "message matches contains "+c.pattern) {
-					t.Errorf("code %q message %q: reasons %q do not name the pattern", code, msg, d.Reasons)
-				}
-				if d.Action != DefaultAction(c.class) {
-					t.Errorf("code %q message %q: action %s, want the %s default %s", code, msg, d.Action, c.class, DefaultAction(c.class))
-				}
+			// With no reason code, the pattern decides.
+			d := decide(g, newEntry("", msg), LedgerView{})
+			if d.Class != c.class || d.Unrecognised {
+				t.Errorf("message %q: class %s (unrecognised %v), want %s", msg, d.Class, d.Unrecognised, c.class)
+			}
+			if !hasReason(d, "message matches contains "+c.pattern) {
+				t.Errorf("message %q: reasons %q do not name the pattern", msg, d.Reasons)
+			}
+			if d.Action != DefaultAction(c.class) {
+				t.Errorf("message %q: action %s, want the %s default %s", msg, d.Action, c.class, DefaultAction(c.class))
+			}
+			// With a code the taxonomy does not know, the entry stays
+			// unrecognised (issue 27): a pattern may only make it stricter.
+			d = decide(g, newEntry("brand_new_code", msg), LedgerView{})
+			want, wantAction := UnknownCommit, ManualReview
+			if classRank(c.class) > classRank(UnknownCommit) {
+				want, wantAction = c.class, DefaultAction(c.class)
+			}
+			if d.Class != want || !d.Unrecognised || d.Action != wantAction {
+				t.Errorf("unknown code, message %q: %s/%s (unrecognised %v), want %s/%s, unrecognised", msg, d.Class, d.Action, d.Unrecognised, want, wantAction)
 			}
 		}
 	}
@@ -131,6 +149,9 @@ func TestReasonCodeWinsOverMessage(t *testing.T) {
 	}
 	g := newEngine(t, "version: v1\npatterns:\n  - {contains: 'timed out', class: governance}\n", nil)
 	for class, codes := range documentedTaxonomy {
+		if class == classGeneric {
+			continue
+		}
 		for _, code := range codes {
 			d := decide(g, newEntry(code, otherMessage[class]), LedgerView{})
 			if d.Class != class {
@@ -323,7 +344,7 @@ func TestClassifyExplainsItself(t *testing.T) {
 	}{
 		{"TIMEOUT", "", "reason code timeout is transient"},
 		{"", "Forbidden", "message matches contains forbidden (governance)"},
-		{"nope", "", "reason code nope is not in the taxonomy and no message pattern matched: unrecognised, never auto-replayed"},
+		{"nope", "", "reason code nope is not in the taxonomy: unrecognised, never auto-replayed"},
 		{"", "", "no reason code and no message pattern recognised: unrecognised, never auto-replayed"},
 	}
 	for _, c := range cases {

@@ -57,7 +57,16 @@ type LedgerView struct {
 	// Probe is the result of a compensating read made before deciding
 	// (ProbeCommitted, ProbeNotCommitted, ProbeInconclusive), "" when none.
 	Probe string `json:"probe,omitempty"`
+	// Lineage names the entry's replay lineage ("" when it has none) and
+	// LineageReplays is what the whole lineage (this key included) has
+	// used of max_replays since its budget was last released.
+	Lineage        string `json:"lineage,omitempty"`
+	LineageReplays int    `json:"lineage_replays,omitempty"`
 }
+
+// Used is the count max_replays is held against: the key's own replays,
+// or its lineage's when that is more.
+func (v LedgerView) Used() int { return max(v.Replays, v.LineageReplays) }
 
 // Probe results a LedgerView can carry.
 const (

@@ -100,7 +100,7 @@ func (g *Engine) DecideWithPayloadHash(ctx context.Context, e *entry.Entry, view
 		return d
 	}
 
-	cl := r.classify(e.ReasonCode, e.Message)
+	cl := r.classifyWith(e.ReasonCode, e.State.JobStatus, e.Message)
 	d.Class, d.Unrecognised = cl.Class, cl.Unrecognised
 	d.because(cl.Why)
 
@@ -164,8 +164,12 @@ func (g *Engine) DecideWithPayloadHash(ctx context.Context, e *entry.Entry, view
 	case view.State == StateFailed:
 		d.escalate(Quarantine, "a previous replay failed definitively")
 	}
-	if d.Action == AutoReplay && view.Replays >= d.MaxReplays {
-		d.escalate(ManualReview, fmt.Sprintf("max_replays reached (%d of %d)", view.Replays, d.MaxReplays))
+	if d.Action == AutoReplay && view.Used() >= d.MaxReplays {
+		across := ""
+		if view.LineageReplays > view.Replays {
+			across = " across lineage " + view.Lineage
+		}
+		d.escalate(ManualReview, fmt.Sprintf("max_replays reached%s (%d of %d)", across, view.Used(), d.MaxReplays))
 	}
 	if e.State.ManualReviewRequired {
 		d.escalate(ManualReview, "source requires manual review")

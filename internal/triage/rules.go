@@ -144,10 +144,13 @@ func (t *NativeTarget) UnmarshalYAML(n *yaml.Node) error {
 	return err
 }
 
-// ExecTarget runs Command with the payload on stdin.
+// ExecTarget runs Command with the payload on stdin, or, with stdin:
+// entry, a JSON object naming the entry (its id, ref, source, Prodigy job
+// id, repo and item path, key, attempt) with the payload in it.
 type ExecTarget struct {
 	Command []string      `yaml:"command"`
 	Timeout time.Duration `yaml:"timeout"`
+	Stdin   string        `yaml:"stdin"`
 }
 
 // StringList is a YAML scalar or a sequence of scalars.
@@ -421,6 +424,10 @@ func (r *Rules) validate(cerr *ConfigError, top *yaml.Node) {
 	listed := map[string]string{}
 	for _, class := range classes {
 		c, err := ParseClass(class)
+		if strings.EqualFold(strings.TrimSpace(class), string(classGeneric)) {
+			// Codes that say nothing: the status and the message decide.
+			c, err = classGeneric, nil
+		}
 		if err != nil {
 			cerr.add(f, keyLine(top, "taxonomy"), "taxonomy: %v", err)
 			continue
@@ -576,6 +583,9 @@ func (t *Target) validate(cerr *ConfigError, f string, i int) {
 	}
 	if t.Exec != nil && len(t.Exec.Command) == 0 {
 		cerr.add(f, t.lines["exec"], "%s.exec.command: give the program and its arguments as a list", where)
+	}
+	if t.Exec != nil && t.Exec.Stdin != "" && t.Exec.Stdin != "payload" && t.Exec.Stdin != "entry" {
+		cerr.add(f, t.lines["exec"], "%s.exec.stdin: %q is neither payload (the default) nor entry", where, t.Exec.Stdin)
 	}
 	for _, s := range t.Match.Source {
 		if !knownSource(s) {

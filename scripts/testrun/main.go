@@ -46,7 +46,7 @@ var slowFirst = []string{"./cmd/replayctl", "./internal/server", "./deploy", "./
 // the stored-record codecs, the rules loader and the HTTP API's request
 // decoding. A failing target's output (and the crasher it wrote under
 // testdata/fuzz) is shown.
-var fuzzPackages = []string{"./internal/source", "./internal/connector/jsonl", "./internal/store", "./internal/triage", "./internal/server"}
+var fuzzPackages = []string{"./internal/source", "./internal/connector/jsonl", "./internal/store", "./internal/triage", "./internal/policy", "./internal/server"}
 
 func main() {
 	fuzztime := flag.String("fuzztime", "20000x", "budget of each fuzz target: a count of executions (Go 1.26's coordinator can fail a -fuzztime duration with no crasher, go.dev/issue/75804)")

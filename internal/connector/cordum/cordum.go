@@ -53,10 +53,12 @@ func decodeCordum(raw []byte, e *entry.Entry, _ *records.StrictDecoder) error {
 		IdempotencyKey: r.IdempotencyKey,
 		State: entry.SourceState{
 			Status:         r.ReplayStatus,
+			JobStatus:      r.Status,
 			Handled:        records.HandledStatus(r.ReplayStatus),
 			PolicySnapshot: r.PolicySnapshot,
 		},
 	}
+	e.Lineage, e.Ancestors = cordumLineage(r.JobID), cordumAncestors(r.JobID)
 	if len(r.Labels) > 0 {
 		e.Labels = r.Labels
 	}

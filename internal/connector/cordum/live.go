@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/pages"
@@ -30,6 +31,10 @@ const PageSize = 500
 type Live struct {
 	*pages.Reader
 	target *Target // Cordum's own retry and its compensating read
+	// tenants are the tenants read (CORDUM_TENANT_ID, a comma list);
+	// notes what the last read could not see.
+	tenants []string
+	notes   notes
 }
 
 // NewLive is a live source for the gateway at base, with the credentials
@@ -39,10 +44,8 @@ func NewLive(spec, base string, getenv func(string) string) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, tenant := getenv("CORDUM_API_KEY"), getenv("CORDUM_TENANT_ID")
-	if tenant == "" {
-		tenant = "default"
-	}
+	key, tenants := getenv("CORDUM_API_KEY"), Tenants(getenv("CORDUM_TENANT_ID"))
+	tenant := tenants[0]
 	r.SetCredential("X-API-Key", key)
 	r.Header.Set("X-Tenant-ID", tenant)
 	r.CredentialNames = "CORDUM_API_KEY, CORDUM_TENANT_ID"
@@ -50,7 +53,7 @@ func NewLive(spec, base string, getenv func(string) string) (*Live, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Live{Reader: r, target: t}, nil
+	return &Live{Reader: r, target: t, tenants: tenants}, nil
 }
 
 // Replay asks Cordum to retry the job (Target.Dispatch).
@@ -79,45 +82,79 @@ var _ connector.Connector = (*Live)(nil)
 // through Cordum's own retry.
 func (s *Live) NativeTarget() string { return entry.KindCordum + ":" + s.Base }
 
+// Notes says what the last read could not attribute to a tenant.
+func (s *Live) Notes() []string { return s.notes.get() }
+
 // Entries reads the gateway's DLQ page by page (GET
 // /api/v1/dlq/page?limit=&cursor=, following next_cursor;
-// cordum-io/cordum core/controlplane/gateway handlers_dlq.go).
+// cordum-io/cordum core/controlplane/gateway handlers_dlq.go), as every
+// tenant configured in turn, each entry once. With several tenants each
+// entry carries the tenant it was read as (TenantLabel), so that its
+// replay, probe and delete carry it too.
 func (s *Live) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	return func(yield func(entry.Entry, error) bool) {
+		s.notes.reset()
+		tenants := s.tenants
+		if len(tenants) == 0 {
+			tenants = []string{s.Header.Get("X-Tenant-ID")}
+		}
 		// Cordum's cursor is a whole second and inclusive, so the entries
 		// of a page's last second come again at the top of the next page
 		// (cordum-io/cordum gateway handlers_dlq.go next_cursor,
-		// core/infra/store/dlq_store.go ListByScore); they can only have
-		// been on the page before, so that page's ids are all it takes to
-		// yield each entry once.
-		var prev map[string]bool
-		err := walkPages(ctx, s.Base, s.Get, 0, func(u string, body []byte) (int, bool) {
-			n := 0
-			rr := records.Reader{Format: Format(), Name: u, R: bytes.NewReader(body), MaxLine: records.MaxRecord, Live: true}
+		// core/infra/store/dlq_store.go ListByScore), and a page the
+		// gateway filtered short is read on from its last entry
+		// (walkPages): an entry yielded once is not yielded again.
+		yielded := map[string]bool{}
+		for _, tenant := range tenants {
+			r := *s.Reader
+			r.Header = s.Header.Clone()
+			r.Header.Set("X-Tenant-ID", tenant)
+			label := ""
+			if len(tenants) > 1 {
+				label = tenant
+			}
 			stopped := false
-			cur := map[string]bool{}
-			rr.Each(ctx, func(e entry.Entry, err error) bool {
-				n++
-				if err == nil && e.ID != "" {
-					if prev[e.ID] {
-						return true
+			short, err := walkPages(ctx, s.Base, r.Get, 0, func(u string, body []byte) (int, bool) {
+				n := 0
+				rr := records.Reader{Format: Format(), Name: u, R: bytes.NewReader(body), MaxLine: records.MaxRecord, Live: true}
+				rr.Each(ctx, func(e entry.Entry, err error) bool {
+					n++
+					if err == nil && e.ID != "" {
+						if yielded[e.ID] {
+							return true
+						}
+						yielded[e.ID] = true
+						if label != "" {
+							if e.Labels == nil {
+								e.Labels = map[string]string{}
+							}
+							e.Labels[TenantLabel] = label
+						}
 					}
-					cur[e.ID] = true
-				}
-				if !yield(e, err) {
-					stopped = true
-					return false
-				}
-				return true
+					if !yield(e, err) {
+						stopped = true
+						return false
+					}
+					return true
+				})
+				return n, stopped
 			})
-			prev = cur
-			return n, stopped
-		})
-		if errors.Is(err, errNoCursor) || errors.Is(err, errCursorRepeats) {
-			err = fmt.Errorf("%w%s", err, redisHint)
-		}
-		if err != nil {
-			yield(entry.Entry{}, err)
+			if errors.Is(err, errNoCursor) || errors.Is(err, errCursorRepeats) {
+				err = fmt.Errorf("%w%s", err, redisHint)
+			}
+			if err != nil {
+				yield(entry.Entry{}, err)
+				return
+			}
+			if stopped {
+				return
+			}
+			if short > 1 {
+				// The read ends with one short page, the last; more were
+				// filtered short by the gateway.
+				s.notes.add(fmt.Sprintf("%s (tenant %s): %d page(s) came back short of %d entries: Cordum's gateway drops other tenants' entries and entries whose job metadata expired (7 days) from each page; the read went on past them, but entries of tenants not in CORDUM_TENANT_ID, or whose metadata expired, cannot be attributed to a tenant through the gateway and were not read: --source cordum-redis:redis://HOST:PORT/DB reads them all",
+					s.Spec, tenant, short-1, PageSize))
+			}
 		}
 	}
 }
@@ -146,34 +183,78 @@ const redisHint = "; read them with --source cordum-redis:redis://HOST:PORT/DB"
 // maxPages bounds the walk (0: no bound). It ends nil at the end of the
 // DLQ, or with the error of get, of a page that is not JSON, or one of
 // errNoCursor, errCursorRepeats, errTooLong (wrapped, naming the page).
+//
+// The gateway takes `limit` ids by score, then drops other tenants'
+// entries and those whose job metadata expired (7 days, job_store.go:131),
+// and sends next_cursor only when the page it kept is still full
+// (finmaster1/cordum gateway/handlers_dlq.go:64-88 at e00450ed; 03790ac7
+// handleListDLQPage). So a short page without a cursor is not the end of
+// the DLQ: stopping there read 250 of a tenant's 350 entries, and a probe
+// answered "gone: committed" for a job further on. A short page that
+// brought a job not seen before is read on from its last entry's
+// created_at (in microseconds minus one, as the gateway's own cursor);
+// the walk ends at a short page that brings nothing new. short counts
+// the short pages read on from, the last page included.
 func walkPages(ctx context.Context, base string, get func(context.Context, string) ([]byte, error),
-	maxPages int, page func(u string, body []byte) (n int, stop bool)) error {
-	seen := map[string]bool{}
+	maxPages int, page func(u string, body []byte) (n int, stop bool)) (short int, err error) {
+	seen := map[string]bool{} // cursors asked for
+	ids := map[string]bool{}  // jobs listed on this walk
 	cursor := ""
+	followed := false // cursor is replayctl's own, after a short page
 	for i := 0; maxPages == 0 || i < maxPages; i++ {
 		u := pageURL(base, cursor)
 		body, err := get(ctx, u)
 		if err != nil {
-			return err
+			return short, err
 		}
 		n, stop := page(u, body)
 		if stop {
-			return nil
+			return short, nil
 		}
 		next, more, err := nextCursor(body, n)
 		if err != nil {
-			return fmt.Errorf("read %s: %w", u, err)
+			return short, fmt.Errorf("read %s: %w", u, err)
+		}
+		fresh, last := pageJobs(body, ids)
+		wasFollowed := followed
+		followed = false
+		if !more && n > 0 && n < PageSize && fresh && !last.IsZero() {
+			next, more, followed = strconv.FormatInt(last.UnixMicro()-1, 10), true, true
+			short++
 		}
 		if !more {
-			return nil
+			return short, nil
 		}
 		if seen[next] {
-			return fmt.Errorf("read %s: next_cursor %s repeats: %w", u, next, errCursorRepeats)
+			if !fresh && wasFollowed {
+				return short, nil // a short page read on from brought nothing new
+			}
+			return short, fmt.Errorf("read %s: next_cursor %s repeats: %w", u, next, errCursorRepeats)
 		}
 		seen[next] = true
 		cursor = next
 	}
-	return errTooLong
+	return short, errTooLong
+}
+
+// pageJobs notes the jobs a page lists in ids: fresh when one was not
+// there before; last is the created_at of the page's last entry.
+func pageJobs(body []byte, ids map[string]bool) (fresh bool, last time.Time) {
+	var p struct {
+		Items []struct {
+			JobID     string            `json:"job_id"`
+			CreatedAt records.Timestamp `json:"created_at"`
+		} `json:"items"`
+	}
+	if json.Unmarshal(body, &p) != nil || len(p.Items) == 0 {
+		return false, time.Time{}
+	}
+	for _, it := range p.Items {
+		if it.JobID != "" && !ids[it.JobID] {
+			ids[it.JobID], fresh = true, true
+		}
+	}
+	return fresh, p.Items[len(p.Items)-1].CreatedAt.Time
 }
 
 // pageURL is the URL of Cordum's page at cursor.
@@ -217,9 +298,16 @@ func (s *Live) MarkReplayed(ctx context.Context, e entry.Entry) error {
 	return s.MarkResolved(ctx, e, "replayed by replayctl")
 }
 
-// MarkResolved is MarkReplayed; Cordum's DELETE takes no reason.
+// MarkResolved is MarkReplayed; Cordum's DELETE takes no reason. It is
+// sent as the entry's own tenant (TenantLabel).
 func (s *Live) MarkResolved(ctx context.Context, e entry.Entry, _ string) error {
-	return s.SettleRequest(ctx, e.ID, http.MethodDelete, s.Base+"/api/v1/dlq/"+url.PathEscape(e.ID), nil)
+	r := s.Reader
+	if e.Labels[TenantLabel] != "" {
+		c := *s.Reader
+		c.Header = withTenant(s.Header.Clone(), &e)
+		r = &c
+	}
+	return r.SettleRequest(ctx, e.ID, http.MethodDelete, s.Base+"/api/v1/dlq/"+url.PathEscape(e.ID), nil)
 }
 
 // Settle tells Cordum what replayctl did with the entry: either way the

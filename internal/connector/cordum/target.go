@@ -31,9 +31,8 @@ func NewTarget(base string, timeout time.Duration, apiKey, tenant string) (*Targ
 	if err != nil {
 		return nil, fmt.Errorf("cordum target: %w", err)
 	}
-	if tenant == "" {
-		tenant = "default"
-	}
+	// The first of a comma list; an entry's own tenant wins (TenantLabel).
+	tenant = Tenants(tenant)[0]
 	return &Target{Endpoint: ep, apiKey: apiKey, tenant: tenant}, nil
 }
 
@@ -48,7 +47,7 @@ func (t *Target) header() http.Header {
 
 // Dispatch asks Cordum to retry the job.
 func (t *Target) Dispatch(ctx context.Context, r connector.Request) connector.Result {
-	out, excerpt := t.Replay(ctx, "/api/v1/dlq/"+url.PathEscape(r.Entry.ID)+"/retry", t.header(), r.Key,
+	out, excerpt := t.Replay(ctx, "/api/v1/dlq/"+url.PathEscape(r.Entry.ID)+"/retry", withTenant(t.header(), r.Entry), r.Key,
 		"cordum: job "+r.Entry.ID+" is no longer in the DLQ (retried or deleted elsewhere): ", http.StatusNotFound)
 	if out.Outcome == connector.Succeeded {
 		out.SourceUpdated = true
@@ -69,17 +68,18 @@ func (t *Target) Probe(context.Context, string) (connector.ProbeResult, string) 
 }
 
 // ProbeEntry is the compensating read for Cordum: the job still in the
-// DLQ (GET /api/v1/dlq/page, following next_cursor) means the retry did
-// not happen; gone means it did, or a person deleted it: either way it
-// must not be replayed again.
+// DLQ (GET /api/v1/dlq/page, following next_cursor and reading on past
+// pages the gateway filtered short, walkPages) means the retry did not
+// happen; gone means it did, or a person deleted it: either way it must
+// not be replayed again. It asks as the entry's own tenant (TenantLabel).
 func (t *Target) ProbeEntry(ctx context.Context, e *entry.Entry) (connector.ProbeResult, string) {
 	found := false
 	get := func(ctx context.Context, u string) ([]byte, error) {
 		var raw json.RawMessage
-		err := t.GetJSON(ctx, u, t.header(), &raw)
+		err := t.GetJSON(ctx, u, withTenant(t.header(), e), &raw)
 		return raw, err
 	}
-	err := walkPages(ctx, t.Base, get, pages.MaxProbePages, func(_ string, body []byte) (int, bool) {
+	_, err := walkPages(ctx, t.Base, get, pages.MaxProbePages, func(_ string, body []byte) (int, bool) {
 		var page struct {
 			Items []struct {
 				JobID string `json:"job_id"`

@@ -56,6 +56,7 @@ func decodeNexora(raw []byte, e *entry.Entry, _ *records.StrictDecoder) error {
 				strings.EqualFold(r.ReviewState, "REPLAYED"),
 		},
 		Payload: nexoraPayload(r.Goal, r.Context),
+		Lineage: nexoraLineage(r.Goal, r.Context),
 	}
 	e.FirstFailure = e.LastFailure
 	if r.Attempts != nil {

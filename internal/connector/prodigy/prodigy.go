@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/records"
@@ -37,6 +38,8 @@ type Source struct {
 	mu sync.Mutex
 	// dirBatch overrides prodigyDirBatch (tests).
 	dirBatch int
+	// now stamps index.json's updated_at on a write-back (nil: time.Now).
+	now func() time.Time
 }
 
 func (s *Source) String() string { return s.spec }
@@ -64,8 +67,9 @@ func (s *Source) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 				defer s.mu.Unlock()
 				// An error leaves the journal for the next read; the items
 				// it names are yielded meanwhile, so nothing is lost.
-				_ = settleJournal(job)
-			}}
+				_ = settleJournal(job, s.clock())
+			},
+			resumed: &prodigyResumed{}}
 		err := w.dir(s.root)
 		if err == nil || errors.Is(err, errStopWalk) {
 			return
@@ -90,6 +94,9 @@ type prodigyWalk struct {
 	batch   int
 	// settle finishes the write-backs journaled in a job directory.
 	settle func(job string)
+	// resumed settles items a `prodigy resume-job` completed
+	// (prodigy_resumed.go).
+	resumed *prodigyResumed
 }
 
 // dir visits the directory at path: item files are read and yielded,
@@ -160,6 +167,9 @@ func (w *prodigyWalk) visit(dir string, ents []fs.DirEntry) error {
 			e = readProdigyLink(path, w.root, w.rootErr)
 		} else {
 			e = readProdigyItem(path)
+		}
+		if w.resumed != nil {
+			w.resumed.settle(&e)
 		}
 		if !w.yield(e, nil) {
 			return errStopWalk
@@ -346,6 +356,7 @@ func decodeProdigy(raw []byte, e *entry.Entry, _ *records.StrictDecoder) error {
 	if n := len(e.History); n > 0 {
 		last := e.History[n-1]
 		e.ReasonCode, e.Message = last.ReasonCode, last.Message
+		e.ReasonCode = prodigyTransientCause(e.ReasonCode, e.Message, it.ReprocessEligible, it.ManualReviewRequired)
 		// Prodigy overwrites the item file on each re-failure, so
 		// failure_count stays 1; the last attempt_number is the count.
 		e.Attempts = max(e.Attempts, last.Attempt, n)
@@ -462,7 +473,7 @@ func (s *Source) MarkReplayed(ctx context.Context, e entry.Entry) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		// Gone: Prodigy's own retry, or an earlier write-back. The index
 		// must not list it either.
-		if err := dropFromIndex(filepath.Join(job, "index.json"), e.ID); err != nil {
+		if err := dropFromIndex(filepath.Join(job, "index.json"), e.ID, s.clock()); err != nil {
 			return fmt.Errorf("mark %s replayed: item file gone, index not updated: %w", e.Ref(), err)
 		}
 		return nil
@@ -482,10 +493,18 @@ func (s *Source) MarkReplayed(ctx context.Context, e entry.Entry) error {
 	if err := appendJournal(job, journalLine{ID: e.ID, File: filepath.Base(path)}); err != nil {
 		return fmt.Errorf("mark %s replayed: nothing changed: %w", e.Ref(), err)
 	}
-	if err := settleJournal(job); err != nil {
+	if err := settleJournal(job, s.clock()); err != nil {
 		return fmt.Errorf("mark %s replayed: %w (finished by the next read of the source)", e.Ref(), err)
 	}
 	return nil
+}
+
+// clock is the time a write-back stamps on index.json's updated_at.
+func (s *Source) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
 }
 
 // journalName is the file in a Prodigy job directory (next to index.json
@@ -522,7 +541,7 @@ func appendJournal(job string, l journalLine) error {
 // the ids from index.json first, then removes the item files still
 // holding those ids, then the journal. Each step is idempotent, so an
 // interruption anywhere is finished by the next call.
-func settleJournal(job string) error {
+func settleJournal(job string, now time.Time) error {
 	path := filepath.Join(job, journalName)
 	data, err := readCapped(path, syscall.O_NOFOLLOW)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -540,7 +559,7 @@ func settleJournal(job string) error {
 		lines = append(lines, l)
 	}
 	for _, l := range lines {
-		if err := dropFromIndex(filepath.Join(job, "index.json"), l.ID); err != nil {
+		if err := dropFromIndex(filepath.Join(job, "index.json"), l.ID, now); err != nil {
 			return fmt.Errorf("index not updated: %w", err)
 		}
 	}
@@ -599,9 +618,12 @@ func resolve(path string) (string, error) {
 
 // dropFromIndex rewrites a Prodigy index.json without id when it lists item
 // ids under "items" or "item_ids" (Prodigy writes job_id, item_count,
-// item_ids, updated_at), keeping item_count in step. Any other index is left
-// alone. The rewrite is atomic: a temporary file renamed over the index.
-func dropFromIndex(path, id string) error {
+// item_ids, updated_at), keeping item_count in step and stamping updated_at
+// with now, as Prodigy's own update_index does on every change
+// (src/cook/execution/dlq.rs:615-643 at 480b22a4, line 635 writes
+// Utc::now(), serialised RFC 3339 in UTC). Any other index is left alone.
+// The rewrite is atomic: a temporary file renamed over the index.
+func dropFromIndex(path, id string, now time.Time) error {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -631,6 +653,9 @@ func dropFromIndex(path, id string) error {
 		var n int
 		if json.Unmarshal(idx["item_count"], &n) == nil {
 			idx["item_count"], _ = json.Marshal(len(kept))
+		}
+		if _, ok := idx["updated_at"]; ok {
+			idx["updated_at"], _ = json.Marshal(now.UTC().Format(time.RFC3339Nano))
 		}
 		// Prodigy writes the index with serde_json's to_string_pretty, keys
 		// sorted: the same as MarshalIndent of a map.

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -185,6 +186,11 @@ func TestProdigyMarkReplayed(t *testing.T) {
 		t.Fatal(err)
 	}
 	wb := src
+	// The write-back stamps updated_at as Prodigy's update_index does
+	// (iepathos/prodigy src/cook/execution/dlq.rs:635 at 480b22a4,
+	// Utc::now()); before issue 27 it kept the old time.
+	stamp := time.Date(2026, 11, 27, 8, 0, 0, 123456789, time.UTC)
+	src.now = func() time.Time { return stamp }
 	es := readAll(t, "prodigy:"+root)
 	target := es[2] // item-003
 	before := snapshot(t, root)
@@ -211,7 +217,7 @@ func TestProdigyMarkReplayed(t *testing.T) {
 				t.Fatal(err)
 			}
 			if slices.Contains(idx.ItemIDs, "item-003") || len(idx.ItemIDs) != 9 || idx.ItemCount != 9 ||
-				idx.JobID != prodigyJobID || idx.UpdatedAt != "2026-11-05T11:00:05Z" {
+				idx.JobID != prodigyJobID || idx.UpdatedAt != "2026-11-27T08:00:00.123456789Z" {
 				t.Errorf("index after removal: %+v", idx)
 			}
 		default:

@@ -10,13 +10,17 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +29,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/httpout"
+	"github.com/replayctl/replayctl/internal/entry"
 )
 
 // HTTPTarget posts payloads to a URL.
@@ -100,22 +105,29 @@ func (t *HTTPTarget) Probe(ctx context.Context, key string) (connector.ProbeResu
 	return connector.ProbeInconclusive, "probe " + a.Excerpt() + ": inconclusive"
 }
 
-// setIDHeaders sets the key, the entry id and the attempt, encoded
-// (connector.Encode) when one cannot travel as it is, and says so in
-// X-Replay-Encoding.
+// setIDHeaders sets the key, the entry id, the attempt and the lineage
+// stamp, encoded (connector.Encode) when one cannot travel as it is, and
+// says so in X-Replay-Encoding. The lineage stamp (entry.LineageLabel,
+// issue 27): a message that fails again and comes back carrying it is
+// linked to this entry (entry.LineageOf), so max_replays counts across
+// the chain; entry.ReplayCountLabel carries the replay's number.
 func setIDHeaders(h http.Header, r connector.Request) {
 	key, k := connector.Encode(r.Key)
 	id, i := connector.Encode(r.Entry.ID)
+	lineage, l := connector.Encode(cmp.Or(r.Entry.LineageOf(), r.Entry.Ref()))
 	h.Set("Idempotency-Key", key)
 	h.Set("X-Replay-Entry-Id", id)
 	h.Set("X-Replay-Attempt", strconv.Itoa(r.Attempt))
-	if k || i {
+	h.Set(entry.LineageLabel, lineage)
+	h.Set(entry.ReplayCountLabel, strconv.Itoa(r.Attempt))
+	if k || i || l {
 		h.Set(connector.EncodingHeader, connector.PercentEncoding)
 	}
 }
 
-// ExecTarget runs a command with the payload on stdin and the key in
-// REPLAY_IDEMPOTENCY_KEY. Exit 0 = succeeded; exit 75 (EX_TEMPFAIL) =
+// ExecTarget runs a command with the payload (or, with Stdin "entry", a
+// JSON envelope naming the entry with the payload in it) on stdin and the
+// key in REPLAY_IDEMPOTENCY_KEY. Exit 0 = succeeded; exit 75 (EX_TEMPFAIL) =
 // certainly not done, retry; other exits = failed; killed by the timeout =
 // outcome unknown.
 //
@@ -129,6 +141,14 @@ func setIDHeaders(h http.Header, r connector.Request) {
 type ExecTarget struct {
 	Command []string
 	Timeout time.Duration
+	// Stdin is "entry" for the JSON envelope (execEnvelope), else the
+	// payload.
+	Stdin string
+	// Context names the entry for the command (registry.ReplayContext:
+	// its ref, source, scope, origin and, for a Prodigy item, the job id,
+	// repository and item path): each key K is given as REPLAY_<K> and
+	// in the envelope's "entry". Nil: none.
+	Context func(*entry.Entry) map[string]string
 }
 
 // ExitTempFail asks for a retry.
@@ -136,8 +156,11 @@ const ExitTempFail = 75
 
 // ExecEnv lists the variables of replayctl's environment an exec target
 // sees, besides every REPLAY_* one and the three it is given: REPLAY_IDEMPOTENCY_KEY,
-// REPLAY_ENTRY_ID and REPLAY_ATTEMPT (and REPLAY_ENCODING=percent when the
-// key or the id had to be percent-encoded, see connector.Encode).
+// REPLAY_ENTRY_ID and REPLAY_ATTEMPT, with the entry's context
+// (ExecTarget.Context) as REPLAY_ENTRY_REF, REPLAY_SOURCE, REPLAY_SCOPE,
+// REPLAY_ORIGIN and, for a Prodigy item, REPLAY_JOB_ID, REPLAY_REPO and
+// REPLAY_ITEM_PATH (and REPLAY_ENCODING=percent when one of them had to
+// be percent-encoded, see connector.Encode).
 var ExecEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ", "LANG", "LC_ALL", "LC_CTYPE"}
 
 // execWaitDelay is how long the command's pipes may stay open after it
@@ -160,11 +183,19 @@ func (t *ExecTarget) Dispatch(ctx context.Context, r connector.Request) connecto
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = execWaitDelay
-	cmd.Stdin = bytes.NewReader(r.Entry.Payload)
-	cmd.Env = execEnv(os.Environ(), r)
+	var rc map[string]string
+	if t.Context != nil {
+		rc = t.Context(r.Entry)
+	}
+	stdin, err := execStdin(t.Stdin, r, rc)
+	if err != nil {
+		return connector.Result{Outcome: connector.NotSent, Detail: "not sent: " + err.Error()}
+	}
+	cmd.Stdin = bytes.NewReader(stdin)
+	cmd.Env = execEnv(os.Environ(), r, rc)
 	out := &headTail{}
 	cmd.Stdout, cmd.Stderr = out, out
-	err := cmd.Run()
+	err = cmd.Run()
 	if cmd.Process != nil {
 		// Whatever it left behind in its group goes with it.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -197,31 +228,82 @@ func (t *ExecTarget) Dispatch(ctx context.Context, r connector.Request) connecto
 }
 
 // execEnv is the allow-listed part of environ plus the replay's own
-// variables, encoded where needed, with no NUL anywhere.
-func execEnv(environ []string, r connector.Request) []string {
+// variables (the key, the id, the attempt and the entry's context rc),
+// encoded where needed, with no NUL anywhere.
+func execEnv(environ []string, r connector.Request, rc map[string]string) []string {
 	allowed := map[string]bool{}
 	for _, k := range ExecEnv {
 		allowed[k] = true
 	}
+	key, k := connector.Encode(r.Key)
+	id, i := connector.Encode(r.Entry.ID)
+	ours := []string{"REPLAY_IDEMPOTENCY_KEY=" + key, "REPLAY_ENTRY_ID=" + id, "REPLAY_ATTEMPT=" + strconv.Itoa(r.Attempt)}
+	encoded := k || i
+	names := map[string]bool{"REPLAY_IDEMPOTENCY_KEY": true, "REPLAY_ENTRY_ID": true, "REPLAY_ATTEMPT": true, "REPLAY_ENCODING": true}
+	for _, c := range slices.Sorted(maps.Keys(rc)) {
+		name := "REPLAY_" + strings.ToUpper(c)
+		if names[name] || !envName(name) {
+			continue
+		}
+		v, e := connector.Encode(rc[c])
+		encoded = encoded || e
+		names[name] = true
+		ours = append(ours, name+"="+v)
+	}
 	var env []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.IndexByte(kv, 0) >= 0 || !(allowed[k] || strings.HasPrefix(k, "REPLAY_")) {
-			continue
-		}
-		switch k {
-		case "REPLAY_IDEMPOTENCY_KEY", "REPLAY_ENTRY_ID", "REPLAY_ATTEMPT", "REPLAY_ENCODING":
+		if strings.IndexByte(kv, 0) >= 0 || !(allowed[k] || strings.HasPrefix(k, "REPLAY_")) || names[k] {
 			continue // ours below
 		}
 		env = append(env, kv)
 	}
-	key, k := connector.Encode(r.Key)
-	id, i := connector.Encode(r.Entry.ID)
-	env = append(env, "REPLAY_IDEMPOTENCY_KEY="+key, "REPLAY_ENTRY_ID="+id, "REPLAY_ATTEMPT="+strconv.Itoa(r.Attempt))
-	if k || i {
+	env = append(env, ours...)
+	if encoded {
 		env = append(env, "REPLAY_ENCODING="+connector.PercentEncoding)
 	}
 	return env
+}
+
+// envName reports whether name is a plain environment variable name
+// (letters, digits, underscore).
+func envName(name string) bool {
+	for _, c := range []byte(name) {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return name != ""
+}
+
+// execEnvelope is what an exec target with stdin: entry reads.
+type execEnvelope struct {
+	EntryID        string            `json:"entry_id"`
+	Context        map[string]string `json:"entry"`
+	IdempotencyKey string            `json:"idempotency_key"`
+	Attempt        int               `json:"attempt"`
+	Payload        json.RawMessage   `json:"payload"`
+}
+
+// execStdin is the exec target's stdin: the payload, or with mode "entry"
+// the envelope naming the entry (its context rc) with the payload inside.
+func execStdin(mode string, r connector.Request, rc map[string]string) ([]byte, error) {
+	if mode != "entry" {
+		return r.Entry.Payload, nil
+	}
+	p := r.Entry.Payload
+	if len(p) == 0 || !json.Valid(p) {
+		// Not JSON (a broker's raw bytes): carried as a JSON string.
+		q, err := json.Marshal(string(p))
+		if err != nil {
+			return nil, err
+		}
+		p = q
+		if len(r.Entry.Payload) == 0 {
+			p = json.RawMessage("null")
+		}
+	}
+	return json.Marshal(execEnvelope{EntryID: r.Entry.ID, Context: rc, IdempotencyKey: r.Key, Attempt: r.Attempt, Payload: p})
 }
 
 // headTail keeps the first and the last execKeep bytes written to it and

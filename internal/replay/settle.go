@@ -1,0 +1,99 @@
+package replay
+
+import (
+	"context"
+
+	"github.com/replayctl/replayctl/internal/connector/registry"
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/source"
+	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/triage"
+)
+
+// settleBatch is how many outcome_unknown entries a run reads per page.
+const settleBatch = 256
+
+// unknownToSettle lists the stored outcome_unknown entries this run did
+// not see (a live source no longer lists an entry its system replayed:
+// Cordum deletes a retried job from its DLQ, Nexora marks it REPLAYED)
+// whose route can ask the system about the entry itself (EntryProber). The
+// run handles them like any entry: the decision asks for the probe, a
+// committed answer settles the key, a not-committed one opens an approval
+// request; nothing is sent without one. Before issue 27 they stayed
+// outcome_unknown for good.
+func (r *Reconciler) unknownToSettle(ctx context.Context, seen map[string]bool) ([]work, error) {
+	ix, ok := r.Store.(store.Indexed)
+	if !ok || r.Router == nil {
+		return nil, nil
+	}
+	var out []work
+	cursor := ""
+	for {
+		p, err := ix.Page(ctx, store.EntryFilter{States: []string{store.StatusUnknown}}, cursor, settleBatch)
+		if err != nil {
+			return out, err
+		}
+		for _, er := range p.Items {
+			e := er.Entry
+			if seen[e.Ref()] || er.Hold != "" || e.Undecodable() {
+				continue
+			}
+			rt, ok := r.Router.Route(&e)
+			if !ok || rt.Prober == nil {
+				continue
+			}
+			if _, asks := rt.Prober.(EntryProber); !asks {
+				continue
+			}
+			if e.Payload == nil {
+				// Page leaves payloads out; the decision hashes the
+				// payload, so read the entry whole.
+				full, err := r.storedEntry(ctx, e.Ref())
+				if err != nil {
+					return out, err
+				}
+				if full == nil {
+					continue
+				}
+				e = full.Entry
+			}
+			out = append(out, work{e: e})
+		}
+		if p.Next == "" {
+			return out, nil
+		}
+		cursor = p.Next
+	}
+}
+
+func (r *Reconciler) storedEntry(ctx context.Context, ref string) (*store.EntryRecord, error) {
+	var er *store.EntryRecord
+	err := r.Store.View(ctx, func(tx store.Tx) error {
+		var err error
+		er, err = tx.Entry(ref)
+		return err
+	})
+	return er, err
+}
+
+// keptAfterReplay reports whether a live source still lists an entry whose
+// key replayctl replayed: Cordum answered the retry 200 but its delete of
+// the DLQ entry failed (finmaster1/cordum gateway/handlers_dlq.go:231-233
+// at e00450ed only logs it), so Cordum's own Retry button could run the
+// job a second time. The entry is settled: taken out as the system itself
+// does (Cordum's DELETE /api/v1/dlq/{job_id}), with its audit record.
+// Only an entry replayed through the system's own endpoint is meant: one
+// replayed to another target owes its write-back (WriteBackPending) until
+// the source takes it.
+func keptAfterReplay(e *entry.Entry, src source.Source, d *triage.Decision, route Route) bool {
+	if _, live := src.(interface{ NativeTarget() string }); !live {
+		return false
+	}
+	if _, native := route.Dispatcher.(registry.Native); !native {
+		return false // a generic target: the write-back is owed (WriteBackPending)
+	}
+	if _, ok := src.(source.WriteBack); !ok {
+		return false
+	}
+	return d.Action == triage.Skip && d.Ledger.State == triage.StateSucceeded && !e.State.Handled
+}

@@ -1,12 +1,9 @@
 package replay
 
 import (
-	"context"
 	"fmt"
-	"strings"
 	"testing"
 
-	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/source"
 )
 
@@ -45,55 +42,12 @@ func countTenant(f *fakeCordum, tenant string) int {
 	return n
 }
 
-// TestLiveCordumReadsPastTenantFilteredPages: the page endpoint takes 500
-// ids, drops other tenants' and expired ones, and sends next_cursor only
-// when the page it kept is still full (handlers_dlq.go:64-88 at e00450ed).
-// Before issue 27 a read stopped at the first short page: 250 of a
-// tenant's entries, exit 0, no note. It now reads on to the end of the
-// DLQ and says what it could not attribute.
-func TestLiveCordumReadsPastTenantFilteredPages(t *testing.T) {
-	t.Setenv("CORDUM_API_KEY", testCordumKey)
-	t.Setenv("CORDUM_TENANT_ID", "acme")
-	f := sharedCordum(t)
-	src, err := source.Parse("cordum:" + f.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int{}
-	for e, err := range src.Entries(context.Background()) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[e.ID]++
-		if f.tenantOf[e.ID] != "acme" {
-			t.Errorf("%s of tenant %q read as acme", e.ID, f.tenantOf[e.ID])
-		}
-	}
-	if want := countTenant(f, "acme"); len(got) != want {
-		t.Errorf("%d of acme's %d entries read", len(got), want)
-	}
-	for id, n := range got {
-		if n != 1 {
-			t.Errorf("%s read %d times", id, n)
-		}
-	}
-	notes := strings.Join(src.(interface{ Notes() []string }).Notes(), "\n")
-	if !strings.Contains(notes, "cannot be attributed to a tenant") || !strings.Contains(notes, "cordum-redis:") {
-		t.Errorf("notes %q do not say what the gateway hid", notes)
-	}
-
-	// A probe for a job past the first short page: still in the DLQ.
-	rt, err := NewCordumTarget(f.URL, 0, Credentials{CordumAPIKey: testCordumKey, CordumTenantID: "acme"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pr, why := rt.ProbeEntry(context.Background(), &entry.Entry{ID: "job_0700"}); pr != ProbeNotCommitted {
-		t.Errorf("probe of acme's job_0700 (past a filtered page): %v (%s), want not committed", pr, why)
-	}
-}
+// The reader's own test of the tenant-filtered pages is in
+// internal/connector/cordum (TestLiveCordumReadsPastTenantFilteredPages).
 
 // TestLiveCordumSeveralTenants: CORDUM_TENANT_ID takes a comma list; one
-// run reads every tenant's entries and retries each with its own tenant.
+// run reads every tenant's entries, past the pages the gateway filtered
+// short, and retries each with its own tenant.
 func TestLiveCordumSeveralTenants(t *testing.T) {
 	t.Setenv("CORDUM_API_KEY", testCordumKey)
 	t.Setenv("CORDUM_TENANT_ID", "acme, beta")

@@ -58,7 +58,7 @@ func lineageRefs(l *store.Lineage, e *entry.Entry) []string {
 		add((&entry.Entry{Source: e.Source, Scope: e.Scope, ID: id}).Ref())
 	}
 	// A replay of an entry without a lineage is stamped with its ref
-	// (dispatch.go): that entry is the lineage's first member.
+	// (connector/webhook setIDHeaders): that entry is the lineage's first member.
 	add(e.LineageOf())
 	if l != nil {
 		for _, m := range l.Members {

@@ -17,6 +17,15 @@
 //   - core/infra/store/dlq_store.go: DLQEntry, dlq:index scored by
 //     created_at, ListByScore.
 //
+// The newest gateway (finmaster1/cordum@e00450ed) drops other tenants'
+// entries and those whose job metadata expired from each page and sends
+// no next_cursor after a page it filtered short (handlers_dlq.go:64-88):
+// the one page loop (walkPages) reads on from a short page's last entry,
+// for the live source and the compensating read alike. CORDUM_TENANT_ID
+// may list several tenants; each entry then carries its own (TenantLabel)
+// to its retry, probe and delete. Job ids name a retry's ancestry
+// (<id>-retry-<8 hex>, lineage.go).
+//
 // Credentials (CORDUM_API_KEY, CORDUM_TENANT_ID) come from the environment
 // only, travel as X-API-Key and X-Tenant-ID through connector/httpout, and
 // never appear in an error, a detail or a stored entry. It must never

@@ -23,15 +23,34 @@ import (
 // POST /api/v1/dlq/{id}/retry answers 404 "dlq entry not found" for an
 // entry not in the DLQ, else deletes it and answers {"job_id": NEW}
 // (handleRetryDLQ). Errors are {"error": MSG}.
+//
+// With tenantOf set, jobs belong to tenants as the newest gateway keeps
+// them (finmaster1/cordum@e00450ed): a page takes `limit` ids by score,
+// then drops the jobs of other tenants than X-Tenant-ID and those whose
+// job metadata expired (tenant "", job_store.go:131), and sends
+// next_cursor only when the page it kept is still full
+// (handlers_dlq.go:64-88); retry and delete answer 403 "tenant access
+// denied" for another tenant's job (requireTenantAccess). A cursor in
+// milli-, micro- or nanoseconds is taken back to whole seconds, as the
+// newest gateway's normalizeTimestampSecondsUpper does.
 type fakeGateway struct {
 	*httptest.Server
 	key     string
 	mu      sync.Mutex
 	created map[string]time.Time
+	// tenantOf is each job's tenant; nil: tenants are not checked.
+	tenantOf map[string]string
+	// as records the X-Tenant-ID of each retry and delete, by job id.
+	as map[string][]string
+}
+
+// allowed is the gateway's requireTenantAccess for a job.
+func (f *fakeGateway) allowed(id string, r *http.Request) bool {
+	return f.tenantOf == nil || f.tenantOf[id] != "" && f.tenantOf[id] == r.Header.Get("X-Tenant-ID")
 }
 
 func newFakeGateway(t *testing.T, key string, ids ...string) *fakeGateway {
-	f := &fakeGateway{key: key, created: map[string]time.Time{}}
+	f := &fakeGateway{key: key, created: map[string]time.Time{}, as: map[string][]string{}}
 	newest := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	for i, id := range ids {
 		f.created[id] = newest.Add(-time.Duration(i) * time.Minute)
@@ -49,6 +68,14 @@ func newFakeGateway(t *testing.T, key string, ids ...string) *fakeGateway {
 			return
 		}
 		m := one.FindStringSubmatch(r.URL.EscapedPath())
+		if m != nil {
+			id := pathID(m[1])
+			f.as[id] = append(f.as[id], r.Method+" as "+r.Header.Get("X-Tenant-ID"))
+			if !f.allowed(id, r) {
+				gatewayError(w, http.StatusForbidden, "tenant access denied")
+				return
+			}
+		}
 		switch {
 		case m != nil && r.Method == http.MethodDelete && m[2] == "":
 			delete(f.created, pathID(m[1]))
@@ -84,6 +111,9 @@ func (f *fakeGateway) page(w http.ResponseWriter, r *http.Request) {
 	}
 	limit = min(limit, 500) // clampListLimit: maxListLimit
 	cursor, _ := strconv.ParseInt(r.URL.Query().Get("cursor"), 10, 64)
+	for cursor > 1e10 {
+		cursor /= 1000
+	}
 	type item struct {
 		JobID     string    `json:"job_id"`
 		Topic     string    `json:"topic"`
@@ -100,6 +130,15 @@ func (f *fakeGateway) page(w http.ResponseWriter, r *http.Request) {
 	sort.Slice(items, func(i, j int) bool { return items[i].CreatedAt.After(items[j].CreatedAt) })
 	if len(items) > limit {
 		items = items[:limit]
+	}
+	if f.tenantOf != nil {
+		kept := items[:0:0]
+		for _, it := range items {
+			if f.allowed(it.JobID, r) {
+				kept = append(kept, it)
+			}
+		}
+		items = kept
 	}
 	var next *int64
 	if len(items) == limit {

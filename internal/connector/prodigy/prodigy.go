@@ -95,7 +95,7 @@ type prodigyWalk struct {
 	// settle finishes the write-backs journaled in a job directory.
 	settle func(job string)
 	// resumed settles items a `prodigy resume-job` completed
-	// (prodigy_resumed.go).
+	// (resumed.go).
 	resumed *prodigyResumed
 }
 

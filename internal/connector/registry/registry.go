@@ -20,9 +20,10 @@ import (
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-// Source is what Open returns: a connector.Source, and, by the system,
-// write-back (MarkReplayed/MarkResolved) and a native replay target.
-type Source = connector.Source
+// Source is what Open returns: a whole connector.Connector, whose parts
+// a system lacks answer connector.ErrUnsupported; by the system it also
+// writes back (MarkReplayed/MarkResolved).
+type Source = connector.Connector
 
 const kindsHint = "use --source KIND:PATH with KIND one of cordum, cordum-redis, prodigy, nexora, jsonl " +
 	"(for example cordum:testdata/cordum/dlq.jsonl or prodigy:~/.prodigy/dlq/REPO)"
@@ -46,15 +47,8 @@ func Open(spec string) (Source, error) {
 		}
 		return s, nil
 	}
-	var f records.Format
 	switch kind {
-	case entry.KindCordum:
-		f = cordum.Format()
-	case entry.KindNexora:
-		f = nexora.Format()
-	case entry.KindJSONL:
-		f = jsonl.Format()
-	case entry.KindProdigy:
+	case entry.KindCordum, entry.KindNexora, entry.KindJSONL, entry.KindProdigy:
 	case entry.KindCordumRedis:
 		if !cordum.IsRedisURL(path) {
 			return usage(fmt.Errorf("%q is not a redis:// URL", path), "use cordum-redis:redis://HOST:PORT/DB")
@@ -90,10 +84,13 @@ func Open(spec string) (Source, error) {
 		return usage(fmt.Errorf("%s: %w (%s)", path, records.ErrNotRegular, records.DescribeMode(fi.Mode())),
 			"a "+kind+" source is a regular file; copy a pipe's output to a file first")
 	}
-	if kind == entry.KindJSONL {
+	switch kind {
+	case entry.KindJSONL:
 		return jsonl.Open(spec, path), nil
+	case entry.KindNexora:
+		return nexora.OpenFile(spec, path), nil
 	}
-	return &records.File{Spec: spec, Path: path, Format: f}, nil
+	return cordum.OpenFile(spec, path), nil
 }
 
 // openLive is the live source of a running Cordum or Nexora.

@@ -25,8 +25,14 @@ func (f *engineFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultTimeout, "time limit of one policy evaluation; past it the decision fails closed")
 }
 
+// load builds the engine with the wall clock as its decision time (the
+// edge where time is injected: a target's key_lifetime is judged by it).
 func (f *engineFlags) load(ctx context.Context) (*triage.Engine, triage.Snapshot, error) {
-	return policy.LoadEngine(ctx, f.rules, f.policies, f.policyTimeout)
+	eng, snap, err := policy.LoadEngine(ctx, f.rules, f.policies, f.policyTimeout)
+	if eng != nil {
+		eng.Now = time.Now
+	}
+	return eng, snap, err
 }
 
 // sourceFlags is the repeatable --source KIND:PATH flag.

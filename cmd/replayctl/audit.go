@@ -408,14 +408,15 @@ and shows what today's rules and policy (--rules, --policies) would decide.`,
 			if err != nil {
 				return fmt.Errorf("rebuild snapshot %s: %w", snap.ID, err)
 			}
-			e := *rec.Input
-			view := rec.Decision.Ledger
-			again := then.DecideWithPayloadHash(cmd.Context(), &e, view, rec.Decision.PayloadHash)
+			again, err := rec.Rerun(cmd.Context(), then)
+			if err != nil {
+				return err
+			}
 			out := map[string]any{"decision_id": seq, "recorded": rec.Decision, "replayed": again,
 				"same": sameDecision(rec.Decision, &again)}
 			now, _, err := eng.load(cmd.Context())
 			if err == nil {
-				today := now.DecideWithPayloadHash(cmd.Context(), &e, view, rec.Decision.PayloadHash)
+				today, _ := rec.Rerun(cmd.Context(), now) // same record: its inputs were checked above
 				out["today"] = today
 				out["today_same"] = sameDecision(rec.Decision, &today)
 			}

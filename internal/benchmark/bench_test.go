@@ -27,6 +27,7 @@ var issueTargets = map[string]string{
 	"peak RSS, plan 1000000 Prodigy items":      "< 64 MB",
 	"peak RSS, plan 20000 Prodigy items":        "< 64 MB",
 	"store bytes per input byte":                "<= 2x",
+	"backtest throughput":                       ">= 0.8x",
 }
 
 // TestHarnessSmoke runs the harness at tiny sizes so it cannot rot. It
@@ -101,4 +102,18 @@ func TestPairedAlternatesAndTakesMedians(t *testing.T) {
 	if strings.Join(order, "") != "ababab" || ma != 3 || mb != 20 {
 		t.Errorf("order %v, medians %v %v; want ababab, 3 and 20", order, ma, mb)
 	}
+}
+
+// TestBacktestRowSmoke runs the backtest row alone at a tiny size.
+func TestBacktestRowSmoke(t *testing.T) {
+	rows, err := Run(context.Background(), Config{Quick: true, Only: "backtest", Dir: t.TempDir(), Rules: "../../rules.yaml", Policies: "../../policies"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Figure <= 0 || rows[0].Ratio <= 0 || rows[0].Target != ">= 0.8x" {
+		t.Fatalf("rows %+v", rows)
+	}
+	var b strings.Builder
+	Print(&b, rows)
+	t.Log("\n" + b.String())
 }

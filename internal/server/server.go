@@ -154,6 +154,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/audit/export", s.auth(permRead, s.handleExportAudit))
 	m.HandleFunc("GET /api/audit/{id}", s.auth(permRead, s.handleShowAudit))
 	m.HandleFunc("GET /api/snapshots/{id}", s.auth(permRead, s.handleSnapshot))
+	m.HandleFunc("POST /api/policy/backtest", s.auth(permRead, s.handleBacktest))
 	m.HandleFunc("GET /api/stats", s.auth(permRead, s.handleStats))
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such API route: "+r.Method+" "+r.URL.Path)

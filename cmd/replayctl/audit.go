@@ -175,8 +175,9 @@ func newAuditShowCmd(s *streams) *cobra.Command {
 func newAuditVerifyCmd(s *streams) *cobra.Command {
 	var db dbFlags
 	var outF, cpFile string
+	var archives []string
 	cmd := &cobra.Command{
-		Use:   "verify [--audit-key-file F] [--checkpoint F]",
+		Use:   "verify [--audit-key-file F] [--checkpoint F] [--archive FILE...]",
 		Short: "Walk the hash chain and report the first broken link (exit 1 if broken)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -196,10 +197,15 @@ func newAuditVerifyCmd(s *streams) *cobra.Command {
 				}
 				q = cp.Query()
 			}
-			res, err := fetch(cmd.Context(), &db, "/api/audit/verify", q,
-				func(st store.Backend) (*audit.VerifyResult, error) {
-					return audit.VerifyWith(cmd.Context(), st, audit.VerifyOptions{Key: k, Checkpoint: cp})
-				})
+			var res *audit.VerifyResult
+			if len(archives) > 0 {
+				res, err = verifyArchives(cmd, &db, archives, audit.VerifyOptions{Key: k, Checkpoint: cp})
+			} else {
+				res, err = fetch(cmd.Context(), &db, "/api/audit/verify", q,
+					func(st store.Backend) (*audit.VerifyResult, error) {
+						return audit.VerifyWith(cmd.Context(), st, audit.VerifyOptions{Key: k, Checkpoint: cp})
+					})
+			}
 			if err != nil {
 				return err
 			}
@@ -216,6 +222,12 @@ func newAuditVerifyCmd(s *streams) *cobra.Command {
 					signed += ", checkpoint held"
 				}
 				fmt.Fprintf(s.out, "ok: %d record(s), head %s, %s\n", res.Records, res.Head, signed)
+				switch {
+				case len(archives) > 0:
+					fmt.Fprintf(s.out, "verified end to end: %d archive(s) and the live chain\n", len(archives))
+				case res.Pruned != nil:
+					fmt.Fprintf(s.out, "pruned: records up to %d are archived; the live chain was verified from that base on (audit verify --archive FILE... checks them too)\n", res.Pruned.Seq)
+				}
 				for _, u := range res.Unchecked {
 					fmt.Fprintf(s.out, "not checked: %s\n", u)
 				}
@@ -231,6 +243,7 @@ func newAuditVerifyCmd(s *streams) *cobra.Command {
 	db.register(cmd.Flags())
 	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	cmd.Flags().StringVar(&cpFile, "checkpoint", "", "checkpoint file from `audit checkpoint`: the chain must still hold it (detects a rollback)")
+	cmd.Flags().StringArrayVar(&archives, "archive", nil, "archive written by `store prune`, oldest first (repeatable): verify the archives and the live chain end to end")
 	return cmd
 }
 

@@ -128,3 +128,24 @@ targets:
 		t.Errorf("no problem for the bad duration at line 7:\n%s", problemList(ps))
 	}
 }
+
+func TestRetentionConfig(t *testing.T) {
+	r := mustParse(t, "version: v1\nretention:\n  closed: 30d\n")
+	if got := r.Retention.ClosedFor(); got != 30*24*time.Hour {
+		t.Fatalf("closed %v", got)
+	}
+	if got := mustParse(t, "version: v1\n").Retention.ClosedFor(); got != DefaultClosedRetention {
+		t.Fatalf("default %v", got)
+	}
+	_, err := ParseRules("rules.yaml", []byte("version: v1\nretention:\n  closed: 5m\n  open: 3d\n"))
+	ps := configProblems(t, err, "rules.yaml")
+	if _, ok := findProblem(ps, 3, "retention.closed", "too short"); !ok {
+		t.Errorf("no problem for the short retention at line 3:\n%s", problemList(ps))
+	}
+	if _, ok := findProblem(ps, 4, "unknown field \"open\""); !ok {
+		t.Errorf("no problem for the unknown key at line 4:\n%s", problemList(ps))
+	}
+	if _, err := ParseRules("rules.yaml", []byte("version: v1\nretention:\n  closed: soon\n")); err == nil {
+		t.Error("a period that is not one was accepted")
+	}
+}

@@ -30,6 +30,8 @@ type Rules struct {
 	Patterns []Pattern           `yaml:"patterns"`
 	DLQRules []Rule              `yaml:"dlq_rules"`
 	Targets  []Target            `yaml:"targets"`
+	// Retention says how long closed entries are kept (retention.go).
+	Retention Retention `yaml:"retention"`
 
 	file     string
 	taxonomy map[string]Class
@@ -469,6 +471,7 @@ func (r *Rules) validate(cerr *ConfigError, top *yaml.Node) {
 	}
 	r.patterns = append(r.patterns, builtinPatterns()...)
 
+	r.Retention.validate(cerr, f, keyLine(top, "retention"))
 	for i := range r.DLQRules {
 		r.DLQRules[i].validate(cerr, f, i)
 	}

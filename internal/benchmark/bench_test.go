@@ -104,6 +104,25 @@ func TestPairedAlternatesAndTakesMedians(t *testing.T) {
 	}
 }
 
+// TestPruneRowsSmoke runs the prune rows alone at a tiny size.
+func TestPruneRowsSmoke(t *testing.T) {
+	rows, err := Run(context.Background(), Config{Quick: true, Only: "prune", Dir: t.TempDir(), Rules: "../../rules.yaml", Policies: "../../policies"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("rows %+v", rows)
+	}
+	for _, r := range rows {
+		if r.Figure <= 0 || r.Ratio <= 0 {
+			t.Errorf("row measured nothing: %+v", r)
+		}
+	}
+	var b strings.Builder
+	Print(&b, rows)
+	t.Log("\n" + b.String())
+}
+
 // TestBacktestRowSmoke runs the backtest row alone at a tiny size.
 func TestBacktestRowSmoke(t *testing.T) {
 	rows, err := Run(context.Background(), Config{Quick: true, Only: "backtest", Dir: t.TempDir(), Rules: "../../rules.yaml", Policies: "../../policies"})

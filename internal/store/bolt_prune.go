@@ -105,14 +105,16 @@ func readBase(tx *bolt.Tx) (*audit.Checkpoint, error) {
 // Prune moves what retention lets go into an archive, then removes it.
 //
 // Order, so that a kill at any point loses nothing and leaves a chain that
-// verifies: (1) the archive is written to a temporary file, synced and
-// renamed into place, and nothing is removed unless it is complete; (2)
-// the prune is marked pending in the store; (3) entries and approvals are
-// removed in bounded transactions, each re-checking that the entry still
-// qualifies; (4) the chain's base moves to the archive's last record, in
-// a transaction of its own, before (5) the records up to it are removed
-// in bounded transactions (records at or below the base are not walked
-// by verify); (6) the mark is cleared. A prune that finds a mark finishes
+// verifies: (1) the prune is marked pending in the store, naming its
+// archive; (2) the archive is written to a temporary file, synced and
+// renamed into place, and nothing is removed unless it is complete (a
+// mark whose archive is missing or unfinished is dropped by the next
+// prune); (3) entries and approvals are removed in bounded transactions,
+// each re-checking that the entry still qualifies; (4) the chain's base
+// moves to the archive's last record, in a transaction of its own, before
+// (5) the records up to it are removed in bounded transactions (records
+// at or below the base are not walked by verify); (6) the mark is
+// cleared. A prune that finds a mark with a complete archive finishes
 // that prune first (steps 3-6 are idempotent) and does nothing else.
 //
 // Ledger records are archived but kept: they are what stops a key that
@@ -137,7 +139,7 @@ func (s *Bolt) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error) 
 		return nil, fmt.Errorf("read pending prune: %w", err)
 	}
 	if pend != nil {
-		res, err := s.removeArchived(ctx, pend, o.Batch)
+		res, err := s.removeArchived(ctx, pend, o.Batch, nil)
 		if !errors.Is(err, errNoArchive) {
 			if res != nil {
 				res.Resumed = true
@@ -168,7 +170,7 @@ func (s *Bolt) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error) 
 	if err := s.setPending(pend); err != nil {
 		return nil, err
 	}
-	res, _, written, err := s.writeArchive(ctx, abs, o)
+	res, base, written, err := s.writeArchive(ctx, abs, o)
 	if err != nil || !written {
 		if cerr := s.setPending(nil); err == nil {
 			err = cerr
@@ -178,7 +180,7 @@ func (s *Bolt) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error) 
 	if o.AfterArchive != nil {
 		o.AfterArchive()
 	}
-	done, err := s.removeArchived(ctx, pend, o.Batch)
+	done, err := s.removeArchived(ctx, pend, o.Batch, &base)
 	if done != nil {
 		done.HeldAt, done.HeldBy = res.HeldAt, res.HeldBy
 	}
@@ -440,10 +442,15 @@ func (s *Bolt) writeArchive(ctx context.Context, path string, o PruneOptions) (r
 
 // removeArchived removes what the archive holds and still qualifies,
 // moves the base, and clears the pending mark (steps 3-6 of Prune).
-func (s *Bolt) removeArchived(ctx context.Context, pend *prunePending, batch int) (*PruneResult, error) {
+//
+// written is the base of an archive this process just wrote and synced
+// (nil: resuming), which is then not read twice.
+func (s *Bolt) removeArchived(ctx context.Context, pend *prunePending, batch int, written **audit.Checkpoint) (*PruneResult, error) {
 	res := &PruneResult{Archive: pend.Archive}
 	// Nothing is removed unless the archive is all there.
-	if err := func() error {
+	if written != nil {
+		res.Base = *written
+	} else if err := func() error {
 		f, err := os.Open(pend.Archive)
 		if errors.Is(err, fs.ErrNotExist) {
 			return errNoArchive

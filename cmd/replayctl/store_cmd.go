@@ -18,7 +18,36 @@ func newStoreCmd(s *streams) *cobra.Command {
 		Use:   "store",
 		Short: "Look after the state store",
 	}
-	cmd.AddCommand(newStorePruneCmd(s))
+	cmd.AddCommand(newStorePruneCmd(s), newStoreCompactCmd(s))
+	return cmd
+}
+
+func newStoreCompactCmd(s *streams) *cobra.Command {
+	var dbPath, out string
+	cmd := &cobra.Command{
+		Use:   "compact --out FILE [--db F]",
+		Short: "Copy the bbolt file without its free pages, to give pruned space back",
+		Long: `After store prune the bbolt file keeps its size: its freed pages are reused by
+later writes, so a store pruned on a schedule stops growing. To shrink the
+file, stop every replayctl process using it, compact it into a new file, and
+move that file into place (as bbolt compact does). The original is never
+changed.`,
+		Example: `  replayctl store compact --db replayctl.db --out replayctl.compact.db && mv replayctl.compact.db replayctl.db`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return usageError("--out FILE is required: the compacted copy is written there")
+			}
+			before, after, err := store.CompactBolt(dbPath, out)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(s.out, "compacted %s (%d bytes) into %s (%d bytes)\n", dbPath, before, out, after)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dbPath, "db", "replayctl.db", "state file (bbolt) to compact; no process may be using it")
+	cmd.Flags().StringVar(&out, "out", "", "the compacted copy (must not exist)")
 	return cmd
 }
 

@@ -292,7 +292,14 @@ func (s *Bolt) writeArchive(ctx context.Context, path string, o PruneOptions) (r
 			return err
 		}
 		// The audit prefix: records before the cut, up to the first that
-		// names an entry staying in the store.
+		// names an entry staying in the store, and never the head: the
+		// live chain keeps its last record, which the next append links to.
+		var head auditHead
+		if v := tx.Bucket(bucketMeta).Get(keyAuditHead); v != nil {
+			if err := json.Unmarshal(v, &head); err != nil {
+				return fmt.Errorf("decode audit head: %w", err)
+			}
+		}
 		stays := map[string]bool{}
 		eb := tx.Bucket(bucketEntries)
 		if ab := tx.Bucket(bucketAudit); ab != nil {
@@ -315,7 +322,7 @@ func (s *Bolt) writeArchive(ctx context.Context, path string, o PruneOptions) (r
 				if err != nil {
 					return err
 				}
-				if !rec.Time.Before(o.Before) {
+				if !rec.Time.Before(o.Before) || sealed.Seq >= head.Seq {
 					break
 				}
 				if ref := rec.EntryRef; ref != "" {

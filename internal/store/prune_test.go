@@ -398,3 +398,30 @@ func TestPruneSurvivesSIGKILL(t *testing.T) {
 	}
 	t.Logf("kills: %v", kills)
 }
+
+// TestPruneKeepsTheHead: with every entry closed before the cut, the chain
+// is pruned up to, not including, its last record, which the next append
+// links to; the live chain verifies before and after that append.
+func TestPruneKeepsTheHead(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "replayctl.db")
+	fx := makePruneStore(t, path, 6, 0, 0)
+	st, err := store.OpenBolt(path, store.Options{AuditKey: pruneKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	archive := filepath.Join(dir, "a.jsonl.gz")
+	res, err := st.Prune(context.Background(), store.PruneOptions{Before: pruneCut, Archive: archive, Key: pruneKey})
+	if err != nil || res.Entries != 6 || res.Audit != 11 || res.Base.Seq != 11 {
+		t.Fatalf("prune: %+v %v", res, err)
+	}
+	if err := st.Update(context.Background(), func(tx store.Tx) error {
+		_, err := tx.Append(&audit.Record{Time: pruneCut, Actor: "test", Kind: audit.KindBulk})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	checkPruned(t, path, []string{archive}, fx)
+}

@@ -139,7 +139,7 @@ func (s *Bolt) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error) 
 		return nil, fmt.Errorf("read pending prune: %w", err)
 	}
 	if pend != nil {
-		res, err := s.removeArchived(ctx, pend, o.Batch, nil)
+		res, err := s.removeArchived(ctx, pend, o.Batch, false, nil)
 		if !errors.Is(err, errNoArchive) {
 			if res != nil {
 				res.Resumed = true
@@ -180,7 +180,7 @@ func (s *Bolt) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error) 
 	if o.AfterArchive != nil {
 		o.AfterArchive()
 	}
-	done, err := s.removeArchived(ctx, pend, o.Batch, &base)
+	done, err := s.removeArchived(ctx, pend, o.Batch, true, base)
 	if done != nil {
 		done.HeldAt, done.HeldBy = res.HeldAt, res.HeldBy
 	}
@@ -450,34 +450,18 @@ func (s *Bolt) writeArchive(ctx context.Context, path string, o PruneOptions) (r
 // removeArchived removes what the archive holds and still qualifies,
 // moves the base, and clears the pending mark (steps 3-6 of Prune).
 //
-// written is the base of an archive this process just wrote and synced
-// (nil: resuming), which is then not read twice.
-func (s *Bolt) removeArchived(ctx context.Context, pend *prunePending, batch int, written **audit.Checkpoint) (*PruneResult, error) {
-	res := &PruneResult{Archive: pend.Archive}
+// fresh says this process has just written and synced the archive, whose
+// base is given, so it is not read twice; resuming, the archive is checked
+// to be complete first and its base read from its trailer.
+func (s *Bolt) removeArchived(ctx context.Context, pend *prunePending, batch int, fresh bool, base *audit.Checkpoint) (*PruneResult, error) {
+	res := &PruneResult{Archive: pend.Archive, Base: base}
 	// Nothing is removed unless the archive is all there.
-	if written != nil {
-		res.Base = *written
-	} else if err := func() error {
-		f, err := os.Open(pend.Archive)
-		if errors.Is(err, fs.ErrNotExist) {
-			return errNoArchive
-		}
+	if !fresh {
+		b, err := archiveBase(pend.Archive)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer f.Close()
-		err = audit.ReadArchive(bufio.NewReader(f), func(l *audit.ArchiveLine) error {
-			if l.Type == audit.LineTrailer {
-				res.Base = l.Base
-			}
-			return nil
-		})
-		if errors.Is(err, audit.ErrArchiveIncomplete) {
-			return errNoArchive
-		}
-		return err
-	}(); err != nil {
-		return nil, err
+		res.Base = b
 	}
 	f, err := os.Open(pend.Archive)
 	if err != nil {
@@ -581,6 +565,33 @@ func (s *Bolt) removeArchived(ctx context.Context, pend *prunePending, batch int
 		res.SizeAfter = fi.Size()
 	}
 	return res, nil
+}
+
+// archiveBase checks that an archive is complete and returns its base:
+// errNoArchive when it is missing or was never finished.
+func archiveBase(path string) (*audit.Checkpoint, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errNoArchive
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var base *audit.Checkpoint
+	err = audit.ReadArchive(bufio.NewReader(f), func(l *audit.ArchiveLine) error {
+		if l.Type == audit.LineTrailer {
+			base = l.Base
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, audit.ErrArchiveIncomplete):
+		return nil, errNoArchive
+	case err != nil:
+		return nil, fmt.Errorf("the pending prune's archive %s is unreadable (%w): nothing more is removed until it reads whole (restore it from a copy)", path, err)
+	}
+	return base, nil
 }
 
 // moveBase makes b the chain's base (when it is ahead of the current one)

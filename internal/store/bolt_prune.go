@@ -265,8 +265,8 @@ func lastAuditTime(tx *bolt.Tx, ref string) (time.Time, bool) {
 
 // writeArchive writes, from one consistent read, the audit prefix, the
 // prunable entries, their ledger records and approvals, and the trailer,
-// to a temporary file renamed into place once synced. It returns nil
-// (and no file) when there is nothing to prune.
+// to a temporary file renamed into place once synced. With nothing to
+// prune it writes no file and says written false.
 func (s *Bolt) writeArchive(ctx context.Context, path string, o PruneOptions) (res *PruneResult, base *audit.Checkpoint, written bool, err error) {
 	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -277,152 +277,29 @@ func (s *Bolt) writeArchive(ctx context.Context, path string, o PruneOptions) (r
 	defer f.Close()
 	w := audit.NewArchiveWriter(f)
 	res = &PruneResult{Archive: path}
-	counts := map[string]int{}
 	err = s.db.View(func(tx *bolt.Tx) error {
-		prev, err := readBase(tx)
-		if err != nil {
+		a := &archiver{tx: tx, w: w, before: o.Before, res: res}
+		if err := a.auditPrefix(ctx, s.now().UTC()); err != nil {
 			return err
 		}
-		v, from, prevHead := audit.NewVerifier(), uint64(1), audit.Genesis
-		if prev != nil {
-			v, from, prevHead = audit.VerifierAt(prev.Seq, prev.Head), prev.Seq+1, prev.Head
-		}
-		if err := w.Write(&audit.ArchiveLine{Type: audit.LineHeader, Version: audit.ArchiveVersion, Created: s.now().UTC(),
-			Before: o.Before.UTC(), FromSeq: from, Prev: prevHead}); err != nil {
+		if err := a.entries(ctx); err != nil {
 			return err
 		}
-		// The audit prefix: records before the cut, up to the first that
-		// names an entry staying in the store, and never the head: the
-		// live chain keeps its last record, which the next append links to.
-		var head auditHead
-		if v := tx.Bucket(bucketMeta).Get(keyAuditHead); v != nil {
-			if err := json.Unmarshal(v, &head); err != nil {
-				return fmt.Errorf("decode audit head: %w", err)
-			}
+		if err := a.approvals(); err != nil {
+			return err
 		}
-		stays := map[string]bool{}
-		eb := tx.Bucket(bucketEntries)
-		if ab := tx.Bucket(bucketAudit); ab != nil {
-			c := ab.Cursor()
-			for k, val := c.Seek(seqKey(from)); k != nil; k, val = c.Next() {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				var sealed audit.Sealed
-				if len(k) != 8 {
-					return fmt.Errorf("audit record with a bad key %x: run audit verify; nothing was pruned", k)
-				}
-				if err := DecodeValue(val, &sealed); err != nil {
-					return fmt.Errorf("audit record %d undecodable (%v): run audit verify; nothing was pruned", binary.BigEndian.Uint64(k), err)
-				}
-				if b := v.Next(binary.BigEndian.Uint64(k), sealed); b != nil {
-					return fmt.Errorf("%w: nothing was pruned (a broken chain is not archived)", b)
-				}
-				rec, err := sealed.Open()
-				if err != nil {
-					return err
-				}
-				if !rec.Time.Before(o.Before) || sealed.Seq >= head.Seq {
-					break
-				}
-				if ref := rec.EntryRef; ref != "" {
-					st, seen := stays[ref]
-					if !seen {
-						se, err := getJSON[storedEntry](eb, dbKey(ref))
-						if err != nil {
-							return err
-						}
-						st = se != nil && !prunable(tx, &se.EntryRecord, o.Before)
-						if len(stays) > 100_000 {
-							clear(stays) // bounded: only a cache of lookups
-						}
-						stays[ref] = st
-					}
-					if st {
-						res.HeldAt, res.HeldBy = sealed.Seq, ref
-						break
-					}
-				}
-				if err := w.Write(&audit.ArchiveLine{Type: audit.LineAudit, Seq: sealed.Seq, Prev: sealed.Prev, Hash: sealed.Hash, Record: sealed.Body}); err != nil {
-					return err
-				}
-				res.Audit++
-				base = &audit.Checkpoint{Seq: sealed.Seq, Head: sealed.Hash, Time: s.now().UTC()}
-			}
-		}
-		// Entries, their ledger records and their approvals.
-		lb := tx.Bucket(bucketLedger)
-		if eb != nil {
-			c := eb.Cursor()
-			for k, val := c.First(); k != nil; k, val = c.Next() {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				var se storedEntry
-				if err := DecodeValue(val, &se); err != nil {
-					continue // left in place: never remove what cannot be archived whole
-				}
-				if !prunable(tx, &se.EntryRecord, o.Before) {
-					continue
-				}
-				payload, err := readPayload(tx, k)
-				if err != nil {
-					continue
-				}
-				er := decodeEntry(&se, payload)
-				data, err := json.Marshal(er)
-				if err != nil {
-					return err
-				}
-				if err := w.Write(&audit.ArchiveLine{Type: audit.LineEntry, Entry: data}); err != nil {
-					return err
-				}
-				res.Entries++
-				if key := er.Entry.IdempotencyKey; key != "" && lb != nil {
-					if lr, err := getJSON[idempotency.Record](lb, dbKey(key)); err == nil && lr != nil {
-						data, err := json.Marshal(lr)
-						if err != nil {
-							return err
-						}
-						if err := w.Write(&audit.ArchiveLine{Type: audit.LineLedger, Ledger: data}); err != nil {
-							return err
-						}
-						res.Ledger++
-					}
-				}
-			}
-		}
-		if apb := tx.Bucket(bucketApprovals); apb != nil {
-			c := apb.Cursor()
-			for _, val := c.First(); val != nil; _, val = c.Next() {
-				var a Approval
-				if DecodeValue(val, &a) != nil {
-					continue
-				}
-				se, err := getJSON[storedEntry](eb, dbKey(a.EntryRef))
-				if err != nil || se == nil || !prunable(tx, &se.EntryRecord, o.Before) {
-					continue // an approval of an entry that stays (or is gone already) stays
-				}
-				data, err := json.Marshal(&a)
-				if err != nil {
-					return err
-				}
-				if err := w.Write(&audit.ArchiveLine{Type: audit.LineApproval, Approval: data}); err != nil {
-					return err
-				}
-				res.Approvals++
-			}
-		}
+		base = a.base
 		if base != nil && len(o.Key) > 0 {
 			base.MAC = audit.BaseMAC(o.Key, base.Seq, base.Head)
 		}
-		counts["audit"], counts["entries"], counts["ledger"], counts["approvals"] = res.Audit, res.Entries, res.Ledger, res.Approvals
+		counts := map[string]int{"audit": res.Audit, "entries": res.Entries, "ledger": res.Ledger, "approvals": res.Approvals}
 		return w.Write(&audit.ArchiveLine{Type: audit.LineTrailer, Base: base, Counts: counts})
 	})
 	if err != nil {
 		return nil, nil, false, err
 	}
 	if res.Audit == 0 && res.Entries == 0 && res.Approvals == 0 {
+		res.Archive = ""
 		return res, nil, false, nil
 	}
 	if err := w.Close(); err != nil {
@@ -445,6 +322,169 @@ func (s *Bolt) writeArchive(ctx context.Context, path string, o PruneOptions) (r
 		}
 	}
 	return res, base, true, nil
+}
+
+// archiver writes one prune's archive from one read transaction.
+type archiver struct {
+	tx     *bolt.Tx
+	w      *audit.ArchiveWriter
+	before time.Time
+	res    *PruneResult
+	base   *audit.Checkpoint // the last audit record archived
+}
+
+// auditPrefix writes the header and the chain's prefix: the records
+// before the cut, up to the first that names an entry staying in the
+// store, and never the head (the live chain keeps its last record, which
+// the next append links to). The prefix is verified as it is read: a
+// broken chain is not archived.
+func (a *archiver) auditPrefix(ctx context.Context, now time.Time) error {
+	tx := a.tx
+	prev, err := readBase(tx)
+	if err != nil {
+		return err
+	}
+	v, from, prevHead := audit.NewVerifier(), uint64(1), audit.Genesis
+	if prev != nil {
+		v, from, prevHead = audit.VerifierAt(prev.Seq, prev.Head), prev.Seq+1, prev.Head
+	}
+	if err := a.w.Write(&audit.ArchiveLine{Type: audit.LineHeader, Version: audit.ArchiveVersion, Created: now,
+		Before: a.before.UTC(), FromSeq: from, Prev: prevHead}); err != nil {
+		return err
+	}
+	var head auditHead
+	if v := tx.Bucket(bucketMeta).Get(keyAuditHead); v != nil {
+		if err := json.Unmarshal(v, &head); err != nil {
+			return fmt.Errorf("decode audit head: %w", err)
+		}
+	}
+	ab, eb := tx.Bucket(bucketAudit), tx.Bucket(bucketEntries)
+	if ab == nil {
+		return nil
+	}
+	stays := map[string]bool{} // a bounded cache of entry lookups
+	c := ab.Cursor()
+	for k, val := c.Seek(seqKey(from)); k != nil; k, val = c.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if len(k) != 8 {
+			return fmt.Errorf("audit record with a bad key %x: run audit verify; nothing was pruned", k)
+		}
+		var sealed audit.Sealed
+		if err := DecodeValue(val, &sealed); err != nil {
+			return fmt.Errorf("audit record %d undecodable (%v): run audit verify; nothing was pruned", binary.BigEndian.Uint64(k), err)
+		}
+		if b := v.Next(binary.BigEndian.Uint64(k), sealed); b != nil {
+			return fmt.Errorf("%w: nothing was pruned (a broken chain is not archived)", b)
+		}
+		rec, err := sealed.Open()
+		if err != nil {
+			return err
+		}
+		if !rec.Time.Before(a.before) || sealed.Seq >= head.Seq {
+			return nil
+		}
+		if ref := rec.EntryRef; ref != "" {
+			st, seen := stays[ref]
+			if !seen {
+				se, err := getJSON[storedEntry](eb, dbKey(ref))
+				if err != nil {
+					return err
+				}
+				st = se != nil && !prunable(tx, &se.EntryRecord, a.before)
+				if len(stays) > 100_000 {
+					clear(stays)
+				}
+				stays[ref] = st
+			}
+			if st {
+				a.res.HeldAt, a.res.HeldBy = sealed.Seq, ref
+				return nil
+			}
+		}
+		if err := a.w.Write(&audit.ArchiveLine{Type: audit.LineAudit, Seq: sealed.Seq, Prev: sealed.Prev, Hash: sealed.Hash, Record: sealed.Body}); err != nil {
+			return err
+		}
+		a.res.Audit++
+		a.base = &audit.Checkpoint{Seq: sealed.Seq, Head: sealed.Hash, Time: now}
+	}
+	return nil
+}
+
+// entries writes every prunable entry, payload included, and its key's
+// ledger record. An entry that cannot be read whole is left in place.
+func (a *archiver) entries(ctx context.Context) error {
+	eb, lb := a.tx.Bucket(bucketEntries), a.tx.Bucket(bucketLedger)
+	if eb == nil {
+		return nil
+	}
+	c := eb.Cursor()
+	for k, val := c.First(); k != nil; k, val = c.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var se storedEntry
+		if DecodeValue(val, &se) != nil || !prunable(a.tx, &se.EntryRecord, a.before) {
+			continue
+		}
+		payload, err := readPayload(a.tx, k)
+		if err != nil {
+			continue
+		}
+		er := decodeEntry(&se, payload)
+		data, err := json.Marshal(er)
+		if err != nil {
+			return err
+		}
+		if err := a.w.Write(&audit.ArchiveLine{Type: audit.LineEntry, Entry: data}); err != nil {
+			return err
+		}
+		a.res.Entries++
+		key := er.Entry.IdempotencyKey
+		if key == "" || lb == nil {
+			continue
+		}
+		if lr, err := getJSON[idempotency.Record](lb, dbKey(key)); err == nil && lr != nil {
+			data, err := json.Marshal(lr)
+			if err != nil {
+				return err
+			}
+			if err := a.w.Write(&audit.ArchiveLine{Type: audit.LineLedger, Ledger: data}); err != nil {
+				return err
+			}
+			a.res.Ledger++
+		}
+	}
+	return nil
+}
+
+// approvals writes the approval requests of prunable entries.
+func (a *archiver) approvals() error {
+	apb, eb := a.tx.Bucket(bucketApprovals), a.tx.Bucket(bucketEntries)
+	if apb == nil {
+		return nil
+	}
+	c := apb.Cursor()
+	for _, val := c.First(); val != nil; _, val = c.Next() {
+		var ap Approval
+		if DecodeValue(val, &ap) != nil {
+			continue
+		}
+		se, err := getJSON[storedEntry](eb, dbKey(ap.EntryRef))
+		if err != nil || se == nil || !prunable(a.tx, &se.EntryRecord, a.before) {
+			continue // an approval of an entry that stays (or is gone already) stays
+		}
+		data, err := json.Marshal(&ap)
+		if err != nil {
+			return err
+		}
+		if err := a.w.Write(&audit.ArchiveLine{Type: audit.LineApproval, Approval: data}); err != nil {
+			return err
+		}
+		a.res.Approvals++
+	}
+	return nil
 }
 
 // removeArchived removes what the archive holds and still qualifies,

@@ -32,6 +32,13 @@ func (s *Server) handleBacktest(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", "rules: the candidate rules text is required")
 		return
 	}
+	// A backtest walks the whole chain on every core: one at a time, so
+	// that a reader cannot take the server's CPU with many at once.
+	if !s.backtesting.CompareAndSwap(false, true) {
+		writeError(w, http.StatusConflict, "conflict", "a policy backtest is already running on this server; try again when it is done")
+		return
+	}
+	defer s.backtesting.Store(false)
 	snap := triage.NewSnapshot(req.Rules, req.Policies)
 	eng, err := policy.EngineFromSnapshot(r.Context(), snap, policy.DefaultTimeout)
 	if err != nil {

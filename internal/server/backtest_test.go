@@ -51,4 +51,10 @@ decision := {"action": input.proposed_action, "reasons": ["keep the proposal"]}
 	if code, body := b.do("POST", "/api/policy/backtest", "viewer", `{}`); code != 400 {
 		t.Fatalf("no candidate: %d %s", code, body)
 	}
+	// One at a time.
+	b.srv.backtesting.Store(true)
+	if code, body := b.do("POST", "/api/policy/backtest", "viewer", string(req)); code != 409 {
+		t.Fatalf("second backtest at once: %d %s", code, body)
+	}
+	b.srv.backtesting.Store(false)
 }

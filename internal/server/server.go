@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/approval"
@@ -85,6 +86,8 @@ type Server struct {
 	rem     reminders
 	// verified is the audit head verified so far (incremental verification).
 	verified audit.Incremental
+	// backtesting is set while a policy backtest runs: one at a time.
+	backtesting atomic.Bool
 }
 
 // New builds the server and its routes.

@@ -35,7 +35,12 @@ func backtestRows(ctx context.Context, c *Config) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer st.Close()
+	open := true
+	defer func() {
+		if open {
+			st.Close()
+		}
+	}()
 	if err := recordHistory(ctx, st, eng, spec); err != nil {
 		return nil, err
 	}
@@ -51,9 +56,24 @@ func backtestRows(ctx context.Context, c *Config) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []Row{{Measure: fmt.Sprintf("backtest throughput, %d recorded decisions, all cores (decisions/s)", n),
+	rows := []Row{{Measure: fmt.Sprintf("backtest throughput, %d recorded decisions, all cores (decisions/s)", n),
 		Figure: rate(n, bt), Unit: "/s", Baseline: rate(n, plan), Ratio: plan.Seconds() / bt.Seconds(),
-		Note: "of plan over the same entries", Target: ">= 0.8x"}}, nil
+		Note: "of plan over the same entries", Target: ">= 0.8x"}}
+	if c.Self == "" {
+		return rows, nil
+	}
+	// The command in its own process, for its peak memory: it streams, so
+	// the figure should not grow with the history.
+	open = false
+	if err := st.Close(); err != nil {
+		return nil, err
+	}
+	_, mb, err := c.child(ctx, "policy", "backtest", "--db", path, "--rules", c.Rules, "--policies", c.Policies, "-o", "json")
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, Row{Measure: fmt.Sprintf("peak RSS, policy backtest over %d recorded decisions", n), Figure: mb, Unit: "MB",
+		Note: "the backtest process's own VmHWM", Target: "flat"}), nil
 }
 
 // recordHistory records a decision for every entry of spec, as a

@@ -154,6 +154,9 @@ func printBacktest(w io.Writer, rep *backtest.Report, fromSources bool) {
 	if rep.NoInputs > 0 {
 		fmt.Fprintf(w, "%d decision(s) recorded without their inputs could not be re-decided\n", rep.NoInputs)
 	}
+	if rep.Unreadable > 0 {
+		fmt.Fprintf(w, "%d stored record(s) could not be read (audit verify says where): not re-decided\n", rep.Unreadable)
+	}
 	if rep.Changed == 0 {
 		return
 	}

@@ -54,6 +54,9 @@ type Report struct {
 	// NoInputs counts decision records without recorded inputs (written
 	// before inputs were kept): they cannot be re-decided.
 	NoInputs int `json:"no_inputs,omitempty"`
+	// Unreadable counts stored records that could not be decoded (audit
+	// verify says where): whether they were decisions cannot be told.
+	Unreadable int `json:"unreadable,omitempty"`
 	// Transitions counts the changes by (from, to), most first.
 	Transitions []Transition `json:"transitions"`
 	// Groups splits the changes by the candidate's rule, the failure
@@ -107,10 +110,12 @@ type rawAuditReader interface {
 // records are decoded and decided on o.Workers.
 func Decisions(ctx context.Context, r audit.Reader, o Options) (*Report, error) {
 	o.defaults()
+	unreadable := 0 // read on the producing goroutine, added after the run
 	produce := func(ctx context.Context, send func(job) bool) error {
 		return r.AuditRange(ctx, 1, func(k uint64, s audit.Sealed, derr error) error {
 			if derr != nil {
-				return nil // audit verify reports it; there is nothing to re-decide
+				unreadable++ // audit verify reports where; there is nothing to re-decide
+				return nil
 			}
 			// The store's bytes are only valid in its transaction.
 			if !send(job{seq: k, body: append([]byte(nil), s.Body...)}) {
@@ -130,7 +135,7 @@ func Decisions(ctx context.Context, r audit.Reader, o Options) (*Report, error) 
 			})
 		}
 	}
-	return run(ctx, o, produce, func(ctx context.Context, j *job, t *tally) error {
+	rep, err := run(ctx, o, produce, func(ctx context.Context, j *job, t *tally) error {
 		var slim slimRecord
 		if isRaw {
 			// One decoding pass over the sealed record, straight into the
@@ -139,10 +144,12 @@ func Decisions(ctx context.Context, r audit.Reader, o Options) (*Report, error) 
 				Body slimRecord `json:"body"`
 			}
 			if j.seq == 0 || store.DecodeValue(j.body, &sealed) != nil {
-				return nil // audit verify reports it; there is nothing to re-decide
+				t.unreadable++ // audit verify reports where
+				return nil
 			}
 			slim = sealed.Body
 		} else if json.Unmarshal(j.body, &slim) != nil {
+			t.unreadable++
 			return nil
 		}
 		if slim.Kind != audit.KindDecision || !o.Since.IsZero() && slim.Time.Before(o.Since) {
@@ -161,6 +168,10 @@ func Decisions(ctx context.Context, r audit.Reader, o Options) (*Report, error) 
 		t.add(j.seq, true, rec.Input, rec.Decision, &to, o)
 		return nil
 	})
+	if rep != nil {
+		rep.Unreadable += unreadable
+	}
+	return rep, err
 }
 
 // slimRecord is the part of a decision record a re-run reads: decoding
@@ -307,6 +318,7 @@ type groupKey struct {
 // tally is one worker's counts; its samples are bounded (the lowest ids).
 type tally struct {
 	decisions, changed, noInputs, nowAuto int
+	unreadable                            int
 	transitions                           map[[2]triage.Action]int
 	groups                                map[groupKey]*Group
 	auto                                  []Sample
@@ -348,6 +360,7 @@ func (t *tally) merge(o *tally, opt Options) {
 	t.decisions += o.decisions
 	t.changed += o.changed
 	t.noInputs += o.noInputs
+	t.unreadable += o.unreadable
 	t.nowAuto += o.nowAuto
 	for k, n := range o.transitions {
 		t.transitions[k] += n
@@ -382,7 +395,7 @@ func keepLowest(list []Sample, s Sample, n int) []Sample {
 }
 
 func (t *tally) report(o Options) *Report {
-	rep := &Report{Decisions: t.decisions, Changed: t.changed, NoInputs: t.noInputs, NowAutoReplay: t.nowAuto,
+	rep := &Report{Decisions: t.decisions, Changed: t.changed, NoInputs: t.noInputs, Unreadable: t.unreadable, NowAutoReplay: t.nowAuto,
 		Transitions: []Transition{}, Groups: []Group{}, AutoReplays: t.auto}
 	for k, n := range t.transitions {
 		rep.Transitions = append(rep.Transitions, Transition{From: k[0], To: k[1], Count: n})

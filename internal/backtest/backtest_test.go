@@ -3,6 +3,7 @@ package backtest
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"iter"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
@@ -308,5 +311,43 @@ func TestDecisionsOnPostgres(t *testing.T) {
 	decisions, changed, nowAuto, _ := direct(base, cand, es, time.Time{})
 	if rep.Decisions != decisions || rep.Changed != changed || rep.NowAutoReplay != nowAuto || changed == 0 {
 		t.Fatalf("decisions %d changed %d now-auto %d, want %d %d %d", rep.Decisions, rep.Changed, rep.NowAutoReplay, decisions, changed, nowAuto)
+	}
+}
+
+// TestUnreadableRecordsAreCounted: a stored record that does not decode is
+// counted in the report, through either read path, not silently dropped.
+func TestUnreadableRecordsAreCounted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	st, err := store.OpenBolt(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(t, st, engine(t, baselineRules, "b"), history(10))
+	st.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		k := make([]byte, 8)
+		binary.BigEndian.PutUint64(k, 9999)
+		return tx.Bucket([]byte("audit")).Put(k, []byte("not a record"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	ro, err := store.OpenBolt(path, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	for _, r := range []audit.Reader{ro, struct{ audit.Reader }{ro}} {
+		rep, err := Decisions(context.Background(), r, Options{Engine: engine(t, looserRules, "c")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Unreadable != 1 || rep.Decisions != 10 {
+			t.Fatalf("%T: unreadable %d decisions %d, want 1 and 10", r, rep.Unreadable, rep.Decisions)
+		}
 	}
 }

@@ -209,10 +209,11 @@ func (s *Bolt) setPending(p *prunePending) error {
 	return nil
 }
 
-// prunable reports whether a stored entry may leave: closed, and nothing
-// happened to it since before.
+// prunable reports whether a stored entry may leave: closed, owing its
+// source no write-back (the next run retries it from the entry), and
+// nothing happened to it since before.
 func prunable(tx *bolt.Tx, r *EntryRecord, before time.Time) bool {
-	if r == nil || IsOpen(r.Status) {
+	if r == nil || IsOpen(r.Status) || r.WriteBackPending != "" {
 		return false
 	}
 	last := r.LastSeen

@@ -87,6 +87,37 @@ func makePruneStore(t *testing.T, path string, closedOld, open, closedNew int) *
 	return fx
 }
 
+// TestPruneKeepsOwedWriteBacks: a closed entry whose source has not yet
+// been told (a failed write-back the next run retries) stays.
+func TestPruneKeepsOwedWriteBacks(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "replayctl.db")
+	fx := makePruneStore(t, path, 3, 0, 0)
+	st, err := store.OpenBolt(path, store.Options{AuditKey: pruneKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	owed := fx.closedOld[1]
+	if err := st.Update(context.Background(), func(tx store.Tx) error {
+		er, err := tx.Entry(owed)
+		if err != nil {
+			return err
+		}
+		er.WriteBackPending = store.WriteBackReplayed
+		return tx.PutEntry(er)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Prune(context.Background(), store.PruneOptions{Before: pruneCut, Archive: filepath.Join(dir, "a.jsonl.gz"), Key: pruneKey})
+	if err != nil || res.Entries != 2 || res.HeldBy != owed {
+		t.Fatalf("prune: %+v %v", res, err)
+	}
+	if live := liveRefs(t, st); !live[owed] || len(live) != 1 {
+		t.Fatalf("live %v, want only %s", live, owed)
+	}
+}
+
 // liveRefs reads the refs of the stored entries.
 func liveRefs(t *testing.T, st store.Backend) map[string]bool {
 	t.Helper()

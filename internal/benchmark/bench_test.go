@@ -129,7 +129,7 @@ func TestBacktestRowSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 1 || rows[0].Figure <= 0 || rows[0].Ratio <= 0 || rows[0].Target != ">= 0.8x" {
+	if len(rows) != 2 || rows[0].Figure <= 0 || rows[0].Ratio <= 0 || rows[0].Target != ">= 0.8x" || rows[1].Figure <= 0 {
 		t.Fatalf("rows %+v", rows)
 	}
 	var b strings.Builder

@@ -125,6 +125,8 @@ var localOnlyFlags = map[string]bool{
 	"dry-run": true, "limit": true, "rate": true, "lease": true, "metrics-file": true, "push-url": true,
 	"max-parallel": true, "store": true, "audit-key-file": true, "policy-timeout": true, "server": true, "token": true,
 	"config": true, "cpuprofile": true,
+	// audit verify --archive reads the archive files where it runs.
+	"archive": true,
 	// reconcile -v lists every entry; a run on the server reports totals.
 	"verbose": true,
 }

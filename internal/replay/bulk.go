@@ -183,6 +183,7 @@ const (
 	WhyResolved        = "already resolved"
 	WhyPolicy          = "policy denies"
 	WhyApproval        = "awaits approval"
+	WhyKeyLifetime     = "awaits approval: older than the target's key_lifetime"
 	WhyMaxReplays      = "max_replays reached"
 	WhyUnknown         = "outcome unknown"
 	WhyManual          = "needs manual review"
@@ -220,6 +221,8 @@ func category(er *store.EntryRecord, d *triage.Decision) string {
 		return WhyUnknown
 	case d.Ledger.Replays >= d.MaxReplays && d.ProposedAction == triage.AutoReplay && d.Action == triage.ManualReview:
 		return WhyMaxReplays
+	case d.Action == triage.RequireApproval && d.KeyLifetimeExceeded:
+		return WhyKeyLifetime
 	case d.Action == triage.RequireApproval:
 		return WhyApproval
 	case d.PolicyError != "" || (d.PolicyAction != "" && triage.Stricter(d.ProposedAction, d.PolicyAction) != d.ProposedAction):

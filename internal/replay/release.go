@@ -53,7 +53,7 @@ func NothingDone(res *EntryResult) error {
 	case WhyMaxReplays:
 		why = fmt.Sprintf("%s (%d of %d)", why, d.Ledger.Replays, d.MaxReplays)
 		hint = "; re-arm it with `dlq release ID` or `dlq replay --filter ... --reset-budget --reason TEXT`"
-	case WhyApproval:
+	case WhyApproval, WhyKeyLifetime:
 		hint = "; approve it with `approvals approve ID --replay-now`"
 	case WhyCommitted:
 		hint = "; its key already succeeded, it is never sent twice"
@@ -162,7 +162,7 @@ func (it BulkItem) RunOutcome() runs.Outcome {
 		return runs.Held
 	}
 	switch it.Category {
-	case WhyApproval, WhyMaxReplays, WhyManual, WhyQuarantined, WhyPolicy, WhyUnknown, WhyRejected, WhyNoTarget:
+	case WhyApproval, WhyKeyLifetime, WhyMaxReplays, WhyManual, WhyQuarantined, WhyPolicy, WhyUnknown, WhyRejected, WhyNoTarget:
 		return runs.Held
 	}
 	return runs.Other

@@ -33,6 +33,9 @@ type Decision struct {
 	PolicyError  string   `json:"policy_error,omitempty"`
 	Action       Action   `json:"action"`
 	Reasons      []string `json:"reasons"`
+	// KeyLifetimeExceeded: the entry is older than its target's
+	// key_lifetime, so a replay needs a person (the reason says by how much).
+	KeyLifetimeExceeded bool `json:"key_lifetime_exceeded,omitempty"`
 
 	Owner         string  `json:"owner,omitempty"`
 	ApproverGroup string  `json:"approver_group,omitempty"`
@@ -57,6 +60,13 @@ type LedgerView struct {
 	// Probe is the result of a compensating read made before deciding
 	// (ProbeCommitted, ProbeNotCommitted, ProbeInconclusive), "" when none.
 	Probe string `json:"probe,omitempty"`
+	// FirstDispatch is when the key was first dispatched (zero: never).
+	FirstDispatch time.Time `json:"first_dispatch,omitzero"`
+	// At is the time the decision is made for, injected by the caller
+	// (Engine.Now) and recorded with the view, so that a re-run of the
+	// decision judges the key's age as it was. Zero: no clock was given and
+	// the key-lifetime guard is not applied.
+	At time.Time `json:"at,omitzero"`
 }
 
 // Probe results a LedgerView can carry.

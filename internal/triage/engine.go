@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -53,6 +54,10 @@ type Engine struct {
 	Policy Policy // nil: no policy step (tests of the rules alone)
 	// Snapshot identifies the rules and policy text the engine runs with.
 	Snapshot string
+	// Now, when set, stamps a view without a time (LedgerView.At) with the
+	// decision's time. Deciding never reads the wall clock itself: the
+	// caller injects it here, and the time becomes a recorded input.
+	Now func() time.Time
 }
 
 // Decide returns the decision for one entry given what the ledger knows of
@@ -68,6 +73,9 @@ func (g *Engine) Decide(ctx context.Context, e *entry.Entry, view LedgerView) De
 // decision is re-run from them (`audit replay-decision`).
 func (g *Engine) DecideWithPayloadHash(ctx context.Context, e *entry.Entry, view LedgerView, payloadHash string) (d Decision) {
 	r := g.Rules
+	if view.At.IsZero() && g.Now != nil {
+		view.At = g.Now().UTC()
+	}
 	d = Decision{
 		EntryID:        e.ID,
 		EntryRef:       e.Ref(),
@@ -172,6 +180,12 @@ func (g *Engine) DecideWithPayloadHash(ctx context.Context, e *entry.Entry, view
 	}
 	if e.State.ReprocessIneligible && d.Action == AutoReplay {
 		d.escalate(RequireApproval, "source marks the entry not eligible for automatic reprocessing")
+	}
+	if d.Action == AutoReplay {
+		if why, old := r.keyLifetimeExceeded(e, view); old {
+			d.KeyLifetimeExceeded = true
+			d.escalate(RequireApproval, why)
+		}
 	}
 
 	if g.Policy != nil {

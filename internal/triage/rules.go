@@ -30,6 +30,8 @@ type Rules struct {
 	Patterns []Pattern           `yaml:"patterns"`
 	DLQRules []Rule              `yaml:"dlq_rules"`
 	Targets  []Target            `yaml:"targets"`
+	// Retention says how long closed entries are kept (retention.go).
+	Retention Retention `yaml:"retention"`
 
 	file     string
 	taxonomy map[string]Class
@@ -113,6 +115,11 @@ type Target struct {
 	lines    map[string]int
 	topic    []*glob.Pattern
 	problems []string
+
+	// KeyLifetime is how long the target honours an idempotency key (Stripe
+	// may prune keys after 24h); 0: for ever. An entry older than this is not
+	// replayed automatically (see keyLifetimeExceeded).
+	KeyLifetime time.Duration `yaml:"key_lifetime"`
 }
 
 // TargetMatch selects entries for a target.
@@ -464,6 +471,7 @@ func (r *Rules) validate(cerr *ConfigError, top *yaml.Node) {
 	}
 	r.patterns = append(r.patterns, builtinPatterns()...)
 
+	r.Retention.validate(cerr, f, keyLine(top, "retention"))
 	for i := range r.DLQRules {
 		r.DLQRules[i].validate(cerr, f, i)
 	}
@@ -573,6 +581,9 @@ func (t *Target) validate(cerr *ConfigError, f string, i int) {
 		if t.HTTP.Probe != "" && !strings.HasPrefix(t.HTTP.Probe, "http://") && !strings.HasPrefix(t.HTTP.Probe, "https://") {
 			cerr.add(f, t.lines["http"], "%s.http.probe: %q is not an http(s) URL", where, t.HTTP.Probe)
 		}
+	}
+	if t.KeyLifetime < 0 {
+		cerr.add(f, t.lines["key_lifetime"], "%s.key_lifetime: %s is negative (want a duration such as 24h, or leave it out)", where, shortDuration(t.KeyLifetime))
 	}
 	if t.Exec != nil && len(t.Exec.Command) == 0 {
 		cerr.add(f, t.lines["exec"], "%s.exec.command: give the program and its arguments as a list", where)

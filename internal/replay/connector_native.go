@@ -290,6 +290,7 @@ type LiveRouter struct {
 	Next     Router
 	Override bool
 	live     []liveRoute
+	brokers  []brokerRoute
 }
 
 type liveRoute struct {
@@ -301,6 +302,13 @@ type liveRoute struct {
 func NewLiveRouter(next Router, override bool, c Credentials, srcs ...any) (*LiveRouter, error) {
 	r := &LiveRouter{Next: next, Override: override}
 	for _, s := range srcs {
+		if b, ok := s.(brokerSource); ok {
+			// A broker connector replays through itself (issue 28).
+			kind, _, _ := strings.Cut(b.Origin(), ":")
+			r.brokers = append(r.brokers, brokerRoute{origin: b.Origin(), kind: kind,
+				route: Route{Name: b.Origin(), Dispatcher: replayDispatcher{b}}})
+			continue
+		}
 		ls, ok := s.(liveSource)
 		if !ok {
 			continue
@@ -323,9 +331,32 @@ func (r *LiveRouter) Route(e *entry.Entry) (Route, bool) {
 				return l.route, true
 			}
 		}
+		for _, b := range r.brokers {
+			if e.Source == b.kind && e.Origin == b.origin {
+				return b.route, true
+			}
+		}
 	}
 	return r.Next.Route(e)
 }
+
+// brokerSource is a message broker's connector (RabbitMQ, Kafka, SQS):
+// it replays its own entries, back where each message came from; its
+// entries' Origin is its own.
+type brokerSource interface {
+	Origin() string
+	Replay(ctx context.Context, r Request) Result
+}
+
+type brokerRoute struct {
+	origin, kind string
+	route        Route
+}
+
+// replayDispatcher dispatches through a connector's Replay.
+type replayDispatcher struct{ b brokerSource }
+
+func (d replayDispatcher) Dispatch(ctx context.Context, r Request) Result { return d.b.Replay(ctx, r) }
 
 // maxProbePages bounds a compensating read's scan of a DLQ.
 const maxProbePages = 1000

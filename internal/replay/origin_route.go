@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/source"
 )
 
 // OriginRouter routes a stored entry that was read from a live Cordum or
@@ -32,6 +33,9 @@ func NewOriginRouter(next Router, override bool, c Credentials) *OriginRouter {
 // Route implements Router.
 func (r *OriginRouter) Route(e *entry.Entry) (Route, bool) {
 	if !r.Override {
+		if rt, ok := r.brokerRoute(e); ok {
+			return rt, true
+		}
 		if spec, ok := liveSpec(e); ok {
 			r.mu.Lock()
 			rt, seen := r.routes[spec]
@@ -63,4 +67,30 @@ func liveSpec(e *entry.Entry) (string, bool) {
 		return "", false
 	}
 	return e.Source + ":" + base, true
+}
+
+// brokerRoute routes a stored entry of a broker connector (its Origin is
+// the connector's own spec, "KIND:...", without credentials) through that
+// connector, opened once per origin with credentials from the
+// environment.
+func (r *OriginRouter) brokerRoute(e *entry.Entry) (Route, bool) {
+	if e.Source == "" || !strings.HasPrefix(e.Origin, e.Source+":") {
+		return Route{}, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := "broker " + e.Origin
+	rt, seen := r.routes[key]
+	if !seen {
+		if src, err := source.Parse(e.Origin); err == nil {
+			if b, ok := src.(brokerSource); ok && b.Origin() == e.Origin {
+				rt = &Route{Name: e.Origin, Dispatcher: replayDispatcher{b}}
+			}
+		}
+		r.routes[key] = rt
+	}
+	if rt == nil {
+		return Route{}, false
+	}
+	return *rt, true
 }

@@ -48,7 +48,7 @@ var (
 	ErrNotRegular = errors.New("not a regular file")
 )
 
-const kindsHint = "use --source KIND:PATH with KIND one of cordum, cordum-redis, prodigy, nexora, jsonl " +
+const kindsHint = "use --source KIND:PATH with KIND one of cordum, cordum-redis, prodigy, nexora, jsonl, rabbitmq, kafka, sqs " +
 	"(for example cordum:testdata/cordum/dlq.jsonl or prodigy:~/.prodigy/dlq/REPO)"
 
 // UsageError is a --source value that cannot be used. Hint says what would.
@@ -74,6 +74,12 @@ func Parse(spec string) (Source, error) {
 	kind, path, ok := strings.Cut(spec, ":")
 	if !ok || kind == "" {
 		return usage(errors.New("want KIND:PATH"), kindsHint)
+	}
+	if src, ok, err := openBroker(kind, spec); ok {
+		if err != nil {
+			return usage(err, brokerHints[kind])
+		}
+		return src, nil
 	}
 	if (kind == entry.KindCordum || kind == entry.KindNexora) &&
 		(strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://")) {

@@ -301,8 +301,15 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 const commitEvery = 256
 
 // Stored marks the entry's record stored and commits the group's offset
-// past every record stored without a gap.
-func (c *Conn) Stored(ctx context.Context, e *entry.Entry) error {
+// past every record stored without a gap. A failed commit is noted: the
+// records after the last commit are read again by the next run.
+func (c *Conn) Stored(ctx context.Context, e *entry.Entry) {
+	if err := c.markStored(ctx, e); err != nil {
+		c.note("%s", err)
+	}
+}
+
+func (c *Conn) markStored(ctx context.Context, e *entry.Entry) error {
 	topic, p, off, ok := parseID(e.ID)
 	if e.Source != Kind || !ok || topic != c.topic {
 		return nil

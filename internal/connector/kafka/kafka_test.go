@@ -177,7 +177,7 @@ func TestCommitOnlyPastStoredRecords(t *testing.T) {
 	// Stored: the first, and the third and fourth; the second not (the
 	// run was killed while it was in flight).
 	for _, i := range []int{0, 2, 3} {
-		if err := conn.Stored(context.Background(), &got[i]); err != nil {
+		if err := conn.markStored(context.Background(), &got[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -191,7 +191,7 @@ func TestCommitOnlyPastStoredRecords(t *testing.T) {
 	second := c.open("")
 	rest := readAll(t, second)
 	for i := range rest {
-		if err := second.Stored(context.Background(), &rest[i]); err != nil {
+		if err := second.markStored(context.Background(), &rest[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -268,7 +268,7 @@ func TestReplayToOriginalTopicAndLineage(t *testing.T) {
 	back := springDLT("order-7", `{"o":7}`, 1, 71, "x.Y", "java.net.SocketTimeoutException", "timed out")
 	back.Headers = append(back.Headers, replayed.Headers...)
 	c.produce(back)
-	if err := conn.Stored(context.Background(), &e); err != nil {
+	if err := conn.markStored(context.Background(), &e); err != nil {
 		t.Fatal(err)
 	}
 	next := readAll(t, c.open(""))

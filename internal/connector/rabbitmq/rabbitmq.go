@@ -291,8 +291,15 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 }
 
 // Stored acks the entry's message in the DLQ: the store has it now, so
-// the broker's retention can no longer lose it.
-func (c *Conn) Stored(_ context.Context, e *entry.Entry) error {
+// the broker's retention can no longer lose it. A failed ack is noted;
+// the message stays in the queue and is read again.
+func (c *Conn) Stored(ctx context.Context, e *entry.Entry) {
+	if err := c.ack(ctx, e); err != nil {
+		c.note("%s", err)
+	}
+}
+
+func (c *Conn) ack(_ context.Context, e *entry.Entry) error {
 	if e.Source != Kind || e.Scope != c.queue {
 		return nil
 	}
@@ -311,7 +318,7 @@ func (c *Conn) Stored(_ context.Context, e *entry.Entry) error {
 // Settle acks the entry's message if this run still holds it. Acked
 // already when stored, it has nothing left to do: settling is idempotent.
 func (c *Conn) Settle(ctx context.Context, e *entry.Entry, _ connector.Settlement) error {
-	return c.Stored(ctx, e)
+	return c.ack(ctx, e)
 }
 
 // MarkReplayed is Settle for the runner's write-back.

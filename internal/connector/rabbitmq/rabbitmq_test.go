@@ -260,8 +260,8 @@ func TestAckOnlyAfterStored(t *testing.T) {
 	if !strings.Contains(notes, "held 3 messages") || !strings.Contains(notes, "read 3 of 3") {
 		t.Errorf("notes do not say what the queue held and what was read:\n%s", notes)
 	}
-	must(t, b.connection.Stored(context.Background(), &got[0]))
-	must(t, b.connection.Stored(context.Background(), &got[0])) // idempotent
+	must(t, b.connection.ack(context.Background(), &got[0]))
+	must(t, b.connection.ack(context.Background(), &got[0])) // idempotent
 	// A run killed now: its connection ends, the broker requeues the
 	// two messages never stored.
 	must(t, b.connection.Close())
@@ -309,7 +309,7 @@ func TestReplayToDeadLetteringQueueAndLineage(t *testing.T) {
 	b.rejectAll(1)
 	b.waitCount(b.dlq, 1)
 	e := readAll(t, b.connection)[0]
-	must(t, b.connection.Stored(context.Background(), &e))
+	must(t, b.connection.ack(context.Background(), &e))
 	res := b.connection.Replay(context.Background(), connector.Request{Entry: &e, Key: e.IdempotencyKey, Attempt: 1})
 	if res.Outcome != connector.Succeeded {
 		t.Fatalf("replay: %v %s", res.Outcome, res.Detail)

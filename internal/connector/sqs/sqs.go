@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -409,7 +411,7 @@ func (c *Conn) Replay(ctx context.Context, r connector.Request) connector.Result
 		return connector.Result{Outcome: connector.Failed, Detail: "sqs: " + err.Error()}
 	}
 	if err != nil {
-		return c.failure("find the source queue", err)
+		return c.failure("find the source queue", err, false) // the message itself was not sent
 	}
 	attrs := map[string]types.MessageAttributeValue{}
 	for k, a := range env.MessageAttributes {
@@ -433,23 +435,33 @@ func (c *Conn) Replay(ctx context.Context, r connector.Request) connector.Result
 		in.MessageGroupId, in.MessageDeduplicationId = aws.String(group), aws.String(DedupID(r.Key))
 	}
 	// No SDK retry: a resend without the ledger could deliver twice.
-	out, err := c.client.SendMessage(ctx, in, func(o *awssqs.Options) { o.Retryer = aws.NopRetryer{} })
+	// Whether the request was written in full: an error before that is
+	// a message that never left.
+	var wrote atomic.Bool
+	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			wrote.Store(true)
+		}
+	}})
+	out, err := c.client.SendMessage(tctx, in, func(o *awssqs.Options) { o.Retryer = aws.NopRetryer{} })
 	if err != nil {
-		return c.failure("send to "+dest, err)
+		return c.failure("send to "+dest, err, wrote.Load())
 	}
 	return connector.Result{Outcome: connector.Succeeded, Detail: "sqs: sent to " + dest + " as " + aws.ToString(out.MessageId)}
 }
 
 // failure classifies an SDK error as the HTTP targets do: a 4xx answer is
-// a refusal (a throttle excepted), a 5xx one retryable, no answer at all
-// not sent when the connection was refused, else unknown.
-func (c *Conn) failure(what string, err error) connector.Result {
+// a refusal (a throttle excepted), a 5xx one retryable, no answer to a
+// request not written in full (or a refused connection) not sent, else
+// unknown: the message may be in the queue.
+func (c *Conn) failure(what string, err error, wrote bool) connector.Result {
 	detail := "sqs: " + what + ": " + err.Error()
-	if errors.Is(err, syscall.ECONNREFUSED) {
+	var re *awshttp.ResponseError
+	answered := errors.As(err, &re) && re.HTTPStatusCode() != 0
+	if !answered && (!wrote || errors.Is(err, syscall.ECONNREFUSED)) {
 		return connector.Result{Outcome: connector.NotSent, TargetDown: true, Detail: detail}
 	}
-	var re *awshttp.ResponseError
-	if errors.As(err, &re) && re.HTTPStatusCode() != 0 {
+	if answered {
 		st := re.HTTPStatusCode()
 		var api smithy.APIError
 		throttled := errors.As(err, &api) && strings.Contains(api.ErrorCode(), "Throttl")

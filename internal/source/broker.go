@@ -1,6 +1,9 @@
 package source
 
 import (
+	"net/url"
+	"strings"
+
 	"github.com/replayctl/replayctl/internal/connector/kafka"
 	"github.com/replayctl/replayctl/internal/connector/rabbitmq"
 	"github.com/replayctl/replayctl/internal/connector/sqs"
@@ -35,4 +38,20 @@ func openBroker(kind, spec string) (Source, bool, error) {
 		return nil, true, err
 	}
 	return src, true, nil
+}
+
+// redactSpec hides a password in a spec's URL (rabbitmq:amqp://USER:PASS@...)
+// before the spec appears in an error.
+func redactSpec(spec string) string {
+	kind, rest, _ := strings.Cut(spec, ":")
+	if u, err := url.Parse(rest); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			return kind + ":" + u.String()
+		}
+	}
+	if i := strings.Index(rest, "@"); i >= 0 && strings.Contains(rest[:i], "://") {
+		return kind + ":" + rest[:strings.Index(rest, "://")+3] + "xxxxx" + rest[i:] // unparsable: hide all user info
+	}
+	return spec
 }

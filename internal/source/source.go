@@ -77,7 +77,7 @@ func Parse(spec string) (Source, error) {
 	}
 	if src, ok, err := openBroker(kind, spec); ok {
 		if err != nil {
-			return usage(err, brokerHints[kind])
+			return nil, &UsageError{Spec: redactSpec(spec), Err: err, Hint: brokerHints[kind]}
 		}
 		return src, nil
 	}

@@ -146,6 +146,7 @@ func stopRabbit() {
 		os.RemoveAll(rabbit.dir)
 		rabbit.dir = ""
 	}
+	rabbit.once, rabbit.err, rabbit.url = sync.Once{}, nil, ""
 }
 
 func freePort() int {
@@ -155,4 +156,16 @@ func freePort() int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// RabbitMQURL starts (once per process) the RabbitMQ server and returns
+// its amqp:// URL, for programs that are not tests (the benchmark
+// harness). Call Stop when done.
+func RabbitMQURL() (string, error) {
+	bin := rabbitBin()
+	if bin == "" {
+		return "", fmt.Errorf("rabbitmq-server not installed (apt-get install -y rabbitmq-server)")
+	}
+	rabbit.once.Do(func() { rabbit.err = startRabbit(bin) })
+	return rabbit.url, rabbit.err
 }

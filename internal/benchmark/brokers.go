@@ -266,7 +266,10 @@ func benchRabbit(ctx context.Context, c *Config, n, rounds int) ([]Row, error) {
 		}
 	}
 	host := strings.TrimPrefix(u, "amqp://guest:guest@")
-	spec := "rabbitmq:amqp://guest:guest@" + host + "?queue=bench.dlq"
+	// Neither side acks (the queue must stay full for the next round), so
+	// the prefetch holds them all.
+	prefetch := n + 1
+	spec := fmt.Sprintf("rabbitmq:amqp://guest:guest@%s?queue=bench.dlq&prefetch=%d", host, prefetch)
 	var es []entry.Entry
 	ours := func() (time.Duration, error) {
 		if err := waitFull(); err != nil {
@@ -291,7 +294,7 @@ func benchRabbit(ctx context.Context, c *Config, n, rounds int) ([]Row, error) {
 		}
 		defer bc.Close() // unacked: back to the queue
 		t0 := time.Now()
-		if err := bc.Qos(rabbitmq.DefaultPrefetch, 0, false); err != nil {
+		if err := bc.Qos(prefetch, 0, false); err != nil {
 			return 0, err
 		}
 		ds, err := bc.Consume("bench.dlq", "", false, false, false, false, nil)

@@ -61,7 +61,7 @@ type Conn struct {
 	reader  *amqp.Connection
 	held    map[string][]amqp.Delivery // by entry ID, until stored
 	notes   []string
-	pub     publisher
+	pubs    chan *publisher
 	tagSeq  atomic.Int64
 	dialCfg amqp.Config
 }
@@ -87,7 +87,10 @@ func OpenEnv(spec string, getenv func(string) string) (*Conn, error) {
 	}
 	q := u.Query()
 	c := &Conn{queue: q.Get("queue"), prefetch: DefaultPrefetch, wait: DefaultWait, timeout: DefaultTimeout,
-		errHdr: q.Get("error_header"), held: map[string][]amqp.Delivery{}}
+		errHdr: q.Get("error_header"), held: map[string][]amqp.Delivery{}, pubs: make(chan *publisher, publishers)}
+	for range publishers {
+		c.pubs <- &publisher{}
+	}
 	if c.queue == "" {
 		return nil, errors.New("missing ?queue=QUEUE (the dead-letter queue to read)")
 	}
@@ -193,7 +196,11 @@ func (c *Conn) Close() error {
 	r := c.reader
 	c.reader, c.held = nil, map[string][]amqp.Delivery{}
 	c.mu.Unlock()
-	c.pub.reset()
+	for range publishers {
+		p := <-c.pubs
+		p.reset()
+		defer func() { c.pubs <- p }()
+	}
 	if r != nil {
 		return r.Close()
 	}

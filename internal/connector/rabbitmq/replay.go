@@ -18,7 +18,8 @@ import (
 // publisher is one confirm-mode channel. Publishes on it are serialised:
 // with one message in flight, a basic.return read before its confirm is
 // that message's (the broker sends the return first, and the client
-// delivers frames in order).
+// delivers frames in order). A Conn keeps a few, so replays in parallel
+// (--max-parallel) do not queue behind one confirm.
 type publisher struct {
 	mu      sync.Mutex
 	conn    *amqp.Connection
@@ -39,8 +40,10 @@ func (p *publisher) resetLocked() {
 	p.conn, p.ch, p.returns = nil, nil, nil
 }
 
-func (c *Conn) openPublisher() error {
-	p := &c.pub
+// publishers is how many confirm channels a Conn opens at most.
+const publishers = 4
+
+func (c *Conn) openPublisher(p *publisher) error {
 	if p.ch != nil && !p.ch.IsClosed() {
 		return nil
 	}
@@ -107,10 +110,11 @@ func (c *Conn) Replay(ctx context.Context, r connector.Request) connector.Result
 	msg.Headers[brokermsg.HeaderKey] = r.Key
 	msg.Headers[brokermsg.HeaderCount] = strconv.Itoa(brokermsg.NextCount(r.Entry.Labels))
 
-	p := &c.pub
+	p := <-c.pubs
+	defer func() { c.pubs <- p }()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := c.openPublisher(); err != nil {
+	if err := c.openPublisher(p); err != nil {
 		return connector.Result{Outcome: connector.NotSent, TargetDown: true, Detail: "rabbitmq: connect: " + err.Error()}
 	}
 	for len(p.returns) > 0 {

@@ -59,6 +59,7 @@ type Conn struct {
 
 	mu      sync.Mutex
 	reader  *amqp.Connection
+	pconn   *amqp.Connection           // the publishers' connection
 	held    map[string][]amqp.Delivery // by entry ID, until stored
 	notes   []string
 	pubs    chan *publisher
@@ -193,9 +194,12 @@ func (c *Conn) dial() (*amqp.Connection, error) {
 // queue (the broker requeues them), to be read by the next run.
 func (c *Conn) Close() error {
 	c.mu.Lock()
-	r := c.reader
-	c.reader, c.held = nil, map[string][]amqp.Delivery{}
+	r, pc := c.reader, c.pconn
+	c.reader, c.pconn, c.held = nil, nil, map[string][]amqp.Delivery{}
 	c.mu.Unlock()
+	if pc != nil {
+		_ = pc.Close()
+	}
 	for range publishers {
 		p := <-c.pubs
 		p.reset()

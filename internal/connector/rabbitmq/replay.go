@@ -22,7 +22,6 @@ import (
 // (--max-parallel) do not queue behind one confirm.
 type publisher struct {
 	mu      sync.Mutex
-	conn    *amqp.Connection
 	ch      *amqp.Channel
 	returns chan amqp.Return
 }
@@ -34,21 +33,37 @@ func (p *publisher) reset() {
 }
 
 func (p *publisher) resetLocked() {
-	if p.conn != nil {
-		_ = p.conn.Close()
+	if p.ch != nil {
+		_ = p.ch.Close()
 	}
-	p.conn, p.ch, p.returns = nil, nil, nil
+	p.ch, p.returns = nil, nil
 }
 
-// publishers is how many confirm channels a Conn opens at most.
-const publishers = 4
+// publishers is how many confirm channels a Conn opens at most, on one
+// connection.
+const publishers = 8
+
+// pubConnection is the connection the publisher channels share.
+func (c *Conn) pubConnection() (*amqp.Connection, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pconn != nil && !c.pconn.IsClosed() {
+		return c.pconn, nil
+	}
+	conn, err := c.dial()
+	if err != nil {
+		return nil, err
+	}
+	c.pconn = conn
+	return conn, nil
+}
 
 func (c *Conn) openPublisher(p *publisher) error {
 	if p.ch != nil && !p.ch.IsClosed() {
 		return nil
 	}
 	p.resetLocked()
-	conn, err := c.dial()
+	conn, err := c.pubConnection()
 	if err != nil {
 		return err
 	}
@@ -57,10 +72,12 @@ func (c *Conn) openPublisher(p *publisher) error {
 		err = ch.Confirm(false)
 	}
 	if err != nil {
-		conn.Close()
+		if ch != nil {
+			ch.Close()
+		}
 		return errors.New(c.redact(err.Error()))
 	}
-	p.conn, p.ch = conn, ch
+	p.ch = ch
 	p.returns = ch.NotifyReturn(make(chan amqp.Return, 1))
 	return nil
 }

@@ -57,6 +57,7 @@ const (
 // implements connector.Connector.
 type Conn struct {
 	spec    string
+	origin  string
 	brokers []string
 	topic   string
 	group   string
@@ -121,16 +122,16 @@ func Open(spec string) (*Conn, error) {
 			*dst = d
 		}
 	}
+	c.origin = Kind + ":" + strings.Join(c.brokers, ",") + "?" + url.Values{"topic": {c.topic}, "group": {c.group}}.Encode()
 	return c, nil
 }
 
 // String is the spec as given (it holds no credentials).
 func (c *Conn) String() string { return c.spec }
 
-// Origin is where this connector's entries say they were read.
-func (c *Conn) Origin() string {
-	return Kind + ":" + strings.Join(c.brokers, ",") + "?" + url.Values{"topic": {c.topic}, "group": {c.group}}.Encode()
-}
+// Origin is where this connector's entries say they were read; Open
+// takes it again.
+func (c *Conn) Origin() string { return c.origin }
 
 // Notes says how many records the DLT held and how many were read.
 func (c *Conn) Notes() []string {
@@ -463,7 +464,7 @@ func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
 	e := entry.Entry{
 		ID:           fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset),
 		Source:       Kind,
-		Origin:       c.Origin(),
+		Origin:       c.origin,
 		Attempts:     1,
 		FirstFailure: r.Timestamp.UTC(),
 		LastFailure:  r.Timestamp.UTC(),

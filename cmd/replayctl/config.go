@@ -58,7 +58,7 @@ func (f *engineFlags) load(ctx context.Context) (*triage.Engine, triage.Snapshot
 type sourceFlags struct{ specs []string }
 
 func (f *sourceFlags) register(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&f.specs, "source", nil, "a DLQ to read, as KIND:PATH (repeatable); KIND is cordum, cordum-redis, prodigy, nexora or jsonl")
+	fs.StringArrayVar(&f.specs, "source", nil, "a DLQ to read, as KIND:PATH (repeatable); KIND is cordum, cordum-redis, prodigy, nexora, jsonl, rabbitmq, kafka or sqs")
 }
 
 // open parses the sources; a live source's retries are logged on log, so a

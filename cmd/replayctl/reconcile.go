@@ -28,14 +28,14 @@ type targetFlags struct {
 // router routes by --target, else entries read from a running system
 // (the run's, or the stored entry's origin) through that system's own
 // replay, else by rules.yaml targets.
-func (f *targetFlags) router(rules *triage.Rules, _ ...source.Source) replay.Router {
+func (f *targetFlags) router(rules *triage.Rules, srcs ...source.Source) replay.Router {
 	var def *replay.Route
 	creds := replay.CredentialsFromEnv(os.Getenv)
 	if f.url != "" {
 		// The flag was checked when set, so this cannot fail.
 		def, _ = replay.ParseTarget(f.url, f.probe, creds)
 	}
-	return replay.NewOriginRouter(replay.NewRulesRouter(rules, def), def != nil, creds)
+	return replay.NewOriginRouter(replay.NewRulesRouter(rules, def), def != nil, creds, srcs...)
 }
 
 // forEntry finds a stored entry's source again (registry.Finder), so a

@@ -273,6 +273,8 @@ func (r *Reconciler) doEntry(ctx context.Context, w work) (done, error) {
 				return done{}, fmt.Errorf("entry %s: %w", e.Ref(), err)
 			}
 			res = r.isolate(ctx, &e, fmt.Errorf("entry %s: %w", e.Ref(), err))
+		} else {
+			notifyStored(ctx, w.src, &e)
 		}
 		return done{w: w, res: res, counted: true}, nil
 	}

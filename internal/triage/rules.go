@@ -529,7 +529,7 @@ func (m *Match) validate(cerr *ConfigError, f, where string, line int) {
 	}
 	for _, s := range m.Source {
 		if !knownSource(s) {
-			cerr.add(f, at("source"), "%s.source: unknown source kind %q (want cordum, cordum-redis, prodigy, nexora or jsonl)", where, s)
+			cerr.add(f, at("source"), "%s.source: unknown source kind %q (want cordum, cordum-redis, prodigy, nexora, jsonl, rabbitmq, kafka or sqs)", where, s)
 		}
 	}
 	m.topics = compileGlobs(cerr, f, at("topic"), where+".topic", m.Topic)
@@ -612,6 +612,8 @@ func compileGlobs(cerr *ConfigError, f string, line int, where string, pats []st
 func knownSource(s string) bool {
 	switch s {
 	case entry.KindCordum, entry.KindCordumRedis, entry.KindProdigy, entry.KindNexora, entry.KindJSONL:
+		return true
+	case "rabbitmq", "kafka", "sqs": // the broker connectors (issue 28)
 		return true
 	}
 	return false

@@ -25,12 +25,14 @@ import (
 // writes back (MarkReplayed/MarkResolved).
 type Source = connector.Connector
 
-const kindsHint = "use --source KIND:PATH with KIND one of cordum, cordum-redis, prodigy, nexora, jsonl " +
+const kindsHint = "use --source KIND:PATH with KIND one of cordum, cordum-redis, prodigy, nexora, jsonl, rabbitmq, kafka, sqs " +
 	"(for example cordum:testdata/cordum/dlq.jsonl or prodigy:~/.prodigy/dlq/REPO)"
 
 // Open turns a --source flag value "KIND:PATH" into the connector that reads it. Errors are usage
 // errors with a hint listing the kinds (cordum, cordum-redis, prodigy, nexora,
-// jsonl). It checks a file path exists; cordum-redis takes a redis:// URL.
+// jsonl, rabbitmq, kafka, sqs). It checks a file path exists; cordum-redis
+// takes a redis:// URL; a broker's error shows its spec without the
+// password.
 func Open(spec string) (Source, error) {
 	usage := func(err error, hint string) (Source, error) {
 		return nil, &connector.UsageError{Spec: spec, Err: err, Hint: hint}
@@ -38,6 +40,12 @@ func Open(spec string) (Source, error) {
 	kind, path, ok := strings.Cut(spec, ":")
 	if !ok || kind == "" {
 		return usage(errors.New("want KIND:PATH"), kindsHint)
+	}
+	if b, ok, err := openBroker(kind, spec, os.Getenv); ok {
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
 	}
 	if (kind == entry.KindCordum || kind == entry.KindNexora) &&
 		(strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://")) {

@@ -103,6 +103,10 @@ type Tx interface {
 	Approval(id string) (*Approval, error)
 	// PutApproval stores an approval request.
 	PutApproval(a *Approval) error
+	// GroupState returns a failure group's lifecycle record, or nil.
+	GroupState(id string) (*GroupState, error)
+	// PutGroupState stores a failure group's lifecycle record.
+	PutGroupState(st *GroupState) error
 }
 
 // Store is the state a replayctl process works on.

@@ -1,0 +1,237 @@
+package group
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+// Key is what makes two failures the same failure.
+type Key struct {
+	Source string `json:"source"`
+	Topic  string `json:"topic"`
+	Class  string `json:"class"`
+	// Error is the source's own signature when it has one (Prodigy's
+	// error_signature), else the reason code and the normalised message.
+	Error string `json:"error"`
+}
+
+// Options configure the signature (rules.yaml `groups:`).
+type Options struct {
+	// StackFrames is how many top frames of a stack join the error
+	// (default 3; negative: none).
+	StackFrames int
+	// IgnoreTopic leaves the topic out (one group per cause across topics).
+	IgnoreTopic bool
+}
+
+// Default is the signature without configuration.
+var Default = Options{}
+
+func (o Options) frames() int {
+	switch {
+	case o.StackFrames < 0:
+		return 0
+	case o.StackFrames == 0:
+		return 3
+	}
+	return o.StackFrames
+}
+
+// maxLine bounds what of one line is normalised: a 1 MB message costs what
+// a short one does.
+const maxLine = 240
+
+// Of is the group key of e classified as class.
+//
+// Every string is read as JSON stores it (each invalid UTF-8 byte a
+// U+FFFD), so an entry's group is the same computed from the record in
+// memory or from its stored JSON.
+func (o Options) Of(e *entry.Entry, class string) Key {
+	k := Key{Source: valid(e.Source), Topic: valid(e.Topic), Class: valid(class)}
+	if o.IgnoreTopic {
+		k.Topic = ""
+	}
+	switch {
+	case e.DecodeError != "":
+		k.Error = "undecodable: " + Normalise(firstLine(valid(e.DecodeError)))
+	case e.State.ErrorSignature != "":
+		k.Error = valid(e.State.ErrorSignature)
+	default:
+		code := strings.ToLower(strings.TrimSpace(valid(e.ReasonCode)))
+		if code == "" {
+			code = "-"
+		}
+		k.Error = code + ": " + messageSignature(valid(e.Message), o.frames())
+	}
+	return k
+}
+
+// Of is Default.Of.
+func Of(e *entry.Entry, class string) Key { return Default.Of(e, class) }
+
+// ID names the group: "g" and 11 hex digits of the key's hash, short
+// enough to type, stable across processes and stores.
+func (k Key) ID() string {
+	h := sha256.New()
+	for _, s := range []string{k.Source, k.Topic, k.Class, k.Error} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return "g" + hex.EncodeToString(h.Sum(nil))[:11]
+}
+
+// IsID reports whether s looks like a group id.
+func IsID(s string) bool {
+	if len(s) != 12 || s[0] != 'g' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !isHex(s[i]) || s[i] >= 'A' && s[i] <= 'F' {
+			return false
+		}
+	}
+	return true
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// messageSignature is the normalised first line of msg and its first
+// frames lines that look like a stack frame.
+func messageSignature(msg string, frames int) string {
+	msg = strings.TrimSpace(msg)
+	head := Normalise(firstLine(msg))
+	if frames == 0 || !strings.ContainsAny(msg, "\n") {
+		return head
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	n := 0
+	rest := msg[len(firstLine(msg)):]
+	for rest != "" && n < frames {
+		rest = strings.TrimLeft(rest, "\r\n")
+		line := firstLine(rest)
+		rest = rest[len(line):]
+		if t := strings.TrimSpace(line); isFrame(t) {
+			b.WriteString(" | ")
+			b.WriteString(Normalise(t))
+			n++
+		}
+	}
+	return b.String()
+}
+
+// isFrame recognises a stack frame line: Java/JS/.NET "at ...", Python
+// `File "x.py", line 3`, Go "pkg.Func(...)" followed by "file.go:12".
+func isFrame(l string) bool {
+	switch {
+	case strings.HasPrefix(l, "at "), strings.HasPrefix(l, "File \""):
+		return true
+	case strings.Contains(l, ".go:"), strings.Contains(l, ".py:"), strings.Contains(l, ".java:"),
+		strings.Contains(l, ".js:"), strings.Contains(l, ".ts:"), strings.Contains(l, ".rb:"):
+		return true
+	}
+	return false
+}
+
+// Normalise masks what varies between two occurrences of one failure in a
+// line: a quoted value becomes '?', a word with a digit (a number, an id,
+// a hex string, a UUID or timestamp part) becomes #, so does a run of 8
+// or more hex letters; a run of # joined by - : . / + becomes one #.
+// Case is folded and blanks are collapsed.
+func Normalise(s string) string {
+	if len(s) > maxLine {
+		n := maxLine
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case (c == '"' || c == '\'' || c == '`') && (i == 0 || !isWord(s[i-1]) && s[i-1] != '#'):
+			if j := strings.IndexByte(s[i+1:], c); j >= 0 {
+				out = append(out, '\'', '?', '\'')
+				i += j + 2
+				continue
+			}
+			i++ // an unmatched quote is dropped: what follows it varies
+		case isWord(c):
+			j, digit, hexOnly := i, false, true
+			for j < len(s) && isWord(s[j]) {
+				digit = digit || s[j] >= '0' && s[j] <= '9'
+				hexOnly = hexOnly && isHex(s[j])
+				j++
+			}
+			if digit || hexOnly && j-i >= 8 {
+				out = appendMask(out)
+			} else {
+				out = append(out, strings.ToLower(s[i:j])...)
+			}
+			i = j
+		case c == ' ' || c == '\t':
+			if len(out) > 0 && out[len(out)-1] != ' ' {
+				out = append(out, ' ')
+			}
+			i++
+		default:
+			out = append(out, c)
+			i++
+		}
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// appendMask appends #, or folds it into a mask just before it that only
+// joiners separate from it ("2026-11-27T07:30:00Z" is one #).
+func appendMask(out []byte) []byte {
+	j := len(out)
+	for j > 0 && isJoiner(out[j-1]) {
+		j--
+	}
+	if j > 0 && out[j-1] == '#' {
+		return out[:j]
+	}
+	return append(out, '#')
+}
+
+func isJoiner(c byte) bool {
+	return c == '-' || c == ':' || c == '.' || c == '/' || c == '+'
+}
+
+func isWord(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// valid is s as encoding/json decodes what it encoded: each byte of an
+// invalid UTF-8 sequence becomes U+FFFD.
+func valid(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteString("\uFFFD")
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}

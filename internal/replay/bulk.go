@@ -16,6 +16,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/group"
 	"github.com/replayctl/replayctl/internal/runs"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
@@ -45,6 +46,8 @@ type BulkFilter struct {
 	IDs     []string `json:"id,omitempty"`
 	Actions []string `json:"action,omitempty"`
 	Text    string   `json:"q,omitempty"`
+	// Groups are failure group ids (groups list): every entry of them.
+	Groups []string `json:"group,omitempty"`
 	// All must be set to select every entry: an empty filter is refused, so
 	// that a forgotten or mistyped filter flag never acts on the whole DLQ.
 	All bool `json:"all,omitempty"`
@@ -81,7 +84,7 @@ func (d Duration) IsZero() bool { return d.Duration == 0 }
 func (f *BulkFilter) empty() bool {
 	return len(f.Classes) == 0 && len(f.Reasons) == 0 && len(f.Topics) == 0 && len(f.Sources) == 0 &&
 		len(f.States) == 0 && f.OlderThan.Duration == 0 && f.NewerThan.Duration == 0 && len(f.Labels) == 0 &&
-		len(f.IDs) == 0 && len(f.Actions) == 0 && f.Text == ""
+		len(f.IDs) == 0 && len(f.Actions) == 0 && f.Text == "" && len(f.Groups) == 0
 }
 
 // Compile validates the filter.
@@ -108,6 +111,11 @@ func (f *BulkFilter) Compile() error {
 	for _, s := range f.States {
 		if !contains(store.Statuses, strings.ToLower(s)) {
 			return fmt.Errorf("%w: unknown state %q", ErrBadFilter, s)
+		}
+	}
+	for _, g := range f.Groups {
+		if !group.IsID(g) {
+			return fmt.Errorf("%w: %q is not a group id (g and 11 hex digits, as groups list shows)", ErrBadFilter, g)
 		}
 	}
 	if f.OlderThan.Duration < 0 || f.NewerThan.Duration < 0 {
@@ -141,7 +149,8 @@ func (f *BulkFilter) Match(er *store.EntryRecord, now time.Time) bool {
 		len(f.Sources) > 0 && !contains(f.Sources, e.Source) ||
 		len(f.States) > 0 && !contains(f.States, er.Status) ||
 		len(f.Actions) > 0 && !contains(f.Actions, string(er.Action)) ||
-		len(f.IDs) > 0 && !contains(f.IDs, e.Ref()) && !contains(f.IDs, e.ID) {
+		len(f.IDs) > 0 && !contains(f.IDs, e.Ref()) && !contains(f.IDs, e.ID) ||
+		len(f.Groups) > 0 && !contains(f.Groups, store.GroupID(er)) {
 		return false
 	}
 	if f.Text != "" && !store.MatchText(e, f.Text) {
@@ -192,6 +201,7 @@ const (
 	WhyRejected        = "approval rejected"
 	WhyResolve         = "resolve"
 	WhyNotOpen         = "not open (replayed, resolved or replaying)"
+	WhyGroupHeld       = "group held"
 	// BulkTargetUnavailable is a bulk replay's outcome for an entry its
 	// target's open circuit breaker held (nothing sent, no budget spent).
 	BulkTargetUnavailable = "target unavailable"
@@ -210,6 +220,8 @@ func category(er *store.EntryRecord, d *triage.Decision) string {
 		return WhyRejected
 	case er.Hold != "":
 		return WhyQuarantined
+	case d.GroupHeld != "" && d.Action != triage.Skip:
+		return WhyGroupHeld
 	case d.Action == triage.AutoReplay:
 		return WhyReplay
 	case d.Action == triage.Skip && (d.Ledger.State == triage.StateSucceeded || d.Ledger.Probe == triage.ProbeCommitted):
@@ -345,6 +357,9 @@ func (b *Bulk) max() int {
 func (b *Bulk) PreviewReplay(ctx context.Context, f BulkFilter) (*BulkReport, error) {
 	r := b.Reconciler
 	r.defaults()
+	if err := r.useHolds(ctx); err != nil {
+		return nil, err
+	}
 	sel, err := b.selection(ctx, &f, r.Clock.Now())
 	if err != nil {
 		return nil, err

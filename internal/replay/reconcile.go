@@ -57,6 +57,9 @@ type Reconciler struct {
 	MaxWait time.Duration
 	// OnEntry, when set, is called after each entry (progress, listings).
 	OnEntry func(EntryResult)
+	// OnHoldExpired, when set, is told of each group hold that ended by
+	// itself at the start of the run (groups.go; audited either way).
+	OnHoldExpired func(ExpiredHold)
 
 	locks keyLocks
 	pace  *pacer
@@ -994,6 +997,9 @@ func (r *Reconciler) One(ctx context.Context, er *store.EntryRecord) (EntryResul
 		return EntryResult{}, fmt.Errorf("%w: %s was already replayed", ErrState, er.Entry.Ref())
 	}
 	r.defaults()
+	if err := r.useHolds(ctx); err != nil {
+		return EntryResult{}, err
+	}
 	res, err := r.handleOne(ctx, er)
 	if err == nil && res.Outcome == OutcomeUnavailable {
 		// Nothing was sent: say why rather than succeed doing nothing.

@@ -57,6 +57,9 @@ type done struct {
 func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, error) {
 	r.defaults()
 	rep := &Report{Started: r.Clock.Now().UTC(), Summary: NewSummary(), StatusCounts: map[string]int{}}
+	if err := r.useHolds(ctx); err != nil {
+		return r.finish(rep), err
+	}
 	defer func() {
 		for _, src := range srcs {
 			if n, ok := src.(interface{ Notes() []string }); ok {

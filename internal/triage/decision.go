@@ -41,6 +41,8 @@ type Decision struct {
 
 	Ledger         LedgerView `json:"ledger"`
 	PolicySnapshot string     `json:"policy_snapshot"`
+	// GroupHeld names the failure group whose hold made the entry wait.
+	GroupHeld string `json:"group_held,omitempty"`
 	// EvidenceHash binds an approval to what it approved: entry, payload,
 	// class, rule, proposed action and policy snapshot.
 	EvidenceHash string `json:"evidence_hash"`

@@ -53,6 +53,9 @@ type Engine struct {
 	Policy Policy // nil: no policy step (tests of the rules alone)
 	// Snapshot identifies the rules and policy text the engine runs with.
 	Snapshot string
+	// Holds are the failure groups people hold (hold.go): a fact of the
+	// decision like the ledger view, read once per run.
+	Holds Holds
 }
 
 // Decide returns the decision for one entry given what the ledger knows of
@@ -174,6 +177,7 @@ func (g *Engine) DecideWithPayloadHash(ctx context.Context, e *entry.Entry, view
 		d.escalate(RequireApproval, "source marks the entry not eligible for automatic reprocessing")
 	}
 
+	g.applyHold(e, &d)
 	if g.Policy != nil {
 		g.applyPolicy(ctx, e, &d)
 	}

@@ -1,0 +1,38 @@
+package triage
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/group"
+)
+
+// A held group's entries wait for a person, whatever the rules propose;
+// other groups and committed keys are untouched.
+func TestHeldGroupWaits(t *testing.T) {
+	g := newEngine(t, "version: v1\ndlq_rules:\n  - action: auto_replay\n", nil)
+	held := &entry.Entry{ID: "1", Source: "jsonl", Topic: "payments", ReasonCode: "timeout", Message: "upstream timed out after 30s", IdempotencyKey: "k1"}
+	other := &entry.Entry{ID: "2", Source: "jsonl", Topic: "orders", ReasonCode: "timeout", Message: "upstream timed out after 30s", IdempotencyKey: "k2"}
+	d := g.Decide(context.Background(), held, LedgerView{})
+	if d.Action != AutoReplay {
+		t.Fatalf("without a hold: %s", d.Action)
+	}
+	id := group.Of(held, string(d.Class)).ID()
+	hg := g.WithHolds(Holds{id: {Group: id, Reason: "payments fix", Until: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), By: "alice"}})
+	d = hg.Decide(context.Background(), held, LedgerView{})
+	if d.Action != ManualReview || d.GroupHeld != id || !strings.Contains(strings.Join(d.Reasons, ";"), "payments fix") {
+		t.Errorf("held: %s %q %v", d.Action, d.GroupHeld, d.Reasons)
+	}
+	if d := hg.Decide(context.Background(), other, LedgerView{}); d.Action != AutoReplay || d.GroupHeld != "" {
+		t.Errorf("another group: %s %q", d.Action, d.GroupHeld)
+	}
+	if d := hg.Decide(context.Background(), held, LedgerView{State: StateSucceeded}); d.Action != Skip {
+		t.Errorf("committed key in a held group: %s", d.Action)
+	}
+	if g.Holds != nil {
+		t.Error("WithHolds changed the engine it copied")
+	}
+}

@@ -21,6 +21,7 @@ type bulkFlags struct {
 	filter                       bool
 	classes, reasons, topics     []string
 	sources, states, labels      []string
+	groups                       []string
 	olderThan, newerThan, spread time.Duration
 	preview, yes, all            bool
 	confirmOver, max             int
@@ -41,6 +42,7 @@ func (f *bulkFlags) register(fs *pflag.FlagSet, replayCmd bool) {
 	fs.StringArrayVar(&f.sources, "source", nil, "filter: source kind (repeatable)")
 	fs.StringArrayVar(&f.states, "state", nil, "filter: entry state (repeatable)")
 	fs.StringArrayVar(&f.labels, "label", nil, "filter: label k=v (repeatable, all must hold)")
+	fs.StringArrayVar(&f.groups, "group", nil, "filter: failure group id from groups list (repeatable; implies --filter)")
 	fs.DurationVar(&f.olderThan, "older-than", 0, "filter: last failure at least this long ago")
 	fs.DurationVar(&f.newerThan, "newer-than", 0, "filter: last failure at most this long ago")
 	fs.BoolVar(&f.preview, "preview", false, "show what would happen, change nothing")
@@ -73,7 +75,8 @@ func labelFilter(values []string) (map[string]string, error) {
 
 func (f *bulkFlags) build() (replay.BulkFilter, error) {
 	bf := replay.BulkFilter{Classes: f.classes, Reasons: f.reasons, Topics: f.topics, Sources: f.sources,
-		States: f.states, OlderThan: replay.Duration{Duration: f.olderThan}, NewerThan: replay.Duration{Duration: f.newerThan}, All: f.all}
+		States: f.states, OlderThan: replay.Duration{Duration: f.olderThan}, NewerThan: replay.Duration{Duration: f.newerThan}, All: f.all,
+		Groups: f.groups}
 	labels, err := labelFilter(f.labels)
 	if err != nil {
 		return bf, err
@@ -89,12 +92,15 @@ func (f *bulkFlags) build() (replay.BulkFilter, error) {
 }
 
 // filterFlags are the flags that narrow a --filter selection.
-var filterFlags = []string{"class", "reason-code", "topic", "source", "state", "label", "older-than", "newer-than"}
+var filterFlags = []string{"class", "reason-code", "topic", "source", "state", "label", "older-than", "newer-than", "group"}
 
 // checkArgs: --filter takes no ID, otherwise exactly one; --filter needs
 // at least one filter flag or an explicit --all. It runs before any state
 // is opened, so a refused command changes nothing.
 func (f *bulkFlags) checkArgs(cmd *cobra.Command, args []string) error {
+	if len(f.groups) > 0 {
+		f.filter = true // --group G is a filter of its own
+	}
 	if f.filter && len(args) > 0 {
 		return usageError("give an ID or --filter, not both")
 	}

@@ -788,5 +788,8 @@ func (b *Bulk) ExecuteResolve(ctx context.Context, f BulkFilter, reason string) 
 		rep.Done++
 		b.track(0, &item)
 	}
-	return rep, b.recordBulkDone(ctx, rep)
+	if err := b.recordBulkDone(ctx, rep); err != nil {
+		return rep, err
+	}
+	return rep, b.resolveGroups(ctx, f, rep, reason)
 }

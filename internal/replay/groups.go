@@ -67,7 +67,7 @@ func (g *Groups) Show(ctx context.Context, id string) (*store.GroupSummary, erro
 // Ack marks a group acknowledged with a note: someone is on it.
 func (g *Groups) Ack(ctx context.Context, id, note string) (*store.GroupState, error) {
 	if strings.TrimSpace(note) == "" {
-		return nil, fmt.Errorf("%w: an acknowledgement needs a note (--note: who is on it, what is known)", ErrGroupState)
+		return nil, fmt.Errorf("%w: an acknowledgement needs a note (--note: who is on it, what is known)", store.ErrBadGroup)
 	}
 	return g.change(ctx, id, store.GroupState{State: store.GroupAcknowledged, Note: note}, nil)
 }
@@ -76,10 +76,10 @@ func (g *Groups) Ack(ctx context.Context, id, note string) (*store.GroupState, e
 // (zero: until released), for reason.
 func (g *Groups) Hold(ctx context.Context, id, reason string, until time.Time) (*store.GroupState, error) {
 	if strings.TrimSpace(reason) == "" {
-		return nil, fmt.Errorf("%w: a hold needs a reason (--reason)", ErrGroupState)
+		return nil, fmt.Errorf("%w: a hold needs a reason (--reason)", store.ErrBadGroup)
 	}
 	if !until.IsZero() && !until.After(g.now()) {
-		return nil, fmt.Errorf("%w: --until %s is not in the future", ErrGroupState, until.UTC().Format(time.RFC3339))
+		return nil, fmt.Errorf("%w: --until %s is not in the future", store.ErrBadGroup, until.UTC().Format(time.RFC3339))
 	}
 	return g.change(ctx, id, store.GroupState{State: store.GroupHeld, Reason: reason, Until: until.UTC()}, nil)
 }
@@ -220,5 +220,21 @@ func (r *Reconciler) useHolds(ctx context.Context) error {
 		return err
 	}
 	r.Engine = r.Engine.WithHolds(holds)
+	return nil
+}
+
+// resolveGroups marks the filter's groups resolved once a resolve of
+// their entries ran to the end (dlq resolve --group G).
+func (b *Bulk) resolveGroups(ctx context.Context, f BulkFilter, rep *BulkReport, reason string) error {
+	gs, ok := b.Reconciler.Store.(GroupStore)
+	if !ok || len(f.Groups) == 0 || rep.Stopped != "" {
+		return nil
+	}
+	g := &Groups{Store: gs, Clock: b.Reconciler.Clock, Actor: b.Reconciler.Actor}
+	for _, id := range f.Groups {
+		if _, err := g.Resolve(ctx, id, reason); err != nil {
+			return fmt.Errorf("resolve group %s: %w", id, err)
+		}
+	}
 	return nil
 }

@@ -59,7 +59,7 @@ func TestHeldGroupWaitsUntilReleased(t *testing.T) {
 	if pay.Total != 4 || pay.Open != 4 || gs[0].Open != 6 {
 		t.Fatalf("groups: %+v", gs)
 	}
-	if _, err := groups.Hold(ctx, pay.ID, "", time.Time{}); !errors.Is(err, ErrGroupState) {
+	if _, err := groups.Hold(ctx, pay.ID, "", time.Time{}); !errors.Is(err, store.ErrBadGroup) {
 		t.Errorf("a hold without a reason: %v", err)
 	}
 	if _, err := groups.Release(ctx, pay.ID, "x"); !errors.Is(err, ErrGroupState) {

@@ -165,6 +165,12 @@ func printBulk(w io.Writer, rep *replay.BulkReport, f *bulkFlags) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "  %6d  %s\n", rep.Why[k], k)
 	}
+	if rep.Blast != nil {
+		fmt.Fprintln(w, "blast radius:")
+		for _, l := range rep.Blast.Describe() {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
 	if len(rep.Replays) > 0 {
 		// Every outcome, in a fixed order: a fixed list of names once
 		// printed an empty "replays:" line for outcomes it did not know.

@@ -274,6 +274,9 @@ type BulkReport struct {
 	ReArm       int    `json:"rearm,omitempty"`
 	Reason      string `json:"reason,omitempty"`
 
+	// Blast is what a preview would touch (blast.go).
+	Blast *BlastRadius `json:"blast_radius,omitempty"`
+
 	// Run is the id of the run that executed it, RunState how it ended.
 	Run      string `json:"run,omitempty"`
 	RunState string `json:"run_state,omitempty"`
@@ -365,6 +368,7 @@ func (b *Bulk) PreviewReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 		return nil, err
 	}
 	rep := b.newReport(bulkVerbReplay, f, true, len(sel))
+	rep.Blast = newBlast(true)
 	n := 0
 	for _, er := range sel {
 		cat, rearm, err := b.replayPlan(ctx, er)
@@ -376,7 +380,13 @@ func (b *Bulk) PreviewReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 		}
 		cat = b.capped(cat, WhyReplay, &n)
 		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: cat, ReArm: rearm && cat != WhyOverCap}, WhyReplay)
+		target := ""
+		if acts(cat, WhyReplay) {
+			target = b.targetOf(er)
+		}
+		rep.Blast.add(er, cat, target)
 	}
+	rep.Blast.velocity(rep.Would, b.Spread, r.Rate, r.MaxParallel)
 	return rep, nil
 }
 
@@ -730,9 +740,12 @@ func (b *Bulk) PreviewResolve(ctx context.Context, f BulkFilter) (*BulkReport, e
 		return nil, err
 	}
 	rep := b.newReport(bulkVerbResolve, f, true, len(sel))
+	rep.Blast = newBlast(false)
 	n := 0
 	for _, er := range sel {
-		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: b.capped(resolveCategory(er), WhyResolve, &n)}, WhyResolve)
+		cat := b.capped(resolveCategory(er), WhyResolve, &n)
+		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: cat}, WhyResolve)
+		rep.Blast.add(er, cat, "")
 	}
 	return rep, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/runs"
 	"github.com/replayctl/replayctl/internal/server"
 )
 
@@ -27,6 +28,9 @@ type bulkFlags struct {
 	confirmOver, max             int
 	resetBudget                  bool
 	reason                       string // replay: why the budget is reset
+	// canary (replay): a first slice, judged before the rest (canary.go).
+	canary, abortOver string
+	canaryWatch       time.Duration
 }
 
 // register adds the flags. The reason-code filter is only ever
@@ -53,6 +57,9 @@ func (f *bulkFlags) register(fs *pflag.FlagSet, replayCmd bool) {
 		fs.DurationVar(&f.spread, "spread", 0, "spread the replays evenly over this long (on top of --rate)")
 		fs.BoolVar(&f.resetBudget, "reset-budget", false, "with --filter: re-arm entries that reached max_replays or failed, then replay them (needs --reason)")
 		fs.StringVar(&f.reason, "reason", "", "with --reset-budget: why the entries are re-armed (recorded with every re-arm)")
+		fs.StringVar(&f.canary, "canary", "", "with --filter or --group: replay a first slice of N entries or P% (spread across targets and topics), judge it, then the rest")
+		fs.DurationVar(&f.canaryWatch, "canary-watch", replay.DefaultCanaryWatch, "with --canary: how long to wait after the slice before judging it")
+		fs.StringVar(&f.abortOver, "abort-over", "0", "with --canary: the highest failure rate of the slice (0.05 or 5%) that lets the rest go on")
 	}
 }
 
@@ -112,6 +119,12 @@ func (f *bulkFlags) checkArgs(cmd *cobra.Command, args []string) error {
 	}
 	if f.resetBudget && strings.TrimSpace(f.reason) == "" {
 		return usageError("--reset-budget needs --reason TEXT: it is recorded with every re-arm")
+	}
+	if f.canary != "" && !f.filter {
+		return usageError("--canary needs --filter or --group: a canary is a first slice of a bulk replay")
+	}
+	if f.canary == "" && (cmd.Flags().Changed("abort-over") || cmd.Flags().Changed("canary-watch")) {
+		return usageError("--abort-over and --canary-watch go with --canary N|P%%")
 	}
 	if !f.resetBudget && f.reason != "" && cmd.Name() == "replay" {
 		return usageError("--reason on a replay is only the justification of --reset-budget; to filter by reason code use --reason-code")
@@ -185,6 +198,17 @@ func printBulk(w io.Writer, rep *replay.BulkReport, f *bulkFlags) {
 		}
 		fmt.Fprintln(w)
 	}
+	if c := rep.Canary; c != nil {
+		verdict := "passed: the rest went on"
+		if c.Aborted {
+			verdict = fmt.Sprintf("ABORTED: the other %d entries were not touched", c.Untouched)
+		}
+		fmt.Fprintf(w, "canary: %d entries, watched %s, %d failed (rate %.0f%%, abort over %.0f%%): %s\n",
+			len(c.Slice), c.Watch, c.Failed+c.Returned, 100*c.Rate, 100*c.AbortOver, verdict)
+		for _, it := range c.Failures {
+			fmt.Fprintf(w, "  %s  %s\n", it.Ref, it.Outcome)
+		}
+	}
 	if rep.Run != "" {
 		fmt.Fprintf(w, "run %s %s\n", rep.Run, rep.RunState)
 	}
@@ -223,12 +247,27 @@ func runBulk(cmd *cobra.Command, s *streams, f *bulkFlags, format string, b *rep
 		if run.t != nil {
 			b.Run = run.t
 		}
-		if resolveReason != "" {
+		var canary *replay.Canary
+		if resolveReason == "" {
+			if canary, err = f.canaryOf(); err != nil {
+				run.finish(ctx, err, false)
+				return err
+			}
+		}
+		switch {
+		case resolveReason != "":
 			rep, err = b.ExecuteResolve(rctx, bf, resolveReason)
-		} else {
+		case canary != nil:
+			rep, err = b.ExecuteCanary(rctx, bf, *canary)
+		default:
 			rep, err = b.ExecuteReplay(rctx, bf)
 		}
-		rec := run.finish(ctx, err, rep != nil && rep.Stopped != "")
+		var rec runs.Record
+		if err == nil && rep != nil && rep.Canary != nil && rep.Canary.Aborted {
+			rec = run.finishAs(ctx, runs.AbortedByCanary)
+		} else {
+			rec = run.finish(ctx, err, rep != nil && rep.Stopped != "")
+		}
 		if err != nil {
 			return bulkErr(err)
 		}
@@ -265,6 +304,11 @@ func runBulkRemote(cmd *cobra.Command, s *streams, f *bulkFlags, format string, 
 		path = "/api/dead-letters/resolve"
 	}
 	req := server.BulkRequest{Filter: bf, Max: f.max, Spread: replay.Duration{Duration: f.spread}, Reason: resolveReason}
+	if resolveReason == "" {
+		if req.Canary, err = f.canaryOf(); err != nil {
+			return err
+		}
+	}
 	if f.resetBudget {
 		req.ResetBudget, req.Reason = true, f.reason
 	}
@@ -320,4 +364,23 @@ func waitRun(cmd *cobra.Command, rf *remoteFlags, id string) (*server.Run, error
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// canaryOf builds the canary of --canary (nil without one).
+func (f *bulkFlags) canaryOf() (*replay.Canary, error) {
+	if f.canary == "" {
+		return nil, nil
+	}
+	c, err := replay.ParseCanary(f.canary)
+	if err != nil {
+		return nil, &exitErr{code: exitUsage, err: err}
+	}
+	if c.AbortOver, err = replay.ParseRate(f.abortOver); err != nil {
+		return nil, &exitErr{code: exitUsage, err: err}
+	}
+	if f.canaryWatch < 0 {
+		return nil, usageError("--canary-watch must not be negative")
+	}
+	c.Watch = replay.Duration{Duration: f.canaryWatch}
+	return &c, nil
 }

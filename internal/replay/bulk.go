@@ -276,6 +276,9 @@ type BulkReport struct {
 
 	// Blast is what a preview would touch (blast.go).
 	Blast *BlastRadius `json:"blast_radius,omitempty"`
+	// Canary is the canary's evidence when the operation ran behind one
+	// (canary.go).
+	Canary *CanaryReport `json:"canary,omitempty"`
 
 	// Run is the id of the run that executed it, RunState how it ended.
 	Run      string `json:"run,omitempty"`

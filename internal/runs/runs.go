@@ -21,6 +21,9 @@ const (
 	Cancelled = "cancelled"
 	// Interrupted: stopped early without a cancel (Ctrl-C, shutdown).
 	Interrupted = "interrupted"
+	// AbortedByCanary: a canary replay's first slice failed more than
+	// allowed; the rest was not started (replay/canary.go).
+	AbortedByCanary = "aborted_by_canary"
 )
 
 // Sentinel errors.

@@ -210,6 +210,9 @@ func (r *runner) execute(ctx context.Context, run *Run, work func(context.Contex
 	if errors.Is(err, errElsewhere) {
 		state = "skipped"
 	}
+	if errors.Is(err, replay.ErrAbortedByCanary) {
+		state = runs.AbortedByCanary
+	}
 	rec, serr := run.tracker.FinishAs(ctx, state, err)
 	if serr != nil {
 		s.cfg.Logger.Error("run record not saved", "run", run.ID, "err", serr)
@@ -220,6 +223,9 @@ func (r *runner) execute(ctx context.Context, run *Run, work func(context.Contex
 	m.runDuration.Observe(run.Finished.Sub(run.Started).Seconds())
 	switch {
 	case run.State == "skipped":
+	case run.State == runs.AbortedByCanary:
+		m.runs.WithLabelValues(runs.AbortedByCanary).Inc()
+		s.cfg.Logger.Warn("run aborted by its canary", "run", run.ID, "operation", run.Op, "err", err)
 	case run.State == runs.Cancelled:
 		m.runs.WithLabelValues("cancelled").Inc()
 		s.cfg.Logger.Warn("run cancelled", "run", run.ID, "operation", run.Op, "by", run.CancelledBy, "done", run.Done)

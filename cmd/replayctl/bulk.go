@@ -31,6 +31,11 @@ type bulkFlags struct {
 	// canary (replay): a first slice, judged before the rest (canary.go).
 	canary, abortOver string
 	canaryWatch       time.Duration
+	// requestApproval (replay): keep the plan and ask for its approval
+	// instead of executing (plan_cmd.go).
+	requestApproval bool
+	planTTL         time.Duration
+	approverGroup   string
 }
 
 // register adds the flags. The reason-code filter is only ever
@@ -60,6 +65,9 @@ func (f *bulkFlags) register(fs *pflag.FlagSet, replayCmd bool) {
 		fs.StringVar(&f.canary, "canary", "", "with --filter or --group: replay a first slice of N entries or P% (spread across targets and topics), judge it, then the rest")
 		fs.DurationVar(&f.canaryWatch, "canary-watch", replay.DefaultCanaryWatch, "with --canary: how long to wait after the slice before judging it")
 		fs.StringVar(&f.abortOver, "abort-over", "0", "with --canary: the highest failure rate of the slice (0.05 or 5%) that lets the rest go on")
+		fs.BoolVar(&f.requestApproval, "request-approval", false, "with --filter or --group: keep the previewed plan and ask for its approval (needs --reason); runs start PLAN executes it")
+		fs.DurationVar(&f.planTTL, "plan-ttl", replay.DefaultPlanTTL, "with --request-approval: how long the plan stays valid")
+		fs.StringVar(&f.approverGroup, "approver-group", "", "with --request-approval: who approves (default: the rules' default approver group)")
 	}
 }
 
@@ -126,7 +134,16 @@ func (f *bulkFlags) checkArgs(cmd *cobra.Command, args []string) error {
 	if f.canary == "" && (cmd.Flags().Changed("abort-over") || cmd.Flags().Changed("canary-watch")) {
 		return usageError("--abort-over and --canary-watch go with --canary N|P%%")
 	}
-	if !f.resetBudget && f.reason != "" && cmd.Name() == "replay" {
+	if f.requestApproval && !f.filter {
+		return usageError("--request-approval needs --filter or --group: a plan is a bulk replay")
+	}
+	if f.requestApproval && (f.resetBudget || f.canary != "") {
+		return usageError("--request-approval keeps a plan: give --reset-budget or --canary when it runs, not when it is requested")
+	}
+	if f.requestApproval && strings.TrimSpace(f.reason) == "" {
+		return usageError("--request-approval needs --reason TEXT: approvers read it")
+	}
+	if !f.resetBudget && !f.requestApproval && f.reason != "" && cmd.Name() == "replay" {
 		return usageError("--reason on a replay is only the justification of --reset-budget; to filter by reason code use --reason-code")
 	}
 	if f.filter {

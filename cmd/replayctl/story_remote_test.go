@@ -124,6 +124,8 @@ var localOnlyFlags = map[string]bool{
 	"dry-run": true, "limit": true, "rate": true, "lease": true, "metrics-file": true, "push-url": true,
 	"max-parallel": true, "store": true, "audit-key-file": true, "policy-timeout": true, "server": true, "token": true,
 	"config": true, "cpuprofile": true,
+	// a plan is kept and started where the state is (plan_cmd.go).
+	"request-approval": true,
 	// reconcile -v lists every entry; a run on the server reports totals.
 	"verbose": true,
 }

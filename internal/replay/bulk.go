@@ -279,6 +279,8 @@ type BulkReport struct {
 	// Canary is the canary's evidence when the operation ran behind one
 	// (canary.go).
 	Canary *CanaryReport `json:"canary,omitempty"`
+	// Plan is the approved plan an execution ran (plan_approval.go).
+	Plan *PlanRun `json:"plan,omitempty"`
 
 	// Run is the id of the run that executed it, RunState how it ended.
 	Run      string `json:"run,omitempty"`

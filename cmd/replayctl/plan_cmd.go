@@ -137,4 +137,3 @@ policy snapshot), that expired, is not approved or already ran is refused
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	return cmd
 }
-

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -51,8 +52,9 @@ func groupsErr(err error) error {
 func newGroupsListCmd(s *streams) *cobra.Command {
 	var db dbFlags
 	var outF string
+	var limit int
 	cmd := &cobra.Command{
-		Use:   "list [-o json]",
+		Use:   "list [--limit N] [-o json]",
 		Short: "List failure groups, largest open count first",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -60,8 +62,11 @@ func newGroupsListCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			l, err := fetch(cmd.Context(), &db, "/api/groups", nil, func(st store.Backend) (server.GroupList, error) {
-				gs, err := (&replay.Groups{Store: groupStore(st)}).List(cmd.Context())
+			if limit < 0 {
+				return usageError("--limit must be 0 (all) or more")
+			}
+			l, err := fetch(cmd.Context(), &db, "/api/groups", url.Values{"limit": {strconv.Itoa(limit)}}, func(st store.Backend) (server.GroupList, error) {
+				gs, err := (&replay.Groups{Store: groupStore(st)}).List(cmd.Context(), limit)
 				return server.GroupList{Items: gs}, err
 			})
 			if err != nil {
@@ -75,6 +80,7 @@ func newGroupsListCmd(s *streams) *cobra.Command {
 		},
 	}
 	db.register(cmd.Flags())
+	cmd.Flags().IntVar(&limit, "limit", 20, "how many groups, largest open count first (0: all)")
 	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	return cmd
 }

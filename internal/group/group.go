@@ -1,8 +1,7 @@
 package group
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"bytes"
 	"strings"
 	"unicode/utf8"
 
@@ -61,11 +60,14 @@ func (o Options) Of(e *entry.Entry, class string) Key {
 	case e.State.ErrorSignature != "":
 		k.Error = valid(e.State.ErrorSignature)
 	default:
-		code := strings.ToLower(strings.TrimSpace(valid(e.ReasonCode)))
+		code := strings.TrimSpace(valid(e.ReasonCode))
 		if code == "" {
 			code = "-"
 		}
-		k.Error = code + ": " + messageSignature(valid(e.Message), o.frames())
+		var stack [256]byte
+		buf := appendLower(stack[:0], code)
+		buf = append(buf, ": "...)
+		k.Error = string(appendMessage(buf, valid(e.Message), o.frames()))
 	}
 	return k
 }
@@ -73,15 +75,29 @@ func (o Options) Of(e *entry.Entry, class string) Key {
 // Of is Default.Of.
 func Of(e *entry.Entry, class string) Key { return Default.Of(e, class) }
 
-// ID names the group: "g" and 11 hex digits of the key's hash, short
-// enough to type, stable across processes and stores.
+// ID names the group: "g" and 11 hex digits (44 bits) of the key's
+// FNV-1a hash, short enough to type, stable across processes and stores.
+// Not a cryptographic hash: the store computes it on every entry write
+// (sha256 was 40% of the assignment, BenchmarkGroupAssignment), and a
+// group id only has to tell apart a DLQ's few thousand causes.
 func (k Key) ID() string {
-	h := sha256.New()
-	for _, s := range []string{k.Source, k.Topic, k.Class, k.Error} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for _, s := range [...]string{k.Source, k.Topic, k.Class, k.Error} {
+		for i := 0; i < len(s); i++ {
+			h ^= uint64(s[i])
+			h *= prime
+		}
+		h *= prime // the separator (a zero byte)
 	}
-	return "g" + hex.EncodeToString(h.Sum(nil))[:11]
+	const digits = "0123456789abcdef"
+	var id [12]byte
+	id[0] = 'g'
+	for i := 11; i >= 1; i-- {
+		id[i] = digits[h&0xf]
+		h >>= 4
+	}
+	return string(id[:])
 }
 
 // IsID reports whether s looks like a group id.
@@ -104,16 +120,14 @@ func firstLine(s string) string {
 	return s
 }
 
-// messageSignature is the normalised first line of msg and its first
+// appendMessage appends the normalised first line of msg and its first
 // frames lines that look like a stack frame.
-func messageSignature(msg string, frames int) string {
+func appendMessage(dst []byte, msg string, frames int) []byte {
 	msg = strings.TrimSpace(msg)
-	head := Normalise(firstLine(msg))
-	if frames == 0 || !strings.ContainsAny(msg, "\n") {
-		return head
+	dst = appendNormalised(dst, firstLine(msg))
+	if frames == 0 || strings.IndexByte(msg, '\n') < 0 {
+		return dst
 	}
-	var b strings.Builder
-	b.WriteString(head)
 	n := 0
 	rest := msg[len(firstLine(msg)):]
 	for rest != "" && n < frames {
@@ -121,12 +135,24 @@ func messageSignature(msg string, frames int) string {
 		line := firstLine(rest)
 		rest = rest[len(line):]
 		if t := strings.TrimSpace(line); isFrame(t) {
-			b.WriteString(" | ")
-			b.WriteString(Normalise(t))
+			dst = append(dst, " | "...)
+			dst = appendNormalised(dst, t)
 			n++
 		}
 	}
-	return b.String()
+	return dst
+}
+
+// appendLower appends s in lower case (ASCII).
+func appendLower(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }
 
 // isFrame recognises a stack frame line: Java/JS/.NET "at ...", Python
@@ -148,6 +174,11 @@ func isFrame(l string) bool {
 // or more hex letters; a run of # joined by - : . / + becomes one #.
 // Case is folded and blanks are collapsed.
 func Normalise(s string) string {
+	return string(appendNormalised(nil, s))
+}
+
+// appendNormalised appends Normalise(s) to dst.
+func appendNormalised(dst []byte, s string) []byte {
 	if len(s) > maxLine {
 		n := maxLine
 		for n > 0 && !utf8.RuneStart(s[n]) {
@@ -155,7 +186,8 @@ func Normalise(s string) string {
 		}
 		s = s[:n]
 	}
-	out := make([]byte, 0, len(s))
+	start := len(dst)
+	out := dst
 	for i := 0; i < len(s); {
 		c := s[i]
 		switch {
@@ -174,13 +206,13 @@ func Normalise(s string) string {
 				j++
 			}
 			if digit || hexOnly && j-i >= 8 {
-				out = appendMask(out)
+				out = appendMask(out, start)
 			} else {
-				out = append(out, strings.ToLower(s[i:j])...)
+				out = appendLower(out, s[i:j])
 			}
 			i = j
 		case c == ' ' || c == '\t':
-			if len(out) > 0 && out[len(out)-1] != ' ' {
+			if len(out) > start && out[len(out)-1] != ' ' {
 				out = append(out, ' ')
 			}
 			i++
@@ -189,17 +221,18 @@ func Normalise(s string) string {
 			i++
 		}
 	}
-	return strings.TrimSpace(string(out))
+	res := bytes.TrimSpace(out[start:])
+	return append(out[:start], res...)
 }
 
 // appendMask appends #, or folds it into a mask just before it that only
 // joiners separate from it ("2026-11-27T07:30:00Z" is one #).
-func appendMask(out []byte) []byte {
+func appendMask(out []byte, start int) []byte {
 	j := len(out)
-	for j > 0 && isJoiner(out[j-1]) {
+	for j > start && isJoiner(out[j-1]) {
 		j--
 	}
-	if j > 0 && out[j-1] == '#' {
+	if j > start && out[j-1] == '#' {
 		return out[:j]
 	}
 	return append(out, '#')

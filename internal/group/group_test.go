@@ -94,3 +94,13 @@ func TestGroupIsTheSameFromTheStoredJSON(t *testing.T) {
 		t.Errorf("%+v vs %+v", Of(e, "poison"), Of(&back, "poison"))
 	}
 }
+
+// BenchmarkGroupOf is the cost the store pays per entry write to keep the
+// group index (compare with BenchmarkDecide in internal/triage).
+func BenchmarkGroupOf(b *testing.B) {
+	e := &entry.Entry{Source: "cordum", Topic: "tool.github.pr.create", ReasonCode: "timeout",
+		Message: "upstream timeout after 30012 ms calling inventory for order 'ord-81213' at 2026-11-27T07:00:01Z"}
+	for b.Loop() {
+		_ = Of(e, "transient").ID()
+	}
+}

@@ -50,9 +50,9 @@ func (g *Groups) now() time.Time {
 	return g.Clock.Now().UTC()
 }
 
-// List returns the groups, largest open count first.
-func (g *Groups) List(ctx context.Context) ([]store.GroupSummary, error) {
-	return g.Store.Groups(ctx, g.now())
+// List returns the first limit groups (0: all), largest open count first.
+func (g *Groups) List(ctx context.Context, limit int) ([]store.GroupSummary, error) {
+	return g.Store.Groups(ctx, g.now(), limit)
 }
 
 // Show returns one group.

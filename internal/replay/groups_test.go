@@ -51,7 +51,7 @@ func TestHeldGroupWaitsUntilReleased(t *testing.T) {
 	r := b.reconciler(2)
 	r.Router = NewRulesRouter(b.engine.Rules, nil)
 	b.run(r, b.jsonl("dlq.jsonl", entries...))
-	gs, err := groups.List(ctx)
+	gs, err := groups.List(ctx, 0)
 	if err != nil || len(gs) != 2 {
 		t.Fatalf("groups %+v %v", gs, err)
 	}
@@ -122,7 +122,7 @@ func TestExpiredHoldIsAuditedAndOpened(t *testing.T) {
 	r.Router = NewRulesRouter(b.engine.Rules, nil)
 	b.run(r, b.jsonl("dlq.jsonl", entries...))
 	groups := &Groups{Store: b.store, Clock: b.clock, Actor: "alice"}
-	gs, _ := groups.List(ctx)
+	gs, _ := groups.List(ctx, 0)
 	pay := groupByTopic(t, gs, "tool.pay.charge")
 	if _, err := groups.Hold(ctx, pay.ID, "fix pending", b.clock.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/replay"
@@ -58,7 +59,16 @@ func (s *Server) handleListGroups(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotImplemented, "not_implemented", "this state store keeps no failure groups")
 		return
 	}
-	items, err := g.List(r.Context())
+	limit := 0
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "bad_request", "limit must be a number of groups (0: all)")
+			return
+		}
+		limit = n
+	}
+	items, err := g.List(r.Context(), limit)
 	if err != nil {
 		groupError(w, err)
 		return

@@ -290,19 +290,14 @@ func (u *ui) overview(w http.ResponseWriter, r *http.Request, tok Token) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	groups, err := u.groupsData(r.Context())
+	held := 0
+	groups, err := u.groupsData(r.Context(), overviewGroups)
+	if err == nil {
+		held, err = u.heldGroups(r.Context())
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
-	}
-	held := 0
-	for _, g := range groups {
-		if g.Held {
-			held++
-		}
-	}
-	if len(groups) > overviewGroups {
-		groups = groups[:overviewGroups]
 	}
 	u.render(w, r, http.StatusOK, "overview", tok, map[string]any{"Title": "Overview", "O": o, "Groups": groups, "Held": held,
 		"CanOperate": tok.can(permOperate), "Back": "/", "Flash": r.URL.Query().Get("flash")})

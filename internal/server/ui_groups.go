@@ -59,21 +59,38 @@ func groupRows(gs []store.GroupSummary) []groupRow {
 	return out
 }
 
-// groupsData reads the groups (none for a store that keeps none).
-func (u *ui) groupsData(ctx context.Context) ([]groupRow, error) {
+// groupsData reads the first limit groups (0: all; none for a store that
+// keeps none).
+func (u *ui) groupsData(ctx context.Context, limit int) ([]groupRow, error) {
 	g, ok := u.s.groups("")
 	if !ok {
 		return nil, nil
 	}
-	gs, err := g.List(ctx)
+	gs, err := g.List(ctx, limit)
 	if errors.Is(err, store.ErrNotIndexed) {
 		return nil, nil // a file opened read-only before it was indexed
 	}
 	return groupRows(gs), err
 }
 
+// heldGroups counts the groups held now, from their lifecycle records.
+func (u *ui) heldGroups(ctx context.Context) (int, error) {
+	g, ok := u.s.groups("")
+	if !ok {
+		return 0, nil
+	}
+	now, n := u.s.cfg.Now(), 0
+	err := g.Store.GroupStates(ctx, func(st *store.GroupState) error {
+		if st.HoldActive(now) {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
 func (u *ui) groupsPage(w http.ResponseWriter, r *http.Request, tok Token) {
-	rows, err := u.groupsData(r.Context())
+	rows, err := u.groupsData(r.Context(), 0)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

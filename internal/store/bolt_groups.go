@@ -53,7 +53,7 @@ func groupFacets(r *EntryRecord, ik, val []byte, f *facets) {
 }
 
 // Groups lists the groups with entries, largest open count first.
-func (s *Bolt) Groups(ctx context.Context, now time.Time) ([]GroupSummary, error) {
+func (s *Bolt) Groups(ctx context.Context, now time.Time, limit int) ([]GroupSummary, error) {
 	var out []GroupSummary
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if !indexed(tx) {
@@ -76,6 +76,7 @@ func (s *Bolt) Groups(ctx context.Context, now time.Time) ([]GroupSummary, error
 				out[len(out)-1].Open = readCount(v)
 			}
 		}
+		out = topGroups(out, limit)
 		for i := range out {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -86,7 +87,6 @@ func (s *Bolt) Groups(ctx context.Context, now time.Time) ([]GroupSummary, error
 		}
 		return nil
 	})
-	sortGroups(out)
 	return out, err
 }
 
@@ -117,8 +117,18 @@ func groupDetail(tx *bolt.Tx, g *GroupSummary, now time.Time) error {
 	cnt, idx := tx.Bucket(bucketCounters), tx.Bucket(bucketIdx)
 	hours := trendHours(now)
 	g.Hourly = make([]int64, len(hours))
-	for i, h := range hours {
-		g.Hourly[i] = readCount(cnt.Get(groupHourKey(g.ID, h)))
+	// One seek and a walk over the group's hours in range (at most 24
+	// keys, in hour order), not 24 lookups from the root.
+	hc := cnt.Cursor()
+	end := groupHourKey(g.ID, hours[len(hours)-1])
+	for k, v := hc.Seek(groupHourKey(g.ID, hours[0])); k != nil && bytes.Compare(k, end) <= 0; k, v = hc.Next() {
+		if len(k) < 8 {
+			break
+		}
+		at := time.Unix(int64(binary.BigEndian.Uint64(k[len(k)-8:])), 0).UTC()
+		if i := int(at.Sub(hours[0]) / time.Hour); i >= 0 && i < len(hours) && at.Equal(hours[i]) {
+			g.Hourly[i] = readCount(v)
+		}
 	}
 	prefix := appendLP([]byte{dimGroupMember}, g.ID)
 	c := idx.Cursor()

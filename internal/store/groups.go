@@ -80,9 +80,10 @@ type GroupSummary struct {
 
 // Grouped is what a backend offers about failure groups.
 type Grouped interface {
-	// Groups returns every group with entries, largest open count first,
-	// its trend counted back from now.
-	Groups(ctx context.Context, now time.Time) ([]GroupSummary, error)
+	// Groups returns the groups with entries, largest open count first,
+	// their trend counted back from now: the first limit of them (0: all).
+	// Only those are read beyond their two counters.
+	Groups(ctx context.Context, now time.Time, limit int) ([]GroupSummary, error)
 	// Group returns one group (ErrNotFound when it has no entries and no
 	// lifecycle record).
 	Group(ctx context.Context, id string, now time.Time) (*GroupSummary, error)
@@ -134,6 +135,15 @@ func trendHours(now time.Time) []time.Time {
 		out[i] = cur.Add(time.Duration(i-23) * time.Hour)
 	}
 	return out
+}
+
+// topGroups sorts gs and keeps the first limit (0: all).
+func topGroups(gs []GroupSummary, limit int) []GroupSummary {
+	sortGroups(gs)
+	if limit > 0 && len(gs) > limit {
+		gs = gs[:limit]
+	}
+	return gs
 }
 
 // sortGroups orders groups largest open count first, then total, then id.

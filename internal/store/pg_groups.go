@@ -96,7 +96,7 @@ func backfillGroups(ctx context.Context, tx pgx.Tx) error {
 }
 
 // Groups lists the groups with entries, largest open count first.
-func (p *Postgres) Groups(ctx context.Context, now time.Time) ([]GroupSummary, error) {
+func (p *Postgres) Groups(ctx context.Context, now time.Time, limit int) ([]GroupSummary, error) {
 	byID := map[string]*GroupSummary{}
 	var ids []string
 	err := p.entryCounts(ctx, []string{"group", "gopen"}, func(dim string, key []string, n int64) {
@@ -118,6 +118,15 @@ func (p *Postgres) Groups(ctx context.Context, now time.Time) ([]GroupSummary, e
 	if err != nil {
 		return nil, err
 	}
+	all := make([]GroupSummary, 0, len(ids))
+	for _, id := range ids {
+		all = append(all, *byID[id])
+	}
+	top := topGroups(all, limit)
+	ids = ids[:0]
+	for _, g := range top {
+		ids = append(ids, g.ID)
+	}
 	if err := p.groupDetails(ctx, ids, byID, now); err != nil {
 		return nil, err
 	}
@@ -125,7 +134,6 @@ func (p *Postgres) Groups(ctx context.Context, now time.Time) ([]GroupSummary, e
 	for _, id := range ids {
 		out = append(out, *byID[id])
 	}
-	sortGroups(out)
 	return out, nil
 }
 
@@ -180,7 +188,7 @@ func (p *Postgres) groupDetails(ctx context.Context, ids []string, byID map[stri
 	err := p.hourCounts(ctx, `SELECT at, key[1], sum(n)::bigint FROM entry_counts
 		WHERE dim = 'ginflow' AND at >= $1 AND at <= $2 GROUP BY at, key HAVING sum(n) <> 0`, hours[0], hours[len(hours)-1],
 		func(at time.Time, id string, n int64) {
-			if g, i, ok := byID[id], 0, false; g != nil {
+			if g, i, ok := byID[id], 0, false; g != nil && g.Hourly != nil { // only the groups asked for
 				if i, ok = slot[at.Unix()]; ok {
 					g.Hourly[i] += n
 				}

@@ -37,7 +37,7 @@ func TestPostgresMigratesGroups(t *testing.T) {
 
 	p := openPG(t, dsn, Options{})
 	now := base.Add(2 * time.Hour)
-	gs, err := p.Groups(ctx, now)
+	gs, err := p.Groups(ctx, now, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

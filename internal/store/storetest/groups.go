@@ -55,9 +55,12 @@ func checkGroups(t *testing.T, s store.Backend, now time.Time) []store.GroupSumm
 	t.Helper()
 	ctx := context.Background()
 	want := groupsFromScan(t, s, now)
-	got, err := s.Groups(ctx, now)
+	got, err := s.Groups(ctx, now, 0)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if top, err := s.Groups(ctx, now, 2); err != nil || len(top) != min(2, len(got)) || len(top) > 0 && top[0].ID != got[0].ID || len(top) > 0 && len(top[0].Hourly) != 24 {
+		t.Errorf("the top 2 groups: %+v %v", top, err)
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d groups, want %d", len(got), len(want))

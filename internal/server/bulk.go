@@ -113,7 +113,7 @@ func (s *Server) StartBulk(ctx context.Context, req *BulkRequest, actor string, 
 		case req.Canary != nil:
 			rep, err = b.ExecuteCanary(ctx, req.Filter, *req.Canary)
 			if err == nil && rep != nil && rep.Canary != nil && rep.Canary.Aborted {
-				err = fmt.Errorf("%w: %s", replay.ErrAbortedByCanary, rep.Stopped)
+				err = fmt.Errorf("%w: %s", replay.ErrAbortedByCanary, strings.TrimPrefix(rep.Stopped, replay.ErrAbortedByCanary.Error()+": "))
 			}
 		default:
 			rep, err = b.ExecuteReplay(ctx, req.Filter)

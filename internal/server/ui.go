@@ -143,7 +143,7 @@ func bulkRequest(get func(string) string) (*BulkRequest, map[string]string, erro
 }
 
 func (u *ui) bulkPage(w http.ResponseWriter, r *http.Request, tok Token) {
-	data := map[string]any{"CanOperate": tok.can(permOperate), "Flash": r.URL.Query().Get("flash")}
+	data := map[string]any{"CanOperate": tok.can(permOperate), "Flash": r.URL.Query().Get("flash"), "CanaryOver": canaryOfferOver}
 	req, q, err := bulkRequest(r.URL.Query().Get)
 	data["Q"] = q
 	if err != nil {
@@ -161,6 +161,9 @@ func (u *ui) bulkPage(w http.ResponseWriter, r *http.Request, tok Token) {
 
 func (u *ui) bulkExecute(w http.ResponseWriter, r *http.Request, tok Token) {
 	req, _, err := bulkRequest(r.PostFormValue)
+	if err == nil {
+		req.Canary, err = canaryForm(r.PostFormValue) // ui_groups.go
+	}
 	flash := ""
 	if err == nil {
 		var run *Run

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -155,4 +156,34 @@ func (u *ui) groupAct(w http.ResponseWriter, r *http.Request, tok Token) {
 		return
 	}
 	done("group " + id + " " + st.State + " by " + tok.User)
+}
+
+// canaryOfferOver: a bulk replay of more entries than this is offered
+// behind a canary of 5% by default on the bulk page (issue 31).
+const canaryOfferOver = replay.DefaultConfirmOver
+
+// canaryForm reads the bulk page's canary fields (nil: none asked).
+func canaryForm(get func(string) string) (*replay.Canary, error) {
+	v := strings.TrimSpace(get("canary"))
+	if v == "" {
+		return nil, nil
+	}
+	c, err := replay.ParseCanary(v)
+	if err != nil {
+		return nil, err
+	}
+	if a := strings.TrimSpace(get("abort_over")); a != "" {
+		if c.AbortOver, err = replay.ParseRate(a); err != nil {
+			return nil, err
+		}
+	}
+	c.Watch = replay.Duration{Duration: replay.DefaultCanaryWatch}
+	if w := strings.TrimSpace(get("canary_watch")); w != "" {
+		d, err := time.ParseDuration(w)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("%w: canary watch %q: want a duration such as 30s", replay.ErrBadFilter, w)
+		}
+		c.Watch.Duration = d
+	}
+	return &c, nil
 }

@@ -145,3 +145,30 @@ func TestExpiredHoldIsAuditedAndOpened(t *testing.T) {
 		t.Errorf("group after expiry: %+v %v", g, err)
 	}
 }
+
+// rules.yaml's groups section changes the signature everywhere at once:
+// with ignore_topic one cause across two topics is one group, in the
+// store's index and for a hold.
+func TestGroupsConfiguredInRules(t *testing.T) {
+	b := newBundle(t, baseRules+"groups:\n  ignore_topic: true\n  stack_frames: -1\n")
+	ctx := context.Background()
+	entries := []map[string]any{
+		{"id": "a1", "topic": "tool.email.send", "reason_code": "timeout", "message": "relay timed out after 30s\n\tat relay.Send(relay.go:12)", "idempotency_key": "ka1", "payload": map[string]any{}},
+		{"id": "a2", "topic": "tool.sms.send", "reason_code": "timeout", "message": "relay timed out after 31s\n\tat sms.Send(sms.go:99)", "idempotency_key": "ka2", "payload": map[string]any{}},
+	}
+	r := b.reconciler(1)
+	r.Router = NewRulesRouter(b.engine.Rules, nil)
+	b.run(r, b.jsonl("dlq.jsonl", entries...))
+	groups := &Groups{Store: b.store, Clock: b.clock, Actor: "alice"}
+	gs, err := groups.List(ctx, 0)
+	if err != nil || len(gs) != 1 || gs[0].Total != 2 || gs[0].Key.Topic != "" || gs[0].Key.Error != "timeout: relay timed out after #" {
+		t.Fatalf("groups %+v %v", gs, err)
+	}
+	if _, err := groups.Hold(ctx, gs[0].ID, "relay fix", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	b.run(b.reconciler(1), b.jsonl("dlq.jsonl", entries...))
+	if n := len(b.sink.perKey()); n != 0 {
+		t.Errorf("held across topics, yet %d keys were sent", n)
+	}
+}

@@ -792,6 +792,11 @@ func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra fu
 		changed := er.Evidence != d.EvidenceHash || er.Action != res.Final || er.LastDecision == 0 || lifted
 		er.Entry, er.LastSeen = *e, now
 		er.Status, er.Class, er.Action = res.Status, d.Class, res.Final
+		er.Group = nil // the default signature (groups.go)
+		if rules := r.Engine.Rules; rules.CustomGroups() {
+			k := rules.GroupOf(e, d.Class)
+			er.Group = &k
+		}
 		er.Owner, er.ApproverGroup = d.Owner, d.ApproverGroup
 		if d.Ledger.Probe != "" {
 			er.Probe = d.Ledger.Probe

@@ -33,8 +33,14 @@ var ErrBadGroup = errors.New("bad group")
 // GroupID is the id of the group r belongs to.
 func GroupID(r *EntryRecord) string { return GroupKey(r).ID() }
 
-// GroupKey is the signature r is grouped by.
-func GroupKey(r *EntryRecord) group.Key { return group.Of(&r.Entry, string(r.Class)) }
+// GroupKey is the signature r is grouped by: the one its last decision
+// recorded (rules.yaml groups), else the default signature.
+func GroupKey(r *EntryRecord) group.Key {
+	if r.Group != nil {
+		return *r.Group
+	}
+	return group.Of(&r.Entry, string(r.Class))
+}
 
 // GroupState is a group's lifecycle: what people decided about it. A group
 // no one acted on has none (it is open).

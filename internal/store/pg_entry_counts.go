@@ -477,11 +477,16 @@ type countedFields struct {
 	Status string `json:"status"`
 	Class  string `json:"class"`
 	Action string `json:"action"`
+	// Group is the recorded signature (EntryRecord.Group), when any.
+	Group *group.Key `json:"group"`
 }
 
 // groupID is the failure group of the stored record, as GroupID computed
 // it from the record written.
 func (f *countedFields) groupID() string {
+	if f.Group != nil {
+		return f.Group.ID()
+	}
 	e := entry.Entry{Source: f.Entry.Source, Topic: f.Entry.Topic, ReasonCode: f.Entry.ReasonCode, Message: f.Entry.Message,
 		DecodeError: f.Entry.DecodeError, State: entry.SourceState{ErrorSignature: f.Entry.State.ErrorSignature}}
 	return group.Of(&e, f.Class).ID()

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/entry"
-	"github.com/replayctl/replayctl/internal/group"
 )
 
 // GroupHold is a person's decision that every entry of a failure group,
@@ -29,7 +28,7 @@ func (g *Engine) applyHold(e *entry.Entry, d *Decision) {
 	if len(g.Holds) == 0 || d.Action == Skip {
 		return
 	}
-	id := group.Of(e, string(d.Class)).ID()
+	id := g.Rules.GroupOf(e, d.Class).ID()
 	h, ok := g.Holds[id]
 	if !ok {
 		return

@@ -36,3 +36,17 @@ func TestHeldGroupWaits(t *testing.T) {
 		t.Error("WithHolds changed the engine it copied")
 	}
 }
+
+func TestGroupsSectionIsValidated(t *testing.T) {
+	_, err := ParseRules("rules.yaml", []byte("version: v1\ngroups:\n  stack_frames: 50\n"))
+	if err == nil || !strings.Contains(err.Error(), "rules.yaml:3") || !strings.Contains(err.Error(), "groups.stack_frames must be from -1") {
+		t.Errorf("stack_frames 50: %v", err)
+	}
+	if _, err := ParseRules("rules.yaml", []byte("version: v1\ngroups:\n  by: topic\n")); err == nil {
+		t.Error("an unknown key in groups was accepted")
+	}
+	r, err := ParseRules("rules.yaml", []byte("version: v1\ngroups:\n  stack_frames: 0\n  ignore_topic: true\n"))
+	if err != nil || !r.CustomGroups() || r.GroupOptions().StackFrames != -1 {
+		t.Errorf("%+v %v", r.GroupOptions(), err)
+	}
+}

@@ -30,6 +30,8 @@ type Rules struct {
 	Patterns []Pattern           `yaml:"patterns"`
 	DLQRules []Rule              `yaml:"dlq_rules"`
 	Targets  []Target            `yaml:"targets"`
+	// Groups configure the failure signature (groups_config.go).
+	Groups *GroupRules `yaml:"groups"`
 
 	file     string
 	taxonomy map[string]Class
@@ -411,6 +413,7 @@ func (r *Rules) validate(cerr *ConfigError, top *yaml.Node) {
 	if r.Defaults.Backoff != nil {
 		r.Defaults.Backoff.validate(cerr, f, "defaults.backoff")
 	}
+	r.Groups.validate(cerr, f, top)
 
 	r.taxonomy = builtinTaxonomy()
 	classes := make([]string, 0, len(r.Taxonomy))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/group"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -109,6 +110,9 @@ func groupsFollowWrites(t *testing.T, s store.Backend) {
 			r.Status, r.Class = store.StatusReplayed, triage.Poison
 			if i == 12 {
 				r.Status, r.Entry.Message = store.StatusPending, "connection refused by 10.1.2.3"
+			}
+			if i == 3 { // a signature rules.yaml configured, recorded with the entry
+				r.Group = &group.Key{Source: r.Entry.Source, Class: string(r.Class), Error: "timeout: upstream timeout"}
 			}
 			if err := tx.PutEntry(r); err != nil {
 				return err

@@ -408,6 +408,9 @@ and shows what today's rules and policy (--rules, --policies) would decide.`,
 			if err != nil {
 				return fmt.Errorf("rebuild snapshot %s: %w", snap.ID, err)
 			}
+			if h := rec.Decision.GroupHold; h != nil {
+				then = then.WithHolds(triage.Holds{h.Group: *h}) // the hold in force then: an input
+			}
 			e := *rec.Input
 			view := rec.Decision.Ledger
 			again := then.DecideWithPayloadHash(cmd.Context(), &e, view, rec.Decision.PayloadHash)

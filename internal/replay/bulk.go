@@ -220,7 +220,7 @@ func category(er *store.EntryRecord, d *triage.Decision) string {
 		return WhyRejected
 	case er.Hold != "":
 		return WhyQuarantined
-	case d.GroupHeld != "" && d.Action != triage.Skip:
+	case d.GroupHold != nil && d.Action != triage.Skip:
 		return WhyGroupHeld
 	case d.Action == triage.AutoReplay:
 		return WhyReplay

@@ -33,7 +33,8 @@ func (g *Engine) applyHold(e *entry.Entry, d *Decision) {
 	if !ok {
 		return
 	}
-	d.GroupHeld = id
+	h.Group = id
+	d.GroupHold = &h
 	why := fmt.Sprintf("group %s is held", id)
 	if h.By != "" {
 		why += " by " + h.By

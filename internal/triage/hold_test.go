@@ -23,11 +23,11 @@ func TestHeldGroupWaits(t *testing.T) {
 	id := group.Of(held, string(d.Class)).ID()
 	hg := g.WithHolds(Holds{id: {Group: id, Reason: "payments fix", Until: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), By: "alice"}})
 	d = hg.Decide(context.Background(), held, LedgerView{})
-	if d.Action != ManualReview || d.GroupHeld != id || !strings.Contains(strings.Join(d.Reasons, ";"), "payments fix") {
-		t.Errorf("held: %s %q %v", d.Action, d.GroupHeld, d.Reasons)
+	if d.Action != ManualReview || d.GroupHold == nil || d.GroupHold.Group != id || !strings.Contains(strings.Join(d.Reasons, ";"), "payments fix") {
+		t.Errorf("held: %s %+v %v", d.Action, d.GroupHold, d.Reasons)
 	}
-	if d := hg.Decide(context.Background(), other, LedgerView{}); d.Action != AutoReplay || d.GroupHeld != "" {
-		t.Errorf("another group: %s %q", d.Action, d.GroupHeld)
+	if d := hg.Decide(context.Background(), other, LedgerView{}); d.Action != AutoReplay || d.GroupHold != nil {
+		t.Errorf("another group: %s %+v", d.Action, d.GroupHold)
 	}
 	if d := hg.Decide(context.Background(), held, LedgerView{State: StateSucceeded}); d.Action != Skip {
 		t.Errorf("committed key in a held group: %s", d.Action)

@@ -365,7 +365,7 @@ func (b *Bulk) max() int {
 func (b *Bulk) PreviewReplay(ctx context.Context, f BulkFilter) (*BulkReport, error) {
 	r := b.Reconciler
 	r.defaults()
-	if err := r.useHolds(ctx); err != nil {
+	if err := r.useHolds(ctx, nil); err != nil {
 		return nil, err
 	}
 	sel, err := b.selection(ctx, &f, r.Clock.Now())

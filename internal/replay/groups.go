@@ -204,14 +204,18 @@ func (g *Groups) Holds(ctx context.Context) (triage.Holds, []ExpiredHold, error)
 
 // useHolds makes the run decide with the groups' holds (a copy of the
 // engine: a serve shares its engine between runs). A store without groups
-// has none. Expired holds are opened and reported to OnHoldExpired.
-func (r *Reconciler) useHolds(ctx context.Context) error {
+// has none. Expired holds are opened and reported to OnHoldExpired and
+// in rep (a run's report; nil elsewhere).
+func (r *Reconciler) useHolds(ctx context.Context, rep *Report) error {
 	gs, ok := r.Store.(GroupStore)
 	if !ok || r.Engine == nil {
 		return nil
 	}
 	holds, expired, err := (&Groups{Store: gs, Clock: r.Clock, Actor: r.Actor}).Holds(ctx)
 	for _, x := range expired {
+		if rep != nil {
+			rep.HoldsExpired = append(rep.HoldsExpired, x)
+		}
 		if r.OnHoldExpired != nil {
 			r.OnHoldExpired(x)
 		}

@@ -125,8 +125,11 @@ type Report struct {
 	HeldElsewhere int       `json:"held_by_other_workers,omitempty"`
 	HeldUntil     time.Time `json:"held_until,omitzero"`
 	// Notes are what sources report skipping (Redis ids whose entry expired).
-	Notes            []string `json:"notes,omitempty"`
-	DecisionsWritten int      `json:"decisions_recorded"`
+	Notes []string `json:"notes,omitempty"`
+	// HoldsExpired are the group holds that ended by themselves when the
+	// run started (groups.go): opened again, each with an audit record.
+	HoldsExpired     []ExpiredHold `json:"holds_expired,omitempty"`
+	DecisionsWritten int           `json:"decisions_recorded"`
 	// Scheduled: entries whose retry is not due yet; Unavailable: entries
 	// held because their target's breaker is open. Neither is a failure.
 	Scheduled   int `json:"retry_scheduled"`
@@ -1002,7 +1005,7 @@ func (r *Reconciler) One(ctx context.Context, er *store.EntryRecord) (EntryResul
 		return EntryResult{}, fmt.Errorf("%w: %s was already replayed", ErrState, er.Entry.Ref())
 	}
 	r.defaults()
-	if err := r.useHolds(ctx); err != nil {
+	if err := r.useHolds(ctx, nil); err != nil {
 		return EntryResult{}, err
 	}
 	res, err := r.handleOne(ctx, er)

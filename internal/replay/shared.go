@@ -57,7 +57,7 @@ type done struct {
 func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, error) {
 	r.defaults()
 	rep := &Report{Started: r.Clock.Now().UTC(), Summary: NewSummary(), StatusCounts: map[string]int{}}
-	if err := r.useHolds(ctx); err != nil {
+	if err := r.useHolds(ctx, rep); err != nil {
 		return r.finish(rep), err
 	}
 	defer func() {

@@ -184,6 +184,10 @@ func (r *runner) reconcile(ctx context.Context, run *Run, loaded *loadedConfig) 
 	engine.Policy = s.metrics.timePolicy(engine.Policy)
 	rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules),
 		Actor: run.Actor, MaxParallel: s.cfg.MaxParallel, Rate: s.cfg.Rate, ApprovalTTL: s.cfg.Approvers.Expiry, Breakers: s.cfg.Breakers,
+		OnHoldExpired: func(x replay.ExpiredHold) {
+			s.cfg.Logger.Warn("group hold expired: its entries are decided again", "group", x.Group, "reason", x.Reason,
+				"until", x.Until, "audit", x.Audit, "run", run.ID)
+		},
 		OnEntry: func(res replay.EntryResult) {
 			s.metrics.observeEntry(res)
 			run.tracker.Observe(ctx, res.RunOutcome())

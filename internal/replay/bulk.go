@@ -317,6 +317,10 @@ type Bulk struct {
 	// outcome, and (through the context the caller passes, which the run
 	// cancels) a cancel that stops new dispatches.
 	Run *runs.Tracker
+
+	// planned: the operation is an approved plan, or asks for one
+	// (plan_approval.go): rules.yaml's plan_approval_over does not apply.
+	planned bool
 }
 
 // acts reports whether an entry in category cat is acted on by an
@@ -420,7 +424,7 @@ func (b *Bulk) CheckReplay(ctx context.Context, f BulkFilter) (*BulkReport, erro
 	if n := preview.Why[WhyNoTarget]; n > 0 {
 		return preview, fmt.Errorf("%w: %d of the %d matching entries would be replayed but have no target: give --target URL or a target in rules.yaml; nothing was changed", ErrNoTarget, n, preview.Matched)
 	}
-	return preview, nil
+	return preview, b.requirePlan(preview) // plan_approval.go
 }
 
 func (b *Bulk) newReport(op string, f BulkFilter, preview bool, matched int) *BulkReport {

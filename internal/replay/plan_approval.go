@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +38,27 @@ var (
 	ErrPlanChanged = errors.New("plan no longer holds")
 	// ErrPlanExpired: the plan is past its expiry.
 	ErrPlanExpired = errors.New("plan expired")
+	// ErrNeedsPlan: a bulk replay over rules.yaml's plan_approval_over
+	// for a target; nothing was changed.
+	ErrNeedsPlan = errors.New("an approved plan is needed")
 )
+
+// requirePlan refuses a bulk replay that would send more entries to one
+// target than rules.yaml's plan_approval_over allows without a plan.
+func (b *Bulk) requirePlan(preview *BulkReport) error {
+	r := b.Reconciler
+	if b.planned || preview.Blast == nil || r.Engine == nil || r.Engine.Rules == nil {
+		return nil
+	}
+	for _, target := range slices.Sorted(maps.Keys(preview.Blast.ByTarget)) {
+		n := preview.Blast.ByTarget[target]
+		if over := r.Engine.Rules.PlanApprovalOver(target); over > 0 && n > over {
+			return fmt.Errorf("%w: %d entries would be replayed to %s, over its plan_approval_over of %d (rules.yaml): ask for the plan's approval with --request-approval --reason TEXT, then runs start PLAN; nothing was changed",
+				ErrNeedsPlan, n, target, over)
+		}
+	}
+	return nil
+}
 
 // PlanStore keeps plans (store.Backend has it).
 type PlanStore interface {
@@ -126,6 +147,7 @@ func (b *Bulk) RequestPlan(ctx context.Context, f BulkFilter, pr PlanRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	b.planned = true // asking for the plan is the way over the threshold
 	preview, err := b.CheckReplay(ctx, f)
 	if err != nil {
 		return nil, err
@@ -240,6 +262,7 @@ func (b *Bulk) ExecutePlan(ctx context.Context, id string) (*BulkReport, error) 
 	}
 	r := b.Reconciler
 	r.defaults()
+	b.planned = true
 	now := r.Clock.Now()
 	switch {
 	case a.Evidence != p.Evidence():

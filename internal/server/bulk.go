@@ -69,6 +69,8 @@ func (s *Server) handleBulk(resolve bool) http.HandlerFunc {
 		switch {
 		case errors.Is(err, replay.ErrNoTarget):
 			writeError(w, http.StatusUnprocessableEntity, "no_target", err.Error())
+		case errors.Is(err, replay.ErrNeedsPlan):
+			writeError(w, http.StatusConflict, "needs_plan", err.Error())
 		case err != nil:
 			serviceError(w, err)
 		case preview:

@@ -70,3 +70,21 @@ func (r *Rules) CustomGroups() bool { return r.GroupOptions() != group.Default }
 func (r *Rules) GroupOf(e *entry.Entry, class Class) group.Key {
 	return r.GroupOptions().Of(e, string(class))
 }
+
+// PlanApprovalOver is how many replays to target one bulk replay may send
+// without an approved plan (0: any number): the target's
+// plan_approval_over, else the defaults'.
+func (r *Rules) PlanApprovalOver(target string) int {
+	if r == nil {
+		return 0
+	}
+	for i := range r.Targets {
+		if t := &r.Targets[i]; t.TargetName() == target && t.PlanApprovalOver != nil {
+			return max(0, *t.PlanApprovalOver)
+		}
+	}
+	if r.Defaults.PlanApprovalOver != nil {
+		return max(0, *r.Defaults.PlanApprovalOver)
+	}
+	return 0
+}

@@ -44,6 +44,9 @@ type Defaults struct {
 	Backoff       *Backoff `yaml:"backoff"`
 	Owner         string   `yaml:"owner"`
 	ApproverGroup string   `yaml:"approver_group"`
+	// PlanApprovalOver: a bulk replay sending more entries than this to
+	// one target needs an approved plan (0 or unset: never; groups_config.go).
+	PlanApprovalOver *int `yaml:"plan_approval_over"`
 
 	lines map[string]int
 }
@@ -109,12 +112,14 @@ type Target struct {
 	HTTP  *HTTPTarget `yaml:"http"`
 	Exec  *ExecTarget `yaml:"exec"`
 	// Cordum and Nexora replay through the system's own endpoint.
-	Cordum   *NativeTarget `yaml:"cordum"`
-	Nexora   *NativeTarget `yaml:"nexora"`
-	line     int
-	lines    map[string]int
-	topic    []*glob.Pattern
-	problems []string
+	Cordum *NativeTarget `yaml:"cordum"`
+	Nexora *NativeTarget `yaml:"nexora"`
+	// PlanApprovalOver overrides the default's for this target.
+	PlanApprovalOver *int `yaml:"plan_approval_over"`
+	line             int
+	lines            map[string]int
+	topic            []*glob.Pattern
+	problems         []string
 }
 
 // TargetMatch selects entries for a target.

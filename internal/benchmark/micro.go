@@ -97,7 +97,7 @@ func micro(ctx context.Context, c *Config) ([]Row, error) {
 	// computed on every entry write) against the decision it rides with.
 	grp := perEntry("failure group assignment (signature + id)", func(i int) {
 		e := &entries[i%len(entries)]
-		_ = group.Of(e, string(triage.Transient)).ID()
+		_ = group.IDOf(e, string(triage.Transient))
 	})
 	if full := rows[3].Figure; full > 0 {
 		grp.Baseline, grp.Ratio = full, grp.Figure/full

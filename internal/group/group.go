@@ -54,42 +54,77 @@ func (o Options) Of(e *entry.Entry, class string) Key {
 	if o.IgnoreTopic {
 		k.Topic = ""
 	}
+	var stack [256]byte
+	k.Error = string(o.appendError(stack[:0], e))
+	return k
+}
+
+// appendError appends the error part of e's signature to dst.
+func (o Options) appendError(dst []byte, e *entry.Entry) []byte {
 	switch {
 	case e.DecodeError != "":
-		k.Error = "undecodable: " + Normalise(firstLine(valid(e.DecodeError)))
+		dst = append(dst, "undecodable: "...)
+		return appendNormalised(dst, firstLine(valid(e.DecodeError)))
 	case e.State.ErrorSignature != "":
-		k.Error = valid(e.State.ErrorSignature)
-	default:
-		code := strings.TrimSpace(valid(e.ReasonCode))
-		if code == "" {
-			code = "-"
-		}
-		var stack [256]byte
-		buf := appendLower(stack[:0], code)
-		buf = append(buf, ": "...)
-		k.Error = string(appendMessage(buf, valid(e.Message), o.frames()))
+		return append(dst, valid(e.State.ErrorSignature)...)
 	}
-	return k
+	code := strings.TrimSpace(valid(e.ReasonCode))
+	if code == "" {
+		code = "-"
+	}
+	dst = appendLower(dst, code)
+	dst = append(dst, ": "...)
+	return appendMessage(dst, valid(e.Message), o.frames())
 }
 
 // Of is Default.Of.
 func Of(e *entry.Entry, class string) Key { return Default.Of(e, class) }
 
-// ID names the group: "g" and 11 hex digits (44 bits) of the key's
-// FNV-1a hash, short enough to type, stable across processes and stores.
-// Not a cryptographic hash: the store computes it on every entry write
-// (sha256 was 40% of the assignment, BenchmarkGroupAssignment), and a
-// group id only has to tell apart a DLQ's few thousand causes.
-func (k Key) ID() string {
-	const offset, prime = 14695981039346656037, 1099511628211
-	h := uint64(offset)
-	for _, s := range [...]string{k.Source, k.Topic, k.Class, k.Error} {
-		for i := 0; i < len(s); i++ {
-			h ^= uint64(s[i])
-			h *= prime
-		}
-		h *= prime // the separator (a zero byte)
+// IDOf is o.Of(e, class).ID() without building the key: what the store
+// computes on every entry write (BenchmarkGroupAssignment).
+func (o Options) IDOf(e *entry.Entry, class string) string {
+	var stack [256]byte
+	errb := o.appendError(stack[:0], e)
+	topic := e.Topic
+	if o.IgnoreTopic {
+		topic = ""
 	}
+	h := fnvString(fnvOffset, valid(e.Source)) * fnvPrime
+	h = fnvString(h, valid(topic)) * fnvPrime
+	h = fnvString(h, valid(class)) * fnvPrime
+	for _, c := range errb {
+		h = (h ^ uint64(c)) * fnvPrime
+	}
+	return idString(h * fnvPrime)
+}
+
+// IDOf is Default.IDOf.
+func IDOf(e *entry.Entry, class string) string { return Default.IDOf(e, class) }
+
+// FNV-1a, 64 bits.
+const fnvOffset, fnvPrime = 14695981039346656037, 1099511628211
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime
+	}
+	return h
+}
+
+// ID names the group: "g" and 11 hex digits (44 bits) of the key's
+// FNV-1a hash (each field followed by a zero byte), short enough to type,
+// stable across processes and stores. Not a cryptographic hash: the store
+// computes it on every entry write (sha256 was 40% of the assignment),
+// and a group id only has to tell apart a DLQ's few thousand causes.
+func (k Key) ID() string {
+	h := uint64(fnvOffset)
+	for _, s := range [...]string{k.Source, k.Topic, k.Class, k.Error} {
+		h = fnvString(h, s) * fnvPrime // the separator (a zero byte)
+	}
+	return idString(h)
+}
+
+func idString(h uint64) string {
 	const digits = "0123456789abcdef"
 	var id [12]byte
 	id[0] = 'g'

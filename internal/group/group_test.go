@@ -101,6 +101,22 @@ func BenchmarkGroupOf(b *testing.B) {
 	e := &entry.Entry{Source: "cordum", Topic: "tool.github.pr.create", ReasonCode: "timeout",
 		Message: "upstream timeout after 30012 ms calling inventory for order 'ord-81213' at 2026-11-27T07:00:01Z"}
 	for b.Loop() {
-		_ = Of(e, "transient").ID()
+		_ = IDOf(e, "transient")
+	}
+}
+
+// IDOf, the store's fast path, names the same group as Of(...).ID().
+func TestIDOfIsTheKeysID(t *testing.T) {
+	for _, e := range []*entry.Entry{
+		{Source: "jsonl", Topic: "t", ReasonCode: "E", Message: "x 12\n\tat a.B(C.java:1)"},
+		{Source: "cordum", DecodeError: "bad json at 12"},
+		{Source: "prodigy", State: entry.SourceState{ErrorSignature: "sig"}},
+		{Source: "s\xff", Topic: "", Message: "'q' 0x1f"},
+	} {
+		for _, o := range []Options{Default, {IgnoreTopic: true}, {StackFrames: -1}} {
+			if got, want := o.IDOf(e, "poison"), o.Of(e, "poison").ID(); got != want {
+				t.Errorf("%+v %+v: IDOf %s, Of().ID() %s", e, o, got, want)
+			}
+		}
 	}
 }

@@ -30,8 +30,14 @@ const (
 // ErrBadGroup: no such group, or a lifecycle change that does not apply.
 var ErrBadGroup = errors.New("bad group")
 
-// GroupID is the id of the group r belongs to.
-func GroupID(r *EntryRecord) string { return GroupKey(r).ID() }
+// GroupID is the id of the group r belongs to (without building its key:
+// every entry write computes it).
+func GroupID(r *EntryRecord) string {
+	if r.Group != nil {
+		return r.Group.ID()
+	}
+	return group.IDOf(&r.Entry, string(r.Class))
+}
 
 // GroupKey is the signature r is grouped by: the one its last decision
 // recorded (rules.yaml groups), else the default signature.

@@ -489,7 +489,7 @@ func (f *countedFields) groupID() string {
 	}
 	e := entry.Entry{Source: f.Entry.Source, Topic: f.Entry.Topic, ReasonCode: f.Entry.ReasonCode, Message: f.Entry.Message,
 		DecodeError: f.Entry.DecodeError, State: entry.SourceState{ErrorSignature: f.Entry.State.ErrorSignature}}
-	return group.Of(&e, f.Class).ID()
+	return group.IDOf(&e, f.Class)
 }
 
 // storedKeys are the keys of a stored row: its record and its sig and

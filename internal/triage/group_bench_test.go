@@ -13,6 +13,6 @@ import (
 func BenchmarkGroupAssignment(b *testing.B) {
 	e := benchEntry()
 	for b.Loop() {
-		_ = group.Of(e, "transient").ID()
+		_ = group.IDOf(e, "transient")
 	}
 }

@@ -28,7 +28,7 @@ func (g *Engine) applyHold(e *entry.Entry, d *Decision) {
 	if len(g.Holds) == 0 || d.Action == Skip {
 		return
 	}
-	id := g.Rules.GroupOf(e, d.Class).ID()
+	id := g.Rules.GroupOptions().IDOf(e, string(d.Class))
 	h, ok := g.Holds[id]
 	if !ok {
 		return

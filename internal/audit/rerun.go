@@ -22,6 +22,9 @@ func (r *Record) Rerun(ctx context.Context, eng *triage.Engine) (triage.Decision
 	if r.Kind != KindDecision || r.Decision == nil || r.Input == nil {
 		return triage.Decision{}, ErrNoInputs
 	}
+	if h := r.Decision.GroupHold; h != nil {
+		eng = eng.WithHolds(triage.Holds{h.Group: *h}) // the hold in force then: an input
+	}
 	e := *r.Input
 	view := r.Decision.Ledger
 	if view.At.IsZero() {

@@ -183,6 +183,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/snapshots/{id}", s.auth(permRead, s.handleSnapshot))
 	m.HandleFunc("POST /api/policy/backtest", s.auth(permRead, s.handleBacktest))
 	m.HandleFunc("GET /api/stats", s.auth(permRead, s.handleStats))
+	m.HandleFunc("GET /api/groups", s.auth(permRead, s.handleListGroups))
+	m.HandleFunc("GET /api/groups/{id}", s.auth(permRead, s.handleShowGroup))
+	m.HandleFunc("POST /api/groups/{id}/{verb}", s.auth(permOperate, s.handleChangeGroup))
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such API route: "+r.Method+" "+r.URL.Path)
 	})

@@ -44,6 +44,10 @@ type Decision struct {
 
 	Ledger         LedgerView `json:"ledger"`
 	PolicySnapshot string     `json:"policy_snapshot"`
+	// GroupHold is the failure group's hold that made the entry wait: an
+	// input of the decision, recorded so `audit replay-decision` re-runs
+	// it with the same hold.
+	GroupHold *GroupHold `json:"group_hold,omitempty"`
 	// EvidenceHash binds an approval to what it approved: entry, payload,
 	// class, rule, proposed action and policy snapshot.
 	EvidenceHash string `json:"evidence_hash"`

@@ -58,6 +58,9 @@ type Engine struct {
 	// decision's time. Deciding never reads the wall clock itself: the
 	// caller injects it here, and the time becomes a recorded input.
 	Now func() time.Time
+	// Holds are the failure groups people hold (hold.go): a fact of the
+	// decision like the ledger view, read once per run.
+	Holds Holds
 }
 
 // Decide returns the decision for one entry given what the ledger knows of
@@ -188,6 +191,7 @@ func (g *Engine) DecideWithPayloadHash(ctx context.Context, e *entry.Entry, view
 		}
 	}
 
+	g.applyHold(e, &d)
 	if g.Policy != nil {
 		g.applyPolicy(ctx, e, &d)
 	}

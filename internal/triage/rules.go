@@ -32,6 +32,8 @@ type Rules struct {
 	Targets  []Target            `yaml:"targets"`
 	// Retention says how long closed entries are kept (retention.go).
 	Retention Retention `yaml:"retention"`
+	// Groups configure the failure signature (groups_config.go).
+	Groups *GroupRules `yaml:"groups"`
 
 	file     string
 	taxonomy map[string]Class
@@ -44,6 +46,9 @@ type Defaults struct {
 	Backoff       *Backoff `yaml:"backoff"`
 	Owner         string   `yaml:"owner"`
 	ApproverGroup string   `yaml:"approver_group"`
+	// PlanApprovalOver: a bulk replay sending more entries than this to
+	// one target needs an approved plan (0 or unset: never; groups_config.go).
+	PlanApprovalOver *int `yaml:"plan_approval_over"`
 
 	lines map[string]int
 }
@@ -109,12 +114,14 @@ type Target struct {
 	HTTP  *HTTPTarget `yaml:"http"`
 	Exec  *ExecTarget `yaml:"exec"`
 	// Cordum and Nexora replay through the system's own endpoint.
-	Cordum   *NativeTarget `yaml:"cordum"`
-	Nexora   *NativeTarget `yaml:"nexora"`
-	line     int
-	lines    map[string]int
-	topic    []*glob.Pattern
-	problems []string
+	Cordum *NativeTarget `yaml:"cordum"`
+	Nexora *NativeTarget `yaml:"nexora"`
+	// PlanApprovalOver overrides the default's for this target.
+	PlanApprovalOver *int `yaml:"plan_approval_over"`
+	line             int
+	lines            map[string]int
+	topic            []*glob.Pattern
+	problems         []string
 
 	// KeyLifetime is how long the target honours an idempotency key (Stripe
 	// may prune keys after 24h); 0: for ever. An entry older than this is not
@@ -418,6 +425,7 @@ func (r *Rules) validate(cerr *ConfigError, top *yaml.Node) {
 	if r.Defaults.Backoff != nil {
 		r.Defaults.Backoff.validate(cerr, f, "defaults.backoff")
 	}
+	r.Groups.validate(cerr, f, top)
 
 	r.taxonomy = builtinTaxonomy()
 	classes := make([]string, 0, len(r.Taxonomy))

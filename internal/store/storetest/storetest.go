@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		"OutcomeIsGuardedByAttempt":   outcomeCAS,
 		"PageMatchesScan":             pageMatchesScan,
 		"CountersFollowWrites":        countersFollowWrites,
+		"GroupsFollowWrites":          groupsFollowWrites,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, open(t)) })

@@ -40,8 +40,8 @@ fuzz-smoke:
 # baseline measured in the same run (alternating runs, medians). The full run
 # takes tens of minutes and several GB of scratch space (1M-entry corpora,
 # 1M Prodigy item files); ONLY=decisions (or memory, ledger, replays, floor, micro,
-# workers, reads, pgread, size) runs one part. The workers and pgread rows
-# need PostgreSQL (skipped with a note without it).
+# workers, reads, pgread, size, brokers) runs one part. The workers and pgread rows
+# need PostgreSQL, the RabbitMQ brokers row rabbitmq-server (skipped with a note without them).
 bench:
 	$(GO) build -o bin/replayctl ./cmd/replayctl
 	./bin/replayctl bench $(if $(ONLY),--only $(ONLY))

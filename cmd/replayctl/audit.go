@@ -178,8 +178,9 @@ func newAuditShowCmd(s *streams) *cobra.Command {
 func newAuditVerifyCmd(s *streams) *cobra.Command {
 	var db dbFlags
 	var outF, cpFile string
+	var archives []string
 	cmd := &cobra.Command{
-		Use:   "verify [--audit-key-file F] [--checkpoint F]",
+		Use:   "verify [--audit-key-file F] [--checkpoint F] [--archive FILE...]",
 		Short: "Walk the hash chain and report the first broken link (exit 1 if broken)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -199,10 +200,15 @@ func newAuditVerifyCmd(s *streams) *cobra.Command {
 				}
 				q = cp.Query()
 			}
-			res, err := fetch(cmd.Context(), &db, "/api/audit/verify", q,
-				func(st store.Backend) (*audit.VerifyResult, error) {
-					return audit.VerifyWith(cmd.Context(), st, audit.VerifyOptions{Key: k, Checkpoint: cp})
-				})
+			var res *audit.VerifyResult
+			if len(archives) > 0 {
+				res, err = verifyArchives(cmd, &db, archives, audit.VerifyOptions{Key: k, Checkpoint: cp})
+			} else {
+				res, err = fetch(cmd.Context(), &db, "/api/audit/verify", q,
+					func(st store.Backend) (*audit.VerifyResult, error) {
+						return audit.VerifyWith(cmd.Context(), st, audit.VerifyOptions{Key: k, Checkpoint: cp})
+					})
+			}
 			if err != nil {
 				return err
 			}
@@ -219,6 +225,12 @@ func newAuditVerifyCmd(s *streams) *cobra.Command {
 					signed += ", checkpoint held"
 				}
 				fmt.Fprintf(s.out, "ok: %d record(s), head %s, %s\n", res.Records, res.Head, signed)
+				switch {
+				case len(archives) > 0:
+					fmt.Fprintf(s.out, "verified end to end: %d archive(s) and the live chain\n", len(archives))
+				case res.Pruned != nil:
+					fmt.Fprintf(s.out, "pruned: records up to %d are archived; the live chain was verified from that base on (audit verify --archive FILE... checks them too)\n", res.Pruned.Seq)
+				}
 				for _, u := range res.Unchecked {
 					fmt.Fprintf(s.out, "not checked: %s\n", u)
 				}
@@ -234,6 +246,7 @@ func newAuditVerifyCmd(s *streams) *cobra.Command {
 	db.register(cmd.Flags())
 	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	cmd.Flags().StringVar(&cpFile, "checkpoint", "", "checkpoint file from `audit checkpoint`: the chain must still hold it (detects a rollback)")
+	cmd.Flags().StringArrayVar(&archives, "archive", nil, "archive written by `store prune`, oldest first (repeatable): verify the archives and the live chain end to end")
 	return cmd
 }
 
@@ -420,14 +433,15 @@ and shows what today's rules and policy (--rules, --policies) would decide.`,
 			if err != nil {
 				return fmt.Errorf("rebuild snapshot %s: %w", snap.ID, err)
 			}
-			e := *rec.Input
-			view := rec.Decision.Ledger
-			again := then.DecideWithPayloadHash(cmd.Context(), &e, view, rec.Decision.PayloadHash)
+			again, err := rec.Rerun(cmd.Context(), then)
+			if err != nil {
+				return err
+			}
 			out := map[string]any{"decision_id": seq, "recorded": rec.Decision, "replayed": again,
 				"same": sameDecision(rec.Decision, &again)}
 			now, _, err := eng.load(cmd.Context())
 			if err == nil {
-				today := now.DecideWithPayloadHash(cmd.Context(), &e, view, rec.Decision.PayloadHash)
+				today, _ := rec.Rerun(cmd.Context(), now) // same record: its inputs were checked above
 				out["today"] = today
 				out["today_same"] = sameDecision(rec.Decision, &today)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/runs"
 	"github.com/replayctl/replayctl/internal/server"
 )
 
@@ -21,11 +22,20 @@ type bulkFlags struct {
 	filter                       bool
 	classes, reasons, topics     []string
 	sources, states, labels      []string
+	groups                       []string
 	olderThan, newerThan, spread time.Duration
 	preview, yes, all            bool
 	confirmOver, max             int
 	resetBudget                  bool
 	reason                       string // replay: why the budget is reset
+	// canary (replay): a first slice, judged before the rest (canary.go).
+	canary, abortOver string
+	canaryWatch       time.Duration
+	// requestApproval (replay): keep the plan and ask for its approval
+	// instead of executing (plan_cmd.go).
+	requestApproval bool
+	planTTL         time.Duration
+	approverGroup   string
 }
 
 // register adds the flags. The reason-code filter is only ever
@@ -41,6 +51,7 @@ func (f *bulkFlags) register(fs *pflag.FlagSet, replayCmd bool) {
 	fs.StringArrayVar(&f.sources, "source", nil, "filter: source kind (repeatable)")
 	fs.StringArrayVar(&f.states, "state", nil, "filter: entry state (repeatable)")
 	fs.StringArrayVar(&f.labels, "label", nil, "filter: label k=v (repeatable, all must hold)")
+	fs.StringArrayVar(&f.groups, "group", nil, "filter: failure group id from groups list (repeatable; implies --filter)")
 	fs.DurationVar(&f.olderThan, "older-than", 0, "filter: last failure at least this long ago")
 	fs.DurationVar(&f.newerThan, "newer-than", 0, "filter: last failure at most this long ago")
 	fs.BoolVar(&f.preview, "preview", false, "show what would happen, change nothing")
@@ -51,6 +62,12 @@ func (f *bulkFlags) register(fs *pflag.FlagSet, replayCmd bool) {
 		fs.DurationVar(&f.spread, "spread", 0, "spread the replays evenly over this long (on top of --rate)")
 		fs.BoolVar(&f.resetBudget, "reset-budget", false, "with --filter: re-arm entries that reached max_replays or failed, then replay them (needs --reason)")
 		fs.StringVar(&f.reason, "reason", "", "with --reset-budget: why the entries are re-armed (recorded with every re-arm)")
+		fs.StringVar(&f.canary, "canary", "", "with --filter or --group: replay a first slice of N entries or P% (spread across targets and topics), judge it, then the rest")
+		fs.DurationVar(&f.canaryWatch, "canary-watch", replay.DefaultCanaryWatch, "with --canary: how long to wait after the slice before judging it")
+		fs.StringVar(&f.abortOver, "abort-over", "0", "with --canary: the highest failure rate of the slice (0.05 or 5%) that lets the rest go on")
+		fs.BoolVar(&f.requestApproval, "request-approval", false, "with --filter or --group: keep the previewed plan and ask for its approval (needs --reason); runs start PLAN executes it")
+		fs.DurationVar(&f.planTTL, "plan-ttl", replay.DefaultPlanTTL, "with --request-approval: how long the plan stays valid")
+		fs.StringVar(&f.approverGroup, "approver-group", "", "with --request-approval: who approves (default: the rules' default approver group)")
 	}
 }
 
@@ -73,7 +90,8 @@ func labelFilter(values []string) (map[string]string, error) {
 
 func (f *bulkFlags) build() (replay.BulkFilter, error) {
 	bf := replay.BulkFilter{Classes: f.classes, Reasons: f.reasons, Topics: f.topics, Sources: f.sources,
-		States: f.states, OlderThan: replay.Duration{Duration: f.olderThan}, NewerThan: replay.Duration{Duration: f.newerThan}, All: f.all}
+		States: f.states, OlderThan: replay.Duration{Duration: f.olderThan}, NewerThan: replay.Duration{Duration: f.newerThan}, All: f.all,
+		Groups: f.groups}
 	labels, err := labelFilter(f.labels)
 	if err != nil {
 		return bf, err
@@ -89,12 +107,15 @@ func (f *bulkFlags) build() (replay.BulkFilter, error) {
 }
 
 // filterFlags are the flags that narrow a --filter selection.
-var filterFlags = []string{"class", "reason-code", "topic", "source", "state", "label", "older-than", "newer-than"}
+var filterFlags = []string{"class", "reason-code", "topic", "source", "state", "label", "older-than", "newer-than", "group"}
 
 // checkArgs: --filter takes no ID, otherwise exactly one; --filter needs
 // at least one filter flag or an explicit --all. It runs before any state
 // is opened, so a refused command changes nothing.
 func (f *bulkFlags) checkArgs(cmd *cobra.Command, args []string) error {
+	if len(f.groups) > 0 {
+		f.filter = true // --group G is a filter of its own
+	}
 	if f.filter && len(args) > 0 {
 		return usageError("give an ID or --filter, not both")
 	}
@@ -107,7 +128,22 @@ func (f *bulkFlags) checkArgs(cmd *cobra.Command, args []string) error {
 	if f.resetBudget && strings.TrimSpace(f.reason) == "" {
 		return usageError("--reset-budget needs --reason TEXT: it is recorded with every re-arm")
 	}
-	if !f.resetBudget && f.reason != "" && cmd.Name() == "replay" {
+	if f.canary != "" && !f.filter {
+		return usageError("--canary needs --filter or --group: a canary is a first slice of a bulk replay")
+	}
+	if f.canary == "" && (cmd.Flags().Changed("abort-over") || cmd.Flags().Changed("canary-watch")) {
+		return usageError("--abort-over and --canary-watch go with --canary N|P%%")
+	}
+	if f.requestApproval && !f.filter {
+		return usageError("--request-approval needs --filter or --group: a plan is a bulk replay")
+	}
+	if f.requestApproval && (f.resetBudget || f.canary != "") {
+		return usageError("--request-approval keeps a plan: give --reset-budget or --canary when it runs, not when it is requested")
+	}
+	if f.requestApproval && strings.TrimSpace(f.reason) == "" {
+		return usageError("--request-approval needs --reason TEXT: approvers read it")
+	}
+	if !f.resetBudget && !f.requestApproval && f.reason != "" && cmd.Name() == "replay" {
 		return usageError("--reason on a replay is only the justification of --reset-budget; to filter by reason code use --reason-code")
 	}
 	if f.filter {
@@ -154,6 +190,12 @@ func printBulk(w io.Writer, rep *replay.BulkReport, f *bulkFlags) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "  %6d  %s\n", rep.Why[k], k)
 	}
+	if rep.Blast != nil {
+		fmt.Fprintln(w, "blast radius:")
+		for _, l := range rep.Blast.Describe() {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
 	if len(rep.Replays) > 0 {
 		// Every outcome, in a fixed order: a fixed list of names once
 		// printed an empty "replays:" line for outcomes it did not know.
@@ -170,6 +212,17 @@ func printBulk(w io.Writer, rep *replay.BulkReport, f *bulkFlags) {
 	}
 	if rep.Delivery != nil {
 		fmt.Fprintf(w, "delivery: %s\n", rep.Delivery)
+	}
+	if c := rep.Canary; c != nil {
+		verdict := "passed: the rest went on"
+		if c.Aborted {
+			verdict = fmt.Sprintf("ABORTED: the other %d entries were not touched", c.Untouched)
+		}
+		fmt.Fprintf(w, "canary: %d entries, watched %s, %d failed (rate %.0f%%, abort over %.0f%%): %s\n",
+			len(c.Slice), c.Watch, c.Failed+c.Returned, 100*c.Rate, 100*c.AbortOver, verdict)
+		for _, it := range c.Failures {
+			fmt.Fprintf(w, "  %s  %s\n", it.Ref, it.Outcome)
+		}
 	}
 	if rep.Run != "" {
 		fmt.Fprintf(w, "run %s %s\n", rep.Run, rep.RunState)
@@ -214,15 +267,30 @@ func runBulk(cmd *cobra.Command, s *streams, f *bulkFlags, format string, b *rep
 		if run.t != nil {
 			b.Run = run.t
 		}
-		if resolveReason != "" {
+		var canary *replay.Canary
+		if resolveReason == "" {
+			if canary, err = f.canaryOf(); err != nil {
+				run.finish(ctx, err, false)
+				return err
+			}
+		}
+		switch {
+		case resolveReason != "":
 			rep, err = b.ExecuteResolve(rctx, bf, resolveReason)
-		} else {
+		case canary != nil:
+			rep, err = b.ExecuteCanary(rctx, bf, *canary)
+		default:
 			rep, err = b.ExecuteReplay(rctx, bf)
 		}
 		if rep != nil {
 			run.delivered(rep.Delivery)
 		}
-		rec := run.finish(ctx, err, rep != nil && rep.Stopped != "")
+		var rec runs.Record
+		if err == nil && rep != nil && rep.Canary != nil && rep.Canary.Aborted {
+			rec = run.finishAs(ctx, runs.AbortedByCanary)
+		} else {
+			rec = run.finish(ctx, err, rep != nil && rep.Stopped != "")
+		}
 		if err != nil {
 			return bulkErr(err)
 		}
@@ -259,6 +327,11 @@ func runBulkRemote(cmd *cobra.Command, s *streams, f *bulkFlags, format string, 
 		path = "/api/dead-letters/resolve"
 	}
 	req := server.BulkRequest{Filter: bf, Max: f.max, Spread: replay.Duration{Duration: f.spread}, Reason: resolveReason}
+	if resolveReason == "" {
+		if req.Canary, err = f.canaryOf(); err != nil {
+			return err
+		}
+	}
 	if f.resetBudget {
 		req.ResetBudget, req.Reason = true, f.reason
 	}
@@ -319,4 +392,23 @@ func waitRun(cmd *cobra.Command, rf *remoteFlags, id string) (*server.Run, error
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// canaryOf builds the canary of --canary (nil without one).
+func (f *bulkFlags) canaryOf() (*replay.Canary, error) {
+	if f.canary == "" {
+		return nil, nil
+	}
+	c, err := replay.ParseCanary(f.canary)
+	if err != nil {
+		return nil, &exitErr{code: exitUsage, err: err}
+	}
+	if c.AbortOver, err = replay.ParseRate(f.abortOver); err != nil {
+		return nil, &exitErr{code: exitUsage, err: err}
+	}
+	if f.canaryWatch < 0 {
+		return nil, usageError("--canary-watch must not be negative")
+	}
+	c.Watch = replay.Duration{Duration: f.canaryWatch}
+	return &c, nil
 }

@@ -34,19 +34,31 @@ func (f *engineFlags) register(fs *pflag.FlagSet, notes io.Writer) {
 	fs.DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultTimeout, "time limit of one policy evaluation; past it the decision fails closed")
 }
 
+// load builds the engine with the wall clock as its decision time (the
+// edge where time is injected: a target's key_lifetime is judged by it).
 func (f *engineFlags) load(ctx context.Context) (*triage.Engine, triage.Snapshot, error) {
 	br, bp := f.builtinRules(), f.builtinPolicies()
+	var (
+		eng  *triage.Engine
+		snap triage.Snapshot
+		err  error
+	)
 	if !br && !bp {
-		return policy.LoadEngine(ctx, f.rules, f.policies, f.policyTimeout)
+		eng, snap, err = policy.LoadEngine(ctx, f.rules, f.policies, f.policyTimeout)
+	} else {
+		eng, snap, err = f.loadBuiltin(ctx, br, bp)
 	}
-	return f.loadBuiltin(ctx, br, bp)
+	if eng != nil {
+		eng.Now = time.Now
+	}
+	return eng, snap, err
 }
 
 // sourceFlags is the repeatable --source KIND:PATH flag.
 type sourceFlags struct{ specs []string }
 
 func (f *sourceFlags) register(fs *pflag.FlagSet) {
-	fs.StringArrayVar(&f.specs, "source", nil, "a DLQ to read, as KIND:PATH (repeatable); KIND is cordum, cordum-redis, prodigy, nexora or jsonl")
+	fs.StringArrayVar(&f.specs, "source", nil, "a DLQ to read, as KIND:PATH (repeatable); KIND is cordum, cordum-redis, prodigy, nexora, jsonl, rabbitmq, kafka or sqs")
 }
 
 // open parses the sources; a live source's retries are logged on log, so a

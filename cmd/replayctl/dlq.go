@@ -447,6 +447,9 @@ Executing records the bulk operation in the audit trail before any dispatch;
 					if tgt.url != "" {
 						return usageError("--target with --server: the server's targets apply")
 					}
+					if bulk.requestApproval {
+						return usageError("--request-approval has no --server path yet: run it where the state is (or use --store)")
+					}
 					return runBulkRemote(cmd, s, &bulk, format, &db.remote, "")
 				}
 				engine, st, err := openActing(cmd.Context(), &eng, &db)
@@ -461,6 +464,9 @@ Executing records the bulk operation in the audit trail before any dispatch;
 					ForEntry: forEntry()}
 				b := &replay.Bulk{Reconciler: r, Inventory: st, Max: bulk.max, Spread: bulk.spread,
 					ResetBudget: bulk.resetBudget, Reason: bulk.reason}
+				if bulk.requestApproval {
+					return requestPlan(cmd, s, &bulk, format, b)
+				}
 				return runBulk(cmd, s, &bulk, format, b, "")
 			}
 			if db.remote.enabled() {

@@ -84,6 +84,6 @@ Exit status 0 when all pass, 1 when one fails, 2 when a file does not compile.`,
 	test.Flags().StringVar(&dir, "policies", "policies", "directory of Rego policies and their *_test.rego tests")
 	test.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	test.Flags().BoolVarP(&verbose, "verbose", "v", false, "list passing tests too")
-	cmd.AddCommand(test, newPolicyShowCmd(s))
+	cmd.AddCommand(test, newPolicyShowCmd(s), newPolicyBacktestCmd(s))
 	return cmd
 }

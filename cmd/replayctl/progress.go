@@ -134,6 +134,19 @@ func (c *cliRun) id() string {
 	return c.t.ID()
 }
 
+// finishAs records the run's end in state (aborted_by_canary).
+func (c *cliRun) finishAs(ctx context.Context, state string) runs.Record {
+	c.prog.done()
+	if c.t == nil {
+		return runs.Record{State: state}
+	}
+	rec, serr := c.t.FinishAs(ctx, state, nil)
+	if serr != nil && !errors.Is(serr, store.ErrReadOnly) {
+		rec.Error = firstNonEmpty(rec.Error, "run record not saved: "+serr.Error())
+	}
+	return rec
+}
+
 // finish records how the run ended: interrupted when it stopped early
 // without a cancel (Ctrl-C), else as runs.Finish decides.
 func (c *cliRun) finish(ctx context.Context, err error, stopped bool) runs.Record {

@@ -28,14 +28,14 @@ type targetFlags struct {
 // router routes by --target, else entries read from a running system
 // (the run's, or the stored entry's origin) through that system's own
 // replay, else by rules.yaml targets.
-func (f *targetFlags) router(rules *triage.Rules, _ ...source.Source) replay.Router {
+func (f *targetFlags) router(rules *triage.Rules, srcs ...source.Source) replay.Router {
 	var def *replay.Route
 	creds := replay.CredentialsFromEnv(os.Getenv)
 	if f.url != "" {
 		// The flag was checked when set, so this cannot fail.
 		def, _ = replay.ParseTarget(f.url, f.probe, creds)
 	}
-	return replay.NewOriginRouter(replay.NewRulesRouter(rules, def), def != nil, creds)
+	return replay.NewOriginRouter(replay.NewRulesRouter(rules, def), def != nil, creds, srcs...)
 }
 
 // forEntry finds a stored entry's source again (registry.Finder), so a
@@ -162,6 +162,10 @@ configuration errors.`,
 				Engine: engine, Store: st, Router: tgt.router(engine.Rules, srcs...), Actor: actor.as,
 				MaxParallel: par, Window: window, Rate: rate, Limit: limit, Lease: lease, ApprovalTTL: apprCfg.Expiry,
 				MaxWait: maxWait, Breakers: &replay.Breakers{Failures: breakerFailures, Cooldown: breakerCooldown},
+				OnHoldExpired: func(x replay.ExpiredHold) {
+					s.log.Warn("group hold expired: its entries are decided again", "group", x.Group, "reason", x.Reason,
+						"until", x.Until, "audit", x.Audit)
+				},
 				OnEntry: func(res replay.EntryResult) {
 					run.observe(res.RunOutcome())
 					if rm != nil {
@@ -278,6 +282,10 @@ func printReport(w io.Writer, rep *replay.Report) {
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintln(w, "note:", n)
+	}
+	for _, x := range rep.HoldsExpired {
+		fmt.Fprintf(w, "group hold expired: %s (%s, until %s) is open again, its entries decided afresh (audit record %d)\n",
+			x.Group, x.Reason, x.Until.UTC().Format(time.RFC3339), x.Audit)
 	}
 	if rep.Recovered > 0 {
 		fmt.Fprintf(w, "recovered: %d interrupted dispatch(es) marked outcome_unknown\n", rep.Recovered)

@@ -34,7 +34,7 @@ cancel stops new dispatches of a running run; dispatches already in flight
 record their outcome. Running the same operation again resumes it: committed
 keys are never sent twice.`,
 	}
-	cmd.AddCommand(newRunsListCmd(s), newRunsShowCmd(s), newRunsCancelCmd(s))
+	cmd.AddCommand(newRunsListCmd(s), newRunsShowCmd(s), newRunsCancelCmd(s), newRunsStartCmd(s))
 	return cmd
 }
 

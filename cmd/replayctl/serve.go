@@ -39,6 +39,7 @@ func newServeCmd(s *streams) *cobra.Command {
 		hooksJSON, hooksSlack         []string
 		publicURL                     string
 		agingAfter, agingEvery        time.Duration
+		prune                         servePrune
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --addr 127.0.0.1:8080 --source KIND:PATH... [--every 5m] [--db F] [--tokens F]",
@@ -100,6 +101,10 @@ dispatches (or record them outcome_unknown), and exits.`,
 				return err
 			}
 			defer st.Close()
+			pruned, err := prune.check(st)
+			if err != nil {
+				return err
+			}
 			logger := s.log
 			srv, err := server.New(server.Config{
 				Store: st, Tokens: tokens, Sources: srcs, Approvers: cfg, Every: every,
@@ -119,6 +124,9 @@ dispatches (or record them outcome_unknown), and exits.`,
 			}
 			srv.SetBase(ctx)
 			wg := srv.Start(ctx)
+			pctx, stopPrune := context.WithCancel(ctx)
+			defer prune.start(pctx, pruned, eng.rules, auditKey, logger).Wait()
+			defer stopPrune() // before the Wait above: an error return ends the schedule too
 			hs := srv.HTTPServer()
 			if hs.ErrorLog == nil {
 				// net/http's own errors (TLS handshakes refused, ...) go
@@ -179,6 +187,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 	f.DurationVar(&agingAfter, "notify-aging", 0, "remind approvers (through the webhooks) of requests pending longer than this, after a run (e.g. 4h; 0: never)")
 	f.DurationVar(&agingEvery, "notify-aging-every", 0, "remind of a request still pending at most once per this long (default: --notify-aging)")
 	f.StringVar(&publicURL, "public-url", "http://localhost:8080", "this server's address as people reach it, for links in notifications")
+	prune.register(f)
 	return cmd
 }
 

@@ -125,6 +125,10 @@ var localOnlyFlags = map[string]bool{
 	"dry-run": true, "limit": true, "rate": true, "lease": true, "metrics-file": true, "push-url": true,
 	"max-parallel": true, "store": true, "audit-key-file": true, "policy-timeout": true, "server": true, "token": true,
 	"config": true, "cpuprofile": true,
+	// audit verify --archive reads the archive files where it runs.
+	"archive": true,
+	// a plan is kept and started where the state is (plan_cmd.go).
+	"request-approval": true,
 	// reconcile -v lists every entry; a run on the server reports totals.
 	"verbose": true,
 }
@@ -135,6 +139,7 @@ var remoteCommands = []string{
 	"dlq list", "dlq show", "dlq resolve", "dlq release", "dlq replay",
 	"approvals list", "approvals approve", "approvals reject", "approvals rerequest",
 	"audit list", "audit show", "audit verify", "audit checkpoint", "audit export", "audit explain", "audit replay-decision",
+	"groups list", "groups show", "groups ack", "groups hold", "groups release",
 }
 
 // remoteStory runs one command line of a story through the story's server
@@ -312,6 +317,7 @@ var readOnly = map[string]bool{
 	"plan": true, "stats": true, "dlq list": true, "dlq show": true, "approvals list": true,
 	"audit list": true, "audit show": true, "audit verify": true, "audit checkpoint": true,
 	"audit export": true, "audit explain": true, "audit replay-decision": true,
+	"groups list": true, "groups show": true,
 }
 
 // storyToken returns the admin token of user, creating it in the story's

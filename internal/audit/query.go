@@ -80,8 +80,12 @@ type VerifyResult struct {
 	// from the store (a break at the first of them).
 	MissingSnapshots int `json:"missing_snapshots,omitempty"`
 	// From is the first record this verification walked: above 1, the
-	// records before it were verified earlier (Incremental) and not again.
+	// records before it were verified earlier (Incremental) and not again,
+	// or were pruned (Pruned).
 	From uint64 `json:"verified_from,omitempty"`
+	// Pruned is the base of a pruned chain: the records up to it are in an
+	// archive (`audit verify --archive` verifies them with the live chain).
+	Pruned *Checkpoint `json:"pruned_base,omitempty"`
 }
 
 // What a verification without a key or without a checkpoint cannot see.
@@ -118,7 +122,21 @@ func Verify(ctx context.Context, r Reader, key []byte) (*VerifyResult, error) {
 
 // VerifyWith is Verify with a checkpoint as well.
 func VerifyWith(ctx context.Context, r Reader, o VerifyOptions) (*VerifyResult, error) {
-	return verifyFrom(ctx, r, o, NewVerifier(), 1)
+	pre := &VerifyResult{}
+	v, from, base, err := startAt(ctx, r, o.Key, pre)
+	if err != nil {
+		return nil, err
+	}
+	if pre.Break != nil {
+		pre.Records, pre.Head, pre.From = int(base.Seq), base.Head, from
+		return pre, nil
+	}
+	res, err := verifyFrom(ctx, r, o, v, from)
+	if res != nil {
+		res.Unchecked = append(pre.Unchecked, res.Unchecked...)
+		res.Pruned = base
+	}
+	return res, err
 }
 
 // verifyFrom walks the chain from record `from`, v holding the state of
@@ -133,6 +151,16 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 	// The chain covers each snapshot's hash; the store holds its text once.
 	if bc, ok := r.(BlobChecker); ok {
 		v.blobs = func(id string) error { return bc.CheckSnapshot(ctx, id) }
+	}
+	if cp != nil && cp.Seq > 0 && cp.Seq < from {
+		// The checkpoint's record was pruned: its base (or the record
+		// itself, in an archive) is what holds it.
+		if cp.Seq == from-1 {
+			atCheckpoint = v.Head()
+		} else {
+			res.Unchecked = append(res.Unchecked, fmt.Sprintf("checkpoint: its record %d was pruned into an archive; verify it with --archive", cp.Seq))
+			cp = nil
+		}
 	}
 	lr, withLedger := r.(LedgerReader)
 	if withLedger = withLedger && from == 1; withLedger {
@@ -201,6 +229,7 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 		}
 	}
 	switch {
+	case cp == nil && o.Checkpoint != nil:
 	case cp == nil:
 		res.Unchecked = append(res.Unchecked, UncheckedCheckpoint)
 	case uint64(v.Count()) < cp.Seq:
@@ -298,8 +327,17 @@ func (iv *Incremental) Verify(ctx context.Context, r Reader, key []byte) (*Verif
 				Reason: fmt.Sprintf("the store's head is record %d, but %d records were verified earlier: the chain was rolled back or truncated", seq, iv.most)}}, nil
 		}
 	}
-	v, from := NewVerifier(), uint64(1)
-	if iv.seq > 0 {
+	pre := &VerifyResult{}
+	v, from, base, err := startAt(ctx, r, key, pre)
+	if err != nil {
+		return nil, err
+	}
+	if pre.Break != nil {
+		iv.seq, iv.head = 0, ""
+		pre.Records, pre.Head, pre.From = int(base.Seq), base.Head, from
+		return pre, nil
+	}
+	if iv.seq >= from {
 		same := false
 		err := r.AuditRange(ctx, iv.seq, func(k uint64, s Sealed, derr error) error {
 			same = derr == nil && k == iv.seq && s.Seq == k && s.Hash == iv.head && chainHash(s.Seq, s.Prev, s.Body) == s.Hash
@@ -313,6 +351,10 @@ func (iv *Incremental) Verify(ctx context.Context, r Reader, key []byte) (*Verif
 		}
 	}
 	res, err := verifyFrom(ctx, r, VerifyOptions{Key: key}, v, from)
+	if res != nil {
+		res.Unchecked = append(pre.Unchecked, res.Unchecked...)
+		res.Pruned = base
+	}
 	switch {
 	case err != nil:
 	case res.Break == nil:

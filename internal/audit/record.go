@@ -28,6 +28,7 @@ const (
 	KindBulk       = "bulk"        // a bulk operation (filter, counts)
 	KindIngestSkip = "ingest_skip" // reserved
 	KindBreaker    = "breaker"     // a target's circuit breaker changed state
+	KindGroup      = "group"       // a failure group's lifecycle changed (ack, hold, release, resolve, expiry)
 )
 
 // Record is one audit record. Seq is its place in the chain and also the

@@ -29,7 +29,7 @@ type Config struct {
 	// Progress, when set, is told what is being measured.
 	Progress func(string)
 	// Only, when set, runs only the steps whose name contains it
-	// (decisions, ledger, replays, memory, micro, workers, reads, pgread, size).
+	// (decisions, ledger, replays, memory, micro, workers, reads, pgread, size, backtest, prune, brokers).
 	Only string
 }
 
@@ -78,7 +78,7 @@ func Run(ctx context.Context, c Config) ([]Row, error) {
 	steps := []struct {
 		name string
 		fn   func(context.Context, *Config) ([]Row, error)
-	}{{"decisions", decisions}, {"memory", memory}, {"ledger", ledger}, {"replays", replays}, {"floor", floor}, {"micro", micro}, {"workers", workers}, {"reads", reads}, {"pgread", pgReads}, {"size", size}}
+	}{{"decisions", decisions}, {"memory", memory}, {"ledger", ledger}, {"replays", replays}, {"floor", floor}, {"micro", micro}, {"workers", workers}, {"reads", reads}, {"pgread", pgReads}, {"size", size}, {"backtest", backtestRows}, {"prune", pruneRows}, {"brokers", brokers}}
 	for _, step := range steps {
 		if c.Only != "" && !strings.Contains(step.name, c.Only) {
 			continue

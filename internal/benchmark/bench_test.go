@@ -27,6 +27,7 @@ var issueTargets = map[string]string{
 	"peak RSS, plan 1000000 Prodigy items":      "< 64 MB",
 	"peak RSS, plan 20000 Prodigy items":        "< 64 MB",
 	"store bytes per input byte":                "<= 2x",
+	"backtest throughput":                       ">= 0.8x",
 }
 
 // TestHarnessSmoke runs the harness at tiny sizes so it cannot rot. It
@@ -102,4 +103,37 @@ func TestPairedAlternatesAndTakesMedians(t *testing.T) {
 	if strings.Join(order, "") != "ababab" || ma != 3 || mb != 20 {
 		t.Errorf("order %v, medians %v %v; want ababab, 3 and 20", order, ma, mb)
 	}
+}
+
+// TestPruneRowsSmoke runs the prune rows alone at a tiny size.
+func TestPruneRowsSmoke(t *testing.T) {
+	rows, err := Run(context.Background(), Config{Quick: true, Only: "prune", Dir: t.TempDir(), Rules: "../../rules.yaml", Policies: "../../policies"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("rows %+v", rows)
+	}
+	for _, r := range rows {
+		if r.Figure <= 0 || r.Ratio <= 0 {
+			t.Errorf("row measured nothing: %+v", r)
+		}
+	}
+	var b strings.Builder
+	Print(&b, rows)
+	t.Log("\n" + b.String())
+}
+
+// TestBacktestRowSmoke runs the backtest row alone at a tiny size.
+func TestBacktestRowSmoke(t *testing.T) {
+	rows, err := Run(context.Background(), Config{Quick: true, Only: "backtest", Dir: t.TempDir(), Rules: "../../rules.yaml", Policies: "../../policies"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Figure <= 0 || rows[0].Ratio <= 0 || rows[0].Target != ">= 0.8x" || rows[1].Figure <= 0 {
+		t.Fatalf("rows %+v", rows)
+	}
+	var b strings.Builder
+	Print(&b, rows)
+	t.Log("\n" + b.String())
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/gen"
+	"github.com/replayctl/replayctl/internal/group"
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
@@ -92,5 +93,16 @@ func micro(ctx context.Context, c *Config) ([]Row, error) {
 		perEntry("ledger check (bbolt read)", func(i int) { _, _ = st.LedgerView(ctx, fmt.Sprintf("k%06d", i%keys)) }),
 	}
 	rows[0].Figure /= float64(len(entries)) // one op decoded the whole file
+	// Issue 31: keeping an entry's failure group (its signature and id,
+	// computed on every entry write) against the decision it rides with.
+	grp := perEntry("failure group assignment (signature + id)", func(i int) {
+		e := &entries[i%len(entries)]
+		_ = group.IDOf(e, string(triage.Transient))
+	})
+	if full := rows[3].Figure; full > 0 {
+		grp.Baseline, grp.Ratio = full, grp.Figure/full
+		grp.Target, grp.Note = "<= 0.05 of the full decision", "ratio to the full decision, same run"
+	}
+	rows = append(rows, grp)
 	return rows, nil
 }

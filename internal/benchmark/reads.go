@@ -189,6 +189,13 @@ func measureReads(ctx context.Context, c *Config, path string, n int) ([]Row, er
 			}
 			return err
 		}},
+		{"groups list (a page: the top 20 failure groups)", func() error {
+			gs, err := st.Groups(ctx, now, 20)
+			if err == nil && len(gs) == 0 {
+				err = fmt.Errorf("no groups")
+			}
+			return err
+		}},
 		{"one entry with its history (dlq show)", func() error {
 			d, err := replay.Show(ctx, st, "jsonl:"+mid)
 			if err == nil && len(d.Decisions) != 1 {

@@ -16,8 +16,8 @@ func TestReadsRows(t *testing.T) {
 	}
 	// The two RSS rows measure the replayctl binary (Config.Self), which
 	// only `make bench` passes: without it they are left out.
-	if len(rows) != 10 {
-		t.Fatalf("%d rows, want 5 reads at 2 sizes", len(rows))
+	if len(rows) != 12 {
+		t.Fatalf("%d rows, want 6 reads at 2 sizes", len(rows))
 	}
 	var b strings.Builder
 	Print(&b, rows)

@@ -63,6 +63,9 @@ type Record struct {
 	Updated     time.Time `json:"updated"`
 	// Dispatched is when the current or last dispatch started.
 	Dispatched time.Time `json:"dispatched,omitzero"`
+	// FirstDispatched is when the first dispatch started: a target's
+	// key_lifetime counts from it.
+	FirstDispatched time.Time `json:"first_dispatched,omitzero"`
 	// Owner is the process instance that made the current or last
 	// dispatch (host:pid:nonce). Recovery only touches a dispatching record
 	// whose owner is gone, never one still in flight.
@@ -82,7 +85,18 @@ func (r *Record) View() triage.LedgerView {
 	if r == nil {
 		return triage.LedgerView{}
 	}
-	return triage.LedgerView{State: string(r.State), Replays: r.Budget(), PayloadHash: r.PayloadHash}
+	return triage.LedgerView{State: string(r.State), Replays: r.Budget(), PayloadHash: r.PayloadHash, FirstDispatch: r.firstDispatch()}
+}
+
+// firstDispatch is when the key was first dispatched. A record written
+// before FirstDispatched existed gives its creation (the first decision,
+// just before its first dispatch): older than the truth, so the
+// key-lifetime guard errs towards asking a person.
+func (r *Record) firstDispatch() time.Time {
+	if !r.FirstDispatched.IsZero() || r.Replays == 0 {
+		return r.FirstDispatched
+	}
+	return r.Created
 }
 
 // Budget is the replays that count against max_replays: those that may
@@ -150,6 +164,9 @@ func Apply(cur *Record, t Transition, now time.Time) (Record, error) {
 	if t.To == Dispatching {
 		next.Replays++
 		next.Dispatched = now
+		if next.FirstDispatched.IsZero() {
+			next.FirstDispatched = now
+		}
 		next.Owner = t.Owner
 	}
 	if t.NotSent {

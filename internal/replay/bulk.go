@@ -16,6 +16,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/group"
 	"github.com/replayctl/replayctl/internal/runs"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
@@ -45,6 +46,8 @@ type BulkFilter struct {
 	IDs     []string `json:"id,omitempty"`
 	Actions []string `json:"action,omitempty"`
 	Text    string   `json:"q,omitempty"`
+	// Groups are failure group ids (groups list): every entry of them.
+	Groups []string `json:"group,omitempty"`
 	// All must be set to select every entry: an empty filter is refused, so
 	// that a forgotten or mistyped filter flag never acts on the whole DLQ.
 	All bool `json:"all,omitempty"`
@@ -81,7 +84,7 @@ func (d Duration) IsZero() bool { return d.Duration == 0 }
 func (f *BulkFilter) empty() bool {
 	return len(f.Classes) == 0 && len(f.Reasons) == 0 && len(f.Topics) == 0 && len(f.Sources) == 0 &&
 		len(f.States) == 0 && f.OlderThan.Duration == 0 && f.NewerThan.Duration == 0 && len(f.Labels) == 0 &&
-		len(f.IDs) == 0 && len(f.Actions) == 0 && f.Text == ""
+		len(f.IDs) == 0 && len(f.Actions) == 0 && f.Text == "" && len(f.Groups) == 0
 }
 
 // Compile validates the filter.
@@ -108,6 +111,11 @@ func (f *BulkFilter) Compile() error {
 	for _, s := range f.States {
 		if !contains(store.Statuses, strings.ToLower(s)) {
 			return fmt.Errorf("%w: unknown state %q", ErrBadFilter, s)
+		}
+	}
+	for _, g := range f.Groups {
+		if !group.IsID(g) {
+			return fmt.Errorf("%w: %q is not a group id (g and 11 hex digits, as groups list shows)", ErrBadFilter, g)
 		}
 	}
 	if f.OlderThan.Duration < 0 || f.NewerThan.Duration < 0 {
@@ -141,7 +149,8 @@ func (f *BulkFilter) Match(er *store.EntryRecord, now time.Time) bool {
 		len(f.Sources) > 0 && !contains(f.Sources, e.Source) ||
 		len(f.States) > 0 && !contains(f.States, er.Status) ||
 		len(f.Actions) > 0 && !contains(f.Actions, string(er.Action)) ||
-		len(f.IDs) > 0 && !contains(f.IDs, e.Ref()) && !contains(f.IDs, e.ID) {
+		len(f.IDs) > 0 && !contains(f.IDs, e.Ref()) && !contains(f.IDs, e.ID) ||
+		len(f.Groups) > 0 && !contains(f.Groups, store.GroupID(er)) {
 		return false
 	}
 	if f.Text != "" && !store.MatchText(e, f.Text) {
@@ -183,6 +192,7 @@ const (
 	WhyResolved        = "already resolved"
 	WhyPolicy          = "policy denies"
 	WhyApproval        = "awaits approval"
+	WhyKeyLifetime     = "awaits approval: older than the target's key_lifetime"
 	WhyMaxReplays      = "max_replays reached"
 	WhyUnknown         = "outcome unknown"
 	WhyManual          = "needs manual review"
@@ -192,6 +202,7 @@ const (
 	WhyRejected        = "approval rejected"
 	WhyResolve         = "resolve"
 	WhyNotOpen         = "not open (replayed, resolved or replaying)"
+	WhyGroupHeld       = "group held"
 	// BulkTargetUnavailable is a bulk replay's outcome for an entry its
 	// target's open circuit breaker held (nothing sent, no budget spent).
 	BulkTargetUnavailable = "target unavailable"
@@ -210,6 +221,8 @@ func category(er *store.EntryRecord, d *triage.Decision) string {
 		return WhyRejected
 	case er.Hold != "":
 		return WhyQuarantined
+	case d.GroupHold != nil && d.Action != triage.Skip:
+		return WhyGroupHeld
 	case d.Action == triage.AutoReplay:
 		return WhyReplay
 	case d.Action == triage.Skip && (d.Ledger.State == triage.StateSucceeded || d.Ledger.Probe == triage.ProbeCommitted):
@@ -220,6 +233,8 @@ func category(er *store.EntryRecord, d *triage.Decision) string {
 		return WhyUnknown
 	case d.Ledger.Used() >= d.MaxReplays && d.ProposedAction == triage.AutoReplay && d.Action == triage.ManualReview:
 		return WhyMaxReplays
+	case d.Action == triage.RequireApproval && d.KeyLifetimeExceeded:
+		return WhyKeyLifetime
 	case d.Action == triage.RequireApproval:
 		return WhyApproval
 	case d.PolicyError != "" || (d.PolicyAction != "" && triage.Stricter(d.ProposedAction, d.PolicyAction) != d.ProposedAction):
@@ -265,6 +280,13 @@ type BulkReport struct {
 	// Delivery: an executed replay's planned entries by what happened to
 	// them (bulk_delivery.go); its run is "partial" unless all delivered.
 	Delivery *Delivery `json:"delivery,omitempty"`
+	// Blast is what a preview would touch (blast.go).
+	Blast *BlastRadius `json:"blast_radius,omitempty"`
+	// Canary is the canary's evidence when the operation ran behind one
+	// (canary.go).
+	Canary *CanaryReport `json:"canary,omitempty"`
+	// Plan is the approved plan an execution ran (plan_approval.go).
+	Plan *PlanRun `json:"plan,omitempty"`
 
 	// Run is the id of the run that executed it, RunState how it ended.
 	Run      string `json:"run,omitempty"`
@@ -301,6 +323,10 @@ type Bulk struct {
 	// outcome, and (through the context the caller passes, which the run
 	// cancels) a cancel that stops new dispatches.
 	Run *runs.Tracker
+
+	// planned: the operation is an approved plan, or asks for one
+	// (plan_approval.go): rules.yaml's plan_approval_over does not apply.
+	planned bool
 }
 
 // acts reports whether an entry in category cat is acted on by an
@@ -349,11 +375,15 @@ func (b *Bulk) max() int {
 func (b *Bulk) PreviewReplay(ctx context.Context, f BulkFilter) (*BulkReport, error) {
 	r := b.Reconciler
 	r.defaults()
+	if err := r.useHolds(ctx, nil); err != nil {
+		return nil, err
+	}
 	sel, err := b.selection(ctx, &f, r.Clock.Now())
 	if err != nil {
 		return nil, err
 	}
 	rep := b.newReport(bulkVerbReplay, f, true, len(sel))
+	rep.Blast = newBlast(true)
 	n := 0
 	for _, er := range sel {
 		cat, rearm, err := b.replayPlan(ctx, er)
@@ -365,7 +395,13 @@ func (b *Bulk) PreviewReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 		}
 		cat = b.capped(cat, WhyReplay, &n)
 		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: cat, ReArm: rearm && cat != WhyOverCap}, WhyReplay)
+		target := ""
+		if acts(cat, WhyReplay) {
+			target = b.targetOf(er)
+		}
+		rep.Blast.add(er, cat, target)
 	}
+	rep.Blast.velocity(rep.Would, b.Spread, r.Rate, r.MaxParallel)
 	return rep, nil
 }
 
@@ -394,7 +430,7 @@ func (b *Bulk) CheckReplay(ctx context.Context, f BulkFilter) (*BulkReport, erro
 	if n := preview.Why[WhyNoTarget]; n > 0 {
 		return preview, fmt.Errorf("%w: %d of the %d matching entries would be replayed but have no target: give --target URL or a target in rules.yaml; nothing was changed", ErrNoTarget, n, preview.Matched)
 	}
-	return preview, nil
+	return preview, b.requirePlan(preview) // plan_approval.go
 }
 
 func (b *Bulk) newReport(op string, f BulkFilter, preview bool, matched int) *BulkReport {
@@ -724,9 +760,12 @@ func (b *Bulk) PreviewResolve(ctx context.Context, f BulkFilter) (*BulkReport, e
 		return nil, err
 	}
 	rep := b.newReport(bulkVerbResolve, f, true, len(sel))
+	rep.Blast = newBlast(false)
 	n := 0
 	for _, er := range sel {
-		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: b.capped(resolveCategory(er), WhyResolve, &n)}, WhyResolve)
+		cat := b.capped(resolveCategory(er), WhyResolve, &n)
+		rep.count(BulkItem{Ref: er.Entry.Ref(), Category: cat}, WhyResolve)
+		rep.Blast.add(er, cat, "")
 	}
 	return rep, nil
 }
@@ -782,5 +821,8 @@ func (b *Bulk) ExecuteResolve(ctx context.Context, f BulkFilter, reason string) 
 		rep.Done++
 		b.track(0, &item)
 	}
-	return rep, b.recordBulkDone(ctx, rep)
+	if err := b.recordBulkDone(ctx, rep); err != nil {
+		return rep, err
+	}
+	return rep, b.resolveGroups(ctx, f, rep, reason)
 }

@@ -1,16 +1,19 @@
 package replay
 
 import (
+	"context"
 	"sync"
 
 	"github.com/replayctl/replayctl/internal/connector/registry"
+	"github.com/replayctl/replayctl/internal/source"
 
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-// OriginRouter routes an entry read from a running system (a live source)
-// through that system's own replay endpoint, found from the entry's Origin
-// (the page URL it was read from; registry.OriginTarget), and everything
+// OriginRouter routes an entry read from a running system (a live source,
+// a message broker) through that system's own replay, found from the
+// entry's Origin (the page URL it was read from, registry.OriginTarget;
+// a broker's queue or topic, registry.Finder.BrokerFor), and everything
 // else to Next. It serves a run's entries and replays of stored entries
 // (`dlq replay ID`, `approvals approve --replay-now`, bulk replays, the
 // API) alike, which have no source at hand. An explicit --target
@@ -19,19 +22,30 @@ type OriginRouter struct {
 	Next     Router
 	Override bool
 	creds    Credentials
+	brokers  *registry.Finder
 
 	mu     sync.Mutex
 	routes map[string]*Route // by "kind:base"; nil when the base is unusable
 }
 
-// NewOriginRouter wraps next.
-func NewOriginRouter(next Router, override bool, c Credentials) *OriginRouter {
-	return &OriginRouter{Next: next, Override: override, creds: c, routes: map[string]*Route{}}
+// NewOriginRouter wraps next. The broker connectors among srcs (a run's
+// sources) replay their own entries: they hold the credentials their spec
+// gave, which a stored entry's Origin does not; a broker entry of another
+// queue or topic opens its connector again from its Origin, with
+// credentials from c.
+func NewOriginRouter(next Router, override bool, c Credentials, srcs ...source.Source) *OriginRouter {
+	f := &registry.Finder{Creds: c}
+	f.Add(srcs...)
+	return &OriginRouter{Next: next, Override: override, creds: c, brokers: f, routes: map[string]*Route{}}
 }
 
 // Route implements Router.
 func (r *OriginRouter) Route(e *entry.Entry) (Route, bool) {
 	if !r.Override {
+		if b, ok := r.brokers.BrokerFor(e); ok {
+			// A broker replays back where the message came from (issue 28).
+			return Route{Name: b.Origin(), Dispatcher: replayDispatcher{b}}, true
+		}
 		if spec, ok := registry.OriginTarget(e); ok {
 			r.mu.Lock()
 			rt, seen := r.routes[spec]
@@ -47,3 +61,8 @@ func (r *OriginRouter) Route(e *entry.Entry) (Route, bool) {
 	}
 	return r.Next.Route(e)
 }
+
+// replayDispatcher dispatches through a connector's own Replay.
+type replayDispatcher struct{ b registry.Broker }
+
+func (d replayDispatcher) Dispatch(ctx context.Context, r Request) Result { return d.b.Replay(ctx, r) }

@@ -63,6 +63,9 @@ type Reconciler struct {
 	// write-back runs as a run's would (registry.Finder.For). Without it,
 	// or where ok is false, such a replay writes nothing back.
 	ForEntry func(e *entry.Entry) (src source.Source, ok bool)
+	// OnHoldExpired, when set, is told of each group hold that ended by
+	// itself at the start of the run (groups.go; audited either way).
+	OnHoldExpired func(ExpiredHold)
 
 	locks keyLocks
 	pace  *pacer
@@ -128,8 +131,11 @@ type Report struct {
 	HeldElsewhere int       `json:"held_by_other_workers,omitempty"`
 	HeldUntil     time.Time `json:"held_until,omitzero"`
 	// Notes are what sources report skipping (Redis ids whose entry expired).
-	Notes            []string `json:"notes,omitempty"`
-	DecisionsWritten int      `json:"decisions_recorded"`
+	Notes []string `json:"notes,omitempty"`
+	// HoldsExpired are the group holds that ended by themselves when the
+	// run started (groups.go): opened again, each with an audit record.
+	HoldsExpired     []ExpiredHold `json:"holds_expired,omitempty"`
+	DecisionsWritten int           `json:"decisions_recorded"`
 	// Scheduled: entries whose retry is not due yet; Unavailable: entries
 	// held because their target's breaker is open. Neither is a failure.
 	Scheduled   int `json:"retry_scheduled"`
@@ -821,6 +827,11 @@ func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra fu
 		changed := er.Evidence != d.EvidenceHash || er.Action != res.Final || er.LastDecision == 0 || lifted
 		er.Entry, er.LastSeen = *e, now
 		er.Status, er.Class, er.Action = res.Status, d.Class, res.Final
+		er.Group = nil // the default signature (groups.go)
+		if rules := r.Engine.Rules; rules.CustomGroups() {
+			k := rules.GroupOf(e, d.Class)
+			er.Group = &k
+		}
 		er.Owner, er.ApproverGroup = d.Owner, d.ApproverGroup
 		if d.Ledger.Probe != "" {
 			er.Probe = d.Ledger.Probe
@@ -1032,6 +1043,9 @@ func (r *Reconciler) One(ctx context.Context, er *store.EntryRecord) (EntryResul
 		return EntryResult{}, fmt.Errorf("%w: %s was already replayed", ErrState, er.Entry.Ref())
 	}
 	r.defaults()
+	if err := r.useHolds(ctx, nil); err != nil {
+		return EntryResult{}, err
+	}
 	res, err := r.handleOne(ctx, er)
 	if err == nil && res.Outcome == OutcomeUnavailable {
 		// Nothing was sent: say why rather than succeed doing nothing.

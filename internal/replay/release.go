@@ -57,7 +57,7 @@ func NothingDone(res *EntryResult) error {
 			why += " across lineage " + d.Ledger.Lineage
 			hint = "; release the lineage's budget with `dlq release-lineage ID --reason TEXT`"
 		}
-	case WhyApproval:
+	case WhyApproval, WhyKeyLifetime:
 		hint = "; approve it with `approvals approve ID --replay-now`"
 	case WhyCommitted:
 		hint = "; its key already succeeded, it is never sent twice"
@@ -169,7 +169,7 @@ func (it BulkItem) RunOutcome() runs.Outcome {
 		return runs.Held
 	}
 	switch it.Category {
-	case WhyApproval, WhyMaxReplays, WhyManual, WhyQuarantined, WhyPolicy, WhyUnknown, WhyRejected, WhyNoTarget:
+	case WhyApproval, WhyKeyLifetime, WhyMaxReplays, WhyManual, WhyQuarantined, WhyPolicy, WhyUnknown, WhyRejected, WhyNoTarget:
 		return runs.Held
 	}
 	return runs.Other

@@ -58,6 +58,9 @@ func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, er
 	srcs = source.Distinct(srcs)
 	r.defaults()
 	rep := &Report{Started: r.Clock.Now().UTC(), Summary: NewSummary(), StatusCounts: map[string]int{}}
+	if err := r.useHolds(ctx, rep); err != nil {
+		return r.finish(rep), err
+	}
 	defer func() {
 		for _, src := range srcs {
 			if n, ok := src.(interface{ Notes() []string }); ok {
@@ -282,6 +285,8 @@ func (r *Reconciler) doEntry(ctx context.Context, w work) (done, error) {
 				return done{}, fmt.Errorf("entry %s: %w", e.Ref(), err)
 			}
 			res = r.isolate(ctx, &e, fmt.Errorf("entry %s: %w", e.Ref(), err))
+		} else {
+			notifyStored(ctx, w.src, &e)
 		}
 		return done{w: w, res: res, counted: true}, nil
 	}

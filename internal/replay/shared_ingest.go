@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
 )
@@ -55,10 +56,17 @@ func (x *sourceIndex) of(kind string) source.Source {
 func (r *Reconciler) ingestShared(ctx context.Context, srcs []source.Source, sh store.Shared, since time.Time, idx *sourceIndex) (int, error) {
 	ingested := 0
 	batch := make([]*store.EntryRecord, 0, ingestBatch)
+	srcOf := make(map[*store.EntryRecord]source.Source, ingestBatch)
 	flush := func() error {
 		n, err := sh.Ingest(ctx, batch)
 		ingested += n
+		if err == nil {
+			for _, er := range batch {
+				notifyStored(ctx, srcOf[er], &er.Entry)
+			}
+		}
 		batch = batch[:0]
+		clear(srcOf)
 		if err != nil {
 			return fmt.Errorf("ingest: %w", err)
 		}
@@ -70,7 +78,9 @@ func (r *Reconciler) ingestShared(ctx context.Context, srcs []source.Source, sh 
 				return ingested, fmt.Errorf("source %s: %w", src, err)
 			}
 			idx.saw(e.Source, src)
-			batch = append(batch, &store.EntryRecord{Entry: e, Status: store.StatusPending, FirstSeen: since, LastSeen: since})
+			er := &store.EntryRecord{Entry: e, Status: store.StatusPending, FirstSeen: since, LastSeen: since}
+			batch = append(batch, er)
+			srcOf[er] = src
 			if len(batch) == ingestBatch {
 				if err := flush(); err != nil {
 					return ingested, err
@@ -79,4 +89,21 @@ func (r *Reconciler) ingestShared(ctx context.Context, srcs []source.Source, sh 
 		}
 	}
 	return ingested, flush()
+}
+
+// storedNotifier is a source that must hear once an entry it yielded is
+// durably stored: a broker acks (RabbitMQ) or commits its consumer
+// group's offset (Kafka) only then, so a kill before the store's commit
+// leaves the message in the DLQ to be read again, and one after it finds
+// it in the store. A failure to ack is the source's to note: the message
+// stays in the DLQ and the next run reads it again.
+type storedNotifier interface {
+	Stored(ctx context.Context, e *entry.Entry)
+}
+
+// notifyStored tells src that e is durably stored, if src wants to know.
+func notifyStored(ctx context.Context, src source.Source, e *entry.Entry) {
+	if sn, ok := src.(storedNotifier); ok {
+		sn.Stored(ctx, e)
+	}
 }

@@ -25,6 +25,9 @@ const (
 	// delivering every entry it set out to replay (some scheduled for a
 	// retry, held by a breaker, failed or refused).
 	Partial = "partial"
+	// AbortedByCanary: a canary replay's first slice failed more than
+	// allowed; the rest was not started (replay/canary.go).
+	AbortedByCanary = "aborted_by_canary"
 )
 
 // Sentinel errors.

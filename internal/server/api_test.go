@@ -182,6 +182,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/api/audit/export", "", permRead},
 		{"GET", "/api/snapshots/nope", "", permRead},
 		{"GET", "/api/stats", "", permRead},
+		{"POST", "/api/policy/backtest", `{"rules":{"name":"rules.yaml","text":"version: v1\n"}}`, permRead},
 		{"POST", "/api/dead-letters/replay?preview=true", `{"filter":{"class":["poison"]}}`, permOperate},
 		{"POST", "/api/dead-letters/resolve?preview=true", `{"filter":{"class":["poison"]},"reason":"x"}`, permOperate},
 	}

@@ -20,6 +20,9 @@ type BulkRequest struct {
 	// ResetBudget (replay): re-arm matching entries that reached
 	// max_replays or failed, then replay them (operator role).
 	ResetBudget bool `json:"reset_budget,omitempty"`
+	// Canary (replay): a first slice, judged before the rest; a failing
+	// one ends the run in state aborted_by_canary.
+	Canary *replay.Canary `json:"canary,omitempty"`
 }
 
 // bulk builds the service for one bulk request.
@@ -67,6 +70,8 @@ func (s *Server) handleBulk(resolve bool) http.HandlerFunc {
 		switch {
 		case errors.Is(err, replay.ErrNoTarget):
 			writeError(w, http.StatusUnprocessableEntity, "no_target", err.Error())
+		case errors.Is(err, replay.ErrNeedsPlan):
+			writeError(w, http.StatusConflict, "needs_plan", err.Error())
 		case err != nil:
 			serviceError(w, err)
 		case preview:
@@ -105,9 +110,15 @@ func (s *Server) StartBulk(ctx context.Context, req *BulkRequest, actor string, 
 		var rep *replay.BulkReport
 		var err error
 		b.Run = run.tracker // progress, and a cancel that stops new dispatches
-		if resolve {
+		switch {
+		case resolve:
 			rep, err = b.ExecuteResolve(ctx, req.Filter, req.Reason)
-		} else {
+		case req.Canary != nil:
+			rep, err = b.ExecuteCanary(ctx, req.Filter, *req.Canary)
+			if err == nil && rep != nil && rep.Canary != nil && rep.Canary.Aborted {
+				err = fmt.Errorf("%w: %s", replay.ErrAbortedByCanary, strings.TrimPrefix(rep.Stopped, replay.ErrAbortedByCanary.Error()+": "))
+			}
+		default:
 			rep, err = b.ExecuteReplay(ctx, req.Filter)
 		}
 		s.runs.mu.Lock()

@@ -185,6 +185,10 @@ func (r *runner) reconcile(ctx context.Context, run *Run, loaded *loadedConfig) 
 	rc := &replay.Reconciler{Engine: engine, Store: s.cfg.Store, Router: s.cfg.Router(engine.Rules),
 		Actor: run.Actor, MaxParallel: s.cfg.MaxParallel, Rate: s.cfg.Rate, ApprovalTTL: s.cfg.Approvers.Expiry, Breakers: s.cfg.Breakers,
 		Clock: nowClock{now: s.cfg.Now}, // the server's clock, as its approvals and the console read it
+		OnHoldExpired: func(x replay.ExpiredHold) {
+			s.cfg.Logger.Warn("group hold expired: its entries are decided again", "group", x.Group, "reason", x.Reason,
+				"until", x.Until, "audit", x.Audit, "run", run.ID)
+		},
 		OnEntry: func(res replay.EntryResult) {
 			s.metrics.observeEntry(res)
 			run.tracker.Observe(ctx, res.RunOutcome())
@@ -222,6 +226,9 @@ func (r *runner) execute(ctx context.Context, run *Run, work func(context.Contex
 			state = runs.Partial
 		}
 	}
+	if errors.Is(err, replay.ErrAbortedByCanary) {
+		state = runs.AbortedByCanary
+	}
 	rec, serr := run.tracker.FinishAs(ctx, state, err)
 	if serr != nil {
 		s.cfg.Logger.Error("run record not saved", "run", run.ID, "err", serr)
@@ -235,6 +242,9 @@ func (r *runner) execute(ctx context.Context, run *Run, work func(context.Contex
 	case run.State == runs.Partial:
 		m.runs.WithLabelValues("partial").Inc()
 		s.cfg.Logger.Warn("run partial", "run", run.ID, "operation", run.Op, "summary", run.Summary)
+	case run.State == runs.AbortedByCanary:
+		m.runs.WithLabelValues(runs.AbortedByCanary).Inc()
+		s.cfg.Logger.Warn("run aborted by its canary", "run", run.ID, "operation", run.Op, "err", err)
 	case run.State == runs.Cancelled:
 		m.runs.WithLabelValues("cancelled").Inc()
 		s.cfg.Logger.Warn("run cancelled", "run", run.ID, "operation", run.Op, "by", run.CancelledBy, "done", run.Done)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/approval"
@@ -102,6 +103,8 @@ type Server struct {
 	handler http.Handler
 	// lastLoad is the last configuration load's verdict (readiness.go).
 	lastLoad lastLoad
+	// backtesting is set while a policy backtest runs: one at a time.
+	backtesting atomic.Bool
 }
 
 // New builds the server and its routes.
@@ -179,7 +182,11 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/audit/export", s.auth(permRead, s.heavy(s.handleExportAudit)))
 	m.HandleFunc("GET /api/audit/{id}", s.auth(permRead, s.handleShowAudit))
 	m.HandleFunc("GET /api/snapshots/{id}", s.auth(permRead, s.handleSnapshot))
+	m.HandleFunc("POST /api/policy/backtest", s.auth(permRead, s.handleBacktest))
 	m.HandleFunc("GET /api/stats", s.auth(permRead, s.handleStats))
+	m.HandleFunc("GET /api/groups", s.auth(permRead, s.handleListGroups))
+	m.HandleFunc("GET /api/groups/{id}", s.auth(permRead, s.handleShowGroup))
+	m.HandleFunc("POST /api/groups/{id}/{verb}", s.auth(permOperate, s.handleChangeGroup))
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such API route: "+r.Method+" "+r.URL.Path)
 	})

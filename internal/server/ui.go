@@ -61,8 +61,12 @@ func newUI(s *Server) (*ui, error) {
 		"dur": func(a, b time.Time) string { return b.Sub(a).Round(time.Millisecond).String() },
 	}
 	u := &ui{s: s, tmpl: map[string]*template.Template{}, key: key, sessions: newSessions(s.cfg.Now)}
-	for _, page := range []string{"login", "overview", "approvals", "entry", "audit", "bulk", "entries", "act", "runs", "run"} {
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
+	for _, page := range []string{"login", "overview", "approvals", "entry", "audit", "bulk", "entries", "act", "runs", "run", "groups"} {
+		files := []string{"templates/layout.html", "templates/" + page + ".html"}
+		if page == "overview" || page == "groups" {
+			files = append(files, "templates/groups_table.html")
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, files...)
 		if err != nil {
 			return nil, err
 		}
@@ -90,13 +94,15 @@ func (u *ui) routes(m *http.ServeMux) {
 	m.HandleFunc("POST /runs/{id}/cancel", u.page(permOperate, u.cancelRunPage))
 	m.Handle("GET /static/", http.FileServerFS(staticFS))
 	m.HandleFunc("GET /audit", u.page(permRead, u.auditPage))
+	m.HandleFunc("GET /groups", u.page(permRead, u.groupsPage))
+	m.HandleFunc("POST /groups/{id}/{verb}", u.page(permOperate, u.groupAct))
 	m.HandleFunc("GET /bulk", u.page(permRead, u.bulkPage))
 	m.HandleFunc("POST /bulk", u.page(permOperate, u.bulkExecute))
 }
 
 // bulkFields are the bulk form's fields; the reason-code filter is
 // reason_code, as in the API ("reason" is a resolution's justification).
-var bulkFields = []string{"class", "reason_code", "topic", "source", "state", "older_than", "max", "spread", "all"}
+var bulkFields = []string{"class", "reason_code", "topic", "source", "state", "older_than", "max", "spread", "all", "group"}
 
 // bulkRequest reads the bulk form (query or posted form).
 func bulkRequest(get func(string) string) (*BulkRequest, map[string]string, error) {
@@ -116,6 +122,7 @@ func bulkRequest(get func(string) string) (*BulkRequest, map[string]string, erro
 	}
 	f.Classes, f.Reasons, f.Topics, f.Sources, f.States = list("class"), list("reason_code"), list("topic"), list("source"), list("state")
 	f.All = q["all"] != ""
+	f.Groups = list("group")
 	var err error
 	if v := q["older_than"]; v != "" {
 		if f.OlderThan.Duration, err = time.ParseDuration(v); err != nil {
@@ -136,7 +143,7 @@ func bulkRequest(get func(string) string) (*BulkRequest, map[string]string, erro
 }
 
 func (u *ui) bulkPage(w http.ResponseWriter, r *http.Request, tok Token) {
-	data := map[string]any{"CanOperate": tok.can(permOperate), "Flash": r.URL.Query().Get("flash")}
+	data := map[string]any{"CanOperate": tok.can(permOperate), "Flash": r.URL.Query().Get("flash"), "CanaryOver": canaryOfferOver}
 	req, q, err := bulkRequest(r.URL.Query().Get)
 	data["Q"] = q
 	if err != nil {
@@ -154,6 +161,9 @@ func (u *ui) bulkPage(w http.ResponseWriter, r *http.Request, tok Token) {
 
 func (u *ui) bulkExecute(w http.ResponseWriter, r *http.Request, tok Token) {
 	req, _, err := bulkRequest(r.PostFormValue)
+	if err == nil {
+		req.Canary, err = canaryForm(r.PostFormValue) // ui_groups.go
+	}
 	flash := ""
 	if err == nil {
 		var run *Run
@@ -294,5 +304,15 @@ func (u *ui) overview(w http.ResponseWriter, r *http.Request, tok Token) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	u.render(w, r, http.StatusOK, "overview", tok, map[string]any{"Title": "Overview", "O": o})
+	held := 0
+	groups, err := u.groupsData(r.Context(), overviewGroups)
+	if err == nil {
+		held, err = u.heldGroups(r.Context())
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	u.render(w, r, http.StatusOK, "overview", tok, map[string]any{"Title": "Overview", "O": o, "Groups": groups, "Held": held,
+		"CanOperate": tok.can(permOperate), "Back": "/", "Flash": r.URL.Query().Get("flash")})
 }

@@ -157,6 +157,9 @@ func pendingQueue(ctx context.Context, svc *approval.Service, s Store, group str
 		return nil, 0, err
 	}
 	earlier := func(ref string) ([]approval.View, *store.EntryRecord, error) {
+		if ref == "" {
+			return nil, nil, nil // a plan's request: no entry (replay/plan_approval.go)
+		}
 		return entryApprovals(ctx, s, ref)
 	}
 	return approvalCards(ctx, s, list, earlier, older, now, page)
@@ -232,6 +235,9 @@ func approvalCards(ctx context.Context, s Store, list []approval.View, earlier f
 			return nil, 0, err
 		}
 		for _, o := range others {
+			if v.EntryRef == "" {
+				break // a plan's request (replay/plan_approval.go): no entry, no history
+			}
 			if o.ID != v.ID && o.RequestedAt.Before(v.RequestedAt) && (c.Previous == nil || o.RequestedAt.After(c.Previous.RequestedAt)) {
 				prev := o
 				c.Previous = &prev

@@ -16,6 +16,7 @@ type Backend interface {
 	Store
 	audit.Reader
 	Indexed
+	Grouped
 	LedgerView(ctx context.Context, key string) (triage.LedgerView, error)
 	LedgerRecords(ctx context.Context, fn func(*idempotency.Record) error) error
 	Entries(ctx context.Context, fn func(*EntryRecord) error) error

@@ -27,7 +27,7 @@ var (
 	bucketSnapshots = []byte("snapshots")
 	bucketMeta      = []byte("meta")
 	allBuckets      = [][]byte{bucketLedger, bucketEntries, bucketPayloads, bucketAudit, bucketApprovals, bucketSnapshots, bucketMeta,
-		bucketIdx, bucketCounters, bucketSigMeta, bucketPayloadsZ, bucketLineages}
+		bucketIdx, bucketCounters, bucketSigMeta, bucketPayloadsZ, bucketLineages, bucketGroups}
 
 	keyAuditHead = []byte("audit_head")
 	keyAuditMAC  = []byte("audit_head_mac")

@@ -40,7 +40,7 @@ var (
 	keyIndexVer    = []byte("index_version")
 )
 
-const indexVersion = "4"
+const indexVersion = "5" // 5: failure groups (bolt_groups.go)
 
 // Dimensions of the entry index.
 const (
@@ -143,6 +143,7 @@ func entryFacets(r *EntryRecord) facets {
 	}
 	f.counters = append(f.counters, classInflowKeys(r)...)
 	viewFacets(r, ik, val, f.idx)
+	groupFacets(r, ik, val, &f)
 	return f
 }
 

@@ -65,7 +65,7 @@ func (m *writeMemo) ledgerRecord(key string, raw []byte) (*idempotency.Record, b
 // records whose times are UTC are kept: JSON gives every time back in
 // UTC, so these read back equal to what decoding would give.
 func (m *writeMemo) putLedger(key string, raw []byte, rec *idempotency.Record) {
-	if m == nil || !utc(rec.Created, rec.Updated, rec.Dispatched) {
+	if m == nil || !utc(rec.Created, rec.Updated, rec.Dispatched, rec.FirstDispatched) {
 		return
 	}
 	m.mu.Lock()

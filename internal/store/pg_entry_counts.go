@@ -12,6 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/group"
 )
 
 // Entry counters on PostgreSQL (issue 16, "reads independent of store
@@ -124,20 +127,22 @@ type entryCols struct {
 	state                        string
 	lastFailed                   int64
 	class, action, source, topic string
+	grp                          string // the failure group (pg_groups.go)
 }
 
 // entryColNames are entryCols' columns, in the order values gives them.
-var entryColNames = []string{"sig", "seen", "open_seen", "state", "last_failed", "class", "action", "source", "topic"}
+var entryColNames = []string{"sig", "seen", "open_seen", "state", "last_failed", "class", "action", "source", "topic", "grp"}
 
 // values are the parameters of an entry write (entryWriteSQL): head (the
 // key, the record, the payload if written), then c's columns.
 func (c *entryCols) values(head ...any) []any {
-	return append(head, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic)
+	return append(head, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic, c.grp)
 }
 
 func colsOf(r *EntryRecord) entryCols {
 	c := entryCols{sig: pgText(Signature(r)), state: r.Status, lastFailed: lastFailedKey(r),
-		class: pgText(string(r.Class)), action: pgText(string(r.Action)), source: pgText(r.Entry.Source), topic: pgText(r.Entry.Topic)}
+		class: pgText(string(r.Class)), action: pgText(string(r.Action)), source: pgText(r.Entry.Source), topic: pgText(r.Entry.Topic),
+		grp: GroupID(r)}
 	if !r.FirstSeen.IsZero() {
 		c.seen = pgtype.Timestamptz{Time: r.FirstSeen.UTC(), Valid: true}
 		if IsOpen(r.Status) {
@@ -410,6 +415,7 @@ func (p *Postgres) inflowHours(ctx context.Context, from, to time.Time, hour fun
 type entryKeys struct {
 	source, class, action, status, topic, sig string
 	seen                                      pgtype.Timestamptz
+	grp                                       string
 }
 
 // entryCountKey is one counter row: hour is the inflow hour (Unix
@@ -428,7 +434,7 @@ const noHour = math.MinInt64
 // becomes U+FFFD), since the trigger read the stored JSON.
 func keysOf(r *EntryRecord, c entryCols) entryKeys {
 	return entryKeys{source: c.source, class: c.class, action: c.action,
-		status: pgText(r.Status), topic: c.topic, sig: c.sig, seen: c.seen}
+		status: pgText(r.Status), topic: c.topic, sig: c.sig, seen: c.seen, grp: c.grp}
 }
 
 // pgText is s as a text column or a counter key can hold it: as asJSON
@@ -460,10 +466,30 @@ type countedFields struct {
 	Entry struct {
 		Source string `json:"source"`
 		Topic  string `json:"topic"`
+		// What the entry's failure group is computed from (GroupID).
+		ReasonCode  string `json:"reason_code"`
+		Message     string `json:"message"`
+		DecodeError string `json:"decode_error"`
+		State       struct {
+			ErrorSignature string `json:"error_signature"`
+		} `json:"source_state"`
 	} `json:"entry"`
 	Status string `json:"status"`
 	Class  string `json:"class"`
 	Action string `json:"action"`
+	// Group is the recorded signature (EntryRecord.Group), when any.
+	Group *group.Key `json:"group"`
+}
+
+// groupID is the failure group of the stored record, as GroupID computed
+// it from the record written.
+func (f *countedFields) groupID() string {
+	if f.Group != nil {
+		return f.Group.ID()
+	}
+	e := entry.Entry{Source: f.Entry.Source, Topic: f.Entry.Topic, ReasonCode: f.Entry.ReasonCode, Message: f.Entry.Message,
+		DecodeError: f.Entry.DecodeError, State: entry.SourceState{ErrorSignature: f.Entry.State.ErrorSignature}}
+	return group.IDOf(&e, f.Class)
 }
 
 // storedKeys are the keys of a stored row: its record and its sig and
@@ -482,6 +508,7 @@ func storedKeys(rec []byte, sig *string, seen pgtype.Timestamptz) (entryKeys, er
 	if sig != nil {
 		k.sig = *sig
 	}
+	k.grp = f.groupID()
 	return k, nil
 }
 
@@ -503,6 +530,7 @@ func (k *entryKeys) each(fn func(entryCountKey)) {
 	if IsOpen(k.status) {
 		fn(entryCountKey{dim: "open", hour: noHour, key: [4]string{k.source, k.topic}, n: 2})
 	}
+	k.eachGroup(fn)
 }
 
 // entryDelta is what a transaction's entry writes add to the counters.

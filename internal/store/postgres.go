@@ -81,10 +81,13 @@ var migrations = []string{
 	// 14: replay lineages, so max_replays counts across a system's retry
 	// chain (lineage.go).
 	pgLineageMigration,
+	// 15: failure groups: the group column, its index, the group
+	// counters (backfilled in Go) and lifecycle records (pg_groups.go).
+	pgGroupsMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.
-var migrationSteps = map[int]func(context.Context, pgx.Tx) error{6: backfillCounts, 8: backfillEntryCounts}
+var migrationSteps = map[int]func(context.Context, pgx.Tx) error{6: backfillCounts, 8: backfillEntryCounts, 15: backfillGroups}
 
 // advisory lock ids (pg_advisory_lock's bigint space).
 const (
@@ -868,7 +871,7 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 	if len(recs) == 0 {
 		return 0, nil
 	}
-	var refs, sigs, states []string
+	var refs, sigs, states, grps []string
 	var classes, actions, sources, topics []string
 	var recBytes, payloads [][]byte
 	var seens, opens []pgtype.Timestamptz
@@ -890,6 +893,7 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 		refs, recBytes, payloads = append(refs, ref), append(recBytes, rec), append(payloads, []byte(r.Entry.Payload))
 		sigs, seens, opens, states, lfs = append(sigs, c.sig), append(seens, c.seen), append(opens, c.openSeen), append(states, c.state), append(lfs, c.lastFailed)
 		classes, actions, sources, topics = append(classes, c.class), append(actions, c.action), append(sources, c.source), append(topics, c.topic)
+		grps = append(grps, c.grp)
 		// Each record's own rows, tagged with its ref: the statement adds
 		// those of the refs it inserted.
 		keys := keysOf(r, c)
@@ -898,7 +902,7 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 		delta.appendTo(&counted, ref)
 	}
 	args := append([]any{refs, recBytes, payloads, sigs, seens, opens, states, lfs, counted.refs}, counted.args()...)
-	args = append(args, classes, actions, sources, topics)
+	args = append(args, classes, actions, sources, topics, grps)
 	for attempt := 0; ; attempt++ {
 		n, err := p.ingest(ctx, args)
 		if err == nil || !retryable(err) || attempt >= 5 {
@@ -911,9 +915,9 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 // filter columns $18-$21) and adds the counter rows ($10-$17, each of the
 // entry $9) of those it inserted.
 const ingestSQL = `WITH ins AS (
-	  INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed, class, action, source, topic)
+	  INSERT INTO entries (ref, rec, payload, sig, seen, open_seen, state, last_failed, class, action, source, topic, grp)
 	  SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[], $8::bigint[],
-	    $18::text[], $19::text[], $20::text[], $21::text[])
+	    $18::text[], $19::text[], $20::text[], $21::text[], $22::text[])
 	  ON CONFLICT (ref) DO NOTHING
 	  RETURNING ref),
 	counted AS (

@@ -7,6 +7,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/group"
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -77,6 +78,10 @@ type EntryRecord struct {
 	// NextAttemptAt is when a retryable failure's next attempt is due: a
 	// run dispatches the entry only once it has come (zero: now).
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
+	// Group is the entry's failure group signature when rules.yaml's
+	// groups section changes it from the default (set by the run that
+	// decides it; nil: the default signature, GroupKey).
+	Group *group.Key `json:"group,omitempty"`
 }
 
 // Write-backs an entry can be owed (EntryRecord.WriteBackPending).
@@ -107,6 +112,10 @@ type Tx interface {
 	Lineage(root string) (*Lineage, error)
 	// PutLineage stores a replay lineage.
 	PutLineage(l *Lineage) error
+	// GroupState returns a failure group's lifecycle record, or nil.
+	GroupState(id string) (*GroupState, error)
+	// PutGroupState stores a failure group's lifecycle record.
+	PutGroupState(st *GroupState) error
 }
 
 // Store is the state a replayctl process works on.

@@ -73,6 +73,7 @@ var pg struct {
 // Stop stops the shared servers; call it from TestMain after m.Run. (They
 // also die with the test process: Pdeathsig.)
 func Stop() {
+	stopRabbit()
 	pg.mu.Lock()
 	defer pg.mu.Unlock()
 	if pg.cmd != nil && pg.cmd.Process != nil {

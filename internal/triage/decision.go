@@ -33,6 +33,9 @@ type Decision struct {
 	PolicyError  string   `json:"policy_error,omitempty"`
 	Action       Action   `json:"action"`
 	Reasons      []string `json:"reasons"`
+	// KeyLifetimeExceeded: the entry is older than its target's
+	// key_lifetime, so a replay needs a person (the reason says by how much).
+	KeyLifetimeExceeded bool `json:"key_lifetime_exceeded,omitempty"`
 
 	Owner         string  `json:"owner,omitempty"`
 	ApproverGroup string  `json:"approver_group,omitempty"`
@@ -41,6 +44,10 @@ type Decision struct {
 
 	Ledger         LedgerView `json:"ledger"`
 	PolicySnapshot string     `json:"policy_snapshot"`
+	// GroupHold is the failure group's hold that made the entry wait: an
+	// input of the decision, recorded so `audit replay-decision` re-runs
+	// it with the same hold.
+	GroupHold *GroupHold `json:"group_hold,omitempty"`
 	// EvidenceHash binds an approval to what it approved: entry, payload,
 	// class, rule, proposed action and policy snapshot.
 	EvidenceHash string `json:"evidence_hash"`
@@ -62,6 +69,13 @@ type LedgerView struct {
 	// used of max_replays since its budget was last released.
 	Lineage        string `json:"lineage,omitempty"`
 	LineageReplays int    `json:"lineage_replays,omitempty"`
+	// FirstDispatch is when the key was first dispatched (zero: never).
+	FirstDispatch time.Time `json:"first_dispatch,omitzero"`
+	// At is the time the decision is made for, injected by the caller
+	// (Engine.Now) and recorded with the view, so that a re-run of the
+	// decision judges the key's age as it was. Zero: no clock was given and
+	// the key-lifetime guard is not applied.
+	At time.Time `json:"at,omitzero"`
 }
 
 // Used is the count max_replays is held against: the key's own replays,

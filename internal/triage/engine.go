@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -53,6 +54,13 @@ type Engine struct {
 	Policy Policy // nil: no policy step (tests of the rules alone)
 	// Snapshot identifies the rules and policy text the engine runs with.
 	Snapshot string
+	// Now, when set, stamps a view without a time (LedgerView.At) with the
+	// decision's time. Deciding never reads the wall clock itself: the
+	// caller injects it here, and the time becomes a recorded input.
+	Now func() time.Time
+	// Holds are the failure groups people hold (hold.go): a fact of the
+	// decision like the ledger view, read once per run.
+	Holds Holds
 }
 
 // Decide returns the decision for one entry given what the ledger knows of
@@ -68,6 +76,9 @@ func (g *Engine) Decide(ctx context.Context, e *entry.Entry, view LedgerView) De
 // decision is re-run from them (`audit replay-decision`).
 func (g *Engine) DecideWithPayloadHash(ctx context.Context, e *entry.Entry, view LedgerView, payloadHash string) (d Decision) {
 	r := g.Rules
+	if view.At.IsZero() && g.Now != nil {
+		view.At = g.Now().UTC()
+	}
 	d = Decision{
 		EntryID:        e.ID,
 		EntryRef:       e.Ref(),
@@ -177,7 +188,14 @@ func (g *Engine) DecideWithPayloadHash(ctx context.Context, e *entry.Entry, view
 	if e.State.ReprocessIneligible && d.Action == AutoReplay {
 		d.escalate(RequireApproval, "source marks the entry not eligible for automatic reprocessing")
 	}
+	if d.Action == AutoReplay {
+		if why, old := r.keyLifetimeExceeded(e, view); old {
+			d.KeyLifetimeExceeded = true
+			d.escalate(RequireApproval, why)
+		}
+	}
 
+	g.applyHold(e, &d)
 	if g.Policy != nil {
 		g.applyPolicy(ctx, e, &d)
 	}

@@ -30,6 +30,10 @@ type Rules struct {
 	Patterns []Pattern           `yaml:"patterns"`
 	DLQRules []Rule              `yaml:"dlq_rules"`
 	Targets  []Target            `yaml:"targets"`
+	// Retention says how long closed entries are kept (retention.go).
+	Retention Retention `yaml:"retention"`
+	// Groups configure the failure signature (groups_config.go).
+	Groups *GroupRules `yaml:"groups"`
 
 	file     string
 	taxonomy map[string]Class
@@ -42,6 +46,9 @@ type Defaults struct {
 	Backoff       *Backoff `yaml:"backoff"`
 	Owner         string   `yaml:"owner"`
 	ApproverGroup string   `yaml:"approver_group"`
+	// PlanApprovalOver: a bulk replay sending more entries than this to
+	// one target needs an approved plan (0 or unset: never; groups_config.go).
+	PlanApprovalOver *int `yaml:"plan_approval_over"`
 
 	lines map[string]int
 }
@@ -107,12 +114,19 @@ type Target struct {
 	HTTP  *HTTPTarget `yaml:"http"`
 	Exec  *ExecTarget `yaml:"exec"`
 	// Cordum and Nexora replay through the system's own endpoint.
-	Cordum   *NativeTarget `yaml:"cordum"`
-	Nexora   *NativeTarget `yaml:"nexora"`
-	line     int
-	lines    map[string]int
-	topic    []*glob.Pattern
-	problems []string
+	Cordum *NativeTarget `yaml:"cordum"`
+	Nexora *NativeTarget `yaml:"nexora"`
+	// PlanApprovalOver overrides the default's for this target.
+	PlanApprovalOver *int `yaml:"plan_approval_over"`
+	line             int
+	lines            map[string]int
+	topic            []*glob.Pattern
+	problems         []string
+
+	// KeyLifetime is how long the target honours an idempotency key (Stripe
+	// may prune keys after 24h); 0: for ever. An entry older than this is not
+	// replayed automatically (see keyLifetimeExceeded).
+	KeyLifetime time.Duration `yaml:"key_lifetime"`
 }
 
 // TargetMatch selects entries for a target.
@@ -414,6 +428,7 @@ func (r *Rules) validate(cerr *ConfigError, top *yaml.Node) {
 	if r.Defaults.Backoff != nil {
 		r.Defaults.Backoff.validate(cerr, f, "defaults.backoff")
 	}
+	r.Groups.validate(cerr, f, top)
 
 	r.taxonomy = builtinTaxonomy()
 	classes := make([]string, 0, len(r.Taxonomy))
@@ -471,6 +486,7 @@ func (r *Rules) validate(cerr *ConfigError, top *yaml.Node) {
 	}
 	r.patterns = append(r.patterns, builtinPatterns()...)
 
+	r.Retention.validate(cerr, f, keyLine(top, "retention"))
 	for i := range r.DLQRules {
 		r.DLQRules[i].validate(cerr, f, i)
 	}
@@ -528,7 +544,7 @@ func (m *Match) validate(cerr *ConfigError, f, where string, line int) {
 	}
 	for _, s := range m.Source {
 		if !knownSource(s) {
-			cerr.add(f, at("source"), "%s.source: unknown source kind %q (want cordum, cordum-redis, prodigy, nexora or jsonl)", where, s)
+			cerr.add(f, at("source"), "%s.source: unknown source kind %q (want cordum, cordum-redis, prodigy, nexora, jsonl, rabbitmq, kafka or sqs)", where, s)
 		}
 	}
 	m.topics = compileGlobs(cerr, f, at("topic"), where+".topic", m.Topic)
@@ -581,6 +597,9 @@ func (t *Target) validate(cerr *ConfigError, f string, i int) {
 			cerr.add(f, t.lines["http"], "%s.http.probe: %q is not an http(s) URL", where, t.HTTP.Probe)
 		}
 	}
+	if t.KeyLifetime < 0 {
+		cerr.add(f, t.lines["key_lifetime"], "%s.key_lifetime: %s is negative (want a duration such as 24h, or leave it out)", where, shortDuration(t.KeyLifetime))
+	}
 	if t.Exec != nil && len(t.Exec.Command) == 0 {
 		cerr.add(f, t.lines["exec"], "%s.exec.command: give the program and its arguments as a list", where)
 	}
@@ -611,6 +630,8 @@ func compileGlobs(cerr *ConfigError, f string, line int, where string, pats []st
 func knownSource(s string) bool {
 	switch s {
 	case entry.KindCordum, entry.KindCordumRedis, entry.KindProdigy, entry.KindNexora, entry.KindJSONL:
+		return true
+	case "rabbitmq", "kafka", "sqs": // the broker connectors (issue 28)
 		return true
 	}
 	return false

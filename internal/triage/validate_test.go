@@ -58,8 +58,8 @@ func TestEachProblemIsReportedWithItsLine(t *testing.T) {
 			4, []string{"dlq_rules[0].match.topic", `bad glob "[bad"`}},
 		{"bad glob in a target", "version: v1\ntargets:\n  - match: {topic: \"{a,\"}\n    exec: {command: [x]}\n",
 			3, []string{"targets[0].match.topic", `bad glob "{a,"`}},
-		{"unknown source", "version: v1\ndlq_rules:\n  - match: {source: kafka}\n    action: quarantine\n",
-			3, []string{`unknown source kind "kafka"`, "cordum"}},
+		{"unknown source", "version: v1\ndlq_rules:\n  - match: {source: pubsub}\n    action: quarantine\n",
+			3, []string{`unknown source kind "pubsub"`, "cordum"}},
 		{"bad version", "version: v2\n",
 			1, []string{`version: "v2" is not supported`, "want v1"}},
 		{"bad version further down", "# rules\n\nversion: \"1\"\n",
@@ -128,8 +128,8 @@ func TestEachProblemIsReportedWithItsLine(t *testing.T) {
 			3, []string{"targets[0].exec.command", "give the program and its arguments as a list"}},
 		{"target names repeated", "version: v1\ntargets:\n  - {name: a, exec: {command: [x]}}\n  - {name: a, exec: {command: [y]}}\n",
 			4, []string{`targets[1].name: "a" already used by targets[0]`}},
-		{"target unknown source", "version: v1\ntargets:\n  - match: {source: sqs}\n    exec: {command: [x]}\n",
-			3, []string{`unknown source kind "sqs"`}},
+		{"target unknown source", "version: v1\ntargets:\n  - match: {source: pubsub}\n    exec: {command: [x]}\n",
+			3, []string{`unknown source kind "pubsub"`}},
 		{"pattern with both contains and regex", "version: v1\npatterns:\n  - {contains: x, regex: y, class: transient}\n",
 			3, []string{"patterns[0]: set exactly one of contains or regex"}},
 		{"pattern with neither", "version: v1\npatterns:\n  - {class: transient}\n",
@@ -198,7 +198,7 @@ dlq_rules:
   - match: {topic: "[bad"}
     action: quarantine
     backoff: {strategy: exponential, initial: 10s, max: 1s}
-  - match: {source: kafka}
+  - match: {source: pubsub}
     action: auto_replay
     max_replays: -3
 targets:
@@ -222,7 +222,7 @@ targets:
 		{17, `dlq_rules[1].max_replays: want an integer, got "many"`},
 		{18, `bad glob "[bad"`},
 		{20, "dlq_rules[2].backoff: initial 10s is larger than max 1s"},
-		{21, `unknown source kind "kafka"`},
+		{21, `unknown source kind "pubsub"`},
 		{23, "dlq_rules[3].max_replays must be >= 0"},
 		{26, "targets[0].http.url"},
 		{27, `unknown field "hdrs"`},

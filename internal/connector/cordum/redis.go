@@ -224,4 +224,20 @@ func (s *Redis) Settle(ctx context.Context, e *entry.Entry, _ connector.Settleme
 	return s.MarkReplayed(ctx, *e)
 }
 
-var _ connector.Settler = (*Redis)(nil)
+// Replay is not Redis's: Cordum's retry is the gateway's (cordum:URL).
+func (s *Redis) Replay(context.Context, connector.Request) connector.Result {
+	return connector.Result{Outcome: connector.Failed, Detail: "cordum-redis: " + connector.ErrUnsupported.Error() + ": replay through a target or cordum:URL"}
+}
+
+// ProbeEntry: reading dlq:entry:<id> could tell, but is not done yet.
+func (s *Redis) ProbeEntry(context.Context, *entry.Entry) (connector.ProbeResult, string) {
+	return connector.ProbeInconclusive, "cordum-redis: " + connector.ErrUnsupported.Error()
+}
+
+// Ref names the entry by its job id.
+func (s *Redis) Ref(e *entry.Entry) connector.Link { return connector.Link{Name: e.ID} }
+
+// Codes is empty: Cordum's codes are still classified by internal/triage.
+func (s *Redis) Codes() []connector.Code { return nil }
+
+var _ connector.Connector = (*Redis)(nil)

@@ -218,7 +218,8 @@ func (r *redacted) Unwrap() error { return r.err }
 
 // newRequest builds a request whose body net/http can never rewind, so it
 // never resends it: a POST always has one (an empty one when the caller
-// has none; http.NoBody would make it resendable), and GetBody is nil.
+// has none; http.NoBody, which http.NewRequest makes of an empty reader,
+// would make it resendable), and GetBody is nil.
 func (c *Client) newRequest(ctx context.Context, method, u string, h http.Header, body []byte) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
@@ -228,7 +229,10 @@ func (c *Client) newRequest(ctx context.Context, method, u string, h http.Header
 		req.Header = h.Clone()
 	}
 	if method != http.MethodGet && method != http.MethodHead {
-		req.Body = &onceBody{r: bytes.NewReader(body)}
+		// A NopCloser'd bytes.Reader is sent as an in-memory body (headers
+		// and body in one write, as before); without GetBody net/http
+		// cannot rewind it, so it never resends it.
+		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
 		if len(body) == 0 {
 			req.ContentLength = 0 // sent as Content-Length: 0 once the transport sees it is empty
@@ -255,12 +259,6 @@ func checkHeader(h http.Header) error {
 	}
 	return nil
 }
-
-// onceBody is a request body net/http does not know how to rewind.
-type onceBody struct{ r *bytes.Reader }
-
-func (b *onceBody) Read(p []byte) (int, error) { return b.r.Read(p) }
-func (b *onceBody) Close() error               { return nil }
 
 // TargetDownErr: connection refused or a timeout (the breaker's signals).
 func TargetDownErr(err error) bool {

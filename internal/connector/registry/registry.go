@@ -20,16 +20,19 @@ import (
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-// Source is what Open returns: a connector.Source, and, by the system,
-// write-back (MarkReplayed/MarkResolved) and a native replay target.
-type Source = connector.Source
+// Source is what Open returns: a whole connector.Connector, whose parts
+// a system lacks answer connector.ErrUnsupported; by the system it also
+// writes back (MarkReplayed/MarkResolved).
+type Source = connector.Connector
 
-const kindsHint = "use --source KIND:PATH with KIND one of cordum, cordum-redis, prodigy, nexora, jsonl " +
+const kindsHint = "use --source KIND:PATH with KIND one of cordum, cordum-redis, prodigy, nexora, jsonl, rabbitmq, kafka, sqs " +
 	"(for example cordum:testdata/cordum/dlq.jsonl or prodigy:~/.prodigy/dlq/REPO)"
 
 // Open turns a --source flag value "KIND:PATH" into the connector that reads it. Errors are usage
 // errors with a hint listing the kinds (cordum, cordum-redis, prodigy, nexora,
-// jsonl). It checks a file path exists; cordum-redis takes a redis:// URL.
+// jsonl, rabbitmq, kafka, sqs). It checks a file path exists; cordum-redis
+// takes a redis:// URL; a broker's error shows its spec without the
+// password.
 func Open(spec string) (Source, error) {
 	usage := func(err error, hint string) (Source, error) {
 		return nil, &connector.UsageError{Spec: spec, Err: err, Hint: hint}
@@ -37,6 +40,12 @@ func Open(spec string) (Source, error) {
 	kind, path, ok := strings.Cut(spec, ":")
 	if !ok || kind == "" {
 		return usage(errors.New("want KIND:PATH"), kindsHint)
+	}
+	if b, ok, err := openBroker(kind, spec, os.Getenv); ok {
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
 	}
 	if (kind == entry.KindCordum || kind == entry.KindNexora) &&
 		(strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://")) {
@@ -46,15 +55,8 @@ func Open(spec string) (Source, error) {
 		}
 		return s, nil
 	}
-	var f records.Format
 	switch kind {
-	case entry.KindCordum:
-		f = cordum.Format()
-	case entry.KindNexora:
-		f = nexora.Format()
-	case entry.KindJSONL:
-		f = jsonl.Format()
-	case entry.KindProdigy:
+	case entry.KindCordum, entry.KindNexora, entry.KindJSONL, entry.KindProdigy:
 	case entry.KindCordumRedis:
 		if !cordum.IsRedisURL(path) {
 			return usage(fmt.Errorf("%q is not a redis:// URL", path), "use cordum-redis:redis://HOST:PORT/DB")
@@ -90,10 +92,13 @@ func Open(spec string) (Source, error) {
 		return usage(fmt.Errorf("%s: %w (%s)", path, records.ErrNotRegular, records.DescribeMode(fi.Mode())),
 			"a "+kind+" source is a regular file; copy a pipe's output to a file first")
 	}
-	if kind == entry.KindJSONL {
+	switch kind {
+	case entry.KindJSONL:
 		return jsonl.Open(spec, path), nil
+	case entry.KindNexora:
+		return nexora.OpenFile(spec, path), nil
 	}
-	return &records.File{Spec: spec, Path: path, Format: f}, nil
+	return cordum.OpenFile(spec, path), nil
 }
 
 // openLive is the live source of a running Cordum or Nexora.

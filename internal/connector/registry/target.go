@@ -15,12 +15,18 @@ import (
 )
 
 // Credentials for the systems replayctl replays through. They come only
-// from the environment (CORDUM_API_KEY, CORDUM_TENANT_ID, NEXORA_TOKEN),
-// never from flags, and never appear in a Result's Detail.
+// from the environment (CORDUM_API_KEY, CORDUM_TENANT_ID, NEXORA_TOKEN,
+// RABBITMQ_USERNAME, RABBITMQ_PASSWORD; AWS_REGION for SQS, whose keys
+// the AWS SDK's own chain reads), never from flags, and never appear in a
+// Result's Detail.
 type Credentials struct {
 	CordumAPIKey   string
 	CordumTenantID string // "default" when unset, as Cordum's gateway assumes
 	NexoraToken    string
+	// RabbitMQ's user, for a stored entry whose broker is opened again
+	// from its Origin (which holds no credentials).
+	RabbitMQUsername, RabbitMQPassword string
+	AWSRegion                          string // AWS_REGION, else AWS_DEFAULT_REGION
 }
 
 // CredentialsFromEnv reads the credentials with getenv (os.Getenv).
@@ -29,6 +35,13 @@ func CredentialsFromEnv(getenv func(string) string) Credentials {
 		CordumAPIKey:   getenv("CORDUM_API_KEY"),
 		CordumTenantID: getenv("CORDUM_TENANT_ID"),
 		NexoraToken:    getenv("NEXORA_TOKEN"),
+
+		RabbitMQUsername: getenv("RABBITMQ_USERNAME"),
+		RabbitMQPassword: getenv("RABBITMQ_PASSWORD"),
+		AWSRegion:        getenv("AWS_REGION"),
+	}
+	if c.AWSRegion == "" {
+		c.AWSRegion = getenv("AWS_DEFAULT_REGION")
 	}
 	if c.CordumTenantID == "" {
 		c.CordumTenantID = "default"
@@ -45,6 +58,12 @@ func (c Credentials) getenv(k string) string {
 		return c.CordumTenantID
 	case "NEXORA_TOKEN":
 		return c.NexoraToken
+	case "RABBITMQ_USERNAME":
+		return c.RabbitMQUsername
+	case "RABBITMQ_PASSWORD":
+		return c.RabbitMQPassword
+	case "AWS_REGION":
+		return c.AWSRegion
 	}
 	return ""
 }
@@ -93,10 +112,18 @@ func OriginTarget(e *entry.Entry) (string, bool) {
 
 // ForEntry finds a stored entry's connector again from what the entry
 // recorded of where it was read: the live Cordum gateway or Nexora server
-// it was paged from, the Prodigy job directory its item file is in. ok is
-// false where the entry cannot reach its system again: a file dump, a
-// JSONL export, a Redis URL whose password was redacted when stored.
+// it was paged from, the Prodigy job directory its item file is in, the
+// broker queue or topic (its Origin, credentials from c). ok is false
+// where the entry cannot reach its system again: a file dump, a JSONL
+// export, a Redis URL whose password was redacted when stored.
 func ForEntry(e *entry.Entry, c Credentials) (Source, bool) {
+	if _, ok := brokerOrigin(e); ok {
+		b, ok := forBroker(e, c.getenv)
+		if !ok {
+			return nil, false
+		}
+		return b, true
+	}
 	if spec, ok := OriginTarget(e); ok {
 		kind, base, _ := strings.Cut(spec, ":")
 		var (
@@ -119,6 +146,21 @@ func ForEntry(e *entry.Entry, c Credentials) (Source, bool) {
 	return nil, false
 }
 
+// BrokerFor is For for the entry of a message broker: the connector that
+// replays it back where it came from (Replay). ok is false for the
+// entries of other systems and where the broker cannot be opened again.
+func (f *Finder) BrokerFor(e *entry.Entry) (Broker, bool) {
+	if _, ok := brokerOrigin(e); !ok {
+		return nil, false
+	}
+	s, ok := f.For(e)
+	if !ok {
+		return nil, false
+	}
+	b, ok := s.(Broker)
+	return b, ok
+}
+
 // Finder is ForEntry with the connectors it built kept, so that a bulk
 // replay of many entries of one system shares one client.
 type Finder struct {
@@ -127,10 +169,29 @@ type Finder struct {
 	seen  map[string]Source
 }
 
+// Add makes the broker connectors among srcs (a run's sources) the ones
+// For finds for their entries: they hold the credentials given in their
+// spec, which an entry's Origin does not.
+func (f *Finder) Add(srcs ...connector.Source) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range srcs {
+		if b, ok := s.(Broker); ok {
+			if f.seen == nil {
+				f.seen = map[string]Source{}
+			}
+			f.seen[b.Origin()] = b
+		}
+	}
+}
+
 // For is ForEntry, cached by the system the entry came from (a live
-// base, or a Prodigy job directory).
+// base, a broker's queue or topic, or a Prodigy job directory).
 func (f *Finder) For(e *entry.Entry) (Source, bool) {
 	key, ok := OriginTarget(e)
+	if !ok {
+		key, ok = brokerOrigin(e)
+	}
 	if !ok {
 		return ForEntry(e, f.Creds) // Prodigy: cheap, no client
 	}

@@ -32,6 +32,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		"PageMatchesScan":             pageMatchesScan,
 		"CountersFollowWrites":        countersFollowWrites,
 		"LineagesRoundTrip":           lineages,
+		"GroupsFollowWrites":          groupsFollowWrites,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, open(t)) })

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/replayctl/replayctl/internal/replay"
+)
+
+// Approval of an exact plan (replay/plan_approval.go): dlq replay
+// --request-approval keeps the previewed plan and asks for its approval;
+// approvals approve PLAN (four-eyes); runs start PLAN executes exactly it.
+
+// requestPlan is dlq replay --filter ... --request-approval.
+func requestPlan(cmd *cobra.Command, s *streams, f *bulkFlags, format string, b *replay.Bulk) error {
+	bf, err := f.build()
+	if err != nil {
+		return err
+	}
+	p, err := b.RequestPlan(cmd.Context(), bf, replay.PlanRequest{Reason: f.reason, TTL: f.planTTL, ApproverGroup: f.approverGroup})
+	if err != nil {
+		return planErr(err)
+	}
+	if format == "json" {
+		return writeJSON(s.out, p)
+	}
+	printPlan(s.out, p)
+	return nil
+}
+
+func printPlan(w io.Writer, p *replay.Plan) {
+	fmt.Fprintf(w, "plan %s: %d entries to replay (of %d matching), approval requested from %s\n", p.ID, len(p.Refs), p.Matched, p.ApproverGroup)
+	fmt.Fprintf(w, "fingerprint      %s\npolicy snapshot  %s\n", p.Fingerprint, p.PolicySnapshot)
+	vel := "no --rate or --spread"
+	switch {
+	case p.Spread.Duration > 0:
+		vel = "spread over " + p.Spread.String()
+	case p.Rate > 0:
+		vel = fmt.Sprintf("--rate %g/s", p.Rate)
+	}
+	fmt.Fprintf(w, "velocity         %s, %d at a time, cap %d\nexpires          %s\nreason           %s\n", vel, max(p.MaxParallel, 1), p.Max,
+		p.ExpiresAt.UTC().Format(time.RFC3339), p.Reason)
+	fmt.Fprintf(w, "samples          %s\n", strings.Join(p.Samples, ", "))
+	if p.Blast != nil {
+		fmt.Fprintln(w, "blast radius:")
+		for _, l := range p.Blast.Describe() {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
+	fmt.Fprintf(w, "next: another person of %s runs `replayctl approvals approve %s`, then `replayctl runs start %s`\n", p.ApproverGroup, p.ID, p.ID)
+}
+
+func planErr(err error) error {
+	switch {
+	case errors.Is(err, replay.ErrBadFilter), errors.Is(err, replay.ErrNoTarget), errors.Is(err, replay.ErrNotFound):
+		return &exitErr{code: exitUsage, err: err}
+	case errors.Is(err, replay.ErrPlanNotApproved), errors.Is(err, replay.ErrPlanChanged), errors.Is(err, replay.ErrPlanExpired),
+		errors.Is(err, replay.ErrState):
+		return &exitErr{code: exitError, err: err}
+	}
+	return err
+}
+
+func newRunsStartCmd(s *streams) *cobra.Command {
+	var (
+		db    dbFlags
+		actor actorFlag
+		eng   engineFlags
+		tgt   targetFlags
+		outF  string
+	)
+	cmd := &cobra.Command{
+		Use:   "start PLAN [--target URL]",
+		Short: "Execute an approved plan: exactly its entries, at its velocity, once",
+		Long: `start executes a plan that dlq replay --request-approval kept and another person
+approved (approvals approve PLAN): exactly the entries previewed then, at the
+plan's rate or spread. Entries that match the plan's filter but arrived later
+are excluded and listed. A plan whose rules or policy changed since (another
+policy snapshot), that expired, is not approved or already ran is refused
+(exit 1) and nothing is sent.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			format, err := outputFormat(outF)
+			if err != nil {
+				return err
+			}
+			if db.remote.enabled() {
+				return usageError("runs start has no --server path: run it where the state is (or use --store)")
+			}
+			engine, st, err := openActing(cmd.Context(), &eng, &db)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			r := &replay.Reconciler{Engine: engine, Store: st, Router: tgt.router(engine.Rules), Actor: actor.as, ForEntry: forEntry()}
+			b := &replay.Bulk{Reconciler: r, Inventory: st}
+			run, rctx, err := startCLIRun(cmd.Context(), st, "bulk-replay", actor.as, 0, s.err)
+			if err != nil {
+				return err
+			}
+			if run.t != nil {
+				b.Run = run.t
+			}
+			rep, err := b.ExecutePlan(rctx, args[0])
+			rec := run.finish(cmd.Context(), err, rep != nil && rep.Stopped != "")
+			if err != nil {
+				return planErr(err)
+			}
+			rep.Run, rep.RunState = rec.ID, rec.State
+			if format == "json" {
+				return writeJSON(s.out, rep)
+			}
+			rep.Items = nil
+			printBulk(s.out, rep, &bulkFlags{preview: true})
+			if p := rep.Plan; p != nil {
+				fmt.Fprintf(s.out, "plan %s (approved by %s): %d entries\n", p.ID, p.ApprovedBy, p.Entries)
+				if len(p.Excluded) > 0 {
+					fmt.Fprintf(s.out, "excluded, arrived after the plan (%d): %s\n", len(p.Excluded), strings.Join(p.Excluded, ", "))
+				}
+			}
+			if rep.Stopped != "" {
+				return silent(exitError)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	db.register(f)
+	actor.register(f)
+	eng.register(f, s.err)
+	f.Var(targetURL{&tgt.url}, "target", "send the replays to this URL, overriding rules.yaml targets")
+	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
+	return cmd
+}

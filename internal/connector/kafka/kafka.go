@@ -1,0 +1,535 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/replayctl/replayctl/internal/connector"
+	"github.com/replayctl/replayctl/internal/connector/brokermsg"
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+// Kind is the source kind of the entries this connector reads.
+const Kind = "kafka"
+
+// Defaults of the spec's options.
+const (
+	DefaultWait    = 5 * time.Second
+	DefaultTimeout = 30 * time.Second
+)
+
+// Spring Kafka's dead-letter headers (spring-projects/spring-kafka
+// KafkaHeaders.java, DLT_*: partition a 4-byte and offset an 8-byte
+// big-endian number) and Kafka Connect's error-reporting headers
+// (apache/kafka connect/runtime .../errors/DeadLetterQueueReporter.java,
+// strings).
+const (
+	dltTopic       = "kafka_dlt-original-topic"
+	dltPartition   = "kafka_dlt-original-partition"
+	dltOffset      = "kafka_dlt-original-offset"
+	dltFQCN        = "kafka_dlt-exception-fqcn"
+	dltCauseFQCN   = "kafka_dlt-exception-cause-fqcn"
+	dltMessage     = "kafka_dlt-exception-message"
+	dltStack       = "kafka_dlt-exception-stacktrace"
+	connTopic      = "__connect.errors.topic"
+	connPartition  = "__connect.errors.partition"
+	connOffset     = "__connect.errors.offset"
+	connClass      = "__connect.errors.exception.class.name"
+	connMessage    = "__connect.errors.exception.message"
+	connStacktrace = "__connect.errors.exception.stacktrace"
+)
+
+// Conn is one Kafka dead-letter topic read under one consumer group. It
+// implements connector.Connector.
+type Conn struct {
+	spec    string
+	origin  string
+	brokers []string
+	topic   string
+	group   string
+	wait    time.Duration
+	timeout time.Duration
+
+	mu       sync.Mutex
+	admin    *kgo.Client
+	producer *kgo.Client
+	parts    map[int32]*partTrack
+	notes    []string
+}
+
+// partTrack is what a partition's read yielded and the store took.
+type partTrack struct {
+	pending   []int64 // yielded offsets not yet committed, in order
+	stored    map[int64]bool
+	committed int64 // the offset last committed (the next to read)
+	next      int64 // the offset past every stored record without a gap
+	end       int64 // the end offset when the read began
+}
+
+var _ connector.Connector = (*Conn)(nil)
+
+// Open parses a kafka: spec.
+func Open(spec string) (*Conn, error) {
+	rest, ok := strings.CutPrefix(spec, Kind+":")
+	if !ok {
+		return nil, fmt.Errorf("want %s:HOST:PORT[,HOST:PORT...]?topic=DLT_TOPIC&group=GROUP", Kind)
+	}
+	hosts, query, _ := strings.Cut(rest, "?")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, fmt.Errorf("bad query %q: %w", query, err)
+	}
+	c := &Conn{spec: spec, topic: q.Get("topic"), group: q.Get("group"), wait: DefaultWait, timeout: DefaultTimeout,
+		parts: map[int32]*partTrack{}}
+	for _, h := range strings.Split(hosts, ",") {
+		h = strings.TrimSpace(strings.TrimPrefix(h, "//"))
+		if h == "" {
+			continue
+		}
+		if _, port, ok := strings.Cut(h, ":"); !ok || port == "" || strings.ContainsAny(h, "/@") {
+			return nil, fmt.Errorf("broker %q: want HOST:PORT", h)
+		}
+		c.brokers = append(c.brokers, h)
+	}
+	switch {
+	case len(c.brokers) == 0:
+		return nil, errors.New("no broker: want HOST:PORT[,HOST:PORT...]")
+	case c.topic == "":
+		return nil, errors.New("missing ?topic=DLT_TOPIC (the dead-letter topic to read)")
+	case c.group == "":
+		return nil, errors.New("missing &group=GROUP (replayctl's own consumer group: its committed offsets say what was stored)")
+	}
+	for name, dst := range map[string]*time.Duration{"wait": &c.wait, "timeout": &c.timeout} {
+		if v := q.Get(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("%s=%q: want a positive duration such as 5s", name, v)
+			}
+			*dst = d
+		}
+	}
+	c.origin = Kind + ":" + strings.Join(c.brokers, ",") + "?" + url.Values{"topic": {c.topic}, "group": {c.group}}.Encode()
+	return c, nil
+}
+
+// String is the spec as given (it holds no credentials).
+func (c *Conn) String() string { return c.spec }
+
+// Origin is where this connector's entries say they were read; Open
+// takes it again.
+func (c *Conn) Origin() string { return c.origin }
+
+// Notes says how many records the DLT held and how many were read.
+func (c *Conn) Notes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.notes)
+}
+
+func (c *Conn) note(format string, a ...any) {
+	c.mu.Lock()
+	c.notes = append(c.notes, fmt.Sprintf(format, a...))
+	c.mu.Unlock()
+}
+
+func (c *Conn) adminClient() (*kadm.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.admin == nil {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.DialTimeout(10*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		c.admin = cl
+	}
+	return kadm.NewClient(c.admin), nil
+}
+
+// Close commits what the store has taken and ends the clients.
+func (c *Conn) Close() error {
+	err := c.flush(context.Background())
+	c.mu.Lock()
+	admin, producer := c.admin, c.producer
+	c.admin, c.producer = nil, nil
+	c.mu.Unlock()
+	if producer != nil {
+		producer.Close()
+	}
+	if admin != nil {
+		admin.Close()
+	}
+	return err
+}
+
+// Entries reads every record past the group's committed offsets up to
+// the end offsets the read began with.
+func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+	return func(yield func(entry.Entry, error) bool) {
+		fail := func(err error) { yield(entry.Entry{}, fmt.Errorf("kafka topic %s: %w", c.topic, err)) }
+		adm, err := c.adminClient()
+		if err != nil {
+			fail(err)
+			return
+		}
+		starts, err := adm.ListStartOffsets(ctx, c.topic)
+		if err == nil {
+			err = starts.Error()
+		}
+		if err != nil {
+			fail(fmt.Errorf("list start offsets: %w", err))
+			return
+		}
+		ends, err := adm.ListEndOffsets(ctx, c.topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			fail(fmt.Errorf("list end offsets: %w", err))
+			return
+		}
+		committed, err := adm.FetchOffsets(ctx, c.group)
+		if err == nil {
+			err = committed.Error()
+		}
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			committed, err = nil, nil // a group that never committed: read from the start
+		}
+		if err != nil {
+			fail(fmt.Errorf("fetch the offsets of group %s: %w", c.group, err))
+			return
+		}
+		from := map[int32]kgo.Offset{}
+		want := map[int32]int64{} // partition -> end offset still to reach
+		held := int64(0)
+		c.mu.Lock()
+		for p, lo := range starts[c.topic] {
+			start := lo.Offset
+			if o, ok := committed.Lookup(c.topic, p); ok && o.At >= start {
+				start = o.At
+			}
+			end := ends[c.topic][p].Offset
+			c.parts[p] = &partTrack{stored: map[int64]bool{}, committed: start, next: start, end: end}
+			if end > start {
+				from[p] = kgo.NewOffset().At(start)
+				want[p] = end
+				held += end - start
+			}
+		}
+		c.mu.Unlock()
+		c.note("kafka topic %s held %d records past group %s's offsets when the read began", c.topic, held, c.group)
+		if held == 0 {
+			return
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.DialTimeout(10*time.Second),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.topic: from}),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		if err != nil {
+			fail(err)
+			return
+		}
+		defer cl.Close()
+		read := 0
+		for len(want) > 0 {
+			pctx, cancel := context.WithTimeout(ctx, c.wait)
+			fetches := cl.PollFetches(pctx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			progressed := false
+			var fetchErr error
+			fetches.EachError(func(_ string, _ int32, err error) {
+				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && fetchErr == nil {
+					fetchErr = err
+				}
+			})
+			if fetchErr != nil {
+				fail(fmt.Errorf("fetch after %d records: %w", read, fetchErr))
+				return
+			}
+			for _, r := range fetches.Records() {
+				end, open := want[r.Partition]
+				if !open || r.Offset >= end {
+					continue // past what the read began with: the next run's
+				}
+				progressed = true
+				e := c.entryOf(r)
+				c.mu.Lock()
+				t := c.parts[r.Partition]
+				t.pending = append(t.pending, r.Offset)
+				c.mu.Unlock()
+				read++
+				if r.Offset+1 >= end {
+					delete(want, r.Partition)
+				}
+				if !yield(e, nil) {
+					return
+				}
+			}
+			// Transaction markers and compacted-away offsets are never
+			// returned: a partition whose next fetch position reached
+			// its end is done.
+			fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+				if end, ok := want[p.Partition]; ok && p.HighWatermark >= end && len(p.Records) == 0 && p.LastStableOffset >= end {
+					delete(want, p.Partition)
+				}
+			})
+			if !progressed && fetches.Empty() {
+				c.note("kafka topic %s: read %d of %d records: none came for %s (compacted or aborted records, or the topic was truncated)", c.topic, read, held, c.wait)
+				return
+			}
+		}
+		c.note("kafka topic %s: read %d of %d records", c.topic, read, held)
+	}
+}
+
+// commitEvery is how many stored records make a commit before the read
+// has caught up (a commit is one round trip).
+const commitEvery = 256
+
+// Stored marks the entry's record stored and commits the group's offset
+// past every record stored without a gap. A failed commit is noted: the
+// records after the last commit are read again by the next run.
+func (c *Conn) Stored(ctx context.Context, e *entry.Entry) {
+	if err := c.markStored(ctx, e); err != nil {
+		c.note("%s", err)
+	}
+}
+
+func (c *Conn) markStored(ctx context.Context, e *entry.Entry) error {
+	topic, p, off, ok := parseID(e.ID)
+	if e.Source != Kind || !ok || topic != c.topic {
+		return nil
+	}
+	c.mu.Lock()
+	t := c.parts[p]
+	if t == nil {
+		c.mu.Unlock()
+		return nil
+	}
+	t.stored[off] = true
+	for len(t.pending) > 0 && t.stored[t.pending[0]] {
+		t.next = t.pending[0] + 1
+		delete(t.stored, t.pending[0])
+		t.pending = t.pending[1:]
+	}
+	next := t.next
+	commit := next > t.committed && (len(t.pending) == 0 || next-t.committed >= commitEvery)
+	c.mu.Unlock()
+	if !commit {
+		return nil
+	}
+	return c.commit(ctx, p, next)
+}
+
+// flush commits every partition's offset past its stored records.
+func (c *Conn) flush(ctx context.Context) error {
+	c.mu.Lock()
+	due := map[int32]int64{}
+	for p, t := range c.parts {
+		if t.next > t.committed {
+			due[p] = t.next
+		}
+	}
+	c.mu.Unlock()
+	var first error
+	for p, next := range due {
+		if err := c.commit(ctx, p, next); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (c *Conn) commit(ctx context.Context, p int32, next int64) error {
+	adm, err := c.adminClient()
+	if err != nil {
+		return err
+	}
+	var os kadm.Offsets
+	os.Add(kadm.Offset{Topic: c.topic, Partition: p, At: next, LeaderEpoch: -1})
+	resp, err := adm.CommitOffsets(context.WithoutCancel(ctx), c.group, os)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: commit %s/%d at %d for group %s: %w (the records after the last commit are read again)", c.topic, p, next, c.group, err)
+	}
+	c.mu.Lock()
+	if t := c.parts[p]; t != nil && next > t.committed {
+		t.committed = next
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// Settle has nothing to do: a topic keeps its records until retention, and
+// the group's offset moved past the record when its entry was stored.
+func (c *Conn) Settle(context.Context, *entry.Entry, connector.Settlement) error { return nil }
+
+// ProbeEntry cannot tell without scanning the original topic.
+func (c *Conn) ProbeEntry(context.Context, *entry.Entry) (connector.ProbeResult, string) {
+	return connector.ProbeInconclusive, "kafka: finding a replayed record means scanning the original topic"
+}
+
+// Ref names the record.
+func (c *Conn) Ref(e *entry.Entry) connector.Link {
+	return connector.Link{Name: "record " + e.ID}
+}
+
+// Codes lists the reason codes the connector writes.
+func (c *Conn) Codes() []connector.Code {
+	return brokermsg.ExceptionCodes("Spring Kafka kafka_dlt-exception-fqcn/-cause-fqcn/-message/-stacktrace, Kafka Connect __connect.errors.exception.*")
+}
+
+func parseID(id string) (topic string, p int32, off int64, ok bool) {
+	i := strings.LastIndexByte(id, '/')
+	if i < 0 {
+		return "", 0, 0, false
+	}
+	j := strings.LastIndexByte(id[:i], '/')
+	if j < 0 {
+		return "", 0, 0, false
+	}
+	pn, err1 := strconv.ParseInt(id[j+1:i], 10, 32)
+	on, err2 := strconv.ParseInt(id[i+1:], 10, 64)
+	if err1 != nil || err2 != nil {
+		return "", 0, 0, false
+	}
+	return id[:j], int32(pn), on, true
+}
+
+// header is one record header in the payload envelope.
+type header struct {
+	Key   string        `json:"key"`
+	Value brokermsg.Bin `json:"value"`
+}
+
+// envelope is an entry's payload: the record as the DLT held it.
+type envelope struct {
+	brokermsg.Body
+	Key               brokermsg.Bin `json:"key"`
+	Headers           []header      `json:"headers,omitempty"`
+	Topic             string        `json:"topic"`
+	Partition         int32         `json:"partition"`
+	Offset            int64         `json:"offset"`
+	Timestamp         time.Time     `json:"timestamp"`
+	OriginalTopic     string        `json:"original_topic,omitempty"`
+	OriginalPartition *int32        `json:"original_partition,omitempty"`
+	OriginalOffset    *int64        `json:"original_offset,omitempty"`
+}
+
+// number reads a Spring binary header (big-endian, size bytes) or a
+// decimal string (Kafka Connect, other clients). Four ASCII digits are a
+// string: as a binary int they would be a partition past 800 million.
+func number(b []byte, size int) (int64, bool) {
+	s := strings.TrimSpace(string(b))
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil && s != "" {
+		return n, true
+	}
+	switch {
+	case size == 4 && len(b) == 4:
+		return int64(int32(binary.BigEndian.Uint32(b))), true
+	case size == 8 && len(b) == 8:
+		return int64(binary.BigEndian.Uint64(b)), true
+	}
+	return 0, false
+}
+
+const maxMessage = 2000
+
+func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
+	last := map[string][]byte{}
+	env := envelope{Body: brokermsg.NewBody(r.Value), Key: brokermsg.NewBin(r.Key), Topic: r.Topic,
+		Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC()}
+	for _, h := range r.Headers {
+		env.Headers = append(env.Headers, header{Key: h.Key, Value: brokermsg.NewBin(h.Value)})
+		last[h.Key] = h.Value
+	}
+	str := func(k string) string { return string(last[k]) }
+	e := entry.Entry{
+		ID:           fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset),
+		Source:       Kind,
+		Origin:       c.origin,
+		Attempts:     1,
+		FirstFailure: r.Timestamp.UTC(),
+		LastFailure:  r.Timestamp.UTC(),
+	}
+	labels := map[string]string{"kafka.dlt": r.Topic}
+	orig, part, off := str(dltTopic), last[dltPartition], last[dltOffset]
+	if orig == "" {
+		orig, part, off = str(connTopic), last[connPartition], last[connOffset]
+	}
+	if orig == "" {
+		// Spring's default DLT name is TOPIC.DLT (TOPIC-dlt for retry topics).
+		for _, suf := range []string{".DLT", "-dlt", ".dlt", "-DLT"} {
+			if t, ok := strings.CutSuffix(r.Topic, suf); ok && t != "" {
+				orig = t
+				break
+			}
+		}
+	}
+	env.OriginalTopic = orig
+	e.Topic = orig
+	if n, ok := number(part, 4); ok {
+		p := int32(n)
+		env.OriginalPartition = &p
+		labels["kafka.original_partition"] = strconv.Itoa(int(p))
+	}
+	if n, ok := number(off, 8); ok {
+		env.OriginalOffset = &n
+		labels["kafka.original_offset"] = strconv.FormatInt(n, 10)
+	}
+	if orig != "" {
+		labels["kafka.original_topic"] = orig
+	}
+	classes := []string{str(dltFQCN), str(dltCauseFQCN), str(connClass)}
+	msg := str(dltMessage)
+	if msg == "" {
+		msg = str(connMessage)
+	}
+	stack := str(dltStack)
+	if stack == "" {
+		stack = str(connStacktrace)
+	}
+	e.ReasonCode = brokermsg.ExceptionCode(classes, msg, stack)
+	if msg == "" {
+		// The class names something: "ClassName" alone is the error.
+		for _, cl := range []string{str(dltCauseFQCN), str(dltFQCN), str(connClass)} {
+			if cl != "" {
+				msg = cl
+				break
+			}
+		}
+	}
+	e.Message = brokermsg.Excerpt(msg, maxMessage)
+	if _, stamped := last[brokermsg.HeaderCount]; stamped {
+		labels = brokermsg.SetLineage(labels, str(brokermsg.HeaderKey), str(brokermsg.HeaderCount))
+	} else if k := str(brokermsg.HeaderKey); k != "" {
+		e.IdempotencyKey = k // the application's own key, preserved
+	}
+	e.Labels = labels
+	if e.IdempotencyKey == "" {
+		e.IdempotencyKey, e.KeyDerived = entry.DeriveKey(Kind, e.ID), true
+	}
+	p, err := json.Marshal(env)
+	if err != nil {
+		e.DecodeError = "encode envelope: " + err.Error()
+	}
+	e.Payload = p
+	return e
+}

@@ -1,0 +1,576 @@
+package rabbitmq
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/replayctl/replayctl/internal/connector"
+	"github.com/replayctl/replayctl/internal/connector/brokermsg"
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+// Kind is the source kind of the entries this connector reads.
+const Kind = "rabbitmq"
+
+// Defaults of the spec's options.
+const (
+	DefaultPrefetch = 1000
+	DefaultWait     = 2 * time.Second
+	DefaultTimeout  = 30 * time.Second
+)
+
+// Spring AMQP's RepublishMessageRecoverer headers (spring-amqp
+// RepublishMessageRecoverer.java: X_EXCEPTION_STACKTRACE,
+// X_EXCEPTION_MESSAGE, X_ORIGINAL_EXCHANGE, X_ORIGINAL_ROUTING_KEY).
+const (
+	hdrExceptionMessage = "x-exception-message"
+	hdrExceptionStack   = "x-exception-stacktrace"
+	hdrOriginalRouting  = "x-original-routingKey"
+)
+
+// Conn is one RabbitMQ dead-letter queue. It implements
+// connector.Connector.
+type Conn struct {
+	spec     string // as given, password redacted
+	origin   string // rabbitmq:amqp://HOST:PORT/VHOST?queue=Q, no credentials
+	dialURL  string // with credentials: never printed
+	password string
+	queue    string
+	prefetch int
+	wait     time.Duration
+	timeout  time.Duration
+	errHdr   string
+
+	mu      sync.Mutex
+	reader  *amqp.Connection
+	pconn   *amqp.Connection           // the publishers' connection
+	held    map[string][]amqp.Delivery // by entry ID, until stored
+	notes   []string
+	pubs    chan *publisher
+	tagSeq  atomic.Int64
+	dialCfg amqp.Config
+}
+
+var _ connector.Connector = (*Conn)(nil)
+
+// Open parses a rabbitmq: spec; credentials missing from the URL come from
+// the environment (RABBITMQ_USERNAME, RABBITMQ_PASSWORD).
+func Open(spec string) (*Conn, error) { return OpenEnv(spec, os.Getenv) }
+
+// OpenEnv is Open with the environment read through getenv.
+func OpenEnv(spec string, getenv func(string) string) (*Conn, error) {
+	rest, ok := strings.CutPrefix(spec, Kind+":")
+	if !ok {
+		return nil, fmt.Errorf("want %s:amqp://HOST:PORT/VHOST?queue=QUEUE", Kind)
+	}
+	u, err := url.Parse(rest)
+	if err != nil {
+		return nil, errors.New("not a URL: want " + Kind + ":amqp://HOST:PORT/VHOST?queue=QUEUE")
+	}
+	if u.Scheme != "amqp" && u.Scheme != "amqps" || u.Host == "" {
+		return nil, fmt.Errorf("want an amqp:// or amqps:// URL with a host, got scheme %q", u.Scheme)
+	}
+	q := u.Query()
+	c := &Conn{queue: q.Get("queue"), prefetch: DefaultPrefetch, wait: DefaultWait, timeout: DefaultTimeout,
+		errHdr: q.Get("error_header"), held: map[string][]amqp.Delivery{}, pubs: make(chan *publisher, publishers)}
+	for range publishers {
+		c.pubs <- &publisher{}
+	}
+	if c.queue == "" {
+		return nil, errors.New("missing ?queue=QUEUE (the dead-letter queue to read)")
+	}
+	if v := q.Get("prefetch"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("prefetch=%q: want a number from 1 to 65535", v)
+		}
+		c.prefetch = n
+	}
+	for name, dst := range map[string]*time.Duration{"wait": &c.wait, "timeout": &c.timeout} {
+		if v := q.Get(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("%s=%q: want a positive duration such as 2s", name, v)
+			}
+			*dst = d
+		}
+	}
+	user, pass := "", ""
+	if u.User != nil {
+		user = u.User.Username()
+		pass, _ = u.User.Password()
+	}
+	if user == "" {
+		user, pass = getenv("RABBITMQ_USERNAME"), getenv("RABBITMQ_PASSWORD")
+	}
+	c.password = pass
+	for _, k := range []string{"queue", "prefetch", "wait", "timeout", "error_header"} {
+		q.Del(k)
+	}
+	dial := *u
+	dial.RawQuery = q.Encode() // the AMQP URI's own options (heartbeat, ...)
+	dial.User = nil
+	if user != "" {
+		dial.User = url.UserPassword(user, pass)
+	}
+	c.dialURL = dial.String()
+	if _, err := amqp.ParseURI(c.dialURL); err != nil {
+		return nil, fmt.Errorf("bad AMQP URI: %s", c.redact(err.Error()))
+	}
+	plain := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath,
+		RawQuery: url.Values{"queue": {c.queue}}.Encode()}
+	c.origin = Kind + ":" + plain.String()
+	shown := *u
+	if shown.User != nil {
+		if _, has := shown.User.Password(); has {
+			shown.User = url.UserPassword(shown.User.Username(), "xxxxx")
+		}
+	}
+	c.spec = Kind + ":" + shown.String()
+	c.dialCfg = amqp.Config{
+		Heartbeat: 10 * time.Second,
+		Locale:    "en_US",
+		Dial: func(network, addr string) (net.Conn, error) {
+			return net.DialTimeout(network, addr, 10*time.Second)
+		},
+	}
+	return c, nil
+}
+
+// String is the spec as given, with the password redacted.
+func (c *Conn) String() string { return c.spec }
+
+// Origin is where this connector's entries say they were read: the spec
+// without credentials, which Open accepts again.
+func (c *Conn) Origin() string { return c.origin }
+
+// Notes says how many messages the queue held and how many were read.
+func (c *Conn) Notes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.notes)
+}
+
+func (c *Conn) note(format string, a ...any) {
+	c.mu.Lock()
+	c.notes = append(c.notes, fmt.Sprintf(format, a...))
+	c.mu.Unlock()
+}
+
+// redact keeps the password out of a message from the client library.
+func (c *Conn) redact(s string) string {
+	if c.password != "" {
+		s = strings.ReplaceAll(s, c.password, "xxxxx")
+		s = strings.ReplaceAll(s, url.QueryEscape(c.password), "xxxxx")
+	}
+	return s
+}
+
+func (c *Conn) dial() (*amqp.Connection, error) {
+	conn, err := amqp.DialConfig(c.dialURL, c.dialCfg)
+	if err != nil {
+		return nil, errors.New(c.redact(err.Error()))
+	}
+	return conn, nil
+}
+
+// Close ends the connections; deliveries not yet acked go back to the
+// queue (the broker requeues them), to be read by the next run.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	r, pc := c.reader, c.pconn
+	c.reader, c.pconn, c.held = nil, nil, map[string][]amqp.Delivery{}
+	c.mu.Unlock()
+	if pc != nil {
+		_ = pc.Close()
+	}
+	for range publishers {
+		p := <-c.pubs
+		p.reset()
+		defer func() { c.pubs <- p }()
+	}
+	if r != nil {
+		return r.Close()
+	}
+	return nil
+}
+
+// Entries consumes the queue's messages as they stood when the read began.
+func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+	return func(yield func(entry.Entry, error) bool) {
+		fail := func(err error) {
+			yield(entry.Entry{}, fmt.Errorf("rabbitmq queue %s: %s", c.queue, c.redact(err.Error())))
+		}
+		conn, err := c.dial()
+		if err != nil {
+			fail(err)
+			return
+		}
+		c.mu.Lock()
+		old := c.reader
+		c.reader = conn
+		c.mu.Unlock()
+		if old != nil {
+			old.Close() // its unacked deliveries go back to the queue
+		}
+		ch, err := conn.Channel()
+		if err != nil {
+			fail(err)
+			return
+		}
+		if err := ch.Qos(c.prefetch, 0, false); err != nil {
+			fail(err)
+			return
+		}
+		q, err := ch.QueueDeclarePassive(c.queue, false, false, false, false, nil)
+		if err != nil {
+			fail(fmt.Errorf("the queue must exist: %w", err))
+			return
+		}
+		held := q.Messages
+		c.note("rabbitmq queue %s held %d messages when the read began", c.queue, held)
+		if held == 0 {
+			return
+		}
+		tag := fmt.Sprintf("replayctl-%d-%d", os.Getpid(), c.tagSeq.Add(1))
+		deliveries, err := ch.Consume(c.queue, tag, false, false, false, false, nil)
+		if err != nil {
+			fail(err)
+			return
+		}
+		read := 0
+		defer func() {
+			// Stop the consumer; what it had prefetched beyond the
+			// messages read goes back to the queue now.
+			_ = ch.Cancel(tag, false)
+			for {
+				select {
+				case d, ok := <-deliveries:
+					if !ok {
+						return
+					}
+					_ = d.Nack(false, true)
+				case <-time.After(200 * time.Millisecond):
+					return
+				}
+			}
+		}()
+		idle := time.NewTimer(c.wait)
+		defer idle.Stop()
+		for read < held {
+			select {
+			case d, ok := <-deliveries:
+				if !ok {
+					fail(fmt.Errorf("the channel closed after %d of %d messages", read, held))
+					return
+				}
+				e := c.entryOf(&d)
+				c.mu.Lock()
+				c.held[e.ID] = append(c.held[e.ID], d)
+				c.mu.Unlock()
+				read++
+				if !yield(e, nil) {
+					return
+				}
+				idle.Reset(c.wait)
+			case <-idle.C:
+				c.note("rabbitmq queue %s: read %d of %d messages: none came for %s (another consumer took them, or more than prefetch=%d wait unstored)",
+					c.queue, read, held, c.wait, c.prefetch)
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+		c.note("rabbitmq queue %s: read %d of %d messages", c.queue, read, held)
+	}
+}
+
+// Stored acks the entry's message in the DLQ: the store has it now, so
+// the broker's retention can no longer lose it. A failed ack is noted;
+// the message stays in the queue and is read again.
+func (c *Conn) Stored(ctx context.Context, e *entry.Entry) {
+	if err := c.ack(ctx, e); err != nil {
+		c.note("%s", err)
+	}
+}
+
+func (c *Conn) ack(_ context.Context, e *entry.Entry) error {
+	if e.Source != Kind || e.Scope != c.queue {
+		return nil
+	}
+	c.mu.Lock()
+	ds := c.held[e.ID]
+	delete(c.held, e.ID)
+	c.mu.Unlock()
+	for _, d := range ds {
+		if err := d.Ack(false); err != nil {
+			return fmt.Errorf("rabbitmq: ack %s in %s: %s (it stays in the queue and is read again)", e.ID, c.queue, c.redact(err.Error()))
+		}
+	}
+	return nil
+}
+
+// Settle acks the entry's message if this run still holds it. Acked
+// already when stored, it has nothing left to do: settling is idempotent.
+func (c *Conn) Settle(ctx context.Context, e *entry.Entry, _ connector.Settlement) error {
+	return c.ack(ctx, e)
+}
+
+// MarkReplayed is Settle for the runner's write-back.
+func (c *Conn) MarkReplayed(ctx context.Context, e entry.Entry) error {
+	return c.Settle(ctx, &e, connector.Settlement{Replayed: true})
+}
+
+// MarkResolved is Settle for a person's resolve.
+func (c *Conn) MarkResolved(ctx context.Context, e entry.Entry, reason string) error {
+	return c.Settle(ctx, &e, connector.Settlement{Reason: reason})
+}
+
+// ProbeEntry cannot tell: a published message cannot be looked up in a
+// queue without consuming it.
+func (c *Conn) ProbeEntry(context.Context, *entry.Entry) (connector.ProbeResult, string) {
+	return connector.ProbeInconclusive, "rabbitmq: a queue cannot be searched for a message without consuming it"
+}
+
+// Ref names the message and its queue.
+func (c *Conn) Ref(e *entry.Entry) connector.Link {
+	id, _, _ := strings.Cut(e.ID, "#")
+	return connector.Link{Name: "message " + id + " in queue " + e.Scope}
+}
+
+// Codes lists the reason codes the connector writes.
+func (c *Conn) Codes() []connector.Code {
+	const dlx = "https://www.rabbitmq.com/docs/dlx (x-death reason)"
+	return append([]connector.Code{
+		{Code: brokermsg.CodeTimeout, Class: "transient", Where: dlx + ": expired, the message TTL ran out before any consumer took it"},
+		{Code: "resource_exhausted", Class: "transient", Where: dlx + ": maxlen, the queue was full"},
+		{Code: "rejected", Class: "unknown_commit", Where: dlx + ": rejected without an application error: unrecognised"},
+		{Code: "delivery_limit", Class: "unknown_commit", Where: dlx + ": delivery_limit without an application error: unrecognised"},
+	}, brokermsg.ExceptionCodes("Spring AMQP x-exception-message / x-exception-stacktrace")...)
+}
+
+// death is the most recent x-death record and the totals over all of them.
+type death struct {
+	reason, queue, exchange string
+	count                   int64
+	first, last             time.Time
+}
+
+func deaths(h amqp.Table) death {
+	var d death
+	list, _ := h["x-death"].([]any)
+	for i, item := range list {
+		t, ok := item.(amqp.Table)
+		if !ok {
+			continue
+		}
+		if n, ok := toInt(t["count"]); ok {
+			d.count += n
+		}
+		if i == 0 { // most recent first
+			d.reason, _ = t["reason"].(string)
+			d.queue, _ = t["queue"].(string)
+			d.exchange, _ = t["exchange"].(string)
+		}
+		if ts, ok := t["time"].(time.Time); ok {
+			if d.first.IsZero() || ts.Before(d.first) {
+				d.first = ts
+			}
+			if ts.After(d.last) {
+				d.last = ts
+			}
+		}
+	}
+	if d.reason == "" {
+		d.reason, _ = h["x-first-death-reason"].(string)
+		d.queue, _ = h["x-first-death-queue"].(string)
+		d.exchange, _ = h["x-first-death-exchange"].(string)
+	}
+	return d
+}
+
+func toInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int32:
+		return int64(n), true
+	case int:
+		return int64(n), true
+	case int16:
+		return int64(n), true
+	case int8:
+		return int64(n), true
+	case uint8:
+		return int64(n), true
+	case uint16:
+		return int64(n), true
+	case uint32:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+func headerString(h amqp.Table, name string) string {
+	switch v := h[name].(type) {
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	}
+	return ""
+}
+
+// envelope is an entry's payload: the message as the DLQ held it.
+type envelope struct {
+	brokermsg.Body
+	Headers     map[string]any `json:"headers,omitempty"`
+	Properties  properties     `json:"properties"`
+	Exchange    string         `json:"exchange"`
+	RoutingKey  string         `json:"routing_key"`
+	ReplayQueue string         `json:"replay_queue,omitempty"`
+}
+
+type properties struct {
+	ContentType     string     `json:"content_type,omitempty"`
+	ContentEncoding string     `json:"content_encoding,omitempty"`
+	DeliveryMode    uint8      `json:"delivery_mode,omitempty"`
+	Priority        uint8      `json:"priority,omitempty"`
+	CorrelationID   string     `json:"correlation_id,omitempty"`
+	ReplyTo         string     `json:"reply_to,omitempty"`
+	Expiration      string     `json:"expiration,omitempty"`
+	MessageID       string     `json:"message_id,omitempty"`
+	Timestamp       *time.Time `json:"timestamp,omitempty"`
+	Type            string     `json:"type,omitempty"`
+	UserID          string     `json:"user_id,omitempty"`
+	AppID           string     `json:"app_id,omitempty"`
+}
+
+// maxMessage bounds an entry's Message; the whole error stays in the payload.
+const maxMessage = 2000
+
+// entryOf maps a delivery to an entry. Nothing here can fail on the
+// message's content: a header of a type the envelope cannot keep makes
+// the entry undecodable, still yielded with the body kept.
+func (c *Conn) entryOf(d *amqp.Delivery) entry.Entry {
+	h := d.Headers
+	dt := deaths(h)
+	msgID := d.MessageId
+	if msgID == "" {
+		sum := sha256.New()
+		sum.Write(d.Body)
+		fmt.Fprintf(sum, "\x00%s\x00%s\x00%v", d.Exchange, d.RoutingKey, h["x-death"])
+		msgID = "sha256:" + hex.EncodeToString(sum.Sum(nil))[:32]
+	}
+	e := entry.Entry{
+		ID:       msgID + "#" + strconv.FormatInt(dt.count, 10),
+		Source:   Kind,
+		Scope:    c.queue,
+		Origin:   c.origin,
+		Attempts: int(dt.count),
+	}
+	replayQueue := dt.queue
+	if replayQueue == "" {
+		// Spring's RepublishMessageRecoverer sends to a DLQ by itself
+		// (no x-death): the original routing key is its best guess.
+		replayQueue = headerString(h, hdrOriginalRouting)
+	}
+	e.Topic = replayQueue
+	e.FirstFailure, e.LastFailure = dt.first.UTC(), dt.last.UTC()
+	if e.FirstFailure.IsZero() && !d.Timestamp.IsZero() {
+		e.FirstFailure, e.LastFailure = d.Timestamp.UTC(), d.Timestamp.UTC()
+	}
+
+	appMsg := headerString(h, hdrExceptionMessage)
+	stack := headerString(h, hdrExceptionStack)
+	if c.errHdr != "" && appMsg == "" {
+		appMsg = headerString(h, c.errHdr)
+	}
+	if appMsg == "" && stack != "" {
+		appMsg, _, _ = strings.Cut(stack, "\n")
+	}
+	switch dt.reason {
+	case "expired":
+		// Never processed: its TTL ran out in the queue.
+		e.ReasonCode = brokermsg.CodeTimeout
+		e.Message = "x-death: expired in queue " + dt.queue + " before any consumer took it"
+	case "maxlen":
+		e.ReasonCode = "resource_exhausted"
+		e.Message = "x-death: maxlen: queue " + dt.queue + " was full"
+	default:
+		// rejected, delivery_limit, or no x-death: a consumer refused it,
+		// which says nothing of why; the application's error decides.
+		// Without one the message stays empty (a queue name could match
+		// a pattern) and the code is unknown to the taxonomy:
+		// unrecognised, never auto-replayed.
+		e.ReasonCode = brokermsg.ExceptionCode(nil, appMsg, stack)
+		if e.ReasonCode == "" {
+			e.ReasonCode = dt.reason
+		}
+		e.Message = brokermsg.Excerpt(appMsg, maxMessage)
+	}
+	labels := map[string]string{"rabbitmq.dlq": c.queue}
+	if dt.reason != "" {
+		labels["rabbitmq.death_reason"] = dt.reason
+	}
+	if dt.queue != "" {
+		labels["rabbitmq.death_queue"] = dt.queue
+	}
+	if dt.exchange != "" {
+		labels["rabbitmq.death_exchange"] = dt.exchange
+	}
+	key, count := headerString(h, brokermsg.HeaderKey), headerString(h, brokermsg.HeaderCount)
+	if count == "" {
+		if n, ok := toInt(h[brokermsg.HeaderCount]); ok {
+			count = strconv.FormatInt(n, 10)
+		}
+	}
+	if _, stamped := h[brokermsg.HeaderCount]; stamped {
+		labels = brokermsg.SetLineage(labels, key, count)
+	} else if key != "" {
+		// The application's own key, never replayed by replayctl:
+		// preserved exactly.
+		e.IdempotencyKey = key
+	}
+	e.Labels = labels
+	if e.IdempotencyKey == "" {
+		e.IdempotencyKey, e.KeyDerived = entry.DeriveKey(Kind, c.queue+"/"+e.ID), true
+	}
+
+	env := envelope{Body: brokermsg.NewBody(d.Body), Exchange: d.Exchange, RoutingKey: d.RoutingKey, ReplayQueue: replayQueue,
+		Properties: properties{ContentType: d.ContentType, ContentEncoding: d.ContentEncoding, DeliveryMode: d.DeliveryMode,
+			Priority: d.Priority, CorrelationID: d.CorrelationId, ReplyTo: d.ReplyTo, Expiration: d.Expiration,
+			MessageID: d.MessageId, Type: d.Type, UserID: d.UserId, AppID: d.AppId}}
+	if !d.Timestamp.IsZero() {
+		ts := d.Timestamp.UTC()
+		env.Properties.Timestamp = &ts
+	}
+	var err error
+	if env.Headers, err = encodeTable(h); err != nil {
+		e.DecodeError = err.Error()
+		env.Headers = nil
+	}
+	p, err := json.Marshal(env)
+	if err != nil {
+		e.DecodeError = "encode envelope: " + err.Error()
+		p, _ = json.Marshal(envelope{Body: env.Body})
+	}
+	e.Payload = p
+	return e
+}

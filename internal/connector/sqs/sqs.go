@@ -1,0 +1,478 @@
+package sqs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/replayctl/replayctl/internal/connector"
+	"github.com/replayctl/replayctl/internal/connector/brokermsg"
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+// Kind is the source kind of the entries this connector reads.
+const Kind = "sqs"
+
+// Defaults of the spec's options.
+const (
+	DefaultVisibility = 30 * time.Second
+	DefaultWait       = time.Second
+)
+
+const (
+	attrExceptionMessage = "x-exception-message"
+	attrExceptionStack   = "x-exception-stacktrace"
+	attrSourceArn        = "DeadLetterQueueSourceArn"
+	codeMaxReceive       = "sqs_max_receive_count"
+	maxMessage           = 2000
+)
+
+// Conn is one SQS dead-letter queue. It implements connector.Connector.
+type Conn struct {
+	spec       string
+	queueURL   string
+	name       string
+	region     string
+	regionSet  bool // region came from the spec
+	visibility time.Duration
+	wait       time.Duration
+	errAttr    string
+	client     *awssqs.Client
+
+	mu      sync.Mutex
+	handles map[string]string // MessageId -> this run's receipt handle
+	deleted map[string]bool   // MessageIds this connector deleted
+	dests   map[string]string // source ARN ("" = the DLQ's only source) -> queue URL
+	notes   []string
+}
+
+var _ connector.Connector = (*Conn)(nil)
+
+// Open parses an sqs: spec and builds the client (no request is made).
+func Open(spec string) (*Conn, error) { return OpenEnv(spec, os.Getenv) }
+
+// OpenEnv is Open with the region read through getenv; credentials still
+// come from the SDK's default chain.
+func OpenEnv(spec string, getenv func(string) string) (*Conn, error) {
+	rest, ok := strings.CutPrefix(spec, Kind+":")
+	if !ok {
+		return nil, fmt.Errorf("want %s:QUEUE_URL", Kind)
+	}
+	u, err := url.Parse(rest)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return nil, errors.New("want sqs:https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE (an http(s) queue URL without user info)")
+	}
+	q := u.Query()
+	c := &Conn{spec: spec, visibility: DefaultVisibility, wait: DefaultWait, errAttr: q.Get("error_attribute"),
+		handles: map[string]string{}, deleted: map[string]bool{}, dests: map[string]string{}}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	c.name = parts[len(parts)-1]
+	if c.name == "" {
+		return nil, errors.New("the queue URL names no queue (want .../ACCOUNT/QUEUE)")
+	}
+	for name, dst := range map[string]*time.Duration{"visibility": &c.visibility, "wait": &c.wait} {
+		if v := q.Get(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 || d > 12*time.Hour || d%time.Second != 0 {
+				return nil, fmt.Errorf("%s=%q: want whole seconds such as 30s", name, v)
+			}
+			*dst = d
+		}
+	}
+	if c.wait > 20*time.Second {
+		return nil, errors.New("wait: SQS long-polls at most 20s")
+	}
+	c.region = q.Get("region")
+	c.regionSet = c.region != ""
+	for _, k := range []string{"AWS_REGION", "AWS_DEFAULT_REGION"} {
+		if c.region == "" {
+			c.region = getenv(k)
+		}
+	}
+	if c.region == "" {
+		if r, ok := strings.CutPrefix(u.Hostname(), "sqs."); ok {
+			c.region, _, _ = strings.Cut(r, ".")
+		}
+	}
+	if c.region == "" {
+		return nil, errors.New("no region: add ?region=REGION or set AWS_REGION")
+	}
+	for _, k := range []string{"region", "visibility", "wait", "error_attribute"} {
+		q.Del(k)
+	}
+	u.RawQuery = q.Encode()
+	c.queueURL = u.String()
+	endpoint := u.Scheme + "://" + u.Host
+	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(c.region))
+	if err != nil {
+		return nil, fmt.Errorf("AWS configuration: %w", err)
+	}
+	// The SDK's client follows 307/308 redirects; this one follows none,
+	// so a signed request goes to the endpoint named and nowhere else.
+	// It keeps the SDK's transport (AWS_CA_BUNDLE and proxies).
+	var tr http.RoundTripper = http.DefaultTransport
+	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		tr = bc.GetTransport()
+	}
+	cfg.HTTPClient = &http.Client{Timeout: 60 * time.Second, Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	c.client = awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
+	return c, nil
+}
+
+// String is the spec as given (an SQS URL holds no secret).
+func (c *Conn) String() string { return c.spec }
+
+// Origin is where this connector's entries say they were read; Open takes
+// it again.
+func (c *Conn) Origin() string {
+	if c.regionSet {
+		sep := "?"
+		if strings.Contains(c.queueURL, "?") {
+			sep = "&"
+		}
+		return Kind + ":" + c.queueURL + sep + "region=" + url.QueryEscape(c.region)
+	}
+	return Kind + ":" + c.queueURL
+}
+
+// Notes says how many messages the DLQ held and how many were read.
+func (c *Conn) Notes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.notes)
+}
+
+func (c *Conn) note(format string, a ...any) {
+	c.mu.Lock()
+	c.notes = append(c.notes, fmt.Sprintf(format, a...))
+	c.mu.Unlock()
+}
+
+// Entries receives the DLQ's messages until it is gone round.
+func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+	return func(yield func(entry.Entry, error) bool) {
+		fail := func(err error) { yield(entry.Entry{}, fmt.Errorf("sqs queue %s: %w", c.name, err)) }
+		attrs, err := c.client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: &c.queueURL,
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages}})
+		if err != nil {
+			fail(err)
+			return
+		}
+		held, _ := strconv.Atoi(attrs.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+		c.note("sqs queue %s held about %d visible messages when the read began", c.name, held)
+		seen := map[string]bool{}
+		read := 0
+		for ctx.Err() == nil {
+			out, err := c.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
+				QueueUrl:                    &c.queueURL,
+				MaxNumberOfMessages:         10,
+				VisibilityTimeout:           int32(c.visibility / time.Second),
+				WaitTimeSeconds:             int32(c.wait / time.Second),
+				MessageAttributeNames:       []string{"All"},
+				MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+			})
+			if err != nil {
+				fail(fmt.Errorf("receive after %d messages: %w", read, err))
+				return
+			}
+			fresh := 0
+			for i := range out.Messages {
+				m := &out.Messages[i]
+				id := aws.ToString(m.MessageId)
+				c.mu.Lock()
+				c.handles[id] = aws.ToString(m.ReceiptHandle)
+				c.mu.Unlock()
+				if seen[id] {
+					continue // visible again within this read: already yielded
+				}
+				seen[id] = true
+				fresh++
+				read++
+				if !yield(c.entryOf(m), nil) {
+					return
+				}
+			}
+			if fresh == 0 {
+				break
+			}
+		}
+		c.note("sqs queue %s: read %d messages", c.name, read)
+	}
+}
+
+// Settle deletes the message from the DLQ with this run's receipt handle.
+func (c *Conn) Settle(ctx context.Context, e *entry.Entry, _ connector.Settlement) error {
+	if e.Source != Kind {
+		return nil
+	}
+	c.mu.Lock()
+	h, ok := c.handles[e.ID]
+	done := c.deleted[e.ID]
+	c.mu.Unlock()
+	if done {
+		return nil // settling is idempotent
+	}
+	if !ok {
+		return fmt.Errorf("sqs: message %s was not received by this run: it is deleted from %s when a later run receives it again", e.ID, c.name)
+	}
+	if _, err := c.client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: &c.queueURL, ReceiptHandle: &h}); err != nil {
+		return fmt.Errorf("sqs: delete %s from %s: %w", e.ID, c.name, err)
+	}
+	c.mu.Lock()
+	if c.handles[e.ID] == h {
+		delete(c.handles, e.ID)
+	}
+	c.deleted[e.ID] = true
+	c.mu.Unlock()
+	return nil
+}
+
+// MarkReplayed is Settle for the runner's write-back.
+func (c *Conn) MarkReplayed(ctx context.Context, e entry.Entry) error {
+	return c.Settle(ctx, &e, connector.Settlement{Replayed: true})
+}
+
+// MarkResolved is Settle for a person's resolve.
+func (c *Conn) MarkResolved(ctx context.Context, e entry.Entry, reason string) error {
+	return c.Settle(ctx, &e, connector.Settlement{Reason: reason})
+}
+
+// ProbeEntry cannot tell: a queue cannot be searched.
+func (c *Conn) ProbeEntry(context.Context, *entry.Entry) (connector.ProbeResult, string) {
+	return connector.ProbeInconclusive, "sqs: a queue cannot be searched for a message"
+}
+
+// Ref names the message.
+func (c *Conn) Ref(e *entry.Entry) connector.Link {
+	return connector.Link{Name: "message " + e.ID + " in queue " + e.Scope}
+}
+
+// Codes lists the reason codes the connector writes.
+func (c *Conn) Codes() []connector.Code {
+	return append([]connector.Code{{Code: codeMaxReceive, Class: "unknown_commit",
+		Where: "SQS redrive policy (maxReceiveCount) without an application error: unrecognised"}},
+		brokermsg.ExceptionCodes("x-exception-message / x-exception-stacktrace message attributes")...)
+}
+
+// attribute is a message attribute in the payload envelope.
+type attribute struct {
+	DataType    string  `json:"data_type"`
+	StringValue *string `json:"string_value,omitempty"`
+	BinaryValue string  `json:"binary_value,omitempty"` // base64
+}
+
+// envelope is an entry's payload: the message as the DLQ held it.
+type envelope struct {
+	brokermsg.Body
+	MessageID         string               `json:"message_id"`
+	Attributes        map[string]string    `json:"attributes,omitempty"`
+	MessageAttributes map[string]attribute `json:"message_attributes,omitempty"`
+}
+
+func (c *Conn) entryOf(m *types.Message) entry.Entry {
+	id := aws.ToString(m.MessageId)
+	e := entry.Entry{ID: id, Source: Kind, Scope: c.name, Origin: c.Origin()}
+	env := envelope{Body: brokermsg.NewBody([]byte(aws.ToString(m.Body))), MessageID: id, Attributes: m.Attributes,
+		MessageAttributes: map[string]attribute{}}
+	strAttr := map[string]string{}
+	for k, v := range m.MessageAttributes {
+		a := attribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue}
+		if v.BinaryValue != nil {
+			a.BinaryValue = base64.StdEncoding.EncodeToString(v.BinaryValue)
+		}
+		env.MessageAttributes[k] = a
+		if v.StringValue != nil {
+			strAttr[k] = *v.StringValue
+		}
+	}
+	if n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"]); err == nil {
+		e.Attempts = n
+	}
+	if ms, err := strconv.ParseInt(m.Attributes["SentTimestamp"], 10, 64); err == nil {
+		e.FirstFailure = time.UnixMilli(ms).UTC()
+		e.LastFailure = e.FirstFailure
+	}
+	labels := map[string]string{"sqs.dlq": c.name}
+	if arn := m.Attributes[attrSourceArn]; arn != "" {
+		e.Topic = arn[strings.LastIndexByte(arn, ':')+1:]
+		labels["sqs.source_queue"] = e.Topic
+	}
+	appMsg, stack := strAttr[attrExceptionMessage], strAttr[attrExceptionStack]
+	if appMsg == "" && c.errAttr != "" {
+		appMsg = strAttr[c.errAttr]
+	}
+	if appMsg == "" && stack != "" {
+		appMsg, _, _ = strings.Cut(stack, "\n")
+	}
+	e.ReasonCode = brokermsg.ExceptionCode(nil, appMsg, stack)
+	if e.ReasonCode == "" {
+		// Received too often says only that consumers failed it.
+		e.ReasonCode = codeMaxReceive
+	}
+	e.Message = brokermsg.Excerpt(appMsg, maxMessage)
+	if count, stamped := strAttr[brokermsg.HeaderCount]; stamped {
+		labels = brokermsg.SetLineage(labels, strAttr[brokermsg.HeaderKey], count)
+	} else if k := strAttr[brokermsg.HeaderKey]; k != "" {
+		e.IdempotencyKey = k
+	}
+	e.Labels = labels
+	if e.IdempotencyKey == "" {
+		e.IdempotencyKey, e.KeyDerived = entry.DeriveKey(Kind, c.name+"/"+id), true
+	}
+	p, err := json.Marshal(env)
+	if err != nil {
+		e.DecodeError = "encode envelope: " + err.Error()
+	}
+	e.Payload = p
+	return e
+}
+
+// destination finds the source queue's URL for a message.
+func (c *Conn) destination(ctx context.Context, sourceArn string) (string, error) {
+	c.mu.Lock()
+	u, ok := c.dests[sourceArn]
+	c.mu.Unlock()
+	if ok {
+		return u, nil
+	}
+	if sourceArn != "" {
+		// arn:aws:sqs:REGION:ACCOUNT:NAME
+		parts := strings.Split(sourceArn, ":")
+		if len(parts) != 6 {
+			return "", fmt.Errorf("DeadLetterQueueSourceArn %q is not an SQS ARN", sourceArn)
+		}
+		out, err := c.client.GetQueueUrl(ctx, &awssqs.GetQueueUrlInput{QueueName: &parts[5], QueueOwnerAWSAccountId: &parts[4]})
+		if err != nil {
+			return "", fmt.Errorf("source queue %s: %w", parts[5], err)
+		}
+		u = aws.ToString(out.QueueUrl)
+	} else {
+		out, err := c.client.ListDeadLetterSourceQueues(ctx, &awssqs.ListDeadLetterSourceQueuesInput{QueueUrl: &c.queueURL})
+		if err != nil {
+			return "", fmt.Errorf("list the source queues of %s: %w", c.name, err)
+		}
+		if len(out.QueueUrls) != 1 {
+			return "", fmt.Errorf("%w: "+"%s is the dead-letter queue of %d queues, and the message does not say which: give a target in rules.yaml", errNoSource, c.name, len(out.QueueUrls))
+		}
+		u = out.QueueUrls[0]
+	}
+	c.mu.Lock()
+	c.dests[sourceArn] = u
+	c.mu.Unlock()
+	return u, nil
+}
+
+// errNoSource: the DLQ has no single source queue to replay to.
+var errNoSource = errors.New("no single source queue")
+
+// DedupID is the MessageDeduplicationId of a replay to a FIFO queue: the
+// idempotency key hashed to SQS's limit (128 characters).
+func DedupID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// Replay sends the message to the DLQ's source queue.
+func (c *Conn) Replay(ctx context.Context, r connector.Request) connector.Result {
+	var env envelope
+	if err := json.Unmarshal(r.Entry.Payload, &env); err != nil {
+		return connector.Result{Outcome: connector.Failed, Detail: "sqs: payload is not an sqs message envelope: " + err.Error()}
+	}
+	body, err := env.Bytes()
+	if err != nil {
+		return connector.Result{Outcome: connector.Failed, Detail: "sqs: " + err.Error()}
+	}
+	dest, err := c.destination(ctx, env.Attributes[attrSourceArn])
+	if errors.Is(err, errNoSource) {
+		return connector.Result{Outcome: connector.Failed, Detail: "sqs: " + err.Error()}
+	}
+	if err != nil {
+		return c.failure("find the source queue", err, false) // the message itself was not sent
+	}
+	attrs := map[string]types.MessageAttributeValue{}
+	for k, a := range env.MessageAttributes {
+		v := types.MessageAttributeValue{DataType: aws.String(a.DataType), StringValue: a.StringValue}
+		if a.BinaryValue != "" {
+			if v.BinaryValue, err = base64.StdEncoding.DecodeString(a.BinaryValue); err != nil {
+				return connector.Result{Outcome: connector.Failed, Detail: "sqs: attribute " + k + ": " + err.Error()}
+			}
+		}
+		attrs[k] = v
+	}
+	attrs[brokermsg.HeaderKey] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(r.Key)}
+	attrs[brokermsg.HeaderCount] = types.MessageAttributeValue{DataType: aws.String("Number"),
+		StringValue: aws.String(strconv.Itoa(brokermsg.NextCount(r.Entry.Labels)))}
+	in := &awssqs.SendMessageInput{QueueUrl: &dest, MessageBody: aws.String(string(body)), MessageAttributes: attrs}
+	if strings.HasSuffix(dest, ".fifo") {
+		group := env.Attributes["MessageGroupId"]
+		if group == "" {
+			group = "replayctl"
+		}
+		in.MessageGroupId, in.MessageDeduplicationId = aws.String(group), aws.String(DedupID(r.Key))
+	}
+	// No SDK retry: a resend without the ledger could deliver twice.
+	// Whether the request was written in full: an error before that is
+	// a message that never left.
+	var wrote atomic.Bool
+	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil {
+			wrote.Store(true)
+		}
+	}})
+	out, err := c.client.SendMessage(tctx, in, func(o *awssqs.Options) { o.Retryer = aws.NopRetryer{} })
+	if err != nil {
+		return c.failure("send to "+dest, err, wrote.Load())
+	}
+	return connector.Result{Outcome: connector.Succeeded, Detail: "sqs: sent to " + dest + " as " + aws.ToString(out.MessageId)}
+}
+
+// failure classifies an SDK error as the HTTP targets do: a 4xx answer is
+// a refusal (a throttle excepted), a 5xx one retryable, no answer to a
+// request not written in full (or a refused connection) not sent, else
+// unknown: the message may be in the queue.
+func (c *Conn) failure(what string, err error, wrote bool) connector.Result {
+	detail := "sqs: " + what + ": " + err.Error()
+	var re *awshttp.ResponseError
+	answered := errors.As(err, &re) && re.HTTPStatusCode() != 0
+	if !answered && (!wrote || errors.Is(err, syscall.ECONNREFUSED)) {
+		return connector.Result{Outcome: connector.NotSent, TargetDown: true, Detail: detail}
+	}
+	if answered {
+		st := re.HTTPStatusCode()
+		var api smithy.APIError
+		throttled := errors.As(err, &api) && strings.Contains(api.ErrorCode(), "Throttl")
+		switch {
+		case st >= 500 || st == http.StatusTooManyRequests || throttled:
+			return connector.Result{Outcome: connector.Retry, Status: st, Detail: detail, TargetDown: st >= 502 && st <= 504}
+		default:
+			return connector.Result{Outcome: connector.Failed, Status: st, Detail: detail}
+		}
+	}
+	return connector.Result{Outcome: connector.Unknown, TargetDown: true, Detail: detail}
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

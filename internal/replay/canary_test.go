@@ -1,0 +1,92 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/audit"
+)
+
+// A canary whose slice fails stops the run with the evidence: only the
+// slice was sent, the rest untouched, and the verdict is audited.
+func TestCanaryAbortsWhenTheSliceFails(t *testing.T) {
+	b, _ := outage(t)
+	ctx := context.Background()
+	b.sink.mu.Lock()
+	b.sink.status = func(string, int) int { return http.StatusUnprocessableEntity } // the fix is not deployed: refused
+	b.sink.mu.Unlock()
+	c, err := ParseCanary("10%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Watch = Duration{Duration: time.Minute}
+	bulk := b.bulk(0, 0)
+	rep, err := bulk.ExecuteCanary(ctx, BulkFilter{Classes: []string{"transient"}}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := rep.Canary
+	if cr == nil || !cr.Aborted || len(cr.Slice) != 5 || cr.Failed != 5 || cr.Untouched != 40 || !strings.HasPrefix(rep.Stopped, "aborted by canary: 5 of 5 failed") {
+		t.Fatalf("canary %+v, stopped %q", cr, rep.Stopped)
+	}
+	if n := len(b.sink.perKey()); n != 5 {
+		t.Errorf("%d keys sent, want only the slice's 5", n)
+	}
+	if slept := b.clock.slept(); len(slept) != 1 || slept[0] != time.Minute {
+		t.Errorf("watched %v, want one minute", slept)
+	}
+	found := false
+	if err := audit.Each(ctx, b.store, audit.Query{Kind: audit.KindBulk}, func(r audit.Record) error {
+		found = found || r.Outcome == "canary aborted" && strings.Contains(string(r.Detail), `"aborted":true`)
+		return nil
+	}); err != nil || !found {
+		t.Errorf("no audited canary verdict (%v)", err)
+	}
+}
+
+// A canary whose slice succeeds goes on with the rest: every key once.
+func TestCanaryPassesThenReplaysTheRest(t *testing.T) {
+	b, _ := outage(t)
+	ctx := context.Background()
+	bulk := b.bulk(0, 0)
+	rep, err := bulk.ExecuteCanary(ctx, BulkFilter{Classes: []string{"transient"}}, Canary{N: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Canary == nil || rep.Canary.Aborted || rep.Canary.Failed != 0 || rep.Stopped != "" {
+		t.Fatalf("canary %+v, stopped %q", rep.Canary, rep.Stopped)
+	}
+	sent := b.sink.perKey()
+	if len(sent) != 45 {
+		t.Fatalf("%d keys sent, want 45", len(sent))
+	}
+	for k, n := range sent {
+		if n != 1 {
+			t.Errorf("%s sent %d times", k, n)
+		}
+	}
+}
+
+// The slice is spread across targets and topics: a bad topic shows in it.
+func TestCanarySliceSpreadsAcrossTopics(t *testing.T) {
+	items := []BulkItem{{Ref: "a1"}, {Ref: "a2"}, {Ref: "a3"}, {Ref: "b1"}, {Ref: "c1"}, {Ref: "c2"}}
+	bucket := map[string]string{"a1": "t\x00a", "a2": "t\x00a", "a3": "t\x00a", "b1": "t\x00b", "c1": "u\x00c", "c2": "u\x00c"}
+	if got := strings.Join(spreadSlice(items, bucket, 4), ","); got != "a1,b1,c1,a2" {
+		t.Errorf("slice %s", got)
+	}
+	for _, bad := range []string{"0", "-1", "0%", "150%", "x"} {
+		if _, err := ParseCanary(bad); !errors.Is(err, ErrBadFilter) {
+			t.Errorf("ParseCanary(%q): %v", bad, err)
+		}
+	}
+	if r, err := ParseRate("5%"); err != nil || r != 0.05 {
+		t.Errorf("ParseRate(5%%) = %v, %v", r, err)
+	}
+	if _, err := ParseRate("2"); err == nil {
+		t.Error("a rate above 1 is refused")
+	}
+}

@@ -1,0 +1,706 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/idempotency"
+)
+
+var (
+	// keyAuditBase holds the pruned chain's base (audit.Checkpoint JSON).
+	keyAuditBase = []byte("audit_base")
+	// keyPrunePending names the archive of a prune whose removals are not
+	// finished; the next prune finishes them first.
+	keyPrunePending = []byte("prune_pending")
+)
+
+// DefaultPruneBatch bounds what one prune transaction removes: bbolt's
+// single writer is held for milliseconds, not for the whole prune.
+const DefaultPruneBatch = 1000
+
+// ErrArchiveExists: prune never overwrites an archive (it may hold the
+// only copy of records already removed).
+var ErrArchiveExists = errors.New("archive file already exists")
+
+// PruneOptions say what leaves the live store.
+type PruneOptions struct {
+	// Before: closed entries (replayed, resolved) whose last activity
+	// (last seen, last audit record) is before it leave, with their
+	// approvals; so do the audit records before it, as one prefix of the
+	// chain that stops at the first record of an entry that stays.
+	Before time.Time
+	// Archive is the file the removed records are written to first.
+	Archive string
+	// Key signs the archive's base (the live chain's new start).
+	Key []byte
+	// Batch bounds the removals of one transaction (DefaultPruneBatch).
+	Batch int
+	// AfterArchive, when set, is called once the archive is durable and
+	// the prune is marked pending, before anything is removed (tests).
+	AfterArchive func()
+}
+
+// PruneResult says what a prune did.
+type PruneResult struct {
+	Archive   string            `json:"archive"`
+	Resumed   bool              `json:"resumed,omitempty"`
+	Entries   int               `json:"entries"`
+	Ledger    int               `json:"ledger_records_archived"`
+	Approvals int               `json:"approvals"`
+	Audit     int               `json:"audit_records"`
+	Base      *audit.Checkpoint `json:"base,omitempty"`
+	// HeldAt is the audit record the chain's prefix stopped at (an entry
+	// that stays, open or closed too recently), 0 when none did.
+	HeldAt    uint64 `json:"held_at,omitempty"`
+	HeldBy    string `json:"held_by,omitempty"`
+	SizeAfter int64  `json:"file_bytes"`
+}
+
+type prunePending struct {
+	Archive string    `json:"archive"`
+	Before  time.Time `json:"before"`
+}
+
+// AuditBase implements audit.BaseReader: the base of a pruned chain, nil
+// when nothing was pruned.
+func (s *Bolt) AuditBase(ctx context.Context) (*audit.Checkpoint, error) {
+	var base *audit.Checkpoint
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		base, err = readBase(tx)
+		return err
+	})
+	return base, err
+}
+
+func readBase(tx *bolt.Tx) (*audit.Checkpoint, error) {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return nil, nil
+	}
+	v := meta.Get(keyAuditBase)
+	if v == nil {
+		return nil, nil
+	}
+	var cp audit.Checkpoint
+	if err := json.Unmarshal(v, &cp); err != nil {
+		return nil, fmt.Errorf("audit base: %w", err)
+	}
+	return &cp, nil
+}
+
+// Prune moves what retention lets go into an archive, then removes it.
+//
+// Order, so that a kill at any point loses nothing and leaves a chain that
+// verifies: (1) the prune is marked pending in the store, naming its
+// archive; (2) the archive is written to a temporary file, synced and
+// renamed into place, and nothing is removed unless it is complete (a
+// mark whose archive is missing or unfinished is dropped by the next
+// prune); (3) entries and approvals are removed in bounded transactions,
+// each re-checking that the entry still qualifies; (4) the chain's base
+// moves to the archive's last record, in a transaction of its own, before
+// (5) the records up to it are removed in bounded transactions (records
+// at or below the base are not walked by verify); (6) the mark is
+// cleared. A prune that finds a mark with a complete archive finishes
+// that prune first (steps 3-6 are idempotent) and does nothing else.
+//
+// Ledger records are archived but kept: they are what stops a key that
+// succeeded from being sent again if its entry is read again.
+func (s *Bolt) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error) {
+	if s.ro {
+		return nil, ErrReadOnly
+	}
+	if o.Batch <= 0 {
+		o.Batch = DefaultPruneBatch
+	}
+	var pend *prunePending
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(bucketMeta); meta != nil {
+			if v := meta.Get(keyPrunePending); v != nil {
+				pend = &prunePending{}
+				return json.Unmarshal(v, pend)
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read pending prune: %w", err)
+	}
+	if pend != nil {
+		res, err := s.removeArchived(ctx, pend, o.Batch, false, nil)
+		if !errors.Is(err, errNoArchive) {
+			if res != nil {
+				res.Resumed = true
+			}
+			return res, err
+		}
+		// Killed before its archive was complete: nothing was removed.
+		if err := s.setPending(nil); err != nil {
+			return nil, err
+		}
+	}
+	if o.Archive == "" {
+		return nil, errors.New("prune: an archive file is required")
+	}
+	if _, err := os.Stat(o.Archive); err == nil {
+		return nil, fmt.Errorf("%w: %s", ErrArchiveExists, o.Archive)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	abs, err := filepath.Abs(o.Archive)
+	if err != nil {
+		return nil, err
+	}
+	// Marked before the archive is written, so that a kill between its
+	// rename and the removals still finds it; a mark whose archive is
+	// missing or unfinished is dropped (nothing was removed).
+	pend = &prunePending{Archive: abs, Before: o.Before.UTC()}
+	if err := s.setPending(pend); err != nil {
+		return nil, err
+	}
+	res, base, written, err := s.writeArchive(ctx, abs, o)
+	if err != nil || !written {
+		if cerr := s.setPending(nil); err == nil {
+			err = cerr
+		}
+		return res, err
+	}
+	if o.AfterArchive != nil {
+		o.AfterArchive()
+	}
+	done, err := s.removeArchived(ctx, pend, o.Batch, true, base)
+	if done != nil {
+		done.HeldAt, done.HeldBy = res.HeldAt, res.HeldBy
+	}
+	return done, err
+}
+
+// errNoArchive: a pending prune's archive is missing or unfinished.
+var errNoArchive = errors.New("the pending prune's archive is missing or unfinished")
+
+// setPending writes (nil: clears) the pending prune's mark.
+func (s *Bolt) setPending(p *prunePending) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if p == nil {
+			return meta.Delete(keyPrunePending)
+		}
+		data, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		return meta.Put(keyPrunePending, data)
+	})
+	if err != nil {
+		return fmt.Errorf("mark the prune: %w", err)
+	}
+	return nil
+}
+
+// prunable reports whether a stored entry may leave: closed, owing its
+// source no write-back (the next run retries it from the entry), and
+// nothing happened to it since before.
+func prunable(tx *bolt.Tx, r *EntryRecord, before time.Time) bool {
+	if r == nil || IsOpen(r.Status) || r.WriteBackPending != "" {
+		return false
+	}
+	last := r.LastSeen
+	if r.FirstSeen.After(last) {
+		last = r.FirstSeen
+	}
+	if t, ok := lastAuditTime(tx, r.Entry.Ref()); ok && t.After(last) {
+		last = t
+	}
+	return last.Before(before)
+}
+
+// lastAuditTime is the time of the last audit record naming ref, from the
+// entry's audit index.
+func lastAuditTime(tx *bolt.Tx, ref string) (time.Time, bool) {
+	idx, ab := tx.Bucket(bucketIdx), tx.Bucket(bucketAudit)
+	if idx == nil || ab == nil {
+		return time.Time{}, false
+	}
+	prefix := auditIndexKey(&audit.Record{EntryRef: ref})
+	c := idx.Cursor()
+	var k []byte
+	if end := prefixEnd(prefix); end != nil {
+		if k, _ = c.Seek(end); k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
+	}
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+		if len(k) != len(prefix)+8 {
+			continue
+		}
+		v := ab.Get(k[len(prefix):])
+		if v == nil {
+			return time.Time{}, false // pruned before: older than an earlier cut
+		}
+		var sealed struct {
+			Body struct {
+				Time time.Time `json:"time"`
+			} `json:"body"`
+		}
+		if DecodeValue(v, &sealed) != nil {
+			return time.Time{}, false
+		}
+		return sealed.Body.Time, true
+	}
+	return time.Time{}, false
+}
+
+// writeArchive writes, from one consistent read, the audit prefix, the
+// prunable entries, their ledger records and approvals, and the trailer,
+// to a temporary file renamed into place once synced. With nothing to
+// prune it writes no file and says written false.
+func (s *Bolt) writeArchive(ctx context.Context, path string, o PruneOptions) (res *PruneResult, base *audit.Checkpoint, written bool, err error) {
+	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("create archive: %w", err)
+	}
+	defer os.Remove(tmp) // a no-op once renamed
+	defer f.Close()
+	w := audit.NewArchiveWriter(f)
+	res = &PruneResult{Archive: path}
+	err = s.db.View(func(tx *bolt.Tx) error {
+		a := &archiver{tx: tx, w: w, before: o.Before, res: res}
+		if err := a.auditPrefix(ctx, s.now().UTC()); err != nil {
+			return err
+		}
+		if err := a.entries(ctx); err != nil {
+			return err
+		}
+		if err := a.approvals(); err != nil {
+			return err
+		}
+		base = a.base
+		if base != nil && len(o.Key) > 0 {
+			base.MAC = audit.BaseMAC(o.Key, base.Seq, base.Head)
+		}
+		counts := map[string]int{"audit": res.Audit, "entries": res.Entries, "ledger": res.Ledger, "approvals": res.Approvals}
+		return w.Write(&audit.ArchiveLine{Type: audit.LineTrailer, Base: base, Counts: counts})
+	})
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if res.Audit == 0 && res.Entries == 0 && res.Approvals == 0 {
+		res.Archive = ""
+		return res, nil, false, nil
+	}
+	if err := w.Close(); err != nil {
+		return nil, nil, false, fmt.Errorf("write archive: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return nil, nil, false, fmt.Errorf("sync archive: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, nil, false, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, nil, false, fmt.Errorf("archive: %w", err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("sync archive directory: %w", err)
+		}
+	}
+	return res, base, true, nil
+}
+
+// archiver writes one prune's archive from one read transaction.
+type archiver struct {
+	tx     *bolt.Tx
+	w      *audit.ArchiveWriter
+	before time.Time
+	res    *PruneResult
+	base   *audit.Checkpoint // the last audit record archived
+}
+
+// auditPrefix writes the header and the chain's prefix: the records
+// before the cut, up to the first that names an entry staying in the
+// store, and never the head (the live chain keeps its last record, which
+// the next append links to). The prefix is verified as it is read: a
+// broken chain is not archived.
+func (a *archiver) auditPrefix(ctx context.Context, now time.Time) error {
+	tx := a.tx
+	prev, err := readBase(tx)
+	if err != nil {
+		return err
+	}
+	v, from, prevHead := audit.NewVerifier(), uint64(1), audit.Genesis
+	if prev != nil {
+		v, from, prevHead = audit.VerifierAt(prev.Seq, prev.Head), prev.Seq+1, prev.Head
+	}
+	if err := a.w.Write(&audit.ArchiveLine{Type: audit.LineHeader, Version: audit.ArchiveVersion, Created: now,
+		Before: a.before.UTC(), FromSeq: from, Prev: prevHead}); err != nil {
+		return err
+	}
+	var head auditHead
+	if v := tx.Bucket(bucketMeta).Get(keyAuditHead); v != nil {
+		if err := json.Unmarshal(v, &head); err != nil {
+			return fmt.Errorf("decode audit head: %w", err)
+		}
+	}
+	ab, eb := tx.Bucket(bucketAudit), tx.Bucket(bucketEntries)
+	if ab == nil {
+		return nil
+	}
+	stays := map[string]bool{} // a bounded cache of entry lookups
+	c := ab.Cursor()
+	for k, val := c.Seek(seqKey(from)); k != nil; k, val = c.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if len(k) != 8 {
+			return fmt.Errorf("audit record with a bad key %x: run audit verify; nothing was pruned", k)
+		}
+		var sealed audit.Sealed
+		if err := DecodeValue(val, &sealed); err != nil {
+			return fmt.Errorf("audit record %d undecodable (%v): run audit verify; nothing was pruned", binary.BigEndian.Uint64(k), err)
+		}
+		if b := v.Next(binary.BigEndian.Uint64(k), sealed); b != nil {
+			return fmt.Errorf("%w: nothing was pruned (a broken chain is not archived)", b)
+		}
+		rec, err := sealed.Open()
+		if err != nil {
+			return err
+		}
+		if !rec.Time.Before(a.before) || sealed.Seq >= head.Seq {
+			return nil
+		}
+		if ref := rec.EntryRef; ref != "" {
+			st, seen := stays[ref]
+			if !seen {
+				se, err := getJSON[storedEntry](eb, dbKey(ref))
+				if err != nil {
+					return err
+				}
+				st = se != nil && !prunable(tx, &se.EntryRecord, a.before)
+				if len(stays) > 100_000 {
+					clear(stays)
+				}
+				stays[ref] = st
+			}
+			if st {
+				a.res.HeldAt, a.res.HeldBy = sealed.Seq, ref
+				return nil
+			}
+		}
+		if err := a.w.Write(&audit.ArchiveLine{Type: audit.LineAudit, Seq: sealed.Seq, Prev: sealed.Prev, Hash: sealed.Hash, Record: sealed.Body}); err != nil {
+			return err
+		}
+		a.res.Audit++
+		a.base = &audit.Checkpoint{Seq: sealed.Seq, Head: sealed.Hash, Time: now}
+	}
+	return nil
+}
+
+// entries writes every prunable entry, payload included, and its key's
+// ledger record. An entry that cannot be read whole is left in place.
+func (a *archiver) entries(ctx context.Context) error {
+	eb, lb := a.tx.Bucket(bucketEntries), a.tx.Bucket(bucketLedger)
+	if eb == nil {
+		return nil
+	}
+	c := eb.Cursor()
+	for k, val := c.First(); k != nil; k, val = c.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var se storedEntry
+		if DecodeValue(val, &se) != nil || !prunable(a.tx, &se.EntryRecord, a.before) {
+			continue
+		}
+		payload, err := readPayload(a.tx, k)
+		if err != nil {
+			continue
+		}
+		er := decodeEntry(&se, payload)
+		data, err := json.Marshal(er)
+		if err != nil {
+			return err
+		}
+		if err := a.w.Write(&audit.ArchiveLine{Type: audit.LineEntry, Entry: data}); err != nil {
+			return err
+		}
+		a.res.Entries++
+		key := er.Entry.IdempotencyKey
+		if key == "" || lb == nil {
+			continue
+		}
+		if lr, err := getJSON[idempotency.Record](lb, dbKey(key)); err == nil && lr != nil {
+			data, err := json.Marshal(lr)
+			if err != nil {
+				return err
+			}
+			if err := a.w.Write(&audit.ArchiveLine{Type: audit.LineLedger, Ledger: data}); err != nil {
+				return err
+			}
+			a.res.Ledger++
+		}
+	}
+	return nil
+}
+
+// approvals writes the approval requests of prunable entries.
+func (a *archiver) approvals() error {
+	apb, eb := a.tx.Bucket(bucketApprovals), a.tx.Bucket(bucketEntries)
+	if apb == nil {
+		return nil
+	}
+	c := apb.Cursor()
+	for _, val := c.First(); val != nil; _, val = c.Next() {
+		var ap Approval
+		if DecodeValue(val, &ap) != nil {
+			continue
+		}
+		se, err := getJSON[storedEntry](eb, dbKey(ap.EntryRef))
+		if err != nil || se == nil || !prunable(a.tx, &se.EntryRecord, a.before) {
+			continue // an approval of an entry that stays (or is gone already) stays
+		}
+		data, err := json.Marshal(&ap)
+		if err != nil {
+			return err
+		}
+		if err := a.w.Write(&audit.ArchiveLine{Type: audit.LineApproval, Approval: data}); err != nil {
+			return err
+		}
+		a.res.Approvals++
+	}
+	return nil
+}
+
+// removeArchived removes what the archive holds and still qualifies,
+// moves the base, and clears the pending mark (steps 3-6 of Prune).
+//
+// fresh says this process has just written and synced the archive, whose
+// base is given, so it is not read twice; resuming, the archive is checked
+// to be complete first and its base read from its trailer.
+func (s *Bolt) removeArchived(ctx context.Context, pend *prunePending, batch int, fresh bool, base *audit.Checkpoint) (*PruneResult, error) {
+	res := &PruneResult{Archive: pend.Archive, Base: base}
+	// Nothing is removed unless the archive is all there.
+	if !fresh {
+		b, err := archiveBase(pend.Archive)
+		if err != nil {
+			return nil, err
+		}
+		res.Base = b
+	}
+	f, err := os.Open(pend.Archive)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var refs, approvals []string
+	flush := func() error {
+		if len(refs) == 0 && len(approvals) == 0 {
+			return nil
+		}
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			setFillPercent(tx)
+			eb, apb := tx.Bucket(bucketEntries), tx.Bucket(bucketApprovals)
+			for _, id := range approvals {
+				a, err := getJSON[Approval](apb, dbKey(id))
+				if err != nil || a == nil {
+					continue
+				}
+				if se, err := getJSON[storedEntry](eb, dbKey(a.EntryRef)); err != nil || se != nil && !prunable(tx, &se.EntryRecord, pend.Before) {
+					continue
+				}
+				if err := reindexApproval(tx, a, nil); err != nil {
+					return err
+				}
+				if err := apb.Delete(dbKey(id)); err != nil {
+					return err
+				}
+				res.Approvals++
+			}
+			for _, ref := range refs {
+				key := dbKey(ref)
+				se, err := getJSON[storedEntry](eb, key)
+				if err != nil || se == nil || !prunable(tx, &se.EntryRecord, pend.Before) {
+					continue // changed since it was archived: it stays (and is in the archive too)
+				}
+				if err := reindex(tx, &se.EntryRecord, nil, s.now().UTC()); err != nil {
+					return err
+				}
+				if err := eb.Delete(key); err != nil {
+					return err
+				}
+				for _, name := range [][]byte{bucketPayloadsZ, bucketPayloads} {
+					if b := tx.Bucket(name); b != nil {
+						if err := b.Delete(key); err != nil {
+							return err
+						}
+					}
+				}
+				res.Entries++
+			}
+			return nil
+		})
+		refs, approvals = refs[:0], approvals[:0]
+		return err
+	}
+	// Approvals first within a batch (they name their entry, which must
+	// still be there to be checked), entries after.
+	err = audit.ReadArchive(bufio.NewReader(f), func(l *audit.ArchiveLine) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		switch l.Type {
+		case audit.LineEntry:
+			var er EntryRecord
+			if err := json.Unmarshal(l.Entry, &er); err != nil {
+				return fmt.Errorf("archive entry: %w", err)
+			}
+			refs = append(refs, er.Entry.Ref())
+		case audit.LineApproval:
+			var a Approval
+			if err := json.Unmarshal(l.Approval, &a); err != nil {
+				return fmt.Errorf("archive approval: %w", err)
+			}
+			approvals = append(approvals, a.ID)
+		case audit.LineLedger:
+			res.Ledger++
+		}
+		if len(refs)+len(approvals) >= batch {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("prune: %w (run prune again to finish; the archive %s holds everything)", err, pend.Archive)
+	}
+	if b := res.Base; b != nil {
+		n, err := s.moveBase(ctx, b, batch)
+		res.Audit = n
+		if err != nil {
+			return nil, fmt.Errorf("prune the audit chain: %w (run prune again to finish)", err)
+		}
+	}
+	if err := s.setPending(nil); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(s.path); err == nil {
+		res.SizeAfter = fi.Size()
+	}
+	return res, nil
+}
+
+// archiveBase checks that an archive is complete and returns its base:
+// errNoArchive when it is missing or was never finished.
+func archiveBase(path string) (*audit.Checkpoint, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errNoArchive
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var base *audit.Checkpoint
+	err = audit.ReadArchive(bufio.NewReader(f), func(l *audit.ArchiveLine) error {
+		if l.Type == audit.LineTrailer {
+			base = l.Base
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, audit.ErrArchiveIncomplete):
+		return nil, errNoArchive
+	case err != nil:
+		return nil, fmt.Errorf("the pending prune's archive %s is unreadable (%w): nothing more is removed until it reads whole (restore it from a copy)", path, err)
+	}
+	return base, nil
+}
+
+// moveBase makes b the chain's base (when it is ahead of the current one)
+// and removes the records up to it, with their index keys, in bounded
+// transactions.
+func (s *Bolt) moveBase(ctx context.Context, b *audit.Checkpoint, batch int) (int, error) {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		cur, err := readBase(tx)
+		if err != nil || cur != nil && cur.Seq >= b.Seq {
+			return err
+		}
+		// The base must be a record of this chain: the archive was
+		// written from it, and nothing rewrites the chain in between.
+		ab := tx.Bucket(bucketAudit)
+		if v := ab.Get(seqKey(b.Seq)); v != nil {
+			var sealed audit.Sealed
+			if err := DecodeValue(v, &sealed); err != nil || sealed.Hash != b.Head {
+				return fmt.Errorf("record %d is not the archive's base any more: nothing of the chain was removed", b.Seq)
+			}
+		}
+		data, err := json.Marshal(b)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyAuditBase, data)
+	})
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		n := 0
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			setFillPercent(tx)
+			ab, idx := tx.Bucket(bucketAudit), tx.Bucket(bucketIdx)
+			c := ab.Cursor()
+			for k, v := c.First(); k != nil && n < batch; k, v = c.First() {
+				if len(k) != 8 || binary.BigEndian.Uint64(k) > b.Seq {
+					break // past the base, or a key this code does not understand: left alone
+				}
+				var sealed audit.Sealed
+				if DecodeValue(v, &sealed) == nil && idx != nil {
+					if rec, err := sealed.Open(); err == nil {
+						rec.Seq = binary.BigEndian.Uint64(k)
+						keys := auditViewKeys(&rec)
+						if ik := auditIndexKey(&rec); ik != nil {
+							keys = append(keys, append(ik, seqKey(rec.Seq)...))
+						}
+						for _, key := range keys {
+							if err := idx.Delete(key); err != nil {
+								return err
+							}
+						}
+					}
+				}
+				if err := c.Delete(); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		removed += n
+		if err != nil || n < batch {
+			return removed, err
+		}
+	}
+}

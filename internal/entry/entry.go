@@ -2,6 +2,7 @@ package entry
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -33,6 +34,13 @@ func (e *Entry) LineageOf() string {
 		return e.Lineage
 	}
 	return e.Labels[LineageLabel]
+}
+
+// LineageStamp is the lineage a replay of the entry is stamped with
+// (LineageLabel): its lineage, else its own ref, so that the entry is the
+// first member of the lineage its replays come back in.
+func (e *Entry) LineageStamp() string {
+	return cmp.Or(e.LineageOf(), e.Ref())
 }
 
 // Entry is one dead-lettered record, normalised.

@@ -3,19 +3,26 @@ package brokermsg
 import (
 	"strconv"
 	"strings"
+
+	"github.com/replayctl/replayctl/internal/entry"
 )
 
-// Every replay a broker connector sends carries two stamps (AMQP headers,
-// Kafka record headers, SQS message attributes), and an entry read with
-// them carries two labels, so a replay that fails again and comes back to
-// the DLQ (a new x-death count, a new offset, a new MessageId) is linked
-// to the entry it came from.
+// Every replay a broker connector sends carries three stamps (AMQP
+// headers, Kafka record headers, SQS message attributes), and an entry
+// read with them carries two labels and its lineage, so a replay that
+// fails again and comes back to the DLQ (a new x-death count, a new
+// offset, a new MessageId) is linked to the entry it came from and
+// max_replays counts across the whole lineage (replay/lineage.go).
 const (
 	// HeaderKey is the idempotency key of the entry that was replayed.
 	HeaderKey = "Idempotency-Key"
 	// HeaderCount is how many times the message's lineage was replayed,
 	// this replay included (1 for the first).
-	HeaderCount = "replayctl-replay-count"
+	HeaderCount = entry.ReplayCountLabel
+	// HeaderLineage is the lineage of the entry that was replayed
+	// (entry.LineageStamp: its lineage, else its own ref), the stamp the
+	// webhook target sends too.
+	HeaderLineage = entry.LineageLabel
 
 	// LabelReplayOf, on an entry, is the idempotency key of the entry
 	// whose replay this message is: its ancestor in the lineage.
@@ -63,4 +70,16 @@ func NextCount(labels map[string]string) int {
 		n = 0
 	}
 	return n + 1
+}
+
+// ReadLineage puts e in the lineage a message arrived stamped with
+// (HeaderLineage; "" when it carries none), as Cordum's connector does for
+// a retry job: every member of a lineage names the same root. Ancestors
+// stay empty: a broker's ids do not say which message a replay came from
+// (the labels name its key), and the store's lineage record lists the
+// members it read.
+func ReadLineage(e *entry.Entry, stamp string) {
+	if l := strings.TrimSpace(stamp); l != "" {
+		e.Lineage = l
+	}
 }

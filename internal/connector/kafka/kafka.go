@@ -522,6 +522,7 @@ func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
 	} else if k := str(brokermsg.HeaderKey); k != "" {
 		e.IdempotencyKey = k // the application's own key, preserved
 	}
+	brokermsg.ReadLineage(&e, str(brokermsg.HeaderLineage))
 	e.Labels = labels
 	if e.IdempotencyKey == "" {
 		e.IdempotencyKey, e.KeyDerived = entry.DeriveKey(Kind, e.ID), true

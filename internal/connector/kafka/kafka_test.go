@@ -152,8 +152,12 @@ func TestReadClassifiesDLTRecords(t *testing.T) {
 	if rec, _ := record(ptr(got["connect"]), "k"); rec == nil || string(rec.Value) != "\xff\x01" {
 		t.Errorf("binary value not kept: %v", rec)
 	}
-	if rec, _ := record(ptr(got["timeout"]), "k"); rec == nil || len(rec.Headers) != 10 || string(rec.Headers[7].Value) != "t-2" {
+	timeout := got["timeout"]
+	if rec, _ := record(&timeout, "k"); rec == nil || len(rec.Headers) != 11 || string(rec.Headers[7].Value) != "t-2" {
 		t.Errorf("headers not kept in order: %v", rec)
+	} else if h := rec.Headers[10]; h.Key != "replayctl-lineage" || string(h.Value) != timeout.Ref() {
+		// An entry of no lineage is the first member of its replays' lineage.
+		t.Errorf("lineage stamp %s=%q, want %q", h.Key, h.Value, timeout.Ref())
 	}
 	if notes := strings.Join(conn.Notes(), "\n"); !strings.Contains(notes, "held 5 records") || !strings.Contains(notes, "read 5 of 5") {
 		t.Errorf("notes: %s", notes)

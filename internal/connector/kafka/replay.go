@@ -55,7 +55,7 @@ func record(e *entry.Entry, key string) (*kgo.Record, error) {
 	}
 	r := &kgo.Record{Topic: env.OriginalTopic, Key: rkey, Value: value}
 	for _, h := range env.Headers {
-		if h.Key == brokermsg.HeaderKey || h.Key == brokermsg.HeaderCount {
+		if h.Key == brokermsg.HeaderKey || h.Key == brokermsg.HeaderCount || h.Key == brokermsg.HeaderLineage {
 			continue // restamped below
 		}
 		v, err := h.Value.Bytes()
@@ -66,7 +66,8 @@ func record(e *entry.Entry, key string) (*kgo.Record, error) {
 	}
 	r.Headers = append(r.Headers,
 		kgo.RecordHeader{Key: brokermsg.HeaderKey, Value: []byte(key)},
-		kgo.RecordHeader{Key: brokermsg.HeaderCount, Value: []byte(strconv.Itoa(brokermsg.NextCount(e.Labels)))})
+		kgo.RecordHeader{Key: brokermsg.HeaderCount, Value: []byte(strconv.Itoa(brokermsg.NextCount(e.Labels)))},
+		kgo.RecordHeader{Key: brokermsg.HeaderLineage, Value: []byte(e.LineageStamp())})
 	return r, nil
 }
 

@@ -548,6 +548,7 @@ func (c *Conn) entryOf(d *amqp.Delivery) entry.Entry {
 		// preserved exactly.
 		e.IdempotencyKey = key
 	}
+	brokermsg.ReadLineage(&e, headerString(h, brokermsg.HeaderLineage))
 	e.Labels = labels
 	if e.IdempotencyKey == "" {
 		e.IdempotencyKey, e.KeyDerived = entry.DeriveKey(Kind, c.queue+"/"+e.ID), true

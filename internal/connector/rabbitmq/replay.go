@@ -126,6 +126,7 @@ func (c *Conn) Replay(ctx context.Context, r connector.Request) connector.Result
 	}
 	msg.Headers[brokermsg.HeaderKey] = r.Key
 	msg.Headers[brokermsg.HeaderCount] = strconv.Itoa(brokermsg.NextCount(r.Entry.Labels))
+	msg.Headers[brokermsg.HeaderLineage] = r.Entry.LineageStamp()
 
 	p := <-c.pubs
 	defer func() { c.pubs <- p }()

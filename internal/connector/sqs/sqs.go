@@ -339,6 +339,7 @@ func (c *Conn) entryOf(m *types.Message) entry.Entry {
 	} else if k := strAttr[brokermsg.HeaderKey]; k != "" {
 		e.IdempotencyKey = k
 	}
+	brokermsg.ReadLineage(&e, strAttr[brokermsg.HeaderLineage])
 	e.Labels = labels
 	if e.IdempotencyKey == "" {
 		e.IdempotencyKey, e.KeyDerived = entry.DeriveKey(Kind, c.name+"/"+id), true
@@ -426,6 +427,8 @@ func (c *Conn) Replay(ctx context.Context, r connector.Request) connector.Result
 	attrs[brokermsg.HeaderKey] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(r.Key)}
 	attrs[brokermsg.HeaderCount] = types.MessageAttributeValue{DataType: aws.String("Number"),
 		StringValue: aws.String(strconv.Itoa(brokermsg.NextCount(r.Entry.Labels)))}
+	attrs[brokermsg.HeaderLineage] = types.MessageAttributeValue{DataType: aws.String("String"),
+		StringValue: aws.String(r.Entry.LineageStamp())}
 	in := &awssqs.SendMessageInput{QueueUrl: &dest, MessageBody: aws.String(string(body)), MessageAttributes: attrs}
 	if strings.HasSuffix(dest, ".fifo") {
 		group := env.Attributes["MessageGroupId"]

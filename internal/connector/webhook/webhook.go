@@ -10,7 +10,6 @@ package webhook
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,7 +113,7 @@ func (t *HTTPTarget) Probe(ctx context.Context, key string) (connector.ProbeResu
 func setIDHeaders(h http.Header, r connector.Request) {
 	key, k := connector.Encode(r.Key)
 	id, i := connector.Encode(r.Entry.ID)
-	lineage, l := connector.Encode(cmp.Or(r.Entry.LineageOf(), r.Entry.Ref()))
+	lineage, l := connector.Encode(r.Entry.LineageStamp())
 	h.Set("Idempotency-Key", key)
 	h.Set("X-Replay-Entry-Id", id)
 	h.Set("X-Replay-Attempt", strconv.Itoa(r.Attempt))

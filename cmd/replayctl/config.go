@@ -70,6 +70,9 @@ func (f *sourceFlags) open(log *slog.Logger) ([]source.Source, error) {
 	out := make([]source.Source, 0, len(f.specs))
 	for _, spec := range f.specs {
 		s, err := source.Parse(spec)
+		if err == nil {
+			err = source.CheckKind(context.Background(), spec)
+		}
 		if err != nil {
 			return nil, &exitErr{code: exitUsage, err: err}
 		}

@@ -50,6 +50,7 @@ type fakeCordum struct {
 	// dropAfterDelete: the next retry deletes the entry, then the
 	// connection drops before the answer.
 	dropAfterDelete bool
+	drops           int // drop the answers of this many retries, as dropAfterDelete
 	fail            int // answer this many requests 503 first
 	// requeue: the job a retry creates fails again, and the scheduler
 	// dead-letters it under its own id (finmaster1/cordum
@@ -143,9 +144,10 @@ func newFakeCordum(t *testing.T, ids ...string) *fakeCordum {
 		if !f.keep {
 			delete(f.dlq, m[1])
 		}
-		if f.dropAfterDelete {
+		if f.dropAfterDelete || f.drops > 0 {
 			// The retry happened but its answer is lost.
 			f.dropAfterDelete = false
+			f.drops = max(f.drops-1, 0)
 			conn, _, _ := w.(http.Hijacker).Hijack()
 			conn.Close()
 			return

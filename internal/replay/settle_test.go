@@ -1,10 +1,17 @@
 package replay
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
 	"testing"
+
+	"github.com/replayctl/replayctl/internal/audit"
 
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -15,33 +22,48 @@ import (
 // it stayed outcome_unknown. Every run now probes such entries of systems
 // that can answer: gone is committed, settled without a second retry.
 func TestLiveCordumUnknownOutcomeIsSettled(t *testing.T) {
-	t.Setenv("CORDUM_API_KEY", testCordumKey)
 	b := newBundle(t, baseRules)
+	cordumUnknownSettles(t, b, b.store)
+}
+
+// TestLiveCordumUnknownOutcomeIsSettledPostgres: the same on the shared
+// store, where a run claims the entry and probes it under its claim.
+func TestLiveCordumUnknownOutcomeIsSettledPostgres(t *testing.T) {
+	b, pg := sharedBundle(t)
+	cordumUnknownSettles(t, b, pg)
+}
+
+func cordumUnknownSettles(t *testing.T, b *testBundle, st Store) {
+	t.Setenv("CORDUM_API_KEY", testCordumKey)
 	f := newFakeCordum(t, "job_u", "job_w")
 	f.dropAfterDelete = true
 	src, err := source.Parse("cordum:" + f.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	liveRun(t, b, b.store, src)
+	liveRun(t, b, st, src)
 	lost := ""
 	for _, id := range []string{"job_u", "job_w"} {
-		if er := b.entry("cordum:" + id); er.Status == store.StatusUnknown {
+		if er := storedEntry(t, st, "cordum:"+id); er.Status == store.StatusUnknown {
 			lost = id
 		}
 	}
 	if lost == "" {
 		t.Fatal("no entry was left outcome_unknown by the lost answer")
 	}
-	rep := liveRun(t, b, b.store, src)
+	rep := liveRun(t, b, st, src)
 	if rep.ProbedCommitted != 1 {
 		t.Errorf("second run probed %d committed, want 1", rep.ProbedCommitted)
 	}
-	er := b.entry("cordum:" + lost)
+	er := storedEntry(t, st, "cordum:"+lost)
 	if er.Status != store.StatusResolved {
 		t.Errorf("%s after the second run: %s %q", lost, er.Status, er.Reason)
 	}
-	if v := b.ledger(er.Entry.IdempotencyKey); v.State != triage.StateSucceeded {
+	v, err := st.LedgerView(context.Background(), er.Entry.IdempotencyKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.State != triage.StateSucceeded {
 		t.Errorf("%s ledger %+v", lost, v)
 	}
 	for _, id := range []string{"job_u", "job_w"} {
@@ -55,21 +77,40 @@ func TestLiveCordumUnknownOutcomeIsSettled(t *testing.T) {
 // but the answer was lost; the live read lists PENDING records only, so
 // the next run asks Nexora about it and settles it.
 func TestLiveNexoraUnknownOutcomeIsSettled(t *testing.T) {
-	t.Setenv("NEXORA_TOKEN", testNexoraTok)
 	b := newBundle(t, "version: v1\ntaxonomy: {transient: [step_failed]}\n")
+	nexoraUnknownSettles(t, b, b.store)
+}
+
+// TestLiveNexoraUnknownOutcomeIsSettledPostgres: the same on the shared
+// store.
+func TestLiveNexoraUnknownOutcomeIsSettledPostgres(t *testing.T) {
+	b := newBundle(t, "version: v1\ntaxonomy: {transient: [step_failed]}\n")
+	pg, err := store.OpenPostgres(context.Background(), testsvc.Postgres(t), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	nexoraUnknownSettles(t, b, pg)
+}
+
+func nexoraUnknownSettles(t *testing.T, b *testBundle, st Store) {
+	t.Setenv("NEXORA_TOKEN", testNexoraTok)
 	f := newFakeNexora(t, map[string]string{"dl-u": "PENDING"})
 	f.dropAnswer = true
 	src, err := source.Parse("nexora:" + f.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	liveRun(t, b, b.store, src)
-	if er := b.entry("nexora:dl-u"); er.Status != store.StatusUnknown {
+	liveRun(t, b, st, src)
+	if er := storedEntry(t, st, "nexora:dl-u"); er.Status != store.StatusUnknown {
 		t.Fatalf("after the lost answer: %s %q", er.Status, er.Reason)
 	}
-	liveRun(t, b, b.store, src)
-	if er := b.entry("nexora:dl-u"); er.Status != store.StatusResolved {
+	rep := liveRun(t, b, st, src)
+	if er := storedEntry(t, st, "nexora:dl-u"); er.Status != store.StatusResolved {
 		t.Errorf("after the second run: %s %q", er.Status, er.Reason)
+	}
+	if rep.ProbedCommitted != 1 {
+		t.Errorf("second run probed %d committed, want 1", rep.ProbedCommitted)
 	}
 	f.mu.Lock()
 	n := f.replays["dl-u"]
@@ -108,5 +149,110 @@ func TestCordumKeptAfterRetryIsDeleted(t *testing.T) {
 	f.mu.Unlock()
 	if f.calls("job_k") != 1 || deletes != 1 {
 		t.Errorf("third run: retries %d, deletes %d", f.calls("job_k"), deletes)
+	}
+}
+
+// TestTwoWorkersSettleUnknownOutcomesOncePostgres: every retry reached
+// Cordum but every answer was lost, so all the entries are outcome_unknown
+// and gone from Cordum's DLQ. Two workers then run at once on the same
+// PostgreSQL store: each entry is probed by one of them only (its claim),
+// settled once, with one probe record in the audit chain, and never
+// retried again.
+func TestTwoWorkersSettleUnknownOutcomesOncePostgres(t *testing.T) {
+	twoWorkersSettle(t, true)
+}
+
+// TestTwoWorkersUnknownNotCommittedAskPersonPostgres: the same, but the
+// jobs are back in Cordum's DLQ (the retry never took): each probe says
+// not committed, and as on bbolt the entry waits for a person; neither
+// worker sends it again.
+func TestTwoWorkersUnknownNotCommittedAskPersonPostgres(t *testing.T) {
+	twoWorkersSettle(t, false)
+}
+
+func twoWorkersSettle(t *testing.T, committed bool) {
+	b, pg := sharedBundle(t)
+	t.Setenv("CORDUM_API_KEY", testCordumKey)
+	var ids []string
+	for i := range 12 {
+		ids = append(ids, fmt.Sprintf("job_%02d", i))
+	}
+	f := newFakeCordum(t, ids...)
+	f.drops = len(ids)
+	src, err := source.Parse("cordum:" + f.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveRun(t, b, pg, src)
+	for _, id := range ids {
+		if er := storedEntry(t, pg, "cordum:"+id); er.Status != store.StatusUnknown {
+			t.Fatalf("%s after the lost answers: %s %q", id, er.Status, er.Reason)
+		}
+	}
+	if !committed {
+		f.mu.Lock()
+		for _, id := range ids {
+			f.dlq[id] = true
+		}
+		f.mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	reps := make([]*Report, 2)
+	for w := range reps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lr := NewOriginRouter(NewRulesRouter(b.engine.Rules, nil), false, CredentialsFromEnv(os.Getenv))
+			r := &Reconciler{Engine: b.engine, Store: pg, Clock: SystemClock{}, Actor: "ops-bot", MaxParallel: 2, Router: lr, Owner: fmt.Sprintf("w%d", w)}
+			rep, err := r.Run(context.Background(), []source.Source{src})
+			if err != nil {
+				t.Error(err)
+			}
+			reps[w] = rep
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	want := len(ids)
+	if !committed {
+		want = 0
+	}
+	if n := reps[0].ProbedCommitted + reps[1].ProbedCommitted; n != want {
+		t.Errorf("the workers settled %d+%d, want %d in all", reps[0].ProbedCommitted, reps[1].ProbedCommitted, want)
+	}
+	probes := map[string]int{}
+	if err := audit.Each(context.Background(), pg, audit.Query{}, func(r audit.Record) error {
+		if r.Kind == audit.KindProbe {
+			probes[r.EntryRef]++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		ref := "cordum:" + id
+		er := storedEntry(t, pg, ref)
+		v, err := pg.LedgerView(context.Background(), er.Entry.IdempotencyKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case !committed:
+			if er.Status != store.StatusAwaitingApproval || v.State == triage.StateSucceeded {
+				t.Errorf("%s: %s %q, ledger %+v: want awaiting_approval", id, er.Status, er.Reason, v)
+			}
+		// resolved when settled, replayed when a worker whose run began
+		// after the settle handled it again (see the report on issue 27).
+		case er.Status != store.StatusResolved && er.Status != store.StatusReplayed, v.State != triage.StateSucceeded:
+			t.Errorf("%s: %s %q, ledger %+v", id, er.Status, er.Reason, v)
+		}
+		if probes[ref] != 1 {
+			t.Errorf("%s: %d probe records, want 1", id, probes[ref])
+		}
+		if n := f.calls(id); n != 1 {
+			t.Errorf("%s: %d retry calls, want 1", id, n)
+		}
 	}
 }

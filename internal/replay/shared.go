@@ -125,6 +125,9 @@ func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, er
 	err := r.pass(ctx, feed, account)
 	if err == nil && !shared && ctx.Err() == nil {
 		// Outcomes a system can tell (settle.go), within --max-parallel.
+		// A shared store needs no second pass: its claim feed yields every
+		// stored entry once per run, listed by the source or not, so the
+		// worker holding an outcome_unknown entry's claim probes it.
 		var unknown []work
 		if unknown, err = r.unknownToSettle(ctx, seen); err == nil && len(unknown) > 0 {
 			err = r.pass(ctx, sliceFeed(unknown), account)

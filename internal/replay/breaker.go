@@ -198,6 +198,17 @@ func (b *Breakers) takeChanges() []BreakerChange {
 	return out
 }
 
+// requeue puts back changes whose audit record could not be written, in
+// front of any taken since, for the next auditBreakers.
+func (b *Breakers) requeue(changes []BreakerChange) {
+	if b == nil || len(changes) == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.changes = append(append([]BreakerChange(nil), changes...), b.changes...)
+}
+
 func stateName(s gobreaker.State) string {
 	switch s {
 	case gobreaker.StateOpen:

@@ -415,7 +415,7 @@ func (r *Reconciler) probe(ctx context.Context, e *entry.Entry, route Route) str
 		}
 	}()
 	result := [...]string{triage.ProbeCommitted, triage.ProbeNotCommitted, triage.ProbeInconclusive}[pr]
-	_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+	err := r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		er, err := tx.Entry(e.Ref())
 		if err != nil || (er != nil && er.Probe == result) {
 			return err
@@ -430,6 +430,12 @@ func (r *Reconciler) probe(ctx context.Context, e *entry.Entry, route Route) str
 		er.Probe = result
 		return tx.PutEntry(er)
 	})
+	if err != nil {
+		// A probe result that could not be recorded is not acted on: no
+		// action without its audit record. Inconclusive sends the entry
+		// to a person, never to a blind retry.
+		return triage.ProbeInconclusive
+	}
 	return result
 }
 
@@ -687,13 +693,20 @@ func setOutcomeStatus(tx store.Tx, ref, status, reason string, due time.Time, ow
 // auditBreakers writes one audit record per breaker state change not yet
 // audited (by this run or another sharing the breakers).
 func (r *Reconciler) auditBreakers(ctx context.Context) {
-	for _, c := range r.Breakers.takeChanges() {
+	changes := r.Breakers.takeChanges()
+	for i, c := range changes {
 		detail, _ := json.Marshal(map[string]any{"target": c.Target, "from": c.From, "to": c.To, "at": c.At})
-		_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		err := r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 			_, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindBreaker, Outcome: c.To, Detail: detail,
 				Reason: fmt.Sprintf("circuit breaker of target %s: %s -> %s", c.Target, c.From, c.To)})
 			return err
 		})
+		if err != nil {
+			// Kept for the next call: a breaker change is never left
+			// unaudited because one write failed.
+			r.Breakers.requeue(changes[i:])
+			return
+		}
 	}
 }
 
@@ -744,7 +757,7 @@ func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.S
 	if !ok && owed == nil && !r.owesWriteBack(ctx, e.Ref(), pending) {
 		return // nothing to tell the source, nothing to change: no commit
 	}
-	_ = r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+	serr := r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		er, err := tx.Entry(e.Ref())
 		if err != nil {
 			return err
@@ -762,6 +775,12 @@ func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.S
 			Source: e.Source, Key: e.IdempotencyKey, Outcome: outcome, Reason: reason})
 		return err
 	})
+	if serr != nil {
+		// The report says the write-back's record is missing, rather
+		// than that it was done or owed.
+		res.Outcome = "write_back_failed"
+		res.Reason = strings.TrimSpace(res.Reason + " (write-back " + outcome + " at the source, not recorded: " + serr.Error() + ")")
+	}
 }
 
 // statusFor maps a final action to the entry's status.

@@ -134,8 +134,12 @@ type Settler interface {
 // Code is a reason code a system writes, with the class replayctl gives it
 // and where upstream writes it (repo@commit file:line).
 type Code struct {
-	Code  string
-	Class string // transient, poison, governance, unknown_commit
+	Code string
+	// Class is transient, poison, governance or unknown_commit; generic
+	// for a code that says nothing (the status and the message decide);
+	// unrecognised for a code listed for the record only: it stays out
+	// of the taxonomy and is never replayed automatically.
+	Class string
 	Where string
 }
 

@@ -16,13 +16,13 @@ import (
 
 // A replay lineage links an entry that comes back after a replay to the
 // entry it came from (entry.Entry.Lineage, Ancestors), so that max_replays
-// counts across a system's retry chain: a Cordum job retried through
-// Cordum's DLQ comes back as a new job `<id>-retry-<8hex>`, a Nexora replay
-// as a new record of the same goal and context; counted per key, each came
+// counts across a system's retry chain: a job retried through its
+// system's DLQ comes back as a new job or record (each connector's
+// lineage.go says how it is recognised); counted per key, each came
 // back with a fresh budget and a job that kept failing was replayed on
 // every run. The count is read from the ledger records of the lineage's
 // members (durable on both stores); the lineage record holds the members
-// whose ids do not say they belong (Nexora's) and the last release.
+// whose ids do not say they belong and the last release.
 
 // joinLineage records e as a member of its lineage (once).
 func joinLineage(tx store.Tx, e *entry.Entry) error {

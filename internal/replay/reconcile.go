@@ -726,9 +726,8 @@ func outcomeState(o Outcome) (idempotency.State, string) {
 }
 
 // writeBack tells the source the entry was replayed or resolved, after
-// the store says so (Prodigy: remove the item file, as `prodigy dlq
-// retry`; live Cordum/Nexora: their own delete/resolve call; Cordum
-// Redis: DEL+ZREM). A failure is kept on the entry (WriteBackPending) in
+// the store says so (the connector's Settle: remove an item file, call
+// the system's own delete or resolve, delete a Redis key). A failure is kept on the entry (WriteBackPending) in
 // the same transaction as its audit record, so the next run retries it.
 //
 // owed, when known, is the write-back the stored entry owes now (the
@@ -910,10 +909,10 @@ const liftedReason = "the record decodes now: the quarantine of its undecodable 
 // undecodableLifted reports whether stored is held only because its last
 // read did not decode (triage's parse_error quarantine) and e, the same
 // entry read again, decodes: the hold's reason is gone, and the entry is
-// decided afresh like a new one, the decision audited. A Prodigy item read
-// while Prodigy was writing it, in place and not atomically, is the case
-// (source.prodigyUndecodable); a live record replayctl could not decode
-// until an upgrade another.
+// decided afresh like a new one, the decision audited. An item file read
+// while its system was writing it, in place and not atomically, is the
+// case (connector/prodigy's prodigyUndecodable); a live record replayctl
+// could not decode until an upgrade another.
 func undecodableLifted(stored *store.EntryRecord, e *entry.Entry) bool {
 	return stored.Hold == store.HoldQuarantine && stored.Entry.Undecodable() && stored.Class == triage.Poison &&
 		!e.Undecodable()

@@ -5,7 +5,6 @@ import (
 	"os"
 
 	"github.com/replayctl/replayctl/internal/connector/registry"
-	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -40,16 +39,8 @@ func ParseTarget(spec, probe string, c Credentials) (*Route, error) {
 // own endpoint (see registry.NativeTarget), or nil for other kinds.
 // Credentials come from the environment.
 func nativeRoute(t *triage.Target) Dispatcher {
-	var (
-		nt   *triage.NativeTarget
-		kind string
-	)
-	switch {
-	case t.Cordum != nil:
-		nt, kind = t.Cordum, entry.KindCordum
-	case t.Nexora != nil:
-		nt, kind = t.Nexora, entry.KindNexora
-	default:
+	kind, nt := t.Native()
+	if nt == nil {
 		return nil
 	}
 	d, _, err := registry.NativeTarget(kind+":"+nt.URL, nt.Timeout, CredentialsFromEnv(os.Getenv))

@@ -14,8 +14,8 @@ import (
 const settleBatch = 256
 
 // unknownToSettle lists the stored outcome_unknown entries this run did
-// not see (a live source no longer lists an entry its system replayed:
-// Cordum deletes a retried job from its DLQ, Nexora marks it REPLAYED)
+// not see (a live source no longer lists an entry its system replayed: the
+// system's own retry deletes it from the DLQ or marks it replayed)
 // whose route can ask the system about the entry itself (EntryProber). The
 // run handles them like any entry: the decision asks for the probe, a
 // committed answer settles the key, a not-committed one opens an approval
@@ -77,11 +77,11 @@ func (r *Reconciler) storedEntry(ctx context.Context, ref string) (*store.EntryR
 }
 
 // keptAfterReplay reports whether a live source still lists an entry whose
-// key replayctl replayed: Cordum answered the retry 200 but its delete of
-// the DLQ entry failed (finmaster1/cordum gateway/handlers_dlq.go:231-233
-// at e00450ed only logs it), so Cordum's own Retry button could run the
-// job a second time. The entry is settled: taken out as the system itself
-// does (Cordum's DELETE /api/v1/dlq/{job_id}), with its audit record.
+// key replayctl replayed: the system answered its own retry 200 but its
+// delete of the DLQ entry failed (a gateway that only logs it, see the
+// connector's package doc), so the system's own Retry button could run
+// the job a second time. The entry is settled: taken out as the system
+// itself does (the connector's write-back), with its audit record.
 // Only an entry replayed through the system's own endpoint is meant: one
 // replayed to another target owes its write-back (WriteBackPending) until
 // the source takes it.

@@ -12,7 +12,7 @@ import (
 
 // Stats is the DLQ report: where entries stand, what keeps failing, how
 // fast the DLQ grows, how often replays are denied, how long approvals
-// take. The last two are the alerts the Cordum write-up asks for.
+// take. The last two are the alerts the triage model's write-up asks for.
 type Stats struct {
 	Entries  int            `json:"entries"`
 	ByClass  map[string]int `json:"by_class"`
@@ -67,7 +67,7 @@ type Reporter interface {
 }
 
 // Signature groups similar failures: the source's own signature when it
-// has one (Prodigy), else the reason code and the message with ids and
+// has one (an error signature), else the reason code and the message with ids and
 // numbers blanked out.
 func Signature(er *store.EntryRecord) string { return store.Signature(er) }
 

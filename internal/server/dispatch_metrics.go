@@ -62,13 +62,12 @@ func (d timedDispatcher) Dispatch(ctx context.Context, r replay.Request) replay.
 
 // targetLabel is a route's name fit for a label: a --target URL keeps its
 // scheme, host and path, never credentials or a query (which may carry a
-// token).
+// token); a system's own replay (SYSTEM:http(s)://...) keeps its SYSTEM.
 func targetLabel(name string) string {
 	prefix := ""
-	for _, p := range []string{"cordum:", "nexora:"} {
-		if strings.HasPrefix(name, p) {
-			prefix, name = p, strings.TrimPrefix(name, p)
-		}
+	if kind, rest, ok := strings.Cut(name, ":"); ok && kind != "" &&
+		(strings.HasPrefix(rest, "http://") || strings.HasPrefix(rest, "https://")) {
+		prefix, name = kind+":", rest
 	}
 	if u, err := url.Parse(name); err == nil && u.Host != "" {
 		u.User, u.RawQuery, u.Fragment = nil, "", ""

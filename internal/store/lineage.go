@@ -7,9 +7,9 @@ import (
 )
 
 // Lineage is one replay lineage: the entries a system created by replaying
-// one another (a Cordum job and its `<id>-retry-<8hex>` jobs, Nexora
-// records of the same goal and context, messages carrying replayctl's
-// lineage header). max_replays counts the replays of all its members
+// one another (a job and the jobs its system's retry created, records of
+// the same goal and context, messages carrying replayctl's lineage
+// header; each connector's lineage.go says how). max_replays counts the replays of all its members
 // together, from the last release of its budget.
 type Lineage struct {
 	// Root names the lineage (entry.Entry.Lineage).

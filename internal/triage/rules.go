@@ -144,6 +144,19 @@ type HTTPTarget struct {
 	Headers map[string]string `yaml:"headers"`
 }
 
+// Native is the target's replay through a system's own endpoint: the
+// rules.yaml key naming the system (a --target SYSTEM:URL kind) and its
+// settings, or "" and nil for an http or exec target.
+func (t *Target) Native() (kind string, nt *NativeTarget) {
+	switch {
+	case t.Cordum != nil:
+		return "cordum", t.Cordum
+	case t.Nexora != nil:
+		return "nexora", t.Nexora
+	}
+	return "", nil
+}
+
 // NativeTarget is a Cordum gateway or Nexora server base URL; credentials
 // come from the environment, never from rules.yaml.
 type NativeTarget struct {

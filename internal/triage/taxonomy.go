@@ -1,55 +1,22 @@
 package triage
 
 import (
+	"fmt"
 	"regexp"
+	"sort"
 	"strings"
+	"sync"
 )
 
-// builtinTaxonomy is the reason-code taxonomy from the Cordum triage model,
-// extended with every code the newest Cordum writes, Cordum's job statuses
-// (looked up as job_status_<status>, see statusCode), Nexora's codes and
-// Prodigy's error types. rules.yaml may override or extend it.
+// builtinTaxonomy is the reason-code taxonomy: the generic codes of the
+// triage model, then every code a system writes (registered by the
+// connectors, see RegisterCodes). rules.yaml may override or extend it.
 //
-// Codes that say nothing about the cause (Nexora's STEP_FAILED and
-// UNEXPECTED_ERROR, Cordum's JOB_STATUS_FAILED) are listed as generic: for
-// them, and only for them, the job status and then the message patterns
-// decide. A code that is in no list at all (a worker's own error code, a
-// code a newer release adds) is unrecognised: a message pattern may make it
-// stricter (poison), never replayable (see classify).
-//
-// Where the newest Cordum (finmaster1/cordum e00450ed; the lines below were
-// read at the stored commits named, the issue-27 lines at e00450ed) writes
-// each code:
-//
-//	core/controlplane/scheduler/engine.go @04c77a08
-//	  max_scheduling_retries  processJob, attempts >= maxSchedulingRetries      transient
-//	  no_pool_mapping, no_workers, pool_overloaded, tenant_limit,
-//	  dispatch_failed, tier_limit_exceeded  reasonCodeForSchedulingError          see below
-//	  unknown_topic           processJob, topic not registered                  poison
-//	  schema_validation_failed, schema_invalid, schema_not_found                poison
-//	  schema_registry_unavailable  failSchemaValidation                          transient
-//	  safety_denied (DENIED)  processJob SafetyDeny                             governance
-//	  safety_unknown (DENIED) processJob default decision (e00450ed:1605-1621)  governance
-//	  redelivery_dlq_retry (DENIED|FAILED) terminal-state redelivery             governance
-//	  max_retries_exceeded    processJob, policy max_retries                    unknown_commit
-//	  output_quarantined[_async] (DENIED) output policy held a result            unknown_commit
-//	  quarantine_failed (FAILED, job SUCCEEDED) async quarantine gave up
-//	                          (e00450ed:2632-2642)                              unknown_commit
-//	  quarantine_panic_failed (job SUCCEEDED) (e00450ed:2500-2532)              unknown_commit
-//	  approval_rejected (DENIED) replayApprovalPublish; gateway
-//	                          handlers_approvals.go:1566-1586, DLQ tap
-//	                          handlers_stream.go:328-357 (e00450ed)             governance
-//	  <worker code> (any status) handleJobResult res.ErrorCode (e00450ed:2400-2404)  unrecognised
-//	core/controlplane/scheduler/delegation_dispatch.go:19-27 @14cb4411
-//	  delegation.* (revoked/expired/invalid/scope_exceeded/chain_too_deep/
-//	  audience_mismatch before dispatch, missing_dispatch_token,
-//	  dispatch_reverify_unavailable)                                            governance
-//
-// quarantine_failed and quarantine_panic_failed are unknown_commit, not
-// governance: the job SUCCEEDED (its side effects happened) and only the
-// move of its output into quarantine failed, so a replay would run it a
-// second time; governance would let an approval send it again, while
-// unknown_commit keeps it with a person who looks at what was done.
+// Codes that say nothing about the cause (classGeneric) are listed as
+// generic: for them, and only for them, the job status and then the message
+// patterns decide. A code that is in no list at all (a worker's own error
+// code, a code a newer release adds) is unrecognised: a message pattern may
+// make it stricter (poison), never replayable (see classify).
 func builtinTaxonomy() map[string]Class {
 	t := map[string]Class{}
 	add := func(c Class, codes ...string) {
@@ -57,29 +24,84 @@ func builtinTaxonomy() map[string]Class {
 			t[code] = c
 		}
 	}
-	add(Transient, "timeout", "dependency_unavailable", "no_workers", "max_scheduling_retries",
-		"resource_exhausted", "rate_limited", "worktree_error",
-		// Cordum scheduler: capacity that frees up by itself.
-		"pool_overloaded", "tenant_limit", "dispatch_failed", "schema_registry_unavailable",
-		"job_status_timeout", "job_status_failed_retryable")
-	add(Poison, "schema_invalid", "parse_error", "tool_contract_mismatch", "validation_failed",
-		"commit_validation_failed",
-		// Cordum: the request or the routing is wrong; a replay fails the
-		// same way until someone fixes it.
-		"schema_validation_failed", "schema_not_found", "unknown_topic", "no_pool_mapping",
-		"job_status_failed_fatal")
-	add(Governance, "denied", "approval_required", "policy_snapshot_mismatch", "permission_denied",
-		// Cordum: a policy, a plan or a person said no.
-		"policy_denied", "policy_violation", "safety_denied", "safety_unknown", "approval_rejected",
-		"redelivery_dlq_retry", "tier_limit_exceeded", "delegation.*",
-		"job_status_denied", "job_status_cancelled")
-	add(UnknownCommit, "partial_external_write", "unknown_commit_state", "merge_conflict", "command_failed",
-		// Cordum: the job ran (its output was held, or a worker failed it
-		// repeatedly), so its side effects may already have happened.
-		"output_quarantined", "output_quarantined_async", "max_retries_exceeded",
-		"quarantine_failed", "quarantine_panic_failed", "job_status_succeeded", "job_status_completed")
-	add(classGeneric, "job_status_failed", "job_status_unspecified", "step_failed", "unexpected_error")
+	add(Transient, "timeout", "dependency_unavailable", "resource_exhausted", "rate_limited")
+	add(Poison, "schema_invalid", "parse_error", "tool_contract_mismatch", "validation_failed")
+	add(Governance, "denied", "approval_required", "policy_snapshot_mismatch", "permission_denied")
+	add(UnknownCommit, "partial_external_write", "unknown_commit_state")
+	registered.Lock()
+	defer registered.Unlock()
+	for _, c := range registered.codes {
+		if prev, ok := t[c.code]; !ok || (prev != c.class && classRank(c.class) > classRank(prev)) {
+			t[c.code] = c.class
+		}
+	}
 	return t
+}
+
+// Code is a reason code a system writes, the class replayctl gives it and
+// where upstream writes it (repo@commit file:line). It has the shape of
+// connector.Code, which converts to it; triage names no system, the
+// connectors list their own codes.
+type Code struct {
+	Code  string
+	Class string // transient, poison, governance, unknown_commit, generic, or unrecognised
+	Where string
+}
+
+// ClassUnrecognised is the class of a code a system writes that says
+// nothing a person or a rule could act on (a broker's "rejected"): it is
+// listed for the record and never enters the taxonomy, so it stays
+// unrecognised and is never replayed automatically.
+const ClassUnrecognised = "unrecognised"
+
+type registeredCode struct {
+	code  string
+	class Class
+}
+
+// registered holds the codes of every system, sorted by code and class so
+// that the taxonomy never depends on the order connectors registered in.
+var registered struct {
+	sync.Mutex
+	codes []registeredCode
+}
+
+// RegisterCodes merges the reason codes a system writes into the built-in
+// taxonomy of every Rules parsed afterwards (internal/connector/registry
+// registers every connector's Codes()). Codes are matched case-insensitively;
+// a code two systems class differently takes the stricter class, and a
+// code the rules file lists keeps the file's class. Registering a code
+// twice is harmless.
+func RegisterCodes(codes []Code) error {
+	var add []registeredCode
+	for _, c := range codes {
+		code := strings.ToLower(strings.TrimSpace(c.Code))
+		if code == "" {
+			return fmt.Errorf("taxonomy: empty reason code (%s)", c.Where)
+		}
+		if strings.EqualFold(c.Class, ClassUnrecognised) {
+			continue
+		}
+		cl, err := ParseClass(c.Class)
+		if strings.EqualFold(strings.TrimSpace(c.Class), string(classGeneric)) {
+			cl, err = classGeneric, nil
+		}
+		if err != nil {
+			return fmt.Errorf("taxonomy: code %q (%s): %w", code, c.Where, err)
+		}
+		add = append(add, registeredCode{code: code, class: cl})
+	}
+	registered.Lock()
+	defer registered.Unlock()
+	registered.codes = append(registered.codes, add...)
+	sort.SliceStable(registered.codes, func(i, j int) bool {
+		a, b := registered.codes[i], registered.codes[j]
+		if a.code != b.code {
+			return a.code < b.code
+		}
+		return a.class < b.class
+	})
+	return nil
 }
 
 // classGeneric marks a code known to say nothing about the cause: the job
@@ -99,9 +121,9 @@ func lookup(t map[string]Class, code string) (Class, bool) {
 	return "", false
 }
 
-// statusCode is the taxonomy key of a system's job status: Cordum writes
-// "JOB_STATUS_DENIED" (DLQEntry.Status = pb.JobStatus.String(), engine.go
-// emitDLQ) and older records "DENIED"; both become job_status_denied.
+// statusCode is the taxonomy key of a system's job status: a status
+// written "JOB_STATUS_DENIED" or "DENIED" becomes job_status_denied (the
+// connectors list the job_status_* codes their systems write).
 func statusCode(status string) string {
 	s := strings.ToLower(strings.TrimSpace(status))
 	if s == "" || strings.HasPrefix(s, "job_status_") {

@@ -7,8 +7,8 @@ import (
 )
 
 // The reason codes the broker connectors write for an application's
-// exception. They are codes the triage taxonomy already knows
-// (internal/triage/taxonomy.go), so an entry is classed without any
+// exception. They are codes the generic triage taxonomy already knows
+// (internal/triage/taxonomy.go builtinTaxonomy), so an entry is classed without any
 // rules.yaml; the connector's own word for the failure stays in the
 // entry's labels and payload.
 const (

@@ -26,6 +26,12 @@
 // to its retry, probe and delete. Job ids name a retry's ancestry
 // (<id>-retry-<8 hex>, lineage.go).
 //
+// A retry can answer 200 and leave the entry listed: the gateway only
+// logs a failed delete of the DLQ entry (gateway/handlers_dlq.go:231-233
+// at e00450ed), so Cordum's own Retry button could run the job a second
+// time. internal/replay settles such an entry (keptAfterReplay) with this
+// connector's write-back, the DELETE the gateway meant to make.
+//
 // Credentials (CORDUM_API_KEY, CORDUM_TENANT_ID) come from the environment
 // only, travel as X-API-Key and X-Tenant-ID through connector/httpout, and
 // never appear in an error, a detail or a stored entry. It must never

@@ -39,7 +39,7 @@ func (f *File) Settle(context.Context, *entry.Entry, connector.Settlement) error
 // Ref names the entry by its job id.
 func (f *File) Ref(e *entry.Entry) connector.Link { return connector.Link{Name: e.ID} }
 
-// Codes is empty: Cordum's codes are still classified by internal/triage.
-func (f *File) Codes() []connector.Code { return nil }
+// Codes lists the reason codes and job statuses Cordum writes.
+func (f *File) Codes() []connector.Code { return Codes() }
 
 var _ connector.Connector = (*File)(nil)

@@ -72,9 +72,8 @@ func (s *Live) Ref(e *entry.Entry) connector.Link {
 	return connector.Link{Name: e.ID, URL: s.Base + "/api/v1/jobs/" + url.PathEscape(e.ID)}
 }
 
-// Codes is empty: Cordum's reason codes and terminal job statuses are
-// still classified by internal/triage's taxonomy.
-func (s *Live) Codes() []connector.Code { return nil }
+// Codes lists the reason codes and job statuses Cordum writes.
+func (s *Live) Codes() []connector.Code { return Codes() }
 
 var _ connector.Connector = (*Live)(nil)
 

@@ -237,7 +237,7 @@ func (s *Redis) ProbeEntry(context.Context, *entry.Entry) (connector.ProbeResult
 // Ref names the entry by its job id.
 func (s *Redis) Ref(e *entry.Entry) connector.Link { return connector.Link{Name: e.ID} }
 
-// Codes is empty: Cordum's codes are still classified by internal/triage.
-func (s *Redis) Codes() []connector.Code { return nil }
+// Codes lists the reason codes and job statuses Cordum writes.
+func (s *Redis) Codes() []connector.Code { return Codes() }
 
 var _ connector.Connector = (*Redis)(nil)

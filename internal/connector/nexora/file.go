@@ -40,7 +40,7 @@ func (f *File) Settle(context.Context, *entry.Entry, connector.Settlement) error
 // Ref names the entry by its dead-letter id.
 func (f *File) Ref(e *entry.Entry) connector.Link { return connector.Link{Name: e.ID} }
 
-// Codes is empty: Nexora's codes are still classified by internal/triage.
-func (f *File) Codes() []connector.Code { return nil }
+// Codes lists the failure codes Nexora writes.
+func (f *File) Codes() []connector.Code { return Codes() }
 
 var _ connector.Connector = (*File)(nil)

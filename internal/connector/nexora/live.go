@@ -75,9 +75,8 @@ func (s *Live) ProbeEntry(ctx context.Context, e *entry.Entry) (connector.ProbeR
 // (its /api/dead-letters/{id} answers only POST replay and resolve).
 func (s *Live) Ref(e *entry.Entry) connector.Link { return connector.Link{Name: e.ID} }
 
-// Codes is empty: Nexora's failure codes are still classified by
-// internal/triage's taxonomy.
-func (s *Live) Codes() []connector.Code { return nil }
+// Codes lists the failure codes Nexora writes.
+func (s *Live) Codes() []connector.Code { return Codes() }
 
 var _ connector.Connector = (*Live)(nil)
 

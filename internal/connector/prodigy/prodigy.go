@@ -723,8 +723,7 @@ func (s *Source) Ref(e *entry.Entry) connector.Link {
 	return connector.Link{Name: name}
 }
 
-// Codes is empty: Prodigy's error types are still classified by
-// internal/triage's taxonomy.
-func (s *Source) Codes() []connector.Code { return nil }
+// Codes lists the reason codes Prodigy's error types become.
+func (s *Source) Codes() []connector.Code { return Codes() }
 
 var _ connector.Connector = (*Source)(nil)

@@ -360,8 +360,8 @@ func (c *Conn) Codes() []connector.Code {
 	return append([]connector.Code{
 		{Code: brokermsg.CodeTimeout, Class: "transient", Where: dlx + ": expired, the message TTL ran out before any consumer took it"},
 		{Code: "resource_exhausted", Class: "transient", Where: dlx + ": maxlen, the queue was full"},
-		{Code: "rejected", Class: "unknown_commit", Where: dlx + ": rejected without an application error: unrecognised"},
-		{Code: "delivery_limit", Class: "unknown_commit", Where: dlx + ": delivery_limit without an application error: unrecognised"},
+		{Code: "rejected", Class: "unrecognised", Where: dlx + ": rejected without an application error: unrecognised"},
+		{Code: "delivery_limit", Class: "unrecognised", Where: dlx + ": delivery_limit without an application error: unrecognised"},
 	}, brokermsg.ExceptionCodes("Spring AMQP x-exception-message / x-exception-stacktrace")...)
 }
 

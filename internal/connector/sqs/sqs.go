@@ -273,7 +273,7 @@ func (c *Conn) Ref(e *entry.Entry) connector.Link {
 
 // Codes lists the reason codes the connector writes.
 func (c *Conn) Codes() []connector.Code {
-	return append([]connector.Code{{Code: codeMaxReceive, Class: "unknown_commit",
+	return append([]connector.Code{{Code: codeMaxReceive, Class: "unrecognised",
 		Where: "SQS redrive policy (maxReceiveCount) without an application error: unrecognised"}},
 		brokermsg.ExceptionCodes("x-exception-message / x-exception-stacktrace message attributes")...)
 }

@@ -79,6 +79,7 @@ func (u *ui) entry(w http.ResponseWriter, r *http.Request, tok Token) {
 		"Payload": payload, "PayloadSize": size, "PayloadCut": cut, "Flash": r.URL.Query().Get("flash"),
 		"FlashErr":   r.URL.Query().Get("err") != "",
 		"CanOperate": tok.can(permOperate), "CanApprove": tok.can(permApprove), "Open": open, "Offer": offer,
+		"MayDecide":  apr != nil && u.mayDecide(tok, apr),
 		"CanRelease": replay.Releasable(er), "Ref": er.Entry.Ref(), "Src": sourceRefOf(&er.Entry)})
 }
 

@@ -60,8 +60,11 @@ func TestBrowserEntryPage(t *testing.T) {
 	op := &browserTab{t: t, ctx: startBrowser(t, chromium, 60*time.Second)}
 	op.login(base, f.tokens["ops-bot"])
 	op.navigate(base + "/entries/jsonl:q1")
-	if !op.exists("#act-replay") || !op.exists("#act-resolve") || !op.exists("#act-release") {
-		op.fatalf("an operator is not offered replay, resolve and release on a quarantined entry")
+	if op.exists("#act-replay") || !op.exists("#act-resolve") || !op.exists("#act-release") {
+		op.fatalf("an operator is not offered resolve and release (and no replay) on a quarantined entry")
+	}
+	if why := op.text("#no-replay"); !strings.Contains(why, "quarantined") {
+		op.fatalf("the page does not say why it offers no replay: %q", why)
 	}
 	op.shot("entry-1280")
 	op.do(chromedp.SendKeys(chromedp.CSS(`form[action$="/release"] input[name=reason]`), "schema fixed upstream"))
@@ -77,5 +80,47 @@ func TestBrowserEntryPage(t *testing.T) {
 	}
 	if st := op.text("#status"); !strings.Contains(st, "pending") {
 		op.fatalf("status reads %q after release", st)
+	}
+}
+
+// TestBrowserEntryReplayOffer: issue #30 "Replay now is offered only when
+// replaying can do something, says what it costs, and a refusal is styled
+// as an error". The offer is the bulk preview's decision for the entry.
+func TestBrowserEntryReplayOffer(t *testing.T) {
+	chromium := requireChromium(t)
+	f := newBrowserFixture(t,
+		`{"id":"t1","topic":"tool.alpha.send","reason_code":"max_scheduling_retries","attempts":1,"idempotency_key":"kt1","payload":{}}`,
+		`{"id":"u1","topic":"tool.alpha.send","reason_code":"unknown_commit_state","attempts":1,"idempotency_key":"ku1","payload":{}}`)
+	f.targetDown.Store(true) // no route: t1 goes to manual review unsent
+	f.reconcile(t, "ops-bot")
+	base := f.http.URL
+	op := &browserTab{t: t, ctx: startBrowser(t, chromium, 60*time.Second)}
+	op.login(base, f.tokens["ops-bot"])
+
+	op.navigate(base + "/entries/jsonl:u1")
+	if op.exists("#act-replay") {
+		op.fatalf("Replay now offered on an unknown_commit entry that a replay sends to a person")
+	}
+	op.navigate(base + "/entries/jsonl:t1")
+	if op.exists("#act-replay") {
+		op.fatalf("Replay now offered while the entry has no target")
+	}
+	f.targetDown.Store(false)
+	op.navigate(base + "/entries/jsonl:t1")
+	if !op.exists("#act-replay") {
+		op.fatalf("Replay now not offered on a replayable entry: %q", op.text(".actions"))
+	}
+	if c := op.text("#replay-cost"); c != "uses replay 1 of 2" {
+		op.fatalf("cost reads %q, want %q", c, "uses replay 1 of 2")
+	}
+	// The target goes away between the page and the click: the refusal
+	// is an error, not the success banner.
+	f.targetDown.Store(true)
+	op.submit(chromedp.Click(chromedp.CSS("#act-replay")))
+	if !op.exists("#flash.err") || op.exists("#flash.flash") {
+		op.fatalf("refusal not styled as an error: %q", op.eval(`document.getElementById("flash").outerHTML`))
+	}
+	if n := f.deliveries("kt1"); n != 0 {
+		t.Fatalf("kt1 delivered %d times, want 0", n)
 	}
 }

@@ -34,6 +34,41 @@ type approvalCard struct {
 	// Changed what differs since (what the approver should look at).
 	Previous *approval.View
 	Changed  []string
+	// Decidable: the viewer may approve or reject it (mayDecide).
+	Decidable bool
+}
+
+// decidableGroups are the approver groups tok's user belongs to, by
+// approvers.yaml or by a trusted proxy's groups.
+func (u *ui) decidableGroups(tok Token) []string {
+	var out []string
+	for _, g := range u.approverGroups() {
+		if u.s.cfg.Approvers.Member(g, tok.User) {
+			out = append(out, g)
+		}
+	}
+	for _, g := range tok.Groups {
+		if !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// mayDecide says whether the console offers approve and reject on a: the
+// approver role, a member of its group, not the person who asked (four
+// eyes), and still pending. The server checks all of it again on submit.
+func (u *ui) mayDecide(tok Token, a *store.Approval) bool {
+	if !tok.can(permApprove) || a.State != store.ApprovalPending {
+		return false
+	}
+	if !u.s.cfg.Approvers.Member(a.ApproverGroup, tok.User) && !slices.Contains(tok.Groups, a.ApproverGroup) {
+		return false
+	}
+	if approval.SameIdentity(a.RequestedBy, tok.User) {
+		return false
+	}
+	return !slices.ContainsFunc(a.RerequestedBy, func(r string) bool { return approval.SameIdentity(r, tok.User) })
 }
 
 // changedSince lists what differs between a previous request's decision
@@ -81,13 +116,19 @@ func short(s string) string {
 // (expired: the stored expired and the pending past their expiry); a
 // store without it reads every request.
 func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, group string, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
+	return approvalQueueMatch(ctx, svc, s, state, func(a *store.Approval) bool { return group == "" || a.ApproverGroup == group }, older, now, page)
+}
+
+// approvalQueueMatch is approvalQueue keeping the requests match takes
+// (group, the groups a user decides, an id, an entry).
+func approvalQueueMatch(ctx context.Context, svc *approval.Service, s Store, state string, match func(*store.Approval) bool, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
 	if strings.EqualFold(state, store.ApprovalPending) {
 		if _, ok := any(s).(pendingIndex); ok {
-			return pendingQueue(ctx, svc, s, group, older, now, page)
+			return pendingQueue(ctx, svc, s, match, older, now, page)
 		}
 	}
 	if si, ok := any(s).(approvalStateIndex); ok {
-		cards, total, err := stateQueue(ctx, si, s, state, group, older, now, page)
+		cards, total, err := stateQueue(ctx, si, s, state, match, older, now, page)
 		if !errors.Is(err, store.ErrNotIndexed) {
 			return cards, total, err
 		}
@@ -101,7 +142,7 @@ func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, g
 	list := make([]approval.View, 0, len(all))
 	for _, v := range all {
 		byEntry[v.EntryRef] = append(byEntry[v.EntryRef], v)
-		if (group == "" || v.ApproverGroup == group) && (state == "" || strings.EqualFold(v.State, state)) {
+		if match(&v.Approval) && (state == "" || strings.EqualFold(v.State, state)) {
 			list = append(list, v)
 		}
 	}
@@ -115,7 +156,7 @@ type approvalStateIndex interface {
 
 // stateQueue lists the requests in state ("": every state) from the
 // index by state, each with its state as a reader sees it at now.
-func stateQueue(ctx context.Context, si approvalStateIndex, s Store, state, group string, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
+func stateQueue(ctx context.Context, si approvalStateIndex, s Store, state string, match func(*store.Approval) bool, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
 	var stored []string
 	switch {
 	case state == "":
@@ -130,7 +171,7 @@ func stateQueue(ctx context.Context, si approvalStateIndex, s Store, state, grou
 		if a.State == store.ApprovalPending && !a.ExpiresAt.IsZero() && now.After(a.ExpiresAt) {
 			v.State = store.ApprovalExpired // as approval.Service shows it
 		}
-		if (group == "" || v.ApproverGroup == group) && (state == "" || strings.EqualFold(v.State, state)) {
+		if match(&v.Approval) && (state == "" || strings.EqualFold(v.State, state)) {
 			list = append(list, v)
 		}
 		return nil
@@ -146,10 +187,10 @@ func stateQueue(ctx context.Context, si approvalStateIndex, s Store, state, grou
 // pendingQueue is the pending queue from the store's index of open
 // requests; a shown request's earlier ones are found through the
 // approval ids its entry's audit history names.
-func pendingQueue(ctx context.Context, svc *approval.Service, s Store, group string, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
+func pendingQueue(ctx context.Context, svc *approval.Service, s Store, match func(*store.Approval) bool, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
 	var list []approval.View
 	err := pendingApprovals(ctx, s, svc, now, func(a *store.Approval) {
-		if group == "" || a.ApproverGroup == group {
+		if match(a) {
 			list = append(list, approval.View{Approval: *a})
 		}
 	})
@@ -269,7 +310,11 @@ func approvalCards(ctx context.Context, s Store, list []approval.View, earlier f
 func (u *ui) approvalsPage(w http.ResponseWriter, r *http.Request, tok Token) {
 	q := r.URL.Query()
 	state := q.Get("state")
-	if state == "" {
+	id, entryRef := strings.TrimSpace(q.Get("id")), strings.TrimSpace(q.Get("entry"))
+	switch {
+	case state == "" && (id != "" || entryRef != ""):
+		state = "all" // a request looked up by id or entry is found in any state
+	case state == "":
 		state = store.ApprovalPending
 	}
 	if state == "all" {
@@ -277,7 +322,26 @@ func (u *ui) approvalsPage(w http.ResponseWriter, r *http.Request, tok Token) {
 	}
 	data := map[string]any{"Title": "Approvals", "State": state, "StateParam": q.Get("state"), "Group": q.Get("group"),
 		"Older": q.Get("older"), "CanDecide": tok.can(permApprove), "CanAsk": tok.can(permOperate) || tok.can(permApprove),
-		"Flash": q.Get("flash"), "Groups": u.approverGroups()}
+		"Flash": q.Get("flash"), "FlashErr": q.Get("err") != "", "Groups": u.approverGroups(), "ID": id, "EntryRef": entryRef}
+	// By default an approver sees the groups they may decide; "mine=all"
+	// (the toggle) shows every group's requests, as a lookup does.
+	mine := u.decidableGroups(tok)
+	onlyMine := tok.can(permApprove) && q.Get("mine") != "all" && q.Get("group") == "" && id == "" && entryRef == ""
+	data["OnlyMine"], data["MyGroups"] = onlyMine, mine
+	group := q.Get("group")
+	match := func(a *store.Approval) bool {
+		switch {
+		case group != "" && a.ApproverGroup != group:
+			return false
+		case id != "" && a.ID != id:
+			return false
+		case entryRef != "" && a.EntryRef != entryRef && a.EntryID != entryRef:
+			return false
+		case onlyMine && !slices.Contains(mine, a.ApproverGroup):
+			return false
+		}
+		return true
+	}
 	var older time.Duration
 	if v := q.Get("older"); v != "" {
 		var err error
@@ -287,7 +351,7 @@ func (u *ui) approvalsPage(w http.ResponseWriter, r *http.Request, tok Token) {
 	}
 	page, _ := strconv.Atoi(q.Get("page"))
 	page = max(page, 1)
-	cards, total, err := approvalQueue(r.Context(), u.s.approvals(), u.s.cfg.Store, state, q.Get("group"), older, u.s.cfg.Now(), page)
+	cards, total, err := approvalQueueMatch(r.Context(), u.s.approvals(), u.s.cfg.Store, state, match, older, u.s.cfg.Now(), page)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -297,13 +361,14 @@ func (u *ui) approvalsPage(w http.ResponseWriter, r *http.Request, tok Token) {
 	// the server refuses deciding a stale or expired request, so that view
 	// offers Re-request alone.
 	tickable := false
-	for _, c := range cards {
-		tickable = tickable || c.State == store.ApprovalPending
+	for i := range cards {
+		cards[i].Decidable = u.mayDecide(tok, &cards[i].Approval)
+		tickable = tickable || cards[i].Decidable
 	}
 	data["Tickable"] = tickable
 	link := func(p int) string {
 		v := url.Values{}
-		for _, k := range []string{"state", "group", "older"} {
+		for _, k := range []string{"state", "group", "older", "id", "entry", "mine"} {
 			if q.Get(k) != "" {
 				v.Set(k, q.Get(k))
 			}
@@ -334,7 +399,15 @@ func decisionFlash(a *store.Approval, err error, user string) (string, error) {
 	switch {
 	case err == nil:
 		return a.ID + " " + a.State + " by " + user, nil
-	case errors.Is(err, errBadRequest), errors.Is(err, approval.ErrForbidden), errors.Is(err, approval.ErrSelfApproval),
+	case errors.Is(err, approval.ErrForbidden):
+		// The refusal names the server's approvers.yaml path: the console
+		// says who may decide instead (issue 30).
+		group := ""
+		if a != nil {
+			group = " " + strconv.Quote(a.ApproverGroup)
+		}
+		return "not done: " + user + " is not an approver of group" + group + "; ask an administrator to add you to it", nil
+	case errors.Is(err, errBadRequest), errors.Is(err, approval.ErrSelfApproval),
 		errors.Is(err, approval.ErrDecided), errors.Is(err, approval.ErrStale), errors.Is(err, approval.ErrExpired), errors.Is(err, approval.ErrNotFound):
 		return "not done: " + err.Error(), nil
 	}
@@ -358,7 +431,22 @@ func (u *ui) decide(w http.ResponseWriter, r *http.Request, tok Token) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	http.Redirect(w, r, "/approvals?flash="+url.QueryEscape(flash), http.StatusSeeOther)
+	http.Redirect(w, r, flashURL(r.PostFormValue("back"), flash), http.StatusSeeOther)
+}
+
+// flashURL is where a decision returns: back to the entry page it was
+// made on (a local /entries/ path only), else the approvals page; a
+// refusal carries err=1 so it is shown as an error.
+func flashURL(back, flash string) string {
+	target := "/approvals"
+	if strings.HasPrefix(back, "/entries/") && !strings.ContainsAny(back, "?#\\") && !strings.HasPrefix(back, "//") {
+		target = back
+	}
+	q := url.Values{"flash": {flash}}
+	if strings.HasPrefix(flash, "not done") {
+		q.Set("err", "1")
+	}
+	return target + "?" + q.Encode()
 }
 
 // decideMany approves or rejects every ticked request with one reason:

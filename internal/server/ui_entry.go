@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -68,10 +69,66 @@ func (u *ui) entry(w http.ResponseWriter, r *http.Request, tok Token) {
 		store.StatusQuarantined, store.StatusUnknown:
 		open = true
 	}
+	offer := replayOffer{}
+	if tok.can(permOperate) && open {
+		if offer, err = u.s.replayOffer(r.Context(), er, tok.User); err != nil {
+			offer = replayOffer{Why: "cannot tell: " + err.Error()}
+		}
+	}
 	u.render(w, r, http.StatusOK, "entry", tok, map[string]any{"Title": er.Entry.Ref(), "D": d, "Approval": apr,
 		"Payload": payload, "PayloadSize": size, "PayloadCut": cut, "Flash": r.URL.Query().Get("flash"),
-		"CanOperate": tok.can(permOperate), "CanApprove": tok.can(permApprove), "Open": open,
+		"FlashErr":   r.URL.Query().Get("err") != "",
+		"CanOperate": tok.can(permOperate), "CanApprove": tok.can(permApprove), "Open": open, "Offer": offer,
+		"MayDecide":  apr != nil && u.mayDecide(tok, apr),
 		"CanRelease": replay.Releasable(er), "Ref": er.Entry.Ref(), "Src": sourceRefOf(&er.Entry)})
+}
+
+// replayOffer is what the entry page says about "Replay now": whether a
+// replay would dispatch, why not, and what it costs of the key's budget.
+type replayOffer struct {
+	Can  bool
+	Why  string // the bulk preview's category when it would not replay
+	Cost string // "uses replay 1 of 3", "uses the last of 3 replays"
+}
+
+// replayOffer asks the bulk replay preview about this one entry: the same
+// decision (rules, policy, ledger, holds, approvals, route) a bulk replay
+// and the bulk page make, so the page never offers what would be refused.
+func (s *Server) replayOffer(ctx context.Context, er *store.EntryRecord, actor string) (replayOffer, error) {
+	b, err := s.bulk(ctx, &BulkRequest{Max: 1}, actor)
+	if err != nil {
+		return replayOffer{}, err
+	}
+	rep, err := b.PreviewReplay(ctx, replay.BulkFilter{IDs: []string{er.Entry.Ref()}})
+	if err != nil {
+		return replayOffer{}, err
+	}
+	if len(rep.Items) != 1 {
+		return replayOffer{Why: "not found by the preview"}, nil
+	}
+	if cat := rep.Items[0].Category; cat != replay.WhyReplay {
+		return replayOffer{Why: cat}, nil
+	}
+	view, err := s.cfg.Store.LedgerView(ctx, er.Entry.IdempotencyKey)
+	if err != nil {
+		return replayOffer{}, err
+	}
+	d := b.Reconciler.Engine.Decide(ctx, &er.Entry, view)
+	return replayOffer{Can: true, Cost: replayCost(d.Ledger.Used(), d.MaxReplays)}, nil
+}
+
+// replayCost says what one more replay spends of a key's budget.
+func replayCost(used, maxReplays int) string {
+	switch {
+	case maxReplays <= 0:
+		return ""
+	case used+1 >= maxReplays:
+		if maxReplays == 1 {
+			return "uses its only replay"
+		}
+		return fmt.Sprintf("uses the last of %d replays", maxReplays)
+	}
+	return fmt.Sprintf("uses replay %d of %d", used+1, maxReplays)
 }
 
 // entryAct replays, resolves or releases one entry from its page: the
@@ -85,6 +142,9 @@ func (u *ui) entryAct(w http.ResponseWriter, r *http.Request, tok Token) {
 	case "replay":
 		var res replay.EntryResult
 		if res, err = u.s.ReplayOne(r, id, tok.User); err == nil {
+			err = replay.NothingDone(&res)
+		}
+		if err == nil {
 			flash = "replay: " + string(res.Final) + ", now " + res.Status
 			if res.Outcome != "" {
 				flash += " (" + res.Outcome + ")"
@@ -110,8 +170,11 @@ func (u *ui) entryAct(w http.ResponseWriter, r *http.Request, tok Token) {
 		http.NotFound(w, r)
 		return
 	}
+	q := url.Values{}
 	if err != nil {
 		flash = op + " not done: " + err.Error()
+		q.Set("err", "1")
 	}
-	http.Redirect(w, r, "/entries/"+url.PathEscape(id)+"?flash="+url.QueryEscape(flash), http.StatusSeeOther)
+	q.Set("flash", flash)
+	http.Redirect(w, r, "/entries/"+url.PathEscape(id)+"?"+q.Encode(), http.StatusSeeOther)
 }

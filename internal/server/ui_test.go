@@ -178,3 +178,16 @@ func TestLoginNeverRedirectsOffSite(t *testing.T) {
 		t.Errorf("a local next was dropped: %q", loc)
 	}
 }
+
+// TestUIReplayCost: the entry page's cost of one more replay names the
+// last one as such.
+func TestUIReplayCost(t *testing.T) {
+	for _, c := range []struct {
+		used, max int
+		want      string
+	}{{0, 3, "uses replay 1 of 3"}, {1, 3, "uses replay 2 of 3"}, {2, 3, "uses the last of 3 replays"}, {0, 1, "uses its only replay"}, {0, 0, ""}} {
+		if got := replayCost(c.used, c.max); got != c.want {
+			t.Errorf("replayCost(%d, %d) = %q, want %q", c.used, c.max, got, c.want)
+		}
+	}
+}

@@ -171,3 +171,42 @@ func TestCanaryGoesOnWhenNothingComesBack(t *testing.T) {
 		t.Errorf("%d keys sent, want 45", n)
 	}
 }
+
+// ingestingClock is the bulk's clock with an ingest during the watch (as
+// the server's poll or a reconcile cron does while a CLI canary waits).
+type ingestingClock struct {
+	*fakeClock
+	during func()
+}
+
+func (c ingestingClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.during()
+	return c.fakeClock.Sleep(ctx, d)
+}
+
+// TestCanarySeesReturnsAnotherRunIngested: a bulk run without sources
+// (`dlq replay --filter`) reads the store's lineage records: the slice's
+// replays came back and another run ingested them during the watch, so
+// the canary aborts.
+func TestCanarySeesReturnsAnotherRunIngested(t *testing.T) {
+	b, _ := outage(t)
+	bulk := b.bulk(0, 0)
+	bulk.Reconciler.Clock = ingestingClock{fakeClock: b.clock, during: func() {
+		var back []map[string]any
+		for _, d := range b.sink.deliveries() {
+			rec := transient(d.EntryID+"-again", d.Key+"-again")
+			rec["labels"] = map[string]string{"replayctl-lineage": d.Lineage}
+			back = append(back, rec)
+		}
+		r := b.reconciler(1)
+		r.Router = NewRulesRouter(b.engine.Rules, nil) // ingest only: nowhere to send
+		b.run(r, b.jsonl("back.jsonl", back...))
+	}}
+	rep, err := bulk.ExecuteCanary(context.Background(), BulkFilter{Classes: []string{"transient"}}, Canary{N: 2, Watch: Duration{Duration: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr := rep.Canary; cr == nil || !cr.Aborted || cr.Returned != 2 {
+		t.Fatalf("canary %+v, stopped %q", cr, rep.Stopped)
+	}
+}

@@ -89,9 +89,9 @@ func (o Options) IDOf(e *entry.Entry, class string) string {
 	if o.IgnoreTopic {
 		topic = ""
 	}
-	h := fnvString(fnvOffset, valid(e.Source)) * fnvPrime
-	h = fnvString(h, valid(topic)) * fnvPrime
-	h = fnvString(h, valid(class)) * fnvPrime
+	h := fnvValid(fnvOffset, e.Source) * fnvPrime
+	h = fnvValid(h, topic) * fnvPrime
+	h = fnvValid(h, class) * fnvPrime
 	for _, c := range errb {
 		h = (h ^ uint64(c)) * fnvPrime
 	}
@@ -107,6 +107,20 @@ const fnvOffset, fnvPrime = 14695981039346656037, 1099511628211
 func fnvString(h uint64, s string) uint64 {
 	for i := 0; i < len(s); i++ {
 		h = (h ^ uint64(s[i])) * fnvPrime
+	}
+	return h
+}
+
+// fnvValid is fnvString(h, valid(s)), checking s as it hashes: an ASCII
+// string (nearly every source, topic and class) is read once.
+func fnvValid(h uint64, s string) uint64 {
+	h0 := h
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return fnvString(h0, valid(s))
+		}
+		h = (h ^ uint64(c)) * fnvPrime
 	}
 	return h
 }
@@ -149,7 +163,12 @@ func IsID(s string) bool {
 }
 
 func firstLine(s string) string {
-	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+	// Two IndexByte scans: IndexAny builds a set on every call (a tenth
+	// of the assignment, BenchmarkGroupCorpus).
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if i := strings.IndexByte(s, '\r'); i >= 0 {
 		s = s[:i]
 	}
 	return s
@@ -159,12 +178,13 @@ func firstLine(s string) string {
 // frames lines that look like a stack frame.
 func appendMessage(dst []byte, msg string, frames int) []byte {
 	msg = strings.TrimSpace(msg)
-	dst = appendNormalised(dst, firstLine(msg))
-	if frames == 0 || strings.IndexByte(msg, '\n') < 0 {
+	first := firstLine(msg)
+	dst = appendNormalised(dst, first)
+	if frames == 0 || len(first) == len(msg) || strings.IndexByte(msg, '\n') < 0 {
 		return dst
 	}
 	n := 0
-	rest := msg[len(firstLine(msg)):]
+	rest := msg[len(first):]
 	for rest != "" && n < frames {
 		rest = strings.TrimLeft(rest, "\r\n")
 		line := firstLine(rest)
@@ -233,16 +253,25 @@ func appendNormalised(dst []byte, s string) []byte {
 				continue
 			}
 			i++ // an unmatched quote is dropped: what follows it varies
-		case isWord(c):
-			j, digit, hexOnly := i, false, true
-			for j < len(s) && isWord(s[j]) {
-				digit = digit || s[j] >= '0' && s[j] <= '9'
-				hexOnly = hexOnly && isHex(s[j])
+		case charClass[c]&cWord != 0:
+			// One table lookup a byte: the word's classes OR-ed and
+			// AND-ed (the assignment's hot loop, BenchmarkGroupCorpus).
+			j, some, every := i, byte(0), byte(cHex)
+			for j < len(s) {
+				k := charClass[s[j]]
+				if k&cWord == 0 {
+					break
+				}
+				some |= k
+				every &= k
 				j++
 			}
-			if digit || hexOnly && j-i >= 8 {
+			switch {
+			case some&cDigit != 0 || every&cHex != 0 && j-i >= 8:
 				out = appendMask(out, start)
-			} else {
+			case some&cUpper == 0:
+				out = append(out, s[i:j]...)
+			default:
 				out = appendLower(out, s[i:j])
 			}
 			i = j
@@ -272,6 +301,33 @@ func appendMask(out []byte, start int) []byte {
 	}
 	return append(out, '#')
 }
+
+// Byte classes of appendNormalised's words.
+const (
+	cWord = 1 << iota
+	cDigit
+	cHex
+	cUpper
+)
+
+var charClass = func() (t [256]byte) {
+	for c := range 256 {
+		b := byte(c)
+		if isWord(b) {
+			t[c] |= cWord
+		}
+		if b >= '0' && b <= '9' {
+			t[c] |= cDigit
+		}
+		if isHex(b) {
+			t[c] |= cHex
+		}
+		if b >= 'A' && b <= 'Z' {
+			t[c] |= cUpper
+		}
+	}
+	return t
+}()
 
 func isJoiner(c byte) bool {
 	return c == '-' || c == ':' || c == '.' || c == '/' || c == '+'

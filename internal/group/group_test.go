@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/gen"
 )
 
 func TestNormaliseMasksWhatVaries(t *testing.T) {
@@ -118,5 +119,22 @@ func TestIDOfIsTheKeysID(t *testing.T) {
 				t.Errorf("%+v %+v: IDOf %s, Of().ID() %s", e, o, got, want)
 			}
 		}
+	}
+}
+
+// BenchmarkGroupCorpus is the assignment over the micro benchmark's
+// corpus (internal/benchmark/micro.go: gen, seed 4).
+func BenchmarkGroupCorpus(b *testing.B) {
+	var es []entry.Entry
+	if err := gen.Each(gen.Options{N: 1000, Seed: 4}, func(r gen.Record) error {
+		es = append(es, entry.Entry{Source: "jsonl", ID: r.ID, Topic: r.Topic, ReasonCode: r.Reason, Message: r.Message, Labels: r.Labels})
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	i := 0
+	for b.Loop() {
+		_ = IDOf(&es[i%len(es)], "transient")
+		i++
 	}
 }

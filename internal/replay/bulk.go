@@ -18,6 +18,7 @@ import (
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/group"
 	"github.com/replayctl/replayctl/internal/runs"
+	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -323,6 +324,11 @@ type Bulk struct {
 	// outcome, and (through the context the caller passes, which the run
 	// cancels) a cancel that stops new dispatches.
 	Run *runs.Tracker
+	// Sources, when set, are the sources the operation's entries were read
+	// from: a canary re-reads them during its watch for entries of the
+	// slice's lineages that came back (canary.go); without them it reads
+	// only the store's lineage records, which the runs that ingest keep.
+	Sources []source.Source
 
 	// planned: the operation is an approved plan, or asks for one
 	// (plan_approval.go): rules.yaml's plan_approval_over does not apply.

@@ -41,9 +41,9 @@ type Canary struct {
 	// AbortOver is the highest failure rate (0..1) that lets the rest go
 	// on; 0: any failure aborts.
 	AbortOver float64 `json:"abort_over,omitempty"`
-	// Returned, when set, counts the slice's entries whose lineage came
-	// back to the DLQ during the watch (a source that can tell): they are
-	// failures too.
+	// Returned counts the slice's entries whose lineage came back to the
+	// DLQ during the watch: they are failures too. Unset, the run reads
+	// its Sources again and the store's lineage records (canaryReturns).
 	Returned func(ctx context.Context, refs []string) (int, error) `json:"-"`
 }
 
@@ -164,6 +164,16 @@ func (b *Bulk) ExecuteCanary(ctx context.Context, f BulkFilter, c Canary) (*Bulk
 	}
 	watch := c.Watch.Duration
 	slice := spreadSlice(would, bucket, c.size(len(would)))
+	returned := c.Returned
+	if returned == nil {
+		// Before the slice goes: what of its lineages is already there, so
+		// that only what comes back after its replay counts.
+		back, err := b.lineageWatch(ctx, slice)
+		if err != nil {
+			return nil, fmt.Errorf("canary: read the slice's lineages: %w", err)
+		}
+		returned = back.returned
+	}
 	cf := f
 	cf.All, cf.IDs = false, slice
 	rep, err := b.ExecuteReplay(ctx, cf)
@@ -189,10 +199,8 @@ func (b *Bulk) ExecuteCanary(ctx context.Context, f BulkFilter, c Canary) (*Bulk
 			cr.Failures = append(cr.Failures, it)
 		}
 	}
-	if c.Returned != nil {
-		if cr.Returned, err = c.Returned(ctx, slice); err != nil {
-			return rep, fmt.Errorf("canary: read what came back: %w", err)
-		}
+	if cr.Returned, err = returned(ctx, slice); err != nil {
+		return rep, fmt.Errorf("canary: read what came back: %w", err)
 	}
 	cr.Rate = float64(cr.Failed+cr.Returned) / float64(len(slice))
 	if cr.Rate > c.AbortOver {
@@ -228,4 +236,104 @@ func (b *Bulk) recordCanary(ctx context.Context, cr *CanaryReport) error {
 		_, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindBulk, Outcome: verdict, Reason: reason, Detail: detail})
 		return err
 	})
+}
+
+// canaryReturns finds the slice's entries that came back to the DLQ: an
+// entry of the lineage a replay of a slice entry is stamped with
+// (entry.LineageLabel, Cordum's -retry- ancestry) that was not there
+// before the slice was replayed. Where it looks: the run's Sources, read
+// again (a run that has them: the server's bulk, a test), and the store's
+// lineage records (store.Lineage members), which every ingesting run
+// (reconcile, the server's poll) keeps; a bulk run without sources (`dlq
+// replay --filter`) reads only those, one record per slice entry, so it
+// sees a return once something has ingested it during the watch.
+type canaryReturns struct {
+	b       *Bulk
+	byStamp map[string]string          // lineage stamp -> slice ref
+	before  map[string]map[string]bool // lineage stamp -> refs already in it
+}
+
+// lineageWatch notes, before the slice is replayed, each slice entry's
+// lineage stamp and the members it already has.
+func (b *Bulk) lineageWatch(ctx context.Context, slice []string) (*canaryReturns, error) {
+	w := &canaryReturns{b: b, byStamp: map[string]string{}, before: map[string]map[string]bool{}}
+	err := b.Reconciler.Store.View(ctx, func(tx store.Tx) error {
+		for _, ref := range slice {
+			er, err := tx.Entry(ref)
+			if err != nil {
+				return err
+			}
+			if er == nil {
+				continue
+			}
+			stamp := er.Entry.LineageStamp()
+			w.byStamp[stamp] = ref
+			seen := map[string]bool{ref: true}
+			l, err := tx.Lineage(stamp)
+			if err != nil {
+				return err
+			}
+			if l != nil {
+				for _, m := range l.Members {
+					seen[m] = true
+				}
+			}
+			w.before[stamp] = seen
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// What the sources hold of these lineages now was there before.
+	err = w.eachInSources(ctx, func(stamp, ref string) { w.before[stamp][ref] = true })
+	return w, err
+}
+
+// eachInSources calls fn for every entry of the sources that belongs to a
+// slice entry's lineage.
+func (w *canaryReturns) eachInSources(ctx context.Context, fn func(stamp, ref string)) error {
+	for _, src := range w.b.Sources {
+		for e, err := range src.Entries(ctx) {
+			if err != nil {
+				return fmt.Errorf("source %s: %w", src, err)
+			}
+			if root := e.LineageOf(); root != "" {
+				if _, ok := w.byStamp[root]; ok {
+					fn(root, e.Ref())
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// returned counts the slice entries of which an entry of their lineage
+// appeared since lineageWatch (each slice entry once).
+func (w *canaryReturns) returned(ctx context.Context, _ []string) (int, error) {
+	back := map[string]bool{}
+	note := func(stamp, ref string) {
+		if !w.before[stamp][ref] {
+			back[w.byStamp[stamp]] = true
+		}
+	}
+	if err := w.eachInSources(ctx, note); err != nil {
+		return 0, err
+	}
+	err := w.b.Reconciler.Store.View(ctx, func(tx store.Tx) error {
+		for stamp := range w.byStamp {
+			l, err := tx.Lineage(stamp)
+			if err != nil {
+				return err
+			}
+			if l == nil {
+				continue
+			}
+			for _, m := range l.Members {
+				note(stamp, m)
+			}
+		}
+		return nil
+	})
+	return len(back), err
 }

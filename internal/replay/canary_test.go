@@ -2,13 +2,17 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/source"
 )
 
 // A canary whose slice fails stops the run with the evidence: only the
@@ -88,5 +92,121 @@ func TestCanarySliceSpreadsAcrossTopics(t *testing.T) {
 	}
 	if _, err := ParseRate("2"); err == nil {
 		t.Error("a rate above 1 is refused")
+	}
+}
+
+// comesBack makes the sink a downstream that takes every delivery (200)
+// and then dead-letters the keys in back again: a new record in dlq.jsonl
+// stamped with the replay's replayctl-lineage (as a connector that keeps
+// headers reads it back, TestLineageStampLinksAMessageThatComesBack).
+func comesBack(t *testing.T, b *testBundle, entries []map[string]any, back func(key string) bool) *Bulk {
+	t.Helper()
+	src := b.jsonl("dlq.jsonl", entries...) // the same file the outage read
+	path := filepath.Join(b.dir, "dlq.jsonl")
+	b.sink.mu.Lock()
+	b.sink.status = func(key string, n int) int {
+		if !back(key) {
+			return http.StatusOK
+		}
+		last := b.sink.got[len(b.sink.got)-1]
+		rec := transient(last.EntryID+"-again", key+"-again")
+		rec["labels"] = map[string]string{"replayctl-lineage": last.Lineage}
+		line, err := json.Marshal(rec)
+		if err != nil {
+			t.Error(err)
+			return http.StatusOK
+		}
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Error(err)
+			return http.StatusOK
+		}
+		defer f.Close()
+		if _, err := f.Write(append(line, '\n')); err != nil {
+			t.Error(err)
+		}
+		return http.StatusOK
+	}
+	b.sink.mu.Unlock()
+	bulk := b.bulk(0, 0)
+	bulk.Sources = []source.Source{src}
+	return bulk
+}
+
+// TestCanaryCountsEntriesThatComeBack: the slice's deliveries all
+// succeed, but the downstream dead-letters them again (same lineage):
+// during the watch the run re-reads its source, counts them as failed,
+// and aborts with the rest untouched.
+func TestCanaryCountsEntriesThatComeBack(t *testing.T) {
+	b, entries := outage(t)
+	bulk := comesBack(t, b, entries, func(string) bool { return true })
+	rep, err := bulk.ExecuteCanary(context.Background(), BulkFilter{Classes: []string{"transient"}}, Canary{N: 3, Watch: Duration{Duration: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := rep.Canary
+	if cr == nil || !cr.Aborted || cr.Failed != 0 || cr.Returned != 3 || cr.Untouched != 42 || !strings.HasPrefix(rep.Stopped, "aborted by canary: 3 of 3 failed") {
+		t.Fatalf("canary %+v, stopped %q", cr, rep.Stopped)
+	}
+	if n := len(b.sink.perKey()); n != 3 {
+		t.Errorf("%d keys sent, want only the slice's 3", n)
+	}
+}
+
+// TestCanaryGoesOnWhenNothingComesBack: the same run with a downstream
+// that keeps what it takes, and one unrelated new entry in the source,
+// passes and replays the rest once.
+func TestCanaryGoesOnWhenNothingComesBack(t *testing.T) {
+	b, entries := outage(t)
+	entries = append(entries, transient("late", "k-late")) // new, but of no slice lineage
+	bulk := comesBack(t, b, entries, func(string) bool { return false })
+	rep, err := bulk.ExecuteCanary(context.Background(), BulkFilter{Classes: []string{"transient"}}, Canary{N: 3, Watch: Duration{Duration: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr := rep.Canary; cr == nil || cr.Aborted || cr.Returned != 0 || rep.Stopped != "" {
+		t.Fatalf("canary %+v, stopped %q", cr, rep.Stopped)
+	}
+	if n := len(b.sink.perKey()); n != 45 {
+		t.Errorf("%d keys sent, want 45", n)
+	}
+}
+
+// ingestingClock is the bulk's clock with an ingest during the watch (as
+// the server's poll or a reconcile cron does while a CLI canary waits).
+type ingestingClock struct {
+	*fakeClock
+	during func()
+}
+
+func (c ingestingClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.during()
+	return c.fakeClock.Sleep(ctx, d)
+}
+
+// TestCanarySeesReturnsAnotherRunIngested: a bulk run without sources
+// (`dlq replay --filter`) reads the store's lineage records: the slice's
+// replays came back and another run ingested them during the watch, so
+// the canary aborts.
+func TestCanarySeesReturnsAnotherRunIngested(t *testing.T) {
+	b, _ := outage(t)
+	bulk := b.bulk(0, 0)
+	bulk.Reconciler.Clock = ingestingClock{fakeClock: b.clock, during: func() {
+		var back []map[string]any
+		for _, d := range b.sink.deliveries() {
+			rec := transient(d.EntryID+"-again", d.Key+"-again")
+			rec["labels"] = map[string]string{"replayctl-lineage": d.Lineage}
+			back = append(back, rec)
+		}
+		r := b.reconciler(1)
+		r.Router = NewRulesRouter(b.engine.Rules, nil) // ingest only: nowhere to send
+		b.run(r, b.jsonl("back.jsonl", back...))
+	}}
+	rep, err := bulk.ExecuteCanary(context.Background(), BulkFilter{Classes: []string{"transient"}}, Canary{N: 2, Watch: Duration{Duration: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr := rep.Canary; cr == nil || !cr.Aborted || cr.Returned != 2 {
+		t.Fatalf("canary %+v, stopped %q", cr, rep.Stopped)
 	}
 }

@@ -38,7 +38,7 @@ func (s *Server) bulk(ctx context.Context, req *BulkRequest, actor string) (*rep
 		Rate: s.cfg.Rate, MaxParallel: s.cfg.MaxParallel, ApprovalTTL: s.cfg.Approvers.Expiry, OnEntry: s.metrics.observeEntry, Breakers: s.cfg.Breakers,
 		ForEntry: s.cfg.ForEntry}
 	return &replay.Bulk{Reconciler: rc, Inventory: s.cfg.Store, Max: req.Max, Spread: req.Spread.Duration,
-		ResetBudget: req.ResetBudget, Reason: req.Reason}, nil
+		ResetBudget: req.ResetBudget, Reason: req.Reason, Sources: s.cfg.Sources}, nil
 }
 
 // handleBulk previews (?preview=true) or starts a bulk replay or resolve

@@ -388,6 +388,15 @@ func startStoryServer(state string, flags map[string][]string) (*storyServer, er
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "--- serve %s\n", strings.Join(args, " "))
+	// Where this start's output begins: the server is ours only once it
+	// says it listens on addr. Another story's server can take the port
+	// between l.Close and serve's own Listen (stories run side by side),
+	// and its /readyz answers 200: this story's commands then went to it
+	// with this story's token and got 401.
+	logStart, err := logf.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, err
+	}
 	c := exec.Command(os.Args[0], args...)
 	for _, e := range os.Environ() {
 		if k, _, _ := strings.Cut(e, "="); k != storyRemoteEnv && k != "REPLAYCTL_SERVER" && k != "REPLAYCTL_TOKEN" {
@@ -411,6 +420,10 @@ func startStoryServer(state string, flags map[string][]string) (*storyServer, er
 			return nil, fmt.Errorf("serve exited (%v): %s", err, lastLine(filepath.Join(state, "serve.log")))
 		default:
 		}
+		if !logSays(filepath.Join(state, "serve.log"), logStart, "listening on http://"+addr+"\n") {
+			time.Sleep(25 * time.Millisecond)
+			continue
+		}
 		resp, err := client.Get("http://" + addr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
@@ -423,6 +436,17 @@ func startStoryServer(state string, flags map[string][]string) (*storyServer, er
 	}
 	_ = c.Process.Kill()
 	return nil, errors.New("serve not ready after 30s")
+}
+
+// logSays reports whether the log holds want after offset.
+func logSays(path string, offset int64, want string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, offset, 1<<20))
+	return err == nil && strings.Contains(string(b), want)
 }
 
 func lastLine(path string) string {

@@ -23,8 +23,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -42,11 +44,39 @@ var slowFirst = []string{"./cmd/replayctl", "./internal/server", "./deploy", "./
 	"fuzz ./internal/server", "./internal/store", "fuzz ./internal/source", "fuzz ./internal/store", "./internal/source",
 	"fuzz ./internal/triage"}
 
-// fuzzPackages hold the fuzz targets of the smoke run: the decoders,
-// the stored-record codecs, the rules loader and the HTTP API's request
-// decoding. A failing target's output (and the crasher it wrote under
-// testdata/fuzz) is shown.
-var fuzzPackages = []string{"./internal/source", "./internal/connector/jsonl", "./internal/store", "./internal/triage", "./internal/policy", "./internal/server"}
+// fuzzPackages are the packages holding fuzz targets (the decoders, the
+// stored-record codecs, the rules loader, the HTTP API's request decoding,
+// the failure signature, the policy's invariant...), found by reading the
+// test files, so a target added anywhere is in the smoke run: a fixed list
+// missed internal/group's when it was added. A failing target's output
+// (and the crasher it wrote under testdata/fuzz) is shown.
+func fuzzPackages() []string {
+	var pkgs []string
+	_ = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil || !bytes.Contains(b, []byte("\nfunc Fuzz")) {
+			return nil
+		}
+		if pkg := "./" + filepath.ToSlash(filepath.Dir(path)); !slices.Contains(pkgs, pkg) {
+			pkgs = append(pkgs, pkg)
+		}
+		return nil
+	})
+	slices.Sort(pkgs)
+	return pkgs
+}
 
 func main() {
 	fuzztime := flag.String("fuzztime", "20000x", "budget of each fuzz target: a count of executions (Go 1.26's coordinator can fail a -fuzztime duration with no crasher, go.dev/issue/75804)")
@@ -83,7 +113,7 @@ func main() {
 		jobs = append(jobs, r.testJobs(pkgs, *race)...)
 	}
 	if steps["fuzz"] {
-		for _, p := range fuzzPackages {
+		for _, p := range fuzzPackages() {
 			jobs = append(jobs, job{name: "fuzz " + p, run: func() { r.fuzz(p, *fuzztime) }})
 		}
 	}

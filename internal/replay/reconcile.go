@@ -336,7 +336,13 @@ func (r *Reconciler) handleOnce(ctx context.Context, e *entry.Entry, src source.
 			res = EntryResult{Ref: e.Ref(), Decision: d, Final: d.Action}
 			if view.Probe == triage.ProbeCommitted {
 				res.Outcome = "probe_committed"
-				err := r.record(ctx, e, &res, commitFromProbe(e, &d, r.Actor))
+				commit := commitFromProbe(e, &d, r.Actor)
+				if _, asks := route.Prober.(EntryProber); asks {
+					// The system says it no longer holds the entry: there
+					// is nothing to take out of its DLQ (settle.go).
+					commit = settledBy(commit)
+				}
+				err := r.record(ctx, e, &res, commit)
 				return res, err
 			}
 		}
@@ -356,9 +362,14 @@ func (r *Reconciler) handleOnce(ctx context.Context, e *entry.Entry, src source.
 		err := r.replay(ctx, e, src, &res, stored)
 		return res, err
 	}
-	if owed == "" && r.Router != nil && d.Action == triage.Skip && d.Ledger.State == triage.StateSucceeded {
-		if rt, ok := r.Router.Route(e); ok && keptAfterReplay(e, src, &d, rt) {
-			r.writeBack(ctx, e, src, &res, store.WriteBackReplayed, "", nil) // settle.go
+	if d.Action == triage.Skip && d.Ledger.State == triage.StateSucceeded {
+		if stored != nil && stored.Status == store.StatusResolved {
+			res.Status = stored.Status // settled: a later run does not make it "replayed"
+		}
+		if owed == "" && r.Router != nil && (stored == nil || !stored.Settled) {
+			if rt, ok := r.Router.Route(e); ok && keptAfterReplay(e, src, &d, rt) {
+				r.settleKept(ctx, e, src, &res, rt) // settle.go
+			}
 		}
 	}
 	err := r.record(ctx, e, &res, nil)

@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"strings"
+
 	"context"
 
 	"github.com/replayctl/replayctl/internal/connector/registry"
@@ -96,4 +98,62 @@ func keptAfterReplay(e *entry.Entry, src source.Source, d *triage.Decision, rout
 		return false
 	}
 	return d.Action == triage.Skip && d.Ledger.State == triage.StateSucceeded && !e.State.Handled
+}
+
+// settleKept takes out an entry the source kept after its replay
+// (keptAfterReplay), once. On bbolt the entry reached here because the
+// source listed it. A shared store's run handles every stored entry,
+// listed or not, so there the system is asked first (EntryProber): one it
+// no longer holds is only marked settled, without a DELETE or a record
+// saying it was taken out; an inconclusive answer leaves it to the next
+// run. Before this, four PostgreSQL runs of one Cordum entry sent three
+// DELETEs, each audited as "taken out of the source's DLQ".
+func (r *Reconciler) settleKept(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult, route Route) {
+	if _, shared := r.Store.(store.Shared); shared {
+		ep, ok := route.Prober.(EntryProber)
+		if !ok {
+			return // cannot tell whether the source still holds it
+		}
+		var pr ProbeResult
+		func() {
+			defer outbound(ctx)() // within --max-parallel
+			pr, _ = ep.ProbeEntry(ctx, e)
+		}()
+		switch pr {
+		case ProbeCommitted: // gone from the source: nothing to take out
+			r.markSettled(ctx, e, res)
+			return
+		case ProbeInconclusive:
+			return // asked again by the next run
+		}
+	}
+	r.writeBack(ctx, e, src, res, store.WriteBackReplayed, "", nil)
+	if res.Outcome != "write_back_failed" {
+		// A failed one is owed (WriteBackPending) and retried until taken.
+		r.markSettled(ctx, e, res)
+	}
+}
+
+// markSettled records on the entry that the source no longer holds it.
+func (r *Reconciler) markSettled(ctx context.Context, e *entry.Entry, res *EntryResult) {
+	err := r.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		er, err := tx.Entry(e.Ref())
+		if err != nil || er == nil || er.Settled {
+			return err
+		}
+		er.Settled = true
+		return tx.PutEntry(er)
+	})
+	if err != nil {
+		res.Reason = strings.TrimSpace(res.Reason + " (settled at the source, not recorded: " + err.Error() + ")")
+	}
+}
+
+// settledBy wraps a probe's commit: the system answered that it no
+// longer holds the entry, so it is settled too.
+func settledBy(commit func(store.Tx, *store.EntryRecord) error) func(store.Tx, *store.EntryRecord) error {
+	return func(tx store.Tx, er *store.EntryRecord) error {
+		er.Settled = true
+		return commit(tx, er)
+	}
 }

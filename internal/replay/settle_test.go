@@ -66,11 +66,48 @@ func cordumUnknownSettles(t *testing.T, b *testBundle, st Store) {
 	if v.State != triage.StateSucceeded {
 		t.Errorf("%s ledger %+v", lost, v)
 	}
+	// Later runs: Cordum no longer lists either entry, so nothing is
+	// taken out of its DLQ and nothing says so; the settled entry stays
+	// resolved. On PostgreSQL every run handles every stored entry: before
+	// the fix runs 3 and 4 sent a DELETE for each, audited as done, and
+	// turned the settled entry "replayed".
+	liveRun(t, b, st, src)
+	liveRun(t, b, st, src)
+	if er := storedEntry(t, st, "cordum:"+lost); er.Status != store.StatusResolved {
+		t.Errorf("%s after four runs: %s %q", lost, er.Status, er.Reason)
+	}
+	wbs := writeBacksDone(t, st)
 	for _, id := range []string{"job_u", "job_w"} {
 		if n := f.calls(id); n != 1 {
 			t.Errorf("%s: %d retry calls, want 1", id, n)
 		}
+		f.mu.Lock()
+		d := f.deletes[id]
+		f.mu.Unlock()
+		if d != 0 || wbs["cordum:"+id] != 0 {
+			t.Errorf("%s: %d DELETEs, %d write-back records saying it was taken out; want none", id, d, wbs["cordum:"+id])
+		}
 	}
+}
+
+// writeBacksDone counts the audit records saying an entry was taken out
+// of its source's DLQ, by entry ref.
+func writeBacksDone(t *testing.T, st Store) map[string]int {
+	t.Helper()
+	rd, ok := st.(audit.Reader)
+	if !ok {
+		t.Fatalf("%T keeps no audit chain", st)
+	}
+	n := map[string]int{}
+	if err := audit.Each(context.Background(), rd, audit.Query{}, func(r audit.Record) error {
+		if r.Kind == audit.KindWriteBack && r.Outcome == "done" {
+			n[r.EntryRef]++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestLiveNexoraUnknownOutcomeIsSettled: Nexora marked the record REPLAYED
@@ -126,29 +163,51 @@ func nexoraUnknownSettles(t *testing.T, b *testBundle, st Store) {
 // also takes the entry out (DELETE /api/v1/dlq/{job_id}), so Cordum's own
 // Retry button cannot run the job a second time.
 func TestCordumKeptAfterRetryIsDeleted(t *testing.T) {
-	t.Setenv("CORDUM_API_KEY", testCordumKey)
 	b := newBundle(t, baseRules)
+	keptDeletedOnce(t, b, b.store)
+}
+
+// TestCordumKeptAfterRetryIsDeletedOncePostgres: the same on the shared
+// store, where every run handles every stored entry, listed or not.
+// Before the fix four runs sent three DELETEs, each audited as "taken out
+// of the source's DLQ", and the entry went on being handled as kept.
+func TestCordumKeptAfterRetryIsDeletedOncePostgres(t *testing.T) {
+	b, pg := sharedBundle(t)
+	keptDeletedOnce(t, b, pg)
+}
+
+// keptDeletedOnce: over four runs a kept entry is retried once, deleted
+// once, with one write-back record, and its status does not change after
+// the delete.
+func keptDeletedOnce(t *testing.T, b *testBundle, st Store) {
+	t.Setenv("CORDUM_API_KEY", testCordumKey)
 	f := newFakeCordum(t, "job_k")
 	f.keep = true
 	src, err := source.Parse("cordum:" + f.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	liveRun(t, b, b.store, src)
+	liveRun(t, b, st, src)
 	f.keep = false
-	liveRun(t, b, b.store, src)
+	liveRun(t, b, st, src)
 	f.mu.Lock()
 	deletes, left := f.deletes["job_k"], f.dlq["job_k"]
 	f.mu.Unlock()
 	if f.calls("job_k") != 1 || deletes != 1 || left {
 		t.Errorf("retries %d, deletes %d, still in the DLQ %v: want one retry, then one delete", f.calls("job_k"), deletes, left)
 	}
-	liveRun(t, b, b.store, src)
+	status := storedEntry(t, st, "cordum:job_k").Status
+	for run := 3; run <= 4; run++ {
+		liveRun(t, b, st, src)
+		if er := storedEntry(t, st, "cordum:job_k"); er.Status != status {
+			t.Errorf("run %d: status %s, was %s after the delete", run, er.Status, status)
+		}
+	}
 	f.mu.Lock()
 	deletes = f.deletes["job_k"]
 	f.mu.Unlock()
-	if f.calls("job_k") != 1 || deletes != 1 {
-		t.Errorf("third run: retries %d, deletes %d", f.calls("job_k"), deletes)
+	if n := writeBacksDone(t, st)["cordum:job_k"]; f.calls("job_k") != 1 || deletes != 1 || n != 1 {
+		t.Errorf("four runs: retries %d, deletes %d, write-back records %d; want 1 each", f.calls("job_k"), deletes, n)
 	}
 }
 
@@ -215,6 +274,7 @@ func twoWorkersSettle(t *testing.T, committed bool) {
 	if t.Failed() {
 		return
 	}
+	liveRun(t, b, pg, src) // a later run changes nothing
 	want := len(ids)
 	if !committed {
 		want = 0
@@ -231,6 +291,7 @@ func twoWorkersSettle(t *testing.T, committed bool) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	wbs := writeBacksDone(t, pg)
 	for _, id := range ids {
 		ref := "cordum:" + id
 		er := storedEntry(t, pg, ref)
@@ -243,9 +304,9 @@ func twoWorkersSettle(t *testing.T, committed bool) {
 			if er.Status != store.StatusAwaitingApproval || v.State == triage.StateSucceeded {
 				t.Errorf("%s: %s %q, ledger %+v: want awaiting_approval", id, er.Status, er.Reason, v)
 			}
-		// resolved when settled, replayed when a worker whose run began
-		// after the settle handled it again (see the report on issue 27).
-		case er.Status != store.StatusResolved && er.Status != store.StatusReplayed, v.State != triage.StateSucceeded:
+		// Settled: resolved, also after a worker whose run began after
+		// the settle handled it again, and after a third run.
+		case er.Status != store.StatusResolved, v.State != triage.StateSucceeded:
 			t.Errorf("%s: %s %q, ledger %+v", id, er.Status, er.Reason, v)
 		}
 		if probes[ref] != 1 {
@@ -253,6 +314,12 @@ func twoWorkersSettle(t *testing.T, committed bool) {
 		}
 		if n := f.calls(id); n != 1 {
 			t.Errorf("%s: %d retry calls, want 1", id, n)
+		}
+		f.mu.Lock()
+		d := f.deletes[id]
+		f.mu.Unlock()
+		if d != 0 || wbs[ref] != 0 {
+			t.Errorf("%s: %d DELETEs, %d write-back records; want none", id, d, wbs[ref])
 		}
 	}
 }

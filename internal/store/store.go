@@ -72,9 +72,15 @@ type EntryRecord struct {
 	// WriteBackPending names a write-back the source has not yet taken
 	// (WriteBackReplayed or WriteBackResolved): set when it fails, or by a
 	// resolve before the source is told, so the next reconcile retries it.
-	WriteBackPending string    `json:"write_back_pending,omitempty"`
-	FirstSeen        time.Time `json:"first_seen"`
-	LastSeen         time.Time `json:"last_seen"`
+	WriteBackPending string `json:"write_back_pending,omitempty"`
+	// Settled is set once the source is known not to hold a replayed
+	// entry any more: the system answered that it is gone, or replayctl
+	// took out an entry the source kept after its replay (settle.go). A
+	// settled entry is never taken out again: a shared store's run
+	// handles every stored entry, listed by the source or not.
+	Settled   bool      `json:"settled,omitempty"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
 	// NextAttemptAt is when a retryable failure's next attempt is due: a
 	// run dispatches the entry only once it has come (zero: now).
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`

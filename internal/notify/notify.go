@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 )
@@ -86,7 +87,11 @@ func (n *Notifier) deliver(ctx context.Context, h Webhook, b Batch) error {
 	}
 	client := n.Client
 	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+		// A 3xx is a failed delivery, never followed: following it would
+		// resend the batch (as a GET without its body) to whatever host the
+		// Location names, and its 2xx would look like a delivery.
+		client = &http.Client{Timeout: 10 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	wait := n.Backoff
 	var last error
@@ -109,7 +114,18 @@ func (n *Notifier) deliver(ctx context.Context, h Webhook, b Batch) error {
 		if resp.StatusCode < 300 {
 			return nil
 		}
-		last = fmt.Errorf("webhook %s: %s", h.URL, resp.Status)
+		// The host only: a webhook URL's path is often its secret (Slack).
+		last = fmt.Errorf("webhook to %s: %s", hostOf(h.URL), resp.Status)
 	}
 	return last
+}
+
+// hostOf is the URL's scheme and host, without the path or query that
+// may carry a webhook's secret.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(unparsable URL)"
+	}
+	return u.Scheme + "://" + u.Host
 }

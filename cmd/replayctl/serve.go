@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replayctl/replayctl/internal/approval"
+	"github.com/replayctl/replayctl/internal/maintenance"
 	"github.com/replayctl/replayctl/internal/notify"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/server"
@@ -106,7 +107,8 @@ dispatches (or record them outcome_unknown), and exits.`,
 				return err
 			}
 			logger := s.log
-			srv, err := server.New(server.Config{
+			duties := maintenance.NewGroup(logger)
+			srv, err := server.New(server.Config{Maintenance: duties,
 				Store: st, Tokens: tokens, Sources: srcs, Approvers: cfg, Every: every,
 				MaxParallel: par, Rate: rate, Logger: logger, AuditKey: auditKey, Proxy: proxy, ForEntry: forEntry(),
 				Notify: notifier(hooksJSON, hooksSlack), PublicURL: publicURL,
@@ -123,10 +125,16 @@ dispatches (or record them outcome_unknown), and exits.`,
 				return &exitErr{code: exitError, err: fmt.Errorf("listen on %s: %w", addr, err)}
 			}
 			srv.SetBase(ctx)
-			wg := srv.Start(ctx)
-			pctx, stopPrune := context.WithCancel(ctx)
-			defer prune.start(pctx, pruned, eng.rules, auditKey, logger).Wait()
-			defer stopPrune() // before the Wait above: an error return ends the schedule too
+			if err := (serveDuties{st: st, every: every, remind: agingAfter > 0, pruned: pruned, prune: prune,
+				rules: eng.rules, auditKey: auditKey, log: logger}).build(duties, srv); err != nil {
+				return err
+			}
+			// The duties stop with ctx (SIGTERM) and are waited for in
+			// reverse order below; an error return stops them too.
+			if err := duties.Start(ctx); err != nil {
+				return err
+			}
+			defer duties.Stop()
 			hs := srv.HTTPServer()
 			if hs.ErrorLog == nil {
 				// net/http's own errors (TLS handshakes refused, ...) go
@@ -156,8 +164,8 @@ dispatches (or record them outcome_unknown), and exits.`,
 			shut, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			err = hs.Shutdown(shut)
-			wg.Wait()
 			srv.Wait()
+			duties.Stop()
 			if err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}

@@ -1,21 +1,16 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
-	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/replayctl/replayctl/internal/store"
-	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // servePrune is serve's retention schedule: every Every, closed entries
-// past the rules' retention are pruned into a new archive in Dir.
+// past the rules' retention are pruned into a new archive in Dir (the
+// retention duty, internal/maintenance/retention.go).
 type servePrune struct {
 	every time.Duration
 	dir   string
@@ -41,47 +36,4 @@ func (p *servePrune) check(st store.Backend) (*store.Bolt, error) {
 		return nil, usageError("--prune-every works on the bbolt file; PostgreSQL is not pruned yet")
 	}
 	return b, nil
-}
-
-// start runs the schedule until ctx ends; wait for the returned group.
-func (p *servePrune) start(ctx context.Context, st *store.Bolt, rulesPath string, key []byte, log *slog.Logger) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	if st == nil {
-		return &wg
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(p.every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				res, err := pruneOnce(ctx, st, rulesPath, p.dir, key, now)
-				switch {
-				case err != nil:
-					log.Error("scheduled prune failed; it is finished by the next one", "err", err)
-				case res.Entries+res.Audit+res.Approvals > 0:
-					log.Info("scheduled prune", "archive", res.Archive, "entries", res.Entries, "audit_records", res.Audit,
-						"approvals", res.Approvals, "resumed", res.Resumed)
-				}
-			}
-		}
-	}()
-	return &wg
-}
-
-// pruneOnce prunes what the rules' retention (read now, as every run reads
-// them) lets go, into a new archive named for the time.
-func pruneOnce(ctx context.Context, st *store.Bolt, rulesPath, dir string, key []byte, now time.Time) (*store.PruneResult, error) {
-	keep := triage.DefaultClosedRetention
-	if r, _, err := triage.LoadRules(rulesPath); err == nil {
-		keep = r.Retention.ClosedFor()
-	} else {
-		return nil, fmt.Errorf("rules: %w", err)
-	}
-	archive := filepath.Join(dir, "replayctl-"+now.UTC().Format("20060102T150405.000000000Z")+".jsonl.gz")
-	return st.Prune(ctx, store.PruneOptions{Before: now.Add(-keep), Archive: archive, Key: key})
 }

@@ -25,6 +25,13 @@ type reminders struct {
 	last   map[string]time.Time
 }
 
+// RemindAging is the approval-reminders duty's round (serve's maintenance
+// group): the reminders a run sends after it ends, sent whether or not
+// runs happen.
+func (s *Server) RemindAging(ctx context.Context) error {
+	return s.remindAging(ctx, "")
+}
+
 // remindAging reminds approvers, after a run, of the requests that have
 // waited longer than Config.Remind.After (issue 19: "or age past a
 // threshold"), at most once per Config.Remind.Every for each request. Each

@@ -16,6 +16,7 @@ import (
 	"github.com/replayctl/replayctl/internal/approval"
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/maintenance"
 	"github.com/replayctl/replayctl/internal/notify"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
@@ -84,6 +85,9 @@ type Config struct {
 	// run (the API's single and bulk replays), so its write-back runs
 	// (replay.Reconciler.ForEntry); nil: none.
 	ForEntry func(*entry.Entry) (source.Source, bool)
+	// Maintenance are serve's background duties: their rounds and errors
+	// are exported in /metrics and a failed one is named in /readyz.
+	Maintenance *maintenance.Group
 }
 
 // Server is the HTTP service.
@@ -132,6 +136,9 @@ func New(cfg Config) (*Server, error) {
 	s.metrics = newMetrics(cfg.Store, cfg.Now)
 	s.cfg.Router = timeRouter(cfg.Router, newDispatchHistogram(s.metrics.reg))
 	s.metrics.reg.MustRegister(newBreakerCollector(cfg.Breakers))
+	if cfg.Maintenance != nil {
+		s.metrics.reg.MustRegister(maintenanceCollector{cfg.Maintenance})
+	}
 	if cfg.Notify != nil {
 		cfg.Notify.Failed = func(string) { s.metrics.notifyFailed.Inc() }
 	}
@@ -319,6 +326,10 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	body := map[string]string{"status": "ready", "config": "valid"}
 	if err := s.configReadiness(r.Context()); err != nil {
 		body["config"] = "invalid: " + err.Error()
+	}
+	if s.cfg.Maintenance != nil {
+		// A failing duty is reported, not made unready (as a config error).
+		body["maintenance"] = s.cfg.Maintenance.Summary(s.cfg.Now())
 	}
 	writeJSON(w, 200, body)
 }

@@ -1,4 +1,4 @@
-package main
+package maintenance
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 	"github.com/replayctl/replayctl/internal/store"
 )
 
-// TestServePruneOnce: serve's scheduled prune reads the retention from the
+// TestPruneOnce: serve's scheduled prune reads the retention from the
 // rules file as it is at that moment, archives into a new file in the
 // directory, and leaves a chain that verifies with the archive.
-func TestServePruneOnce(t *testing.T) {
+func TestPruneOnce(t *testing.T) {
 	dir := t.TempDir()
 	st, err := store.OpenBolt(filepath.Join(dir, "replayctl.db"), store.Options{})
 	if err != nil {
@@ -45,7 +45,7 @@ func TestServePruneOnce(t *testing.T) {
 	if err := os.Mkdir(archives, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	res, err := pruneOnce(context.Background(), st, rules, archives, nil, now)
+	res, err := PruneOnce(context.Background(), st, rules, archives, nil, now)
 	if err != nil || res.Entries != 1 || res.Audit != 1 {
 		t.Fatalf("30d: %+v %v", res, err)
 	}
@@ -53,7 +53,7 @@ func TestServePruneOnce(t *testing.T) {
 	if err := os.WriteFile(rules, []byte("version: v1\nretention:\n  closed: 10d\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res2, err := pruneOnce(context.Background(), st, rules, archives, nil, now.Add(time.Second))
+	res2, err := PruneOnce(context.Background(), st, rules, archives, nil, now.Add(time.Second))
 	if err != nil || res2.Entries != 1 || res2.Archive == res.Archive {
 		t.Fatalf("10d: %+v %v", res2, err)
 	}
@@ -78,7 +78,7 @@ func TestServePruneOnce(t *testing.T) {
 	if err := os.WriteFile(rules, []byte("version: v9\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pruneOnce(context.Background(), st, rules, archives, nil, now.Add(2*time.Second)); err == nil {
+	if _, err := PruneOnce(context.Background(), st, rules, archives, nil, now.Add(2*time.Second)); err == nil {
 		t.Fatal("a broken rules file pruned")
 	}
 }

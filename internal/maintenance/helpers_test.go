@@ -1,10 +1,19 @@
 package maintenance
 
 import (
+	"os"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/replayctl/replayctl/internal/testsvc"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testsvc.Stop()
+	os.Exit(code)
+}
 
 // manualTicks is a ticker the test ticks by hand (the injected clock of
 // every duty's test: no test waits for a real interval).

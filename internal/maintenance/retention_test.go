@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +82,69 @@ func TestPruneOnce(t *testing.T) {
 	}
 	if _, err := PruneOnce(context.Background(), st, rules, archives, nil, now.Add(2*time.Second)); err == nil {
 		t.Fatal("a broken rules file pruned")
+	}
+}
+
+// The retention duty prunes on its tick with the rules' retention, logs
+// what it archived, and a round on a rules file that does not load fails
+// (counted, named) and prunes nothing.
+func TestRetentionDutyPrunesOnTick(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.OpenBolt(filepath.Join(dir, "replayctl.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	at := now.Add(-40 * 24 * time.Hour)
+	e := entry.Entry{ID: "old", Source: entry.KindJSONL, IdempotencyKey: "old"}
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		return tx.PutEntry(&store.EntryRecord{Entry: e, Status: store.StatusResolved, FirstSeen: at, LastSeen: at})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rules := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rules, []byte("version: v9\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	archives := t.TempDir()
+	before := runtime.NumGoroutine()
+	ticks := newManualTicks()
+	p, err := NewRetention(st, Retention{Rules: rules, Dir: archives}, Options{Every: time.Hour, Tick: ticks.tick, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ticks.fire(t)
+	if s := waitRuns(t, p, 1); s.Errors != 1 || !strings.Contains(s.LastErr, "rules") {
+		t.Fatalf("a round on a broken rules file: %+v", s)
+	}
+	if files, _ := filepath.Glob(filepath.Join(archives, "*")); len(files) != 0 {
+		t.Fatalf("a failed round wrote %v", files)
+	}
+	if err := os.WriteFile(rules, []byte("version: v1\nretention:\n  closed: 30d\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ticks.fire(t)
+	if s := waitRuns(t, p, 2); s.Errors != 1 || s.LastErr != "" {
+		t.Fatalf("a round after the fix: %+v", s)
+	}
+	p.Stop()
+	goroutinesBack(t, before)
+	files, _ := filepath.Glob(filepath.Join(archives, "*.jsonl.gz"))
+	if len(files) != 1 {
+		t.Fatalf("archives %v, want one", files)
+	}
+	if err := st.View(ctx, func(tx store.Tx) error {
+		er, err := tx.Entry(e.Ref())
+		if err == nil && er != nil {
+			t.Errorf("the 40-day-old closed entry is still stored")
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -54,8 +54,12 @@ would overlap the previous one is skipped and counted, never stacked). It serves
   /metrics   Prometheus metrics;  /healthz and /readyz
 
 Rules and policies are re-read for every run, so edits apply without a restart.
-SIGTERM stops the schedule, lets a run in progress finish its in-flight
-dispatches (or record them outcome_unknown), and exits.`,
+Background duties run beside it, each logged as it starts and stops:
+recovery of interrupted dispatches (bbolt), the audit sealer (PostgreSQL),
+approval reminders (--notify-aging) and retention (--prune-every); see
+docs/maintenance.md. SIGTERM stops the schedule, lets a run in progress
+finish its in-flight dispatches (or record them outcome_unknown), stops the
+duties in reverse order, and exits.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if every < 0 {

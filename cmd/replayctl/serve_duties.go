@@ -60,7 +60,10 @@ func (d serveDuties) build(g *maintenance.Group, srv *server.Server) error {
 		add(maintenance.NewAuditSealer(pg, o))
 	}
 	if d.every > 0 {
-		g.Add(maintenance.NewLoop("reconcile-schedule", func(ctx context.Context) { srv.Start(ctx).Wait() }))
+		g.Add(maintenance.NewLoop("reconcile-schedule", func(ctx context.Context) {
+			srv.Start(ctx).Wait()
+			srv.Wait() // a run the schedule started as it stopped
+		}))
 	}
 	if d.remind {
 		o := o

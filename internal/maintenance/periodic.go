@@ -2,7 +2,6 @@ package maintenance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -113,7 +112,7 @@ func (p *Periodic) round(ctx context.Context) {
 	did, err := p.work(ctx)
 	now := p.o.Now()
 	switch {
-	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+	case err != nil && ctx.Err() != nil:
 		p.st.interrupted(now) // stopped in the middle: not a failure
 	case err != nil:
 		p.st.failed(now, err)

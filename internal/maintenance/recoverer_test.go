@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/policy"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
@@ -181,4 +182,42 @@ func TestRecovererRefusesASharedStore(t *testing.T) {
 	if _, err := NewRecoverer(pg, "x", Options{Every: time.Hour}); !errors.Is(err, ErrSharedStore) {
 		t.Fatalf("on PostgreSQL: %v, want ErrSharedStore", err)
 	}
+}
+
+// stuckLedger is the real bbolt store whose ledger walk waits until its
+// context ends, as a walk of a very large ledger would outlast a stop.
+type stuckLedger struct {
+	*store.Bolt
+	entered chan struct{}
+}
+
+func (s stuckLedger) LedgerRecords(ctx context.Context, fn func(*idempotency.Record) error) error {
+	close(s.entered)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A stop while the recovery sweep walks the ledger cancels the walk and
+// returns; the cut-short round is not reported as a failure.
+func TestRecovererStopDuringASweepReturns(t *testing.T) {
+	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	before := runtime.NumGoroutine()
+	stuck := stuckLedger{Bolt: st, entered: make(chan struct{})}
+	p, err := NewRecoverer(stuck, "replayctl-recoverer", Options{Every: time.Hour, Tick: newManualTicks().tick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-stuck.entered
+	p.Stop()
+	if s := p.Status(); s.Running || s.Errors != 0 {
+		t.Fatalf("after a stop mid-sweep: %+v", s)
+	}
+	goroutinesBack(t, before)
 }

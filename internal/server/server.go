@@ -84,6 +84,9 @@ type Config struct {
 	// run (the API's single and bulk replays), so its write-back runs
 	// (replay.Reconciler.ForEntry); nil: none.
 	ForEntry func(*entry.Entry) (source.Source, bool)
+	// BacktestCandidates are the candidate rules and policies the console's
+	// backtest page offers by name (ui_backtest.go).
+	BacktestCandidates []BacktestCandidate
 }
 
 // Server is the HTTP service.
@@ -187,6 +190,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/groups", s.auth(permRead, s.handleListGroups))
 	m.HandleFunc("GET /api/groups/{id}", s.auth(permRead, s.handleShowGroup))
 	m.HandleFunc("POST /api/groups/{id}/{verb}", s.auth(permOperate, s.handleChangeGroup))
+	s.planRoutes(m) // api_plans.go: plans, and the backtest page
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such API route: "+r.Method+" "+r.URL.Path)
 	})

@@ -171,6 +171,12 @@ func TestBrowserPlanPageStartsTheApprovedPlan(t *testing.T) {
 		b.fatalf("plan under other rules: %q", why)
 	}
 	b.shot("plan-other-rules")
+	// On a phone: nothing past the viewport, every control named.
+	b.viewport(390, 844)
+	b.navigate(base + "/plans/" + plan.ID)
+	if over, un := b.overflowing(), b.unnamed(); len(over)+len(un) > 0 {
+		b.fatalf("plan page at 390 px: past the viewport %v, unnamed %v", over, un)
+	}
 
 	// The API says the same.
 	code, body := f.api(t, http.MethodGet, "/api/plans/"+stale.ID, "carol")

@@ -131,8 +131,8 @@ func groupCostRow(pairs int, perEntryUS func(func(int)) float64, decide, assign 
 	if len(ratios) > 0 {
 		s := append([]float64(nil), ratios...)
 		sort.Float64s(s)
-		row.Note = fmt.Sprintf("median ratio to the full decision over %d alternating pairs (spread %.1f%%-%.1f%%, middle half %.1f%%-%.1f%%)",
-			len(s), 100*s[0], 100*s[len(s)-1], 100*s[len(s)/4], 100*s[(3*len(s)-1)/4])
+		row.Note = fmt.Sprintf("median ratio to the full decision, %.1f%%, over %d alternating pairs (spread %.1f%%-%.1f%%, middle half %.1f%%-%.1f%%)",
+			100*median(s), len(s), 100*s[0], 100*s[len(s)-1], 100*s[len(s)/4], 100*s[(3*len(s)-1)/4])
 	}
 	return row
 }

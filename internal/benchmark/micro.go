@@ -2,7 +2,10 @@ package benchmark
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -41,7 +44,13 @@ func micro(ctx context.Context, c *Config) ([]Row, error) {
 		return nil, err
 	}
 	rulesOnly := &triage.Engine{Rules: eng.Rules, Snapshot: eng.Snapshot}
-	st, err := store.OpenBolt(filepath.Join(c.Dir, "micro.db"), store.Options{})
+	// A fresh ledger each run: a rerun with --dir found the keys decided
+	// and stopped ("state changed concurrently").
+	dbPath := filepath.Join(c.Dir, "micro.db")
+	if err := os.Remove(dbPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	st, err := store.OpenBolt(dbPath, store.Options{})
 	if err != nil {
 		return nil, err
 	}

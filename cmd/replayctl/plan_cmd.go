@@ -96,8 +96,9 @@ same start button.`,
 				return err
 			}
 			if db.remote.enabled() {
-				if tgt.url != "" {
-					return usageError("--target with --server: the server's targets apply")
+				if err := refuseIgnored(cmd, s, "--server", "the server starts the plan with its own targets, rules, policy and store, and the token says who acts",
+					"target", "rules", "policies", "policy-timeout", "db", "store", "as"); err != nil {
+					return err
 				}
 				return startPlanRemote(cmd, s, &db.remote, args[0], format)
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/replayctl/replayctl/internal/policy"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/server"
+	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -56,9 +57,18 @@ func (f *browserFixture) requestPlan(t *testing.T, rulesPath string, clock repla
 // button.
 func TestBrowserPlanPageStartsTheApprovedPlan(t *testing.T) {
 	chromium := requireChromium(t)
-	var entries []string
-	for _, id := range []string{"p1", "p2", "p3"} {
-		entries = append(entries, `{"id":"`+id+`","topic":"tool.email.send","reason_code":"timeout","idempotency_key":"k`+id+`","payload":{}}`)
+	line := func(id string) string {
+		return `{"id":"` + id + `","topic":"tool.email.send","reason_code":"timeout","idempotency_key":"k` + id + `","payload":{}}` + "\n"
+	}
+	// The server's source is a file the test appends to: p4 fails after
+	// the plan was approved.
+	dlq := filepath.Join(t.TempDir(), "dlq.jsonl")
+	if err := os.WriteFile(dlq, []byte(line("p1")+line("p2")+line("p3")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := source.Parse("jsonl:" + dlq)
+	if err != nil {
+		t.Fatal(err)
 	}
 	other := filepath.Join(t.TempDir(), "rules.yaml")
 	rules, err := os.ReadFile("../../rules.yaml")
@@ -76,7 +86,8 @@ func TestBrowserPlanPageStartsTheApprovedPlan(t *testing.T) {
 			}
 			return policy.LoadEngine(ctx, "../../rules.yaml", "../../policies", 0)
 		}
-	}, entries...)
+		cfg.Sources = []source.Source{src}
+	})
 	f.targetDown.Store(true) // the outage: the entries wait
 	f.reconcile(t, "ops-bot")
 	f.targetDown.Store(false)
@@ -96,6 +107,19 @@ func TestBrowserPlanPageStartsTheApprovedPlan(t *testing.T) {
 			t.Fatalf("approve %s: %d", id, resp.StatusCode)
 		}
 	}
+	// p4 arrives after the approval and waits: it matches the plan's
+	// filter but is not in the approved set.
+	f.targetDown.Store(true)
+	fh, err := os.OpenFile(dlq, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.WriteString(line("p4")); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+	f.reconcile(t, "ops-bot")
+	f.targetDown.Store(false)
 	// alice approved the lapsed one in time; its expiry passed since.
 	if err := f.store.Update(context.Background(), func(tx store.Tx) error {
 		a, err := tx.Approval(lapsed.ID)
@@ -156,6 +180,14 @@ func TestBrowserPlanPageStartsTheApprovedPlan(t *testing.T) {
 			b.fatalf("%s delivered %d times, want once", id, n)
 		}
 	}
+	if n := f.deliveries("kp4"); n != 0 {
+		b.fatalf("p4, not in the plan, was delivered %d times", n)
+	}
+	b.navigate(b.location())
+	if ex := b.text("#run-excluded"); !strings.Contains(ex, "Excluded, arrived after the plan (1): jsonl:p4") {
+		b.fatalf("the run page does not list the later arrival: %q", ex)
+	}
+	b.shot("plan-run")
 	b.navigate(base + "/plans/" + plan.ID)
 	if st, why := b.text("#plan-state"), b.text("#plan-refusal"); st != "executed" || !strings.Contains(why, "was already executed") || b.exists("button#start") {
 		b.fatalf("an executed plan: %q %q", st, why)

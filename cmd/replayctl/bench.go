@@ -20,6 +20,7 @@ func newBenchCmd(s *streams) *cobra.Command {
 		dir   string
 		eng   engineFlags
 		outF  string
+		prune [2]int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [--quick]",
@@ -40,7 +41,7 @@ func newBenchCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows, err := benchmark.Run(cmd.Context(), benchmark.Config{Quick: quick, Only: only, Dir: dir, Self: self,
+			rows, err := benchmark.Run(cmd.Context(), benchmark.Config{Quick: quick, Only: only, Dir: dir, Self: self, PruneEntries: prune[0], PruneRounds: prune[1],
 				Rules: abs(eng.rules), Policies: abs(eng.policies),
 				Progress: func(msg string) { fmt.Fprintln(s.err, "bench:", msg) }})
 			if err != nil {
@@ -56,6 +57,8 @@ func newBenchCmd(s *streams) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&quick, "quick", false, "tiny sizes: a smoke run")
 	cmd.Flags().StringVar(&only, "only", "", "run only these measurements (decisions, ledger, replays, floor, memory, micro, workers, reads, pgread, size, backtest, prune)")
+	cmd.Flags().IntVar(&prune[0], "prune-entries", 0, "the prune rows' store size (default 1000000; --quick 2000)")
+	cmd.Flags().IntVar(&prune[1], "prune-rounds", 0, "the prune rows' rounds, medians kept (default 3; --quick 1)")
 	cmd.Flags().StringVar(&dir, "dir", "", "scratch directory (default: a temporary one, removed after)")
 	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	eng.register(cmd.Flags(), s.err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"time"
 
@@ -82,7 +83,12 @@ approved (approvals approve PLAN): exactly the entries previewed then, at the
 plan's rate or spread. Entries that match the plan's filter but arrived later
 are excluded and listed. A plan whose rules or policy changed since (another
 policy snapshot), that expired, is not approved or already ran is refused
-(exit 1) and nothing is sent.`,
+(exit 1) and nothing is sent.
+
+With --server the running serve checks the plan, runs it with its own
+targets, rules and policy (so its snapshot must be the plan's), and the
+command waits for the run; the console's plan page (/plans/PLAN) has the
+same start button.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := outputFormat(outF)
@@ -90,7 +96,11 @@ policy snapshot), that expired, is not approved or already ran is refused
 				return err
 			}
 			if db.remote.enabled() {
-				return usageError("runs start has no --server path: run it where the state is (or use --store)")
+				if err := refuseIgnored(cmd, s, "--server", "the server starts the plan with its own targets, rules, policy and store, and the token says who acts",
+					"target", "rules", "policies", "policy-timeout", "db", "store", "as"); err != nil {
+					return err
+				}
+				return startPlanRemote(cmd, s, &db.remote, args[0], format)
 			}
 			engine, st, err := openActing(cmd.Context(), &eng, &db)
 			if err != nil {
@@ -112,28 +122,58 @@ policy snapshot), that expired, is not approved or already ran is refused
 				return planErr(err)
 			}
 			rep.Run, rep.RunState = rec.ID, rec.State
-			if format == "json" {
-				return writeJSON(s.out, rep)
-			}
-			rep.Items = nil
-			printBulk(s.out, rep, &bulkFlags{preview: true})
-			if p := rep.Plan; p != nil {
-				fmt.Fprintf(s.out, "plan %s (approved by %s): %d entries\n", p.ID, p.ApprovedBy, p.Entries)
-				if len(p.Excluded) > 0 {
-					fmt.Fprintf(s.out, "excluded, arrived after the plan (%d): %s\n", len(p.Excluded), strings.Join(p.Excluded, ", "))
-				}
-			}
-			if rep.Stopped != "" {
-				return silent(exitError)
-			}
-			return nil
+			return printPlanRun(s, rep, format)
 		},
 	}
 	f := cmd.Flags()
 	db.register(f)
 	actor.register(f)
 	eng.register(f, s.err)
-	f.Var(targetURL{&tgt.url}, "target", "send the replays to this URL, overriding rules.yaml targets")
+	f.Var(targetURL{&tgt.url}, "target", "send the replays to this URL, overriding rules.yaml targets (not with --server: the server's targets apply)")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	return cmd
+}
+
+// printPlanRun prints an executed plan's report, as a bulk replay's.
+func printPlanRun(s *streams, rep *replay.BulkReport, format string) error {
+	if format == "json" {
+		return writeJSON(s.out, rep)
+	}
+	rep.Items = nil
+	printBulk(s.out, rep, &bulkFlags{preview: true})
+	if p := rep.Plan; p != nil {
+		fmt.Fprintf(s.out, "plan %s (approved by %s): %d entries\n", p.ID, p.ApprovedBy, p.Entries)
+		if len(p.Excluded) > 0 {
+			fmt.Fprintf(s.out, "excluded, arrived after the plan (%d): %s\n", len(p.Excluded), strings.Join(p.Excluded, ", "))
+		}
+	}
+	if rep.Stopped != "" {
+		return silent(exitError)
+	}
+	return nil
+}
+
+// startPlanRemote is runs start through a running `replayctl serve`: the
+// server checks the plan (a refusal is the answer, nothing is sent), runs
+// it with its targets and policy, and the command waits for the run.
+func startPlanRemote(cmd *cobra.Command, s *streams, rf *remoteFlags, id, format string) error {
+	var started struct {
+		ID string `json:"id"`
+	}
+	if err := rf.call(cmd.Context(), "POST", "/api/plans/"+url.PathEscape(id)+"/start", nil, struct{}{}, &started); err != nil {
+		return err
+	}
+	run, err := waitRun(cmd, rf, started.ID)
+	if err != nil {
+		return err
+	}
+	if run.Bulk == nil {
+		return &exitErr{code: exitError, err: fmt.Errorf("run %s %s: %s", started.ID, run.State, run.Error)}
+	}
+	rep := run.Bulk
+	rep.Run, rep.RunState = started.ID, run.State
+	if run.Error != "" {
+		rep.Stopped = firstNonEmpty(rep.Stopped, "run "+started.ID+" failed: "+run.Error)
+	}
+	return printPlanRun(s, rep, format)
 }

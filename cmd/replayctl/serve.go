@@ -41,6 +41,7 @@ func newServeCmd(s *streams) *cobra.Command {
 		publicURL                     string
 		agingAfter, agingEvery        time.Duration
 		prune                         servePrune
+		candidates                    []server.BacktestCandidate
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --addr 127.0.0.1:8080 --source KIND:PATH... [--every 5m] [--db F] [--tokens F]",
@@ -115,7 +116,7 @@ duties in reverse order, and exits.`,
 			srv, err := server.New(server.Config{Maintenance: duties,
 				Store: st, Tokens: tokens, Sources: srcs, Approvers: cfg, Every: every,
 				MaxParallel: par, Rate: rate, Logger: logger, AuditKey: auditKey, Proxy: proxy, ForEntry: forEntry(),
-				Notify: notifier(hooksJSON, hooksSlack), PublicURL: publicURL,
+				Notify: notifier(hooksJSON, hooksSlack), PublicURL: publicURL, BacktestCandidates: candidates,
 				Remind:      notify.Aging{After: agingAfter, Every: agingEvery},
 				Engine:      func(ctx context.Context) (*triage.Engine, triage.Snapshot, error) { return eng.load(ctx) },
 				ConfigFiles: []string{eng.rules, eng.policies},
@@ -198,6 +199,7 @@ duties in reverse order, and exits.`,
 	f.StringArrayVar(&hooksSlack, "notify-slack", nil, "Slack-compatible incoming webhook to tell approvers (repeatable)")
 	f.DurationVar(&agingAfter, "notify-aging", 0, "remind approvers (through the webhooks) of requests pending longer than this, after a run (e.g. 4h; 0: never)")
 	f.DurationVar(&agingEvery, "notify-aging-every", 0, "remind of a request still pending at most once per this long (default: --notify-aging)")
+	f.Var(candidatesFlag{&candidates}, "backtest-candidate", "candidate rules and policies the console's backtest page offers, NAME=RULES_FILE[,POLICY_DIR] (repeatable)")
 	f.StringVar(&publicURL, "public-url", "http://localhost:8080", "this server's address as people reach it, for links in notifications")
 	prune.register(f)
 	return cmd

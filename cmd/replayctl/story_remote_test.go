@@ -127,7 +127,8 @@ var localOnlyFlags = map[string]bool{
 	"config": true, "cpuprofile": true,
 	// audit verify --archive reads the archive files where it runs.
 	"archive": true,
-	// a plan is kept and started where the state is (plan_cmd.go).
+	// a plan is kept where the state is (plan_cmd.go); runs start PLAN
+	// goes through the server.
 	"request-approval": true,
 	// reconcile -v lists every entry; a run on the server reports totals.
 	"verbose": true,
@@ -140,6 +141,7 @@ var remoteCommands = []string{
 	"approvals list", "approvals approve", "approvals reject", "approvals rerequest",
 	"audit list", "audit show", "audit verify", "audit checkpoint", "audit export", "audit explain", "audit replay-decision",
 	"groups list", "groups show", "groups ack", "groups hold", "groups release",
+	"runs start",
 }
 
 // remoteStory runs one command line of a story through the story's server

@@ -31,6 +31,10 @@ type Config struct {
 	// Only, when set, runs only the steps whose name contains it
 	// (decisions, ledger, replays, memory, micro, workers, reads, pgread, size, backtest, prune, brokers).
 	Only string
+	// PruneEntries, when set, is the prune rows' store size (default:
+	// 1,000,000, or 2,000 quick); PruneRounds their rounds (default 3, or 1
+	// quick): a 1M store takes minutes a round on a shared machine.
+	PruneEntries, PruneRounds int
 }
 
 // Row is one line of the table.

@@ -2,8 +2,12 @@ package benchmark
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"sort"
 	"testing"
 	"time"
 
@@ -40,7 +44,13 @@ func micro(ctx context.Context, c *Config) ([]Row, error) {
 		return nil, err
 	}
 	rulesOnly := &triage.Engine{Rules: eng.Rules, Snapshot: eng.Snapshot}
-	st, err := store.OpenBolt(filepath.Join(c.Dir, "micro.db"), store.Options{})
+	// A fresh ledger each run: a rerun with --dir found the keys decided
+	// and stopped ("state changed concurrently").
+	dbPath := filepath.Join(c.Dir, "micro.db")
+	if err := os.Remove(dbPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	st, err := store.OpenBolt(dbPath, store.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -95,14 +105,43 @@ func micro(ctx context.Context, c *Config) ([]Row, error) {
 	rows[0].Figure /= float64(len(entries)) // one op decoded the whole file
 	// Issue 31: keeping an entry's failure group (its signature and id,
 	// computed on every entry write) against the decision it rides with.
-	grp := perEntry("failure group assignment (signature + id)", func(i int) {
+	// Single runs on the shared machine spread from 1.7% to 18%: the row
+	// is the median of alternating (decision, assignment) pairs, each
+	// pair's ratio taken in the same breath, with the pairs' spread.
+	assign := func(i int) {
 		e := &entries[i%len(entries)]
 		_ = group.IDOf(e, string(triage.Transient))
-	})
-	if full := rows[3].Figure; full > 0 {
-		grp.Baseline, grp.Ratio = full, grp.Figure/full
-		grp.Target, grp.Note = "<= 0.05 of the full decision", "ratio to the full decision, same run"
 	}
+	decide := func(i int) { eng.Decide(ctx, &entries[i%len(entries)], triage.LedgerView{}) }
+	grp := groupCostRow(c.size(11, 3), func(fn func(int)) float64 { return perEntry("", fn).Figure }, decide, assign)
 	rows = append(rows, grp)
 	return rows, nil
+}
+
+// groupCostRow times the full decision and the group assignment
+// alternately, pairs times each, and reports the assignment's cost per
+// entry and its median ratio to the decision, with the pairs' spread.
+func groupCostRow(pairs int, perEntryUS func(func(int)) float64, decide, assign func(int)) Row {
+	var ratios, assigns, decisions []float64
+	for i := range pairs {
+		var d, a float64
+		if i%2 == 0 { // which goes first alternates too
+			d, a = perEntryUS(decide), perEntryUS(assign)
+		} else {
+			a, d = perEntryUS(assign), perEntryUS(decide)
+		}
+		decisions, assigns = append(decisions, d), append(assigns, a)
+		if d > 0 {
+			ratios = append(ratios, a/d)
+		}
+	}
+	row := Row{Measure: "per entry: failure group assignment (signature + id)", Figure: median(assigns), Unit: "µs",
+		Baseline: median(decisions), Ratio: median(ratios), Target: "<= 0.05 of the full decision"}
+	if len(ratios) > 0 {
+		s := append([]float64(nil), ratios...)
+		sort.Float64s(s)
+		row.Note = fmt.Sprintf("median ratio to the full decision, %.1f%%, over %d alternating pairs (spread %.1f%%-%.1f%%, middle half %.1f%%-%.1f%%)",
+			100*median(s), len(s), 100*s[0], 100*s[len(s)-1], 100*s[len(s)/4], 100*s[(3*len(s)-1)/4])
+	}
+	return row
 }

@@ -3,6 +3,7 @@ package benchmark
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -21,6 +22,13 @@ import (
 // after the prune, and after compaction.
 func pruneRows(ctx context.Context, c *Config) ([]Row, error) {
 	n := c.size(1_000_000, 2_000)
+	if c.PruneEntries > 0 {
+		n = c.PruneEntries
+	}
+	rounds := c.size(3, 1)
+	if c.PruneRounds > 0 {
+		rounds = c.PruneRounds
+	}
 	c.progress(fmt.Sprintf("prune: %d entries, 90%% closed", n))
 	dir, err := os.MkdirTemp(c.Dir, "prune-")
 	if err != nil {
@@ -38,7 +46,7 @@ func pruneRows(ctx context.Context, c *Config) ([]Row, error) {
 	}
 	var prunes, bares []time.Duration
 	var afterPrune, afterCompact int64
-	for round := range c.size(3, 1) {
+	for round := range rounds {
 		ours := filepath.Join(dir, fmt.Sprintf("prune-%d.db", round))
 		bare := filepath.Join(dir, fmt.Sprintf("bare-%d.db", round))
 		for _, p := range []string{ours, bare} {
@@ -159,10 +167,21 @@ func bareDeletes(path string, refs []string) (time.Duration, error) {
 	return time.Since(t0), nil
 }
 
+// copyFile copies a store file without holding it in memory (a 1M-entry
+// store is about a gigabyte).
 func copyFile(from, to string) error {
-	b, err := os.ReadFile(from)
+	in, err := os.Open(from)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(to, b, 0o600)
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -239,6 +239,52 @@ func LoadPlan(ctx context.Context, ps PlanStore, id string) (*Plan, *store.Appro
 	return &p, a, err
 }
 
+// Refusal says why the plan would not start now under the rules and
+// policy of snapshot (nil: it would). It is what ExecutePlan checks first,
+// and what the API and the console show before anyone presses start.
+func (p *Plan) Refusal(a *store.Approval, now time.Time, snapshot string) error {
+	switch {
+	case a == nil:
+		return fmt.Errorf("%w: plan %s has no approval request", ErrNotFound, p.ID)
+	case a.Evidence != p.Evidence():
+		return fmt.Errorf("%w: the stored plan does not match what was approved", ErrPlanChanged)
+	case a.State != store.ApprovalApproved:
+		state := a.State
+		if state == store.ApprovalPending && !a.ExpiresAt.IsZero() && now.After(a.ExpiresAt) {
+			state = store.ApprovalExpired
+		}
+		return fmt.Errorf("%w: %s is %s (approvals approve %s, by someone other than %s)", ErrPlanNotApproved, p.ID, state, p.ID, p.RequestedBy)
+	case a.Used:
+		return fmt.Errorf("%w: %s was already executed", ErrPlanNotApproved, p.ID)
+	case now.After(p.ExpiresAt):
+		return fmt.Errorf("%w: %s expired at %s: request a new plan", ErrPlanExpired, p.ID, p.ExpiresAt.UTC().Format(time.RFC3339))
+	case snapshot == "" || snapshot != p.PolicySnapshot:
+		return fmt.Errorf("%w: the rules and policy changed since the plan (snapshot %s, now %s): request a new plan", ErrPlanChanged, p.PolicySnapshot, snapshot)
+	}
+	return nil
+}
+
+// CheckPlan loads a plan and says whether it would start now with this
+// bulk's rules and policy: the refusal ExecutePlan would give, without
+// changing anything (a server refuses a start before it makes a run).
+func (b *Bulk) CheckPlan(ctx context.Context, id string) (*Plan, *store.Approval, error) {
+	ps, err := b.planStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	p, a, err := LoadPlan(ctx, ps, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := b.Reconciler
+	r.defaults()
+	cur := ""
+	if r.Engine != nil {
+		cur = r.Engine.Snapshot
+	}
+	return p, a, p.Refusal(a, r.Clock.Now(), cur)
+}
+
 // PlanRun is what executing a plan adds to its bulk report.
 type PlanRun struct {
 	ID         string `json:"id"`
@@ -264,25 +310,12 @@ func (b *Bulk) ExecutePlan(ctx context.Context, id string) (*BulkReport, error) 
 	r.defaults()
 	b.planned = true
 	now := r.Clock.Now()
-	switch {
-	case a.Evidence != p.Evidence():
-		return nil, fmt.Errorf("%w: the stored plan does not match what was approved", ErrPlanChanged)
-	case a.State != store.ApprovalApproved:
-		state := a.State
-		if state == store.ApprovalPending && !a.ExpiresAt.IsZero() && now.After(a.ExpiresAt) {
-			state = store.ApprovalExpired
-		}
-		return nil, fmt.Errorf("%w: %s is %s (approvals approve %s, by someone other than %s)", ErrPlanNotApproved, id, state, id, p.RequestedBy)
-	case a.Used:
-		return nil, fmt.Errorf("%w: %s was already executed", ErrPlanNotApproved, id)
-	case now.After(p.ExpiresAt):
-		return nil, fmt.Errorf("%w: %s expired at %s: request a new plan", ErrPlanExpired, id, p.ExpiresAt.UTC().Format(time.RFC3339))
-	case r.Engine == nil || r.Engine.Snapshot != p.PolicySnapshot:
-		cur := ""
-		if r.Engine != nil {
-			cur = r.Engine.Snapshot
-		}
-		return nil, fmt.Errorf("%w: the rules and policy changed since the plan (snapshot %s, now %s): request a new plan", ErrPlanChanged, p.PolicySnapshot, cur)
+	cur := ""
+	if r.Engine != nil {
+		cur = r.Engine.Snapshot
+	}
+	if err := p.Refusal(a, now, cur); err != nil {
+		return nil, err
 	}
 	// Later arrivals: what the filter would replay now beyond the set.
 	f := p.Filter

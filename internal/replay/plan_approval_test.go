@@ -80,6 +80,12 @@ func TestPlanRefusesAChangedSnapshotOrExpiry(t *testing.T) {
 	if err := b.decidePlan(t, p.ID, "alice"); err != nil {
 		t.Fatal(err)
 	}
+	// CheckPlan gives ExecutePlan's answer without using the plan up.
+	for range 2 {
+		if _, _, err := b.bulk(0, 0).CheckPlan(ctx, p.ID); err != nil {
+			t.Fatalf("an approved, current plan does not check: %v", err)
+		}
+	}
 	changed := b.bulk(0, 0)
 	eng := *b.engine
 	eng.Snapshot = "sha256:other"
@@ -87,11 +93,17 @@ func TestPlanRefusesAChangedSnapshotOrExpiry(t *testing.T) {
 	if _, err := changed.ExecutePlan(ctx, p.ID); !errors.Is(err, ErrPlanChanged) {
 		t.Errorf("changed snapshot: %v", err)
 	}
+	if _, _, err := changed.CheckPlan(ctx, p.ID); !errors.Is(err, ErrPlanChanged) {
+		t.Errorf("check, changed snapshot: %v", err)
+	}
 	b.clock.mu.Lock()
 	b.clock.now = b.clock.now.Add(2 * time.Hour)
 	b.clock.mu.Unlock()
 	if _, err := b.bulk(0, 0).ExecutePlan(ctx, p.ID); !errors.Is(err, ErrPlanExpired) {
 		t.Errorf("expired plan: %v", err)
+	}
+	if _, _, err := b.bulk(0, 0).CheckPlan(ctx, p.ID); !errors.Is(err, ErrPlanExpired) {
+		t.Errorf("check, expired plan: %v", err)
 	}
 	if n := len(b.sink.perKey()); n != 0 {
 		t.Errorf("a refused plan sent %d keys", n)

@@ -184,6 +184,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/api/stats", "", permRead},
 		{"POST", "/api/policy/backtest", `{"rules":{"name":"rules.yaml","text":"version: v1\n"}}`, permRead},
 		{"POST", "/api/dead-letters/replay?preview=true", `{"filter":{"class":["poison"]}}`, permOperate},
+		{"GET", "/api/plans/plan_0000000000000000", "", permRead},
+		{"POST", "/api/plans/plan_0000000000000000/start", "", permOperate},
 		{"POST", "/api/dead-letters/resolve?preview=true", `{"filter":{"class":["poison"]},"reason":"x"}`, permOperate},
 	}
 	for _, rt := range routes {

@@ -39,6 +39,7 @@ func TestBrowserLayout390(t *testing.T) {
 		{"audit", "/audit"},
 		{"bulk", "/bulk?class=poison"},
 		{"act", "/entries/act?op=resolve&scope=matching&topic=tool.alpha.*"},
+		{"backtest", "/backtest"},
 	}
 	for _, p := range pages {
 		b.navigate(base + p.path)

@@ -66,7 +66,7 @@ func TestCrossSiteWritesRefusedBehindTheProxy(t *testing.T) {
 		data, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(data)
 	}
-	for _, path := range []string{"/api/approvals/" + id + "/approve", "/api/reconcile", "/api/dead-letters/e1/resolve", "/approvals/" + id + "/approve"} {
+	for _, path := range []string{"/api/approvals/" + id + "/approve", "/api/reconcile", "/api/dead-letters/e1/resolve", "/approvals/" + id + "/approve", "/api/plans/" + id + "/start"} {
 		if code, body := post(path, true); code != http.StatusForbidden {
 			t.Fatalf("cross-site POST %s through the proxy: %d %s, want 403", path, code, body)
 		}

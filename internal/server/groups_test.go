@@ -58,7 +58,7 @@ func TestGroupsAPI(t *testing.T) {
 	ui := newBrowser(t, b.http.URL)
 	ui.login(b.tokens["alice"], "")
 	code, _, page := ui.get("/approvals")
-	if code != http.StatusOK || !strings.Contains(page, "mass replay plan <code>plan_0123456789abcdef</code>") || !strings.Contains(page, "runs start plan_0123456789abcdef") {
+	if code != http.StatusOK || !strings.Contains(page, `mass replay plan <a href="/plans/plan_0123456789abcdef"><code>plan_0123456789abcdef</code></a>`) || !strings.Contains(page, "runs start plan_0123456789abcdef") {
 		t.Errorf("approvals page with a plan: %d %s", code, page[:min(len(page), 300)])
 	}
 }

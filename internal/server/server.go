@@ -88,6 +88,9 @@ type Config struct {
 	// Maintenance are serve's background duties: their rounds and errors
 	// are exported in /metrics and a failed one is named in /readyz.
 	Maintenance *maintenance.Group
+	// BacktestCandidates are the candidate rules and policies the console's
+	// backtest page offers by name (ui_backtest.go).
+	BacktestCandidates []BacktestCandidate
 }
 
 // Server is the HTTP service.
@@ -194,6 +197,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/groups", s.auth(permRead, s.handleListGroups))
 	m.HandleFunc("GET /api/groups/{id}", s.auth(permRead, s.handleShowGroup))
 	m.HandleFunc("POST /api/groups/{id}/{verb}", s.auth(permOperate, s.handleChangeGroup))
+	s.planRoutes(m) // api_plans.go: plans, and the backtest page
 	m.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such API route: "+r.Method+" "+r.URL.Path)
 	})

@@ -72,6 +72,9 @@ func newUI(s *Server) (*ui, error) {
 		}
 		u.tmpl[page] = t
 	}
+	if err := u.parsePages(funcs, "plan", "backtest"); err != nil { // api_plans.go, ui_backtest.go
+		return nil, err
+	}
 	return u, nil
 }
 

@@ -180,6 +180,9 @@ func stateQueue(ctx context.Context, si approvalStateIndex, s Store, state strin
 		return nil, 0, err
 	}
 	return approvalCards(ctx, s, list, func(ref string) ([]approval.View, *store.EntryRecord, error) {
+		if ref == "" {
+			return nil, nil, nil // a plan's request: no entry (the page answered 500 for it)
+		}
 		return entryApprovals(ctx, s, ref)
 	}, older, now, page)
 }

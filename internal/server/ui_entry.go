@@ -77,7 +77,7 @@ func (u *ui) entry(w http.ResponseWriter, r *http.Request, tok Token) {
 	}
 	u.render(w, r, http.StatusOK, "entry", tok, map[string]any{"Title": er.Entry.Ref(), "D": d, "Approval": apr,
 		"Payload": payload, "PayloadSize": size, "PayloadCut": cut, "Flash": r.URL.Query().Get("flash"),
-		"FlashErr":   r.URL.Query().Get("err") != "", "ConfirmLast": offer.Last && r.URL.Query().Get("confirm") == "replay",
+		"FlashErr": r.URL.Query().Get("err") != "", "ConfirmLast": offer.Last && r.URL.Query().Get("confirm") == "replay",
 		"CanOperate": tok.can(permOperate), "CanApprove": tok.can(permApprove), "Open": open, "Offer": offer,
 		"MayDecide":  apr != nil && u.mayDecide(tok, apr),
 		"CanRelease": replay.Releasable(er), "Ref": er.Entry.Ref(), "Src": sourceRefOf(&er.Entry)})

@@ -22,8 +22,9 @@ fmt:
 vet:
 	$(GO) vet ./...
 
+# atexit_sleep_ms: see docs/development.md (the race runtime's 1 s exit sleep).
 unit:
-	$(GO) test -race -count=1 ./...
+	GORACE="$${GORACE:-atexit_sleep_ms=10}" $(GO) test -race -count=1 ./...
 
 # A short run of every fuzz target, so the decoders, the stored-record codecs, the rules loader and the
 # HTTP API's request decoding are fuzzed on every change (longer: make

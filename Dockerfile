@@ -3,11 +3,19 @@
 # The build command below is the one TestDockerfileBuildCommand runs, and
 # TestDockerCmdServes runs the default command (CMD, ENV, COPY) against it.
 #
-# The base images are tags, not digests: no digest could be checked from
-# where this file was written. Pin them for a release build, e.g.
-#   docker buildx imagetools inspect gcr.io/distroless/static-debian12:nonroot
-# and write FROM ...@sha256:<digest> (keep the tag in a comment).
-FROM golang:1.26-bookworm AS build
+# Base images are pinned by digest (the tag stays beside it, for people:
+# with a digest, docker ignores the tag). The two digests were taken from
+# public repositories pinning these tags, as of 2026-08-26: no registry was
+# reachable from where this file was written, so they are not verified
+# here. Refresh both (and check them) with crane before a release build:
+#   crane digest golang:1.26-bookworm
+#   crane digest gcr.io/distroless/static-debian12:nonroot
+# (or docker buildx imagetools inspect IMAGE) and replace the sha256 below.
+# TestDockerfilePinsBaseImages (deploy/pin_test.go) refuses a FROM without
+# a digest and any :latest.
+#
+# golang:1.26-bookworm, pinned 2026-08-26
+FROM golang:1.26-bookworm@sha256:116d58cbd88c1297624acc6e967a060012422bacf9930927e23fb719189c6f36 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -19,7 +27,8 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/replayctl/rep
 
 # distroless/static: no shell, no package manager, CA certificates and
 # tzdata only; the nonroot tag runs as uid 65532.
-FROM gcr.io/distroless/static-debian12:nonroot
+# gcr.io/distroless/static-debian12:nonroot, pinned 2026-08-26
+FROM gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c3edb23f7eeef36189728842dd51042ff57f7ab
 COPY --from=build /out/replayctl /usr/local/bin/replayctl
 COPY --chown=65532:65532 rules.yaml /etc/replayctl/rules.yaml
 COPY --chown=65532:65532 policies/ /etc/replayctl/policies/

@@ -2,7 +2,7 @@
 GO      ?= go
 FUZZTIME ?= 20000x
 
-.PHONY: test fmt vet unit fuzz-smoke bench bench-quick build screenshots
+.PHONY: test fmt vet unit fuzz-smoke bench bench-quick build screenshots screenshots-tests
 
 # scripts/testrun runs gofmt, go vet, every package's tests (the slow ones
 # first, each package's result printed as it finishes, a failing test's
@@ -22,8 +22,9 @@ fmt:
 vet:
 	$(GO) vet ./...
 
+# atexit_sleep_ms: see docs/development.md (the race runtime's 1 s exit sleep).
 unit:
-	$(GO) test -race -count=1 ./...
+	GORACE="$${GORACE:-atexit_sleep_ms=10}" $(GO) test -race -count=1 ./...
 
 # A short run of every fuzz target, so the decoders, the stored-record codecs, the rules loader and the
 # HTTP API's request decoding are fuzzed on every change (longer: make
@@ -49,11 +50,21 @@ bench:
 bench-quick:
 	$(GO) run ./cmd/replayctl bench --quick
 
-# The console's browser tests (real headless Chromium) with their
-# screenshots copied to $(SCREENSHOTS) for review; each test also keeps
-# its own under its temp dir.
+# Every console page at 1280 and 390 px wide, full page, with the local
+# headless Chromium (TestConsoleScreenshots, internal/server): builds
+# replayctl, serves a temporary copy of the bundled samples (no target,
+# nothing written in the checkout), waits for the first reconcile and
+# writes NAME-WIDTH.png to $(SCREENSHOTS). Not committed: one set is ~7 MB
+# (~3 MB at 1280 px alone); screenshots/ is ignored by git. For a before/
+# after, run it on each checkout with SCREENSHOTS=DIR.
+# The browser tests' own screenshots: make screenshots-tests.
 SCREENSHOTS ?= screenshots
 screenshots:
+	@mkdir -p $(SCREENSHOTS)
+	REPLAYCTL_CONSOLE_SHOTS=$(abspath $(SCREENSHOTS)) $(GO) test -count=1 -run '^TestConsoleScreenshots$$' -v ./internal/server/
+	@echo "screenshots in $(SCREENSHOTS)/:"; ls $(SCREENSHOTS)
+
+screenshots-tests:
 	@mkdir -p $(SCREENSHOTS)
 	REPLAYCTL_SCREENSHOTS=$(abspath $(SCREENSHOTS)) $(GO) test -count=1 -run '^TestBrowser' ./internal/server/
 	@echo "screenshots in $(SCREENSHOTS)/:"; ls $(SCREENSHOTS)

@@ -141,7 +141,7 @@ type gaugeReader interface {
 }
 
 // gauges reads entries by (class, action, state), open depth by (source,
-// topic) and the oldest open entry's first-seen time from the store's
+// topic) and the oldest open entry's last failure from the store's
 // counters: a scrape costs the same at any store size. An unindexed file
 // opened read-only is counted by a scan.
 func (c *stateCollector) gauges(ctx context.Context) *store.Gauges {
@@ -160,8 +160,8 @@ func (c *stateCollector) gauges(ctx context.Context) *store.Gauges {
 		cells[[4]string{er.Entry.Source, string(er.Class), string(er.Action), er.Status}]++
 		if store.IsOpen(er.Status) {
 			depth[[2]string{er.Entry.Source, er.Entry.Topic}]++
-			if !er.FirstSeen.IsZero() && (g.OldestOpen.IsZero() || er.FirstSeen.Before(g.OldestOpen)) {
-				g.OldestOpen = er.FirstSeen
+			if lf := store.LastFailure(er); !lf.IsZero() && (g.OldestOpen.IsZero() || lf.Before(g.OldestOpen)) {
+				g.OldestOpen = lf
 			}
 		}
 		return nil
@@ -192,7 +192,7 @@ var (
 	depthDesc = prometheus.NewDesc("replayctl_open_entries",
 		"Entries not yet replayed or resolved, by source kind and topic (the DLQ depth).", []string{"source", "topic"}, nil)
 	oldestEntryDesc = prometheus.NewDesc("replayctl_oldest_open_entry_age_seconds",
-		"Age (since first seen) of the oldest entry not yet replayed or resolved.", nil, nil)
+		"Time since the last failure (first seen when the source gives none) of the open entry that failed longest ago: the age the console's list and the CLI's --older-than use.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {

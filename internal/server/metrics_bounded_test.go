@@ -61,7 +61,9 @@ func fillMetricsStore(t *testing.T, now time.Time, closed int) *store.Bolt {
 	t.Cleanup(func() { st.Close() })
 	put := func(tx store.Tx, i int, src, topic, status string, class triage.Class, msg string, first time.Time) error {
 		return tx.PutEntry(&store.EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%05d", i), Source: src, Topic: topic,
-			ReasonCode: "timeout", Message: msg, IdempotencyKey: fmt.Sprintf("k%05d", i)},
+			ReasonCode: "timeout", Message: msg, IdempotencyKey: fmt.Sprintf("k%05d", i),
+			// Last failures in another order than first seen: the age is since the last one.
+			LastFailure: now.Add(-time.Duration((i*7)%20+1) * time.Hour)},
 			Status: status, Class: class, Action: triage.AutoReplay, FirstSeen: first, LastSeen: first})
 	}
 	ask := func(tx store.Tx, id, group, state string, at, expires time.Time) error {
@@ -145,8 +147,8 @@ func recount(t *testing.T, st *store.Bolt, now time.Time) map[string]float64 {
 		want[fmt.Sprintf("replayctl_entries{action=%s,class=%s,state=%s}", er.Action, er.Class, er.Status)]++
 		if store.IsOpen(er.Status) {
 			want[fmt.Sprintf("replayctl_open_entries{source=%s,topic=%s}", er.Entry.Source, er.Entry.Topic)]++
-			if oldest.IsZero() || er.FirstSeen.Before(oldest) {
-				oldest = er.FirstSeen
+			if lf := store.LastFailure(er); oldest.IsZero() || lf.Before(oldest) {
+				oldest = lf // the age the list and --older-than use
 			}
 		}
 		return nil

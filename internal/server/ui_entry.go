@@ -77,7 +77,7 @@ func (u *ui) entry(w http.ResponseWriter, r *http.Request, tok Token) {
 	}
 	u.render(w, r, http.StatusOK, "entry", tok, map[string]any{"Title": er.Entry.Ref(), "D": d, "Approval": apr,
 		"Payload": payload, "PayloadSize": size, "PayloadCut": cut, "Flash": r.URL.Query().Get("flash"),
-		"FlashErr":   r.URL.Query().Get("err") != "",
+		"FlashErr": r.URL.Query().Get("err") != "", "ConfirmLast": offer.Last && r.URL.Query().Get("confirm") == "replay",
 		"CanOperate": tok.can(permOperate), "CanApprove": tok.can(permApprove), "Open": open, "Offer": offer,
 		"MayDecide":  apr != nil && u.mayDecide(tok, apr),
 		"CanRelease": replay.Releasable(er), "Ref": er.Entry.Ref(), "Src": sourceRefOf(&er.Entry)})
@@ -89,6 +89,10 @@ type replayOffer struct {
 	Can  bool
 	Why  string // the bulk preview's category when it would not replay
 	Cost string // "uses replay 1 of 3", "uses the last of 3 replays"
+	// Last: the replay spends the key's last one, so the click asks for a
+	// confirmation that says so (issue 30: one click spent an entry's
+	// last replay budget without a warning).
+	Last bool
 }
 
 // replayOffer asks the bulk replay preview about this one entry: the same
@@ -114,7 +118,8 @@ func (s *Server) replayOffer(ctx context.Context, er *store.EntryRecord, actor s
 		return replayOffer{}, err
 	}
 	d := b.Reconciler.Engine.Decide(ctx, &er.Entry, view)
-	return replayOffer{Can: true, Cost: replayCost(d.Ledger.Used(), d.MaxReplays)}, nil
+	used := d.Ledger.Used()
+	return replayOffer{Can: true, Cost: replayCost(used, d.MaxReplays), Last: d.MaxReplays > 0 && used+1 >= d.MaxReplays}, nil
 }
 
 // replayCost says what one more replay spends of a key's budget.
@@ -140,6 +145,17 @@ func (u *ui) entryAct(w http.ResponseWriter, r *http.Request, tok Token) {
 	var err error
 	switch op {
 	case "replay":
+		// The last replay of a key is sent only once confirmed; the offer is
+		// asked again here, so a budget spent since the page was drawn
+		// still asks.
+		if r.PostFormValue("confirm") != "last" {
+			if er, ferr := replay.Find(r.Context(), u.s.cfg.Store, id); ferr == nil {
+				if offer, oerr := u.s.replayOffer(r.Context(), er, tok.User); oerr == nil && offer.Last {
+					http.Redirect(w, r, "/entries/"+url.PathEscape(id)+"?confirm=replay#confirm-last", http.StatusSeeOther)
+					return
+				}
+			}
+		}
 		var res replay.EntryResult
 		if res, err = u.s.ReplayOne(r, id, tok.User); err == nil {
 			err = replay.NothingDone(&res)

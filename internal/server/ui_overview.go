@@ -237,8 +237,9 @@ func overviewIndexed(ctx context.Context, s any, start, now time.Time) (*overvie
 			c.patterns = append(c.patterns, pattern{Signature: sc.Signature, Class: sc.Class, Example: sc.Example, N: int(sc.N)})
 		}
 	}
-	// The counters keep the oldest open entry by first seen, not its ref:
-	// the age links to the open entries, oldest first.
+	// The counters keep the oldest open entry's last failure, not its
+	// ref: the age links to the open entries by last failure, oldest
+	// first, where it heads the list.
 	c.oldest, c.oldestHref = cnt.OldestOpen, "/entries?state=open&sort=oldest"
 	hours, err := ix.Series(ctx, start, now)
 	if err != nil {
@@ -310,7 +311,7 @@ func overviewScan(ctx context.Context, s Store, start time.Time) (*overviewCount
 			patterns[sig] = &pattern{Signature: sig, Class: string(er.Class), Example: er.Entry.Ref(), N: 1}
 		}
 		when := lastFailure(er)
-		if c.oldest.IsZero() || when.Before(c.oldest) {
+		if !when.IsZero() && (c.oldest.IsZero() || when.Before(c.oldest)) {
 			c.oldest, c.oldestHref = when, "/entries/"+url.PathEscape(er.Entry.Ref())
 		}
 		return nil

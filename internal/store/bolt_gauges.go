@@ -14,12 +14,12 @@ import (
 type Gauges struct {
 	Cells      []Cell
 	Open       []Depth
-	OldestOpen time.Time // zero when no entry is open
+	OldestOpen time.Time // last failure of the oldest open entry (Counters.OldestOpen)
 }
 
 // Gauges reads the scrape's counts in one read transaction: the cell and
-// open-depth counters and the first key of the oldest-open index
-// (ErrNotIndexed on an old file opened read-only).
+// open-depth counters and the oldest open entry's last failure
+// (bolt_lastfail.go; ErrNotIndexed on an old file opened read-only).
 func (s *Bolt) Gauges(ctx context.Context) (*Gauges, error) {
 	out := &Gauges{}
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -29,9 +29,7 @@ func (s *Bolt) Gauges(ctx context.Context) (*Gauges, error) {
 		cnt := tx.Bucket(bucketCounters)
 		out.Cells = readCells(cnt)
 		out.Open = readOpen(cnt)
-		if k, _ := tx.Bucket(bucketIdx).Cursor().Seek([]byte{dimOldest}); len(k) >= 9 && k[0] == dimOldest {
-			out.OldestOpen = timeFromKey(k[1:9])
-		}
+		out.OldestOpen = oldestOpenFailure(tx.Bucket(bucketIdx)) // bolt_lastfail.go
 		return ctx.Err()
 	})
 	if err != nil {

@@ -652,9 +652,7 @@ func (s *Bolt) Counters(ctx context.Context) (*Counters, error) {
 			}
 			out.Signatures = append(out.Signatures, sc)
 		}
-		if k, _ := idx.Cursor().Seek([]byte{dimOldest}); len(k) >= 9 && k[0] == dimOldest {
-			out.OldestOpen = timeFromKey(k[1:9])
-		}
+		out.OldestOpen = oldestOpenFailure(idx) // bolt_lastfail.go
 		return ctx.Err()
 	})
 	if err != nil {

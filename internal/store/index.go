@@ -205,8 +205,9 @@ type Counters struct {
 	Cells   []Cell           `json:"cells"`
 	Topics  map[string]int64 `json:"topics"`
 	Open    []Depth          `json:"open"`
-	// OldestOpen is the first-seen time of the oldest open entry (zero
-	// when none is open).
+	// OldestOpen is the last failure (LastFailure) of the open entry
+	// that failed longest ago, the age the list and filters use (zero when
+	// none is open; bolt_lastfail.go).
 	OldestOpen time.Time        `json:"oldest_open,omitzero"`
 	Signatures []SignatureCount `json:"signatures"`
 	// Days counts entries by the UTC day they were first seen.

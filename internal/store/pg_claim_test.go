@@ -465,8 +465,14 @@ func TestPostgresClaimRetriesWhenItsReleasesDeadlock(t *testing.T) {
 		_, err := p.Claim(ctx, "w1", now.Add(time.Second), 1, time.Minute)
 		got <- err
 	}()
-	// The claim's releases hold x and wait for y.
-	for waiting := false; !waiting; {
+	// The claim's releases hold x and wait for y. The poll runs inside
+	// tx, where pg_stat_activity is read once per transaction unless the
+	// snapshot is cleared: a first poll before the release waited spun
+	// until go test's 10 minute limit.
+	for waiting := false; !waiting; time.Sleep(5 * time.Millisecond) {
+		if _, err := other.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+			t.Fatal(err)
+		}
 		if err := other.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
 			WHERE wait_event_type = 'Lock' AND query LIKE '%replayctl_release%'`).Scan(&waiting); err != nil {
 			t.Fatal(err)

@@ -290,29 +290,6 @@ func (p *Postgres) cellsAndOpen(ctx context.Context, out *Counters) error {
 	return nil
 }
 
-// oldestOpen reads the first-seen time of the oldest open entry from the
-// open_seen index. The column holds microseconds; the record's own time
-// (nanoseconds) of the rows at that microsecond is the answer.
-func (p *Postgres) oldestOpen(ctx context.Context) (time.Time, error) {
-	rows, err := p.pool.Query(ctx, `SELECT `+pgRecText+` FROM entries
-		WHERE open_seen = (SELECT min(open_seen) FROM entries)`)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("read oldest open entry: %w", err)
-	}
-	defer rows.Close()
-	var oldest time.Time
-	for rows.Next() {
-		var rec string
-		if err := rows.Scan(&rec); err != nil {
-			return time.Time{}, err
-		}
-		if t := firstSeenOf(rec); !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
-			oldest = t
-		}
-	}
-	return oldest, rows.Err()
-}
-
 // signatures reads the signature counters; each signature's example and
 // its class are its smallest ref's, one probe of entries_sig each.
 func (p *Postgres) signatures(ctx context.Context) ([]SignatureCount, error) {

@@ -35,8 +35,8 @@ func recountEntries(t *testing.T, p *Postgres, from, to time.Time) (*Counters, m
 		c.Days[r.FirstSeen.UTC().Format("2006-01-02")]++
 		if IsOpen(r.Status) {
 			open[Depth{Source: r.Entry.Source, Topic: valKey(r.Entry.Topic)}]++
-			if !r.FirstSeen.IsZero() && (c.OldestOpen.IsZero() || r.FirstSeen.Before(c.OldestOpen)) {
-				c.OldestOpen = r.FirstSeen.UTC()
+			if lf := LastFailure(r); !lf.IsZero() && (c.OldestOpen.IsZero() || lf.Before(c.OldestOpen)) {
+				c.OldestOpen = lf.UTC()
 			}
 		}
 		sig := Signature(r)

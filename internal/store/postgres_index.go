@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -14,24 +13,6 @@ import (
 // ranges of its filter columns (migration 10), totals and facets come from
 // the counter rows, and the database does the work next to the data (no
 // rows shipped to count).
-
-// pgRecText is an entry record as text, for the fields no column holds,
-// decoded in Go (firstSeenOf). Not as jsonb (replayctl_doc) nor json:
-// both refuse to read a record holding \u0000, which an entry's message
-// may, and the read (a /metrics scrape, stats) would fail for them all.
-const pgRecText = `convert_from(rec, 'UTF8')`
-
-// firstSeenOf is the first_seen time of a stored entry record; zero when
-// the record has none or does not decode.
-func firstSeenOf(rec string) time.Time {
-	var f struct {
-		FirstSeen time.Time `json:"first_seen"`
-	}
-	if json.Unmarshal([]byte(rec), &f) != nil {
-		return time.Time{}
-	}
-	return f.FirstSeen.UTC()
-}
 
 // pgDimIndex is the expression of each dimension's index (value, ref),
 // over the columns of migration 10 (pg_entry_cols.go): equal to one
@@ -345,7 +326,7 @@ func (p *Postgres) Counters(ctx context.Context) (*Counters, error) {
 		return nil, err
 	}
 	var err error
-	if out.OldestOpen, err = p.oldestOpen(ctx); err != nil {
+	if out.OldestOpen, err = p.oldestOpenFailure(ctx); err != nil {
 		return nil, err
 	}
 	if out.Signatures, err = p.signatures(ctx); err != nil {
@@ -411,19 +392,18 @@ func sortByPrint[T any](s []T) {
 }
 
 // gaugesSQL reads a scrape's counters (the cells and open depths, not
-// the topics and days it does not show) and the first-seen times of the
-// oldest open entries (oldestOpen's statement) in one statement: a
+// the topics and days it does not show) and the last failure of the
+// oldest open entry (oldestFailureSQL, pg_lastfail.go) in one statement: a
 // scrape's store reads were two round trips and a quarter of its time.
 const gaugesSQL = `SELECT dim, key, sum(n)::bigint FROM entry_counts
 	WHERE dim IN ('cell', 'open') AND at = '-infinity' GROUP BY dim, key HAVING sum(n) <> 0
 	UNION ALL
-	SELECT 'oldest', ARRAY[` + pgRecText + `], 0 FROM entries
-	WHERE open_seen = (SELECT min(open_seen) FROM entries)`
+	SELECT 'oldest', ARRAY[]::text[], x.lf FROM (` + oldestFailureSQL + `) x(lf)`
 
 // gauges reads what Gauges returns, as cellsAndOpen and oldestOpen read
 // it.
 func (p *Postgres) gauges(ctx context.Context) (*Gauges, error) {
-	rows, err := p.pool.Query(ctx, gaugesSQL)
+	rows, err := p.pool.Query(ctx, gaugesSQL, oldestFailureArgs()...)
 	if err != nil {
 		return nil, fmt.Errorf("read entry counters: %w", err)
 	}
@@ -441,10 +421,8 @@ func (p *Postgres) gauges(ctx context.Context) (*Gauges, error) {
 			g.Cells = append(g.Cells, Cell{Source: key[0], Class: key[1], Action: key[2], State: key[3], N: n})
 		case dim == "open" && len(key) == 2:
 			g.Open = append(g.Open, Depth{Source: key[0], Topic: valKey(key[1]), N: n})
-		case dim == "oldest" && len(key) == 1:
-			if t := firstSeenOf(key[0]); !t.IsZero() && (g.OldestOpen.IsZero() || t.Before(g.OldestOpen)) {
-				g.OldestOpen = t
-			}
+		case dim == "oldest":
+			g.OldestOpen = failedAt(n) // pg_lastfail.go
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -40,9 +40,43 @@ import (
 // package's fuzz smoke, whose first target builds an instrumented test
 // binary): the total then stays near the slowest job instead of the sum
 // of the last two.
-var slowFirst = []string{"./cmd/replayctl", "./internal/server", "./deploy", "./internal/replay", "./internal/benchmark",
-	"fuzz ./internal/server", "./internal/store", "fuzz ./internal/source", "fuzz ./internal/store", "./internal/source",
-	"fuzz ./internal/triage"}
+var slowFirst = []string{"./cmd/replayctl", "./internal/server", "./deploy", "./internal/replay", "./internal/replay (no -race)",
+	"./internal/benchmark", "fuzz ./internal/server", "./internal/store", "./internal/store (no -race)", "fuzz ./internal/source",
+	"fuzz ./internal/store", "./internal/source", "fuzz ./internal/triage"}
+
+// withoutRace are tests that run in a job of their own without the race
+// detector, and that the package's race run skips (-skip): each starts
+// its test binary again as worker processes and SIGKILLs them at random
+// moments, so under -race every worker is a race-instrumented process
+// deciding and replaying thousands of entries (TestFourWorkersSurviveSIGKILL
+// was 49 s of internal/replay's 134 s on the idle 2-core machine). The
+// tests keep their sizes, kill counts and checks; the reconcile, claim and
+// prune code their workers run stays under the race detector in the
+// package's in-process tests. A pattern that matches no test fails the
+// run, so a rename cannot drop a test silently.
+var withoutRace = map[string]string{
+	"./internal/replay": `^(TestFourWorkersSurviveSIGKILL|TestBrokerReconcileSurvivesSIGKILL)$`,
+	"./internal/store":  `^TestPruneSurvivesSIGKILL$`,
+}
+
+// raceExitSleep is GORACE's atexit_sleep_ms for every process the tests
+// start: the race runtime sleeps that long before any race-instrumented
+// process exits, 1 s by default (go.dev/doc/articles/race_detector). Each
+// CLI story command is the race-built test binary run again (about 490
+// commands, twice: locally and through serve), as are the crash tests'
+// workers, so the default sleeps were most of cmd/replayctl's 139 s. 10 ms
+// still lets a report in progress finish, as testscript's own comment on
+// GORACE suggests; a GORACE that sets atexit_sleep_ms is kept.
+const raceExitSleep = "atexit_sleep_ms=10"
+
+// raceEnv is the environment of a go test -race process.
+func raceEnv() []string {
+	g := os.Getenv("GORACE")
+	if strings.Contains(g, "atexit_sleep_ms") {
+		return os.Environ()
+	}
+	return append(os.Environ(), "GORACE="+strings.TrimSpace(g+" "+raceExitSleep))
+}
 
 // fuzzPackages are the packages holding fuzz targets (the decoders, the
 // stored-record codecs, the rules loader, the HTTP API's request decoding,
@@ -88,7 +122,7 @@ func main() {
 	pkgs := flag.Args()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	r := &runner{out: os.Stdout, ctx: ctx}
+	r := &runner{out: os.Stdout, ctx: ctx, noRace: withoutRace}
 	start := time.Now()
 	steps := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -138,6 +172,8 @@ type runner struct {
 	dir string     // where the commands run; "" is the working directory
 	mu  sync.Mutex // guards out and the counts while packages run at once
 	out io.Writer
+	// noRace: package -> its tests that run without -race (withoutRace).
+	noRace map[string]string
 
 	passed, skipped int
 	failures        []string
@@ -230,7 +266,12 @@ func (r *runner) testJobs(pkgs []string, race bool) []job {
 	}
 	var jobs []job
 	for _, p := range pkgs {
-		jobs = append(jobs, job{name: p, run: func() { r.testPackage(p, race) }})
+		if re := r.noRace[p]; race && re != "" {
+			jobs = append(jobs, job{name: p, run: func() { r.testPackage(p, p, true, "-skip", re) }},
+				job{name: p + noRaceSuffix, run: func() { r.testPackage(p+noRaceSuffix, p, false, "-run", re) }})
+			continue
+		}
+		jobs = append(jobs, job{name: p, run: func() { r.testPackage(p, p, race) }})
 	}
 	return jobs
 }
@@ -285,27 +326,34 @@ type event struct {
 	FailedBuild string
 }
 
-// testPackage runs one package's tests and reports them once it ends.
-func (r *runner) testPackage(pkg string, race bool) {
+// noRaceSuffix names a package's job of withoutRace tests.
+const noRaceSuffix = " (no -race)"
+
+// testPackage runs one package's tests (with extra go test flags) and
+// reports them, as name, once it ends.
+func (r *runner) testPackage(name, pkg string, race bool, extra ...string) {
 	args := []string{"test", "-count=1", "-json"}
 	if race {
 		args = append(args, "-race")
 	}
-	c := r.command("go", append(args, pkg)...)
+	c := r.command("go", append(append(args, extra...), pkg)...)
+	if race {
+		c.Env = raceEnv()
+	}
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	stdout, err := c.StdoutPipe()
 	if err != nil {
 		r.mu.Lock()
-		fmt.Fprintf(r.out, "FAIL %s: %v\n", pkg, err)
-		r.fail(pkg)
+		fmt.Fprintf(r.out, "FAIL %s: %v\n", name, err)
+		r.fail(name)
 		r.mu.Unlock()
 		return
 	}
 	if err := c.Start(); err != nil {
 		r.mu.Lock()
-		fmt.Fprintf(r.out, "FAIL %s: %v\n", pkg, err)
-		r.fail(pkg)
+		fmt.Fprintf(r.out, "FAIL %s: %v\n", name, err)
+		r.fail(name)
 		r.mu.Unlock()
 		return
 	}
@@ -317,26 +365,29 @@ func (r *runner) testPackage(pkg string, race bool) {
 	r.passed += res.passed
 	r.skipped += res.skipped
 	for _, f := range res.failed {
-		fmt.Fprintf(r.out, "--- FAIL: %s %s\n%s", pkg, f.name, indent(f.output))
-		r.fail(pkg + " " + f.name)
+		fmt.Fprintf(r.out, "--- FAIL: %s %s\n%s", name, f.name, indent(f.output))
+		r.fail(name + " " + f.name)
 	}
 	switch {
 	case res.buildFailed:
-		fmt.Fprintf(r.out, "FAIL %s [build failed]\n%s%s", pkg, indent(res.build.String()), indent(stderr.String()))
-		r.fail(pkg + " [build]")
+		fmt.Fprintf(r.out, "FAIL %s [build failed]\n%s%s", name, indent(res.build.String()), indent(stderr.String()))
+		r.fail(name + " [build]")
 	case res.pkgAction == "fail" && len(res.failed) == 0:
 		// The package failed outside any test (TestMain, a panic, a
 		// timeout, a test binary that would not start): its own output
 		// says why.
-		fmt.Fprintf(r.out, "FAIL %s %.1fs\n%s%s", pkg, res.elapsed, indent(res.pkgOutput.String()), indent(stderr.String()))
-		r.fail(pkg)
+		fmt.Fprintf(r.out, "FAIL %s %.1fs\n%s%s", name, res.elapsed, indent(res.pkgOutput.String()), indent(stderr.String()))
+		r.fail(name)
 	case res.pkgAction == "fail":
-		fmt.Fprintf(r.out, "FAIL %s %.1fs (%d passed, %d failed)\n", pkg, res.elapsed, res.passed, len(res.failed))
+		fmt.Fprintf(r.out, "FAIL %s %.1fs (%d passed, %d failed)\n", name, res.elapsed, res.passed, len(res.failed))
 	case res.pkgAction == "" || waitErr != nil:
-		fmt.Fprintf(r.out, "FAIL %s: go test ended without a result (%v)\n%s", pkg, waitErr, indent(stderr.String()))
-		r.fail(pkg)
+		fmt.Fprintf(r.out, "FAIL %s: go test ended without a result (%v)\n%s", name, waitErr, indent(stderr.String()))
+		r.fail(name)
+	case strings.HasSuffix(name, noRaceSuffix) && res.passed+res.skipped == 0:
+		fmt.Fprintf(r.out, "FAIL %s: %s matches no test (scripts/testrun withoutRace)\n", name, r.noRace[pkg])
+		r.fail(name)
 	default:
-		fmt.Fprintf(r.out, "ok   %s %.1fs (%d passed%s)%s\n", pkg, res.elapsed, res.passed, skippedNote(res.skipped), slowNote(res))
+		fmt.Fprintf(r.out, "ok   %s %.1fs (%d passed%s)%s\n", name, res.elapsed, res.passed, skippedNote(res.skipped), slowNote(res))
 	}
 }
 

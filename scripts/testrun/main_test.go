@@ -56,3 +56,32 @@ func TestSlowPackagesNameTheirSlowestTests(t *testing.T) {
 		t.Errorf("a quick package names its tests: %q", got)
 	}
 }
+
+// The tests of withoutRace run in a job of their own without -race and
+// the package's race job skips them: every test runs once, and a pattern
+// that matches no test fails instead of dropping it.
+func TestWithoutRaceSplitsAPackage(t *testing.T) {
+	var out strings.Builder
+	r := &runner{ctx: context.Background(), dir: "testdata/sample", out: &out,
+		noRace: map[string]string{"./pass": "^TestOne$"}}
+	r.tests([]string{"./pass"}, 1, true)
+	got := out.String()
+	t.Log(got)
+	// The race job: TestSub, TestSub/a, TestSub/b and the skip; the other: TestOne.
+	for _, s := range []string{"ok   ./pass (no -race)", "(1 passed)", "ok   ./pass ", "(3 passed, 1 skipped)"} {
+		if !strings.Contains(got, s) {
+			t.Errorf("output lacks %q", s)
+		}
+	}
+	if r.passed != 4 || len(r.failures) != 0 {
+		t.Errorf("passed %d, failures %q; want 4 and none", r.passed, r.failures)
+	}
+
+	out.Reset()
+	r = &runner{ctx: context.Background(), dir: "testdata/sample", out: &out,
+		noRace: map[string]string{"./pass": "^TestRenamed$"}}
+	r.tests([]string{"./pass"}, 1, true)
+	if want := []string{"./pass (no -race)"}; strings.Join(r.failures, "|") != strings.Join(want, "|") {
+		t.Errorf("a pattern matching no test: failures %q, want %q\n%s", r.failures, want, out.String())
+	}
+}

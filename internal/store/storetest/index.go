@@ -153,8 +153,8 @@ func countersFromScan(t *testing.T, s store.Backend) (cells map[store.Cell]int64
 		sigs[store.Signature(r)]++
 		if store.IsOpen(r.Status) {
 			open[store.Depth{Source: r.Entry.Source, Topic: r.Entry.Topic}]++
-			if !r.FirstSeen.IsZero() && (oldest.IsZero() || r.FirstSeen.Before(oldest)) {
-				oldest = r.FirstSeen
+			if lf := store.LastFailure(r); !lf.IsZero() && (oldest.IsZero() || lf.Before(oldest)) {
+				oldest = lf
 			}
 		}
 		return nil

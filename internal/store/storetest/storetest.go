@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		"CountersFollowWrites":        countersFollowWrites,
 		"LineagesRoundTrip":           lineages,
 		"GroupsFollowWrites":          groupsFollowWrites,
+		"OldestOpenIsByLastFailure":   oldestOpenByLastFailure,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, open(t)) })

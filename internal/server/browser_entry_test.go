@@ -123,4 +123,18 @@ func TestBrowserEntryReplayOffer(t *testing.T) {
 	if n := f.deliveries("kt1"); n != 0 {
 		t.Fatalf("kt1 delivered %d times, want 0", n)
 	}
+	// Issue #30: a success is not reported as an error: the flash and the
+	// ledger line call the target's 200 its answer, not a "last error".
+	f.targetDown.Store(false)
+	op.navigate(base + "/entries/jsonl:t1")
+	op.submit(chromedp.Click(chromedp.CSS("#act-replay")))
+	if flash := op.text("#flash"); !strings.Contains(flash, "succeeded") || !strings.Contains(flash, "the target answered") {
+		op.fatalf("flash after a delivered replay: %q", flash)
+	}
+	if l := op.text("#ledger"); strings.Contains(l, "last error") || !strings.Contains(l, "the target answered") {
+		op.fatalf("ledger line after a success reads %q", l)
+	}
+	if n := f.deliveries("kt1"); n != 1 {
+		t.Fatalf("kt1 delivered %d times, want 1", n)
+	}
 }

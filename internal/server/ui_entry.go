@@ -165,7 +165,12 @@ func (u *ui) entryAct(w http.ResponseWriter, r *http.Request, tok Token) {
 			if res.Outcome != "" {
 				flash += " (" + res.Outcome + ")"
 			}
-			if res.Reason != "" {
+			switch {
+			case res.Reason == "":
+			case res.Outcome == replay.Succeeded.String():
+				// A success's detail is the target's answer, not a reason.
+				flash += "; the target answered " + res.Reason
+			default:
 				flash += ": " + res.Reason
 			}
 		}

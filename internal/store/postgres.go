@@ -84,10 +84,13 @@ var migrations = []string{
 	// 15: failure groups: the group column, its index, the group
 	// counters (backfilled in Go) and lifecycle records (pg_groups.go).
 	pgGroupsMigration,
+	// 16: audit records by actor, kind and time, for filtered audit pages
+	// (pg_audit_index.go), backfilled in Go.
+	pgAuditIndexMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.
-var migrationSteps = map[int]func(context.Context, pgx.Tx) error{6: backfillCounts, 8: backfillEntryCounts, 15: backfillGroups}
+var migrationSteps = map[int]func(context.Context, pgx.Tx) error{6: backfillCounts, 8: backfillEntryCounts, 15: backfillGroups, 16: backfillAuditIndex}
 
 // advisory lock ids (pg_advisory_lock's bigint space).
 const (
@@ -314,6 +317,10 @@ type pgTx struct {
 	auditSeqs   []int64
 	auditBodies [][]byte
 	auditMACs   []string
+	// auditActors, auditKinds and auditAts are their indexed columns
+	// (pg_audit_index.go).
+	auditActors, auditKinds []string
+	auditAts                []int64
 }
 
 func (t *pgTx) lockClause() string {

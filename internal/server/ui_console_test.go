@@ -193,32 +193,6 @@ func TestApprovalChangedSince(t *testing.T) {
 	}
 }
 
-// TestOverviewReadsOnlyTheLastDay: the overview finds where the last day
-// starts in the audit chain by seq, not by reading every record.
-func TestOverviewReadsOnlyTheLastDay(t *testing.T) {
-	ctx := context.Background()
-	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	c := &chainReader{}
-	prev := audit.Genesis
-	for i := 1; i <= 100; i++ {
-		s, err := audit.Seal(&audit.Record{Seq: uint64(i), Kind: audit.KindDecision, Time: t0.Add(time.Duration(i) * time.Hour)}, prev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.recs, prev = append(c.recs, s), s.Hash
-	}
-	for _, tc := range []struct {
-		since time.Time
-		want  uint64
-	}{
-		{t0, 1}, {t0.Add(time.Hour), 1}, {t0.Add(90 * time.Minute), 2}, {t0.Add(77 * time.Hour), 77}, {t0.Add(100 * time.Hour), 100}, {t0.Add(200 * time.Hour), 101},
-	} {
-		if got, err := firstSince(ctx, c, tc.since); err != nil || got != tc.want {
-			t.Fatalf("firstSince(%s) = %d, %v; want %d", tc.since, got, err, tc.want)
-		}
-	}
-}
-
 // TestLoginKeepsTheFilteredPage: a link to a filtered list opened without
 // a session comes back to that list, filters included, after login.
 func TestLoginKeepsTheFilteredPage(t *testing.T) {

@@ -87,6 +87,10 @@ type Backend interface {
 	// (PruneOptions; a kill at any point loses nothing).
 	Prune(ctx context.Context, o PruneOptions) (*PruneResult, error)
 
+	// TryRunLock takes the scheduler lock: one reconcile at a time across
+	// the processes sharing the store; ok is false when another holds it.
+	TryRunLock(ctx context.Context) (release func(), ok bool, err error)
+
 	// Instance names the process instance holding the store (Instancer).
 	Instance() string
 	// Features says what kind of store this is.

@@ -44,3 +44,10 @@ func (s *Bolt) AuditTailForged(context.Context, []byte) (uint64, error) { return
 
 // Features implements Backend: one process holds a bbolt file.
 func (s *Bolt) Features() Features { return Features{} }
+
+// TryRunLock implements Backend: the file lock bbolt takes on open already
+// keeps every other process out, so the scheduler lock is always this
+// process's.
+func (s *Bolt) TryRunLock(context.Context) (release func(), ok bool, err error) {
+	return func() {}, true, nil
+}

@@ -27,7 +27,7 @@ func (p *servePrune) register(f *pflag.FlagSet) {
 }
 
 // check validates the flags against the store serve opened.
-func (p *servePrune) check(st store.Backend) (*store.Bolt, error) {
+func (p *servePrune) check(st store.Backend) (store.Backend, error) {
 	switch {
 	case p.every < 0:
 		return nil, usageError("--prune-every must not be negative")
@@ -36,15 +36,11 @@ func (p *servePrune) check(st store.Backend) (*store.Bolt, error) {
 	case p.every == 0 || p.dir == "":
 		return nil, usageError("--prune-every and --prune-archive-dir go together")
 	}
-	b, ok := st.(*store.Bolt)
-	if !ok {
-		return nil, usageError("--prune-every works on the bbolt file; PostgreSQL is not pruned yet")
-	}
-	return b, nil
+	return st, nil
 }
 
 // start runs the schedule until ctx ends; wait for the returned group.
-func (p *servePrune) start(ctx context.Context, st *store.Bolt, rulesPath string, key []byte, log *slog.Logger) *sync.WaitGroup {
+func (p *servePrune) start(ctx context.Context, st store.Backend, rulesPath string, key []byte, log *slog.Logger) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	if st == nil {
 		return &wg
@@ -75,7 +71,7 @@ func (p *servePrune) start(ctx context.Context, st *store.Bolt, rulesPath string
 
 // pruneOnce prunes what the rules' retention (read now, as every run reads
 // them) lets go, into a new archive named for the time.
-func pruneOnce(ctx context.Context, st *store.Bolt, rulesPath, dir string, key []byte, now time.Time) (*store.PruneResult, error) {
+func pruneOnce(ctx context.Context, st store.Backend, rulesPath, dir string, key []byte, now time.Time) (*store.PruneResult, error) {
 	keep := triage.DefaultClosedRetention
 	if r, _, err := triage.LoadRules(rulesPath); err == nil {
 		keep = r.Retention.ClosedFor()

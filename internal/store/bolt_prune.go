@@ -50,6 +50,9 @@ type PruneOptions struct {
 	// AfterArchive, when set, is called once the archive is durable and
 	// the prune is marked pending, before anything is removed (tests).
 	AfterArchive func()
+	// AfterBase, when set, is called once the chain's base has moved,
+	// before the records up to it are removed (tests).
+	AfterBase func()
 }
 
 // PruneResult says what a prune did.
@@ -389,7 +392,8 @@ func (a *archiver) approvals() error {
 // fresh says this process has just written and synced the archive, whose
 // base is given, so it is not read twice; resuming, the archive is checked
 // to be complete first and its base read from its trailer.
-func (s *Bolt) removeArchived(ctx context.Context, pend *prunePending, batch int, fresh bool, base *audit.Checkpoint) (*PruneResult, error) {
+func (s *Bolt) removeArchived(ctx context.Context, pend *prunePending, o PruneOptions, fresh bool, base *audit.Checkpoint) (*PruneResult, error) {
+	batch := o.Batch
 	res := &PruneResult{Archive: pend.Archive, Base: base}
 	// Nothing is removed unless the archive is all there.
 	if !fresh {
@@ -488,7 +492,7 @@ func (s *Bolt) removeArchived(ctx context.Context, pend *prunePending, batch int
 		return nil, fmt.Errorf("prune: %w (run prune again to finish; the archive %s holds everything)", err, pend.Archive)
 	}
 	if b := res.Base; b != nil {
-		n, err := s.moveBase(ctx, b, batch)
+		n, err := s.moveBase(ctx, b, batch, o.AfterBase)
 		res.Audit = n
 		if err != nil {
 			return nil, fmt.Errorf("prune the audit chain: %w (run prune again to finish)", err)
@@ -533,7 +537,7 @@ func archiveBase(path string) (*audit.Checkpoint, error) {
 // moveBase makes b the chain's base (when it is ahead of the current one)
 // and removes the records up to it, with their index keys, in bounded
 // transactions.
-func (s *Bolt) moveBase(ctx context.Context, b *audit.Checkpoint, batch int) (int, error) {
+func (s *Bolt) moveBase(ctx context.Context, b *audit.Checkpoint, batch int, afterBase func()) (int, error) {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		cur, err := readBase(tx)
 		if err != nil || cur != nil && cur.Seq >= b.Seq {
@@ -556,6 +560,9 @@ func (s *Bolt) moveBase(ctx context.Context, b *audit.Checkpoint, batch int) (in
 	})
 	if err != nil {
 		return 0, err
+	}
+	if afterBase != nil {
+		afterBase()
 	}
 	removed := 0
 	for {

@@ -96,14 +96,3 @@ func (p *Postgres) AuditRangeRaw(ctx context.Context, from uint64, fn func(seq u
 
 // Features implements Backend: many workers share a PostgreSQL store.
 func (p *Postgres) Features() Features { return Features{Shared: true} }
-
-// AuditBase implements audit.BaseReader: the base of a pruned chain, nil
-// when nothing was pruned.
-func (p *Postgres) AuditBase(ctx context.Context) (*audit.Checkpoint, error) {
-	return nil, nil
-}
-
-// Prune is not done on PostgreSQL yet.
-func (p *Postgres) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error) {
-	return nil, ErrNotImplemented
-}

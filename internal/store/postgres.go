@@ -87,6 +87,9 @@ var migrations = []string{
 	// 16: audit records by actor, kind and time, for filtered audit pages
 	// (pg_audit_index.go), backfilled in Go.
 	pgAuditIndexMigration,
+	// 17: the base of a pruned chain and a pending prune's mark
+	// (pg_prune.go).
+	pgPruneMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.

@@ -21,7 +21,7 @@ type pruner interface {
 	pendingPrune(ctx context.Context) (*prunePending, error)
 	setPending(ctx context.Context, p *prunePending) error
 	writeArchive(ctx context.Context, path string, o PruneOptions) (res *PruneResult, base *audit.Checkpoint, written bool, err error)
-	removeArchived(ctx context.Context, pend *prunePending, batch int, fresh bool, base *audit.Checkpoint) (*PruneResult, error)
+	removeArchived(ctx context.Context, pend *prunePending, o PruneOptions, fresh bool, base *audit.Checkpoint) (*PruneResult, error)
 }
 
 // prune moves what retention lets go into an archive, then removes it,
@@ -51,7 +51,7 @@ func prune(ctx context.Context, s pruner, o PruneOptions) (*PruneResult, error) 
 		return nil, fmt.Errorf("read pending prune: %w", err)
 	}
 	if pend != nil {
-		res, err := s.removeArchived(ctx, pend, o.Batch, false, nil)
+		res, err := s.removeArchived(ctx, pend, o, false, nil)
 		if !errors.Is(err, errNoArchive) {
 			if res != nil {
 				res.Resumed = true
@@ -92,7 +92,7 @@ func prune(ctx context.Context, s pruner, o PruneOptions) (*PruneResult, error) 
 	if o.AfterArchive != nil {
 		o.AfterArchive()
 	}
-	done, err := s.removeArchived(ctx, pend, o.Batch, true, base)
+	done, err := s.removeArchived(ctx, pend, o, true, base)
 	if done != nil {
 		done.HeldAt, done.HeldBy = res.HeldAt, res.HeldBy
 	}

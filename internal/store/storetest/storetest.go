@@ -33,6 +33,13 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		"CountersFollowWrites":        countersFollowWrites,
 		"LineagesRoundTrip":           lineages,
 		"GroupsFollowWrites":          groupsFollowWrites,
+		"SortedPagesMatchScan":        sortedPages,
+		"AuditRangesMatchScan":        auditRanges,
+		"ChainReadersAgree":           chainReaders,
+		"ApprovalIndexesMatchScan":    approvalIndexes,
+		"IDsAndGaugesMatchScan":       idsAndGauges,
+		"ClaimsAreLeasedAndFenced":    claims,
+		"PruneArchivesAndVerifies":    pruneArchives,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, open(t)) })

@@ -32,7 +32,7 @@ type headView struct {
 }
 
 // verifyHead extends iv's verification to the chain's current end.
-func verifyHead(ctx context.Context, iv *audit.Incremental, r audit.Reader, key []byte, now time.Time) (*headView, error) {
+func verifyHead(ctx context.Context, iv *audit.Incremental, r audit.Chain, key []byte, now time.Time) (*headView, error) {
 	res, err := iv.Verify(ctx, r, key)
 	if err != nil {
 		return nil, err

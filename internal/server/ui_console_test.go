@@ -14,14 +14,15 @@ import (
 	"github.com/replayctl/replayctl/internal/store"
 )
 
-// chainReader is an audit.Reader over records held in memory: the test
-// can append to, or cut, the chain between page loads.
+// chainReader is an audit.Chain over records held in memory, written by
+// one chaining writer (no unsealed tail, no base, no snapshots, no
+// ledger): the test can append to, or cut, the chain between page loads.
 type chainReader struct {
 	recs []audit.Sealed
 	mac  string
 }
 
-var _ audit.Reader = (*chainReader)(nil)
+var _ audit.Chain = (*chainReader)(nil)
 
 func (c *chainReader) add(t *testing.T, n int) {
 	t.Helper()
@@ -58,6 +59,17 @@ func (c *chainReader) AuditHead(context.Context) (uint64, string, error) {
 }
 
 func (c *chainReader) AuditHeadMAC(context.Context) (string, error) { return c.mac, nil }
+
+func (c *chainReader) AuditSignedHead(ctx context.Context) (uint64, string, string, error) {
+	seq, head, err := c.AuditHead(ctx)
+	return seq, head, c.mac, err
+}
+
+func (c *chainReader) AuditBase(context.Context) (*audit.Checkpoint, error)              { return nil, nil }
+func (c *chainReader) AuditUnsealed(context.Context) (int, error)                        { return 0, nil }
+func (c *chainReader) AuditTailForged(context.Context, []byte) (uint64, error)           { return 0, nil }
+func (c *chainReader) CheckSnapshot(context.Context, string) error                       { return nil }
+func (c *chainReader) LedgerStates(context.Context, func(key, state string) error) error { return nil }
 
 // TestAuditPageVerifiesIncrementally: issue #18 "the audit page
 // re-verifies the whole chain on every load": each load verifies only the

@@ -99,15 +99,7 @@ type Backend interface {
 
 // AuditChain is what a store tells about its audit chain, as
 // audit.Verify reads it.
-type AuditChain interface {
-	audit.Reader
-	audit.BaseReader
-	audit.TailReader
-	audit.TailChecker
-	audit.SignedHeadReader
-	audit.BlobChecker
-	audit.LedgerReader
-}
+type AuditChain = audit.Chain
 
 // Features says what differs in kind between backends (Watermill's
 // Features): the suite and the callers read it rather than the type.

@@ -138,12 +138,6 @@ func Find(ctx context.Context, s Inventory, id string) (*store.EntryRecord, erro
 	return found[0], nil
 }
 
-// EntryAuditIndex is what reads an entry's audit records from the
-// per-entry audit index (store.Backend.EntryAudit).
-type EntryAuditIndex interface {
-	EntryAudit(ctx context.Context, ref, key string, fn func(uint64, audit.Sealed, error) error) error
-}
-
 // findByID returns the entries whose source id is id, from the id index.
 func findByID(ctx context.Context, s Inventory, id string) ([]*store.EntryRecord, error) {
 	refs, err := s.RefsByID(ctx, id)

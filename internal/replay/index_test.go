@@ -23,10 +23,6 @@ type noScan struct {
 
 var errScanned = errors.New("read the whole store")
 
-// bbolt keeps the per-entry audit index Show and the console read; a
-// drifted signature would quietly fall back to reading the chain.
-var _ EntryAuditIndex = (*store.Bolt)(nil)
-
 func (n noScan) Entries(context.Context, func(*store.EntryRecord) error) error {
 	n.t.Error("Entries called: this read must come from the indexes")
 	return errScanned

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/testsvc"
@@ -35,7 +38,7 @@ func appendSpread(t testing.TB, p *Postgres, base time.Time, n int) {
 }
 
 // A database at schema version 15 (audit records without their indexed
-// columns, no store_meta) is migrated to 17 when a newer replayctl opens
+// columns, no store_meta, no index by id) is migrated when a newer replayctl opens
 // it: the columns are backfilled from the records, so AuditSeqs finds
 // what a scan of the chain finds; a record a version-15 writer appends
 // after the migration (no columns) is indexed by the sealer.
@@ -48,13 +51,14 @@ func TestPostgresMigratesAuditIndex(t *testing.T) {
 	if _, err := old.pool.Exec(ctx, `DROP INDEX audit_actor, audit_kind, audit_at;
 		ALTER TABLE audit DROP COLUMN actor, DROP COLUMN kind, DROP COLUMN at;
 		DROP TABLE store_meta;
-		DELETE FROM schema_migrations WHERE version IN (16, 17)`); err != nil {
+		DROP INDEX entries_ref_rev, entries_ref_hashed;
+		DELETE FROM schema_migrations WHERE version IN (16, 17, 18)`); err != nil {
 		t.Fatal(err)
 	}
 	old.Close()
 
 	p := openPG(t, dsn, Options{})
-	if v, err := p.SchemaVersion(ctx); err != nil || v != len(migrations) || v != 17 {
+	if v, err := p.SchemaVersion(ctx); err != nil || v != len(migrations) {
 		t.Fatalf("schema version %d %v, want %d", v, err, len(migrations))
 	}
 	// A version-15 writer's row: no indexed columns.
@@ -131,4 +135,38 @@ func BenchmarkPostgresFilteredAuditPage(b *testing.B) {
 			}
 		}
 	})
+}
+
+// RefsByID's statement can be answered from the indexes of migration 18
+// (its generic plan included: the bounds are a range, not a LIKE
+// pattern), not only by reading every entry.
+func TestPostgresRefsByIDUsesTheIndex(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), Options{})
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET enable_seqscan = off; SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(ctx, `RESET enable_seqscan; RESET plan_cache_mode`)
+	if _, err := conn.Exec(ctx, `PREPARE by_id(text, text) AS SELECT rec FROM entries WHERE (reverse(ref) COLLATE "C") >= $1 AND (reverse(ref) COLLATE "C") < $2
+		UNION ALL SELECT rec FROM entries WHERE starts_with(ref, chr(1) || 'sha256:')`); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(ctx, `DEALLOCATE by_id`)
+	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE by_id('70e', '70e`+"\U0010FFFF"+`')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if !strings.Contains(plan, "entries_ref_rev") || !strings.Contains(plan, "entries_ref_hashed") || strings.Contains(plan, "Seq Scan") {
+		t.Fatalf("plan:\n%s", plan)
+	}
 }

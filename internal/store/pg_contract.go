@@ -17,16 +17,27 @@ import (
 // from its views: entries by source id, approval requests by state and the
 // chain's stored records for readers that decode them elsewhere.
 
+// pgRefIDMigration indexes the entries by their ref reversed (a ref ends
+// with its source id: ":id" or "/id"), so RefsByID reads the range of
+// refs ending with an id, and the refs stored hashed (pgKey) apart.
+const pgRefIDMigration = `CREATE INDEX entries_ref_rev ON entries ((reverse(ref) COLLATE "C"));
+	 CREATE INDEX entries_ref_hashed ON entries (ref) WHERE starts_with(ref, chr(1) || 'sha256:');`
+
 // RefsByID returns the refs of the entries whose source id is id (as
-// store.Bolt.RefsByID). A ref ends with its id, so the database keeps the
-// rows whose ref does (or whose ref is stored hashed) and the record
-// decides.
+// store.Bolt.RefsByID), in ref order: the range of entries_ref_rev of the
+// refs ending with id, and the refs stored hashed; the record decides.
 func (p *Postgres) RefsByID(ctx context.Context, id string) ([]string, error) {
-	like := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(id)
-	if strings.ContainsRune(id, 0) || !utf8.ValidString(id) {
-		like = "" // a text parameter holds neither: every row is read
+	// Reversed by characters, as reverse() does; an id a text parameter
+	// cannot hold (NUL, not UTF-8) is in a hashed ref only.
+	lo, hi := "1", "0"
+	if !strings.ContainsRune(id, 0) && utf8.ValidString(id) {
+		r := []rune(id)
+		slices.Reverse(r)
+		lo = string(r)
+		hi = lo + string(utf8.MaxRune)
 	}
-	rows, err := p.pool.Query(ctx, `SELECT rec FROM entries WHERE ref LIKE '%' || $1 OR starts_with(ref, $2)`, like, pgHashedPrefix)
+	rows, err := p.pool.Query(ctx, `SELECT rec FROM entries WHERE (reverse(ref) COLLATE "C") >= $1 AND (reverse(ref) COLLATE "C") < $2
+		UNION ALL SELECT rec FROM entries WHERE starts_with(ref, chr(1) || 'sha256:')`, lo, hi)
 	if err != nil {
 		return nil, fmt.Errorf("entries by id: %w", err)
 	}

@@ -90,6 +90,9 @@ var migrations = []string{
 	// 17: the base of a pruned chain and a pending prune's mark
 	// (pg_prune.go).
 	pgPruneMigration,
+	// 18: entries by their ref reversed, for lookups by source id
+	// (pg_contract.go).
+	pgRefIDMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.

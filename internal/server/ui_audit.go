@@ -102,11 +102,10 @@ func (aq auditQuery) link(page int) string {
 
 // auditPage is the one place the console lists audit records: newest
 // first, one page, with the total matching. Unfiltered it reads only the
-// page's seqs back from the head; filtered by entry, that entry's records
-// from the per-entry audit index; by actor, kind or time, the seqs from
-// the audit indexes and then only the page's records (all the candidates'
-// records when an action is asked for too). An action alone is in no
-// index: that filter reads the chain.
+// page's seqs back from the head; by actor, kind or time, the seqs from
+// the audit indexes and then only the page's records; otherwise the
+// records replay.EachAudit reads (an entry's from its index; an action
+// alone is in no index: that filter reads the chain).
 func auditPage(ctx context.Context, s Store, aq auditQuery) ([]audit.Record, int, error) {
 	indexed := aq.Actor != "" || aq.Kind != "" || !aq.Since.IsZero() || !aq.Until.IsZero()
 	switch {
@@ -115,41 +114,7 @@ func auditPage(ctx context.Context, s Store, aq auditQuery) ([]audit.Record, int
 	case aq.Entry == "" && aq.Action == "" && indexed:
 		return auditIndexed(ctx, s, aq)
 	}
-	open := func(fn func(audit.Record) error) func(uint64, audit.Sealed, error) error {
-		return func(_ uint64, sealed audit.Sealed, derr error) error {
-			if derr != nil {
-				return nil // the verification above the list reports it
-			}
-			rec, err := sealed.Open()
-			if err != nil || !aq.Query.Match(&rec) {
-				return nil
-			}
-			return fn(rec)
-		}
-	}
-	each := func(fn func(audit.Record) error) error { return s.AuditRange(ctx, 1, open(fn)) }
-	switch {
-	case aq.Entry != "":
-		er, err := replay.Find(ctx, s, aq.Entry)
-		if errors.Is(err, store.ErrNotFound) {
-			// Records may name an entry no longer stored (pruned): the
-			// id or ref as given.
-			each = func(fn func(audit.Record) error) error { return s.EntryAudit(ctx, aq.Entry, "", open(fn)) }
-			break
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		each = func(fn func(audit.Record) error) error {
-			return s.EntryAudit(ctx, er.Entry.Ref(), er.Entry.IdempotencyKey, open(fn))
-		}
-	case indexed:
-		seqs, err := s.AuditSeqs(ctx, store.AuditFilter{Actor: aq.Actor, Kind: aq.Kind, Since: aq.Since, Until: aq.Until})
-		if err != nil {
-			return nil, 0, err
-		}
-		each = func(fn func(audit.Record) error) error { return s.AuditRecords(ctx, seqs, open(fn)) }
-	}
+	each := func(fn func(audit.Record) error) error { return replay.EachAudit(ctx, s, 1, aq.Query, fn) }
 	return newestPage(each, aq)
 }
 

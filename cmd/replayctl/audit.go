@@ -17,6 +17,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/policy"
+	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -108,7 +109,7 @@ func newAuditListCmd(s *streams) *cobra.Command {
 					return err
 				}
 				defer st.Close()
-				return audit.Each(cmd.Context(), st, q, fn)
+				return replay.EachAudit(cmd.Context(), st, 1, q, fn)
 			}
 			err = each(func(r audit.Record) error {
 				n++

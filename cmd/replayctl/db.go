@@ -5,13 +5,12 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
 )
 
 // openLedgerReadOnly opens the ledger for reading if the file exists; with
 // no file every key is new. It never creates or changes the file.
-func openLedgerReadOnly(path, dsn string) (replay.LedgerReader, func(), error) {
+func openLedgerReadOnly(path, dsn string) (store.Backend, func(), error) {
 	if dsn != "" {
 		f := dbFlags{dsn: dsn}
 		s, err := f.openExisting()

@@ -91,21 +91,13 @@ func (c *cliRun) delivered(d *replay.Delivery) {
 
 // startCLIRun records the run and returns the context the work must use:
 // it is cancelled when someone cancels the run.
-func startCLIRun(ctx context.Context, st any, op, actor string, total int, w io.Writer) (*cliRun, context.Context, error) {
+func startCLIRun(ctx context.Context, st store.Backend, op, actor string, total int, w io.Writer) (*cliRun, context.Context, error) {
 	verb, bar := op, int64(-1) // -1: a spinner while the total is unknown
 	if total > 0 {
 		bar = int64(total)
 	}
 	c := &cliRun{prog: startProgressOf(w, verb, bar), verb: verb}
-	rs, ok := st.(runs.Store)
-	if !ok {
-		return c, ctx, nil
-	}
-	owner := fmt.Sprintf("replayctl pid %d", os.Getpid())
-	if in, ok := st.(interface{ Instance() string }); ok {
-		owner = in.Instance()
-	}
-	t, rctx, err := runs.Start(ctx, rs, runs.Options{Op: op, Trigger: "cli", Actor: actor, Owner: owner, Total: total})
+	t, rctx, err := runs.Start(ctx, st, runs.Options{Op: op, Trigger: "cli", Actor: actor, Owner: st.Instance(), Total: total})
 	if err != nil {
 		c.prog.done()
 		return nil, nil, err

@@ -40,18 +40,14 @@ keys are never sent twice.`,
 
 // runStore is the run-record side of a state store.
 func runStore(st store.Backend) (runs.Store, error) {
-	rs, ok := st.(runs.Store)
-	if !ok {
-		return nil, errors.New("this state store does not keep runs")
-	}
-	return rs, nil
+	return st, nil
 }
 
 // localView: a bbolt file is held by one process at a time, so when this
 // process could open it, a run still recorded as running has no process
 // left (killed, or the machine went down).
 func localView(st store.Backend, r runs.Record) runs.Record {
-	if _, shared := st.(store.Shared); shared {
+	if st.Features().Shared {
 		return r
 	}
 	return runs.Orphaned(r)

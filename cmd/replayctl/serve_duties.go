@@ -30,7 +30,7 @@ type serveDuties struct {
 	st       store.Backend
 	every    time.Duration
 	remind   bool
-	pruned   *store.Bolt
+	pruned   store.Backend
 	prune    servePrune
 	rules    string
 	auditKey []byte

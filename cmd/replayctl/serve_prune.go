@@ -22,7 +22,7 @@ func (p *servePrune) register(f *pflag.FlagSet) {
 }
 
 // check validates the flags against the store serve opened.
-func (p *servePrune) check(st store.Backend) (*store.Bolt, error) {
+func (p *servePrune) check(st store.Backend) (store.Backend, error) {
 	switch {
 	case p.every < 0:
 		return nil, usageError("--prune-every must not be negative")
@@ -31,9 +31,5 @@ func (p *servePrune) check(st store.Backend) (*store.Bolt, error) {
 	case p.every == 0 || p.dir == "":
 		return nil, usageError("--prune-every and --prune-archive-dir go together")
 	}
-	b, ok := st.(*store.Bolt)
-	if !ok {
-		return nil, usageError("--prune-every works on the bbolt file; PostgreSQL is not pruned yet")
-	}
-	return b, nil
+	return st, nil
 }

@@ -75,8 +75,8 @@ archived and kept: they stop a key that succeeded from being sent again.
 A prune killed part way is finished by the next prune (which does nothing
 else); the archive is never overwritten. The bbolt file reuses the freed
 pages; to give the space back to the file system, stop the server and run
-bbolt compact (see docs/retention.md). PostgreSQL (--store) is not pruned
-yet.`,
+bbolt compact (see docs/retention.md). PostgreSQL (--store) is pruned the
+same way, its rows deleted in batches (autovacuum reuses the space).`,
 		Example: `  replayctl store prune --archive /backup/replayctl-$(date +%F).jsonl.gz`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -87,8 +87,8 @@ yet.`,
 			if archive == "" {
 				return usageError("--archive FILE is required: what leaves the store is written there first")
 			}
-			if db.remote.enabled() || db.dsn != "" {
-				return usageError("store prune works on the bbolt file (--db) here; a server's or PostgreSQL's store is not pruned yet")
+			if db.remote.enabled() {
+				return usageError("store prune works on the store itself (--db or --store); a server prunes its own on its --prune-every schedule")
 			}
 			before, err := pruneCut(cmd, rulesPath, beforeF, keep)
 			if err != nil {
@@ -98,7 +98,7 @@ yet.`,
 			if err != nil {
 				return err
 			}
-			st, err := store.OpenBolt(db.path, store.Options{AuditKey: key})
+			st, err := db.open()
 			if err != nil {
 				return err
 			}

@@ -143,7 +143,7 @@ func ReadArchive(r io.Reader, fn func(*ArchiveLine) error) error {
 // its own signed base, then the live chain from the last base on. The
 // archives are given oldest first. A gap, an overlap or a changed record
 // is a break; with a key every base's signature must hold.
-func VerifyArchived(ctx context.Context, archives []io.Reader, live Reader, o VerifyOptions) (*VerifyResult, error) {
+func VerifyArchived(ctx context.Context, archives []io.Reader, live Chain, o VerifyOptions) (*VerifyResult, error) {
 	v := NewVerifier()
 	res := &VerifyResult{}
 	for i, ar := range archives {
@@ -189,16 +189,14 @@ func VerifyArchived(ctx context.Context, archives []io.Reader, live Reader, o Ve
 	// must be that one (or an earlier one still held by a later archive
 	// is a gap, which the walk reports).
 	from := uint64(v.Count()) + 1
-	if br, ok := live.(BaseReader); ok {
-		lb, err := br.AuditBase(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if lb != nil && (lb.Seq > uint64(v.Count()) || lb.Seq == uint64(v.Count()) && lb.Head != v.Head()) {
-			res.Break = &Break{Seq: lb.Seq, Reason: fmt.Sprintf("the live chain starts after record %d, but the archives end at record %d: an archive is missing", lb.Seq, v.Count())}
-			res.Records, res.Head = v.Count(), v.Head()
-			return res, nil
-		}
+	lb, err := live.AuditBase(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if lb != nil && (lb.Seq > uint64(v.Count()) || lb.Seq == uint64(v.Count()) && lb.Head != v.Head()) {
+		res.Break = &Break{Seq: lb.Seq, Reason: fmt.Sprintf("the live chain starts after record %d, but the archives end at record %d: an archive is missing", lb.Seq, v.Count())}
+		res.Records, res.Head = v.Count(), v.Head()
+		return res, nil
 	}
 	out, err := verifyFrom(ctx, live, o, v, from)
 	if out != nil {

@@ -34,12 +34,8 @@ const UncheckedBase = "pruned base: no audit key configured, so a base moved for
 // walk: the genesis and record 1, or, for a pruned chain, its base. With
 // a key the base's signature must hold; without one the result says the
 // base was taken on trust.
-func startAt(ctx context.Context, r Reader, key []byte, res *VerifyResult) (*Verifier, uint64, *Checkpoint, error) {
-	br, ok := r.(BaseReader)
-	if !ok {
-		return NewVerifier(), 1, nil, nil
-	}
-	base, err := br.AuditBase(ctx)
+func startAt(ctx context.Context, r Chain, key []byte, res *VerifyResult) (*Verifier, uint64, *Checkpoint, error) {
+	base, err := r.AuditBase(ctx)
 	if err != nil || base == nil {
 		return NewVerifier(), 1, nil, err
 	}

@@ -27,6 +27,22 @@ type Reader interface {
 	AuditHeadMAC(ctx context.Context) (string, error)
 }
 
+// Chain is everything verification reads of a store: the records and
+// the head (Reader), a pruned chain's base, the unsealed tail and its
+// writers' signatures, the signed head read at once, the snapshots the
+// records name and the ledger beside the chain. Both stores implement all
+// of it (store.Backend); what a store does not have, it answers truly (a
+// bbolt chain has no unsealed tail: 0).
+type Chain interface {
+	Reader
+	BaseReader
+	TailReader
+	TailChecker
+	SignedHeadReader
+	BlobChecker
+	LedgerReader
+}
+
 // TailReader is a store whose writers append records unchained and one
 // sealer chains them afterwards (PostgreSQL, so that many writers never
 // queue on one head): Verify covers the chain up to the sealed head and
@@ -116,12 +132,12 @@ func HeadMAC(key []byte, seq uint64, hash string) string {
 // Verify walks the whole chain and reports the first broken link. With a
 // key it also checks the signed head, so a person who can write the
 // database but lacks the key cannot rewrite history consistently.
-func Verify(ctx context.Context, r Reader, key []byte) (*VerifyResult, error) {
+func Verify(ctx context.Context, r Chain, key []byte) (*VerifyResult, error) {
 	return VerifyWith(ctx, r, VerifyOptions{Key: key})
 }
 
 // VerifyWith is Verify with a checkpoint as well.
-func VerifyWith(ctx context.Context, r Reader, o VerifyOptions) (*VerifyResult, error) {
+func VerifyWith(ctx context.Context, r Chain, o VerifyOptions) (*VerifyResult, error) {
 	pre := &VerifyResult{}
 	v, from, base, err := startAt(ctx, r, o.Key, pre)
 	if err != nil {
@@ -141,7 +157,7 @@ func VerifyWith(ctx context.Context, r Reader, o VerifyOptions) (*VerifyResult, 
 
 // verifyFrom walks the chain from record `from`, v holding the state of
 // the records before it.
-func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, from uint64) (*VerifyResult, error) {
+func verifyFrom(ctx context.Context, r Chain, o VerifyOptions, v *Verifier, from uint64) (*VerifyResult, error) {
 	key, cp := o.Key, o.Checkpoint
 	if cp != nil && len(key) > 0 && cp.MAC != "" && !hmac.Equal([]byte(cp.MAC), []byte(HeadMAC(key, cp.Seq, cp.Head))) {
 		return nil, fmt.Errorf("checkpoint (record %d): %w: it was altered or belongs to another store", cp.Seq, ErrCheckpointSignature)
@@ -149,9 +165,7 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 	res := &VerifyResult{From: from}
 	atCheckpoint := ""
 	// The chain covers each snapshot's hash; the store holds its text once.
-	if bc, ok := r.(BlobChecker); ok {
-		v.blobs = func(id string) error { return bc.CheckSnapshot(ctx, id) }
-	}
+	v.blobs = func(id string) error { return r.CheckSnapshot(ctx, id) }
 	if cp != nil && cp.Seq > 0 && cp.Seq < from {
 		// The checkpoint's record was pruned: its base (or the record
 		// itself, in an archive) is what holds it.
@@ -162,8 +176,8 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 			cp = nil
 		}
 	}
-	lr, withLedger := r.(LedgerReader)
-	if withLedger = withLedger && from == 1; withLedger {
+	lr, withLedger := LedgerReader(r), from == 1
+	if withLedger {
 		v.succeeded = map[string]uint64{}
 	}
 	walk := func(from uint64) error {
@@ -197,7 +211,7 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 			return res, nil
 		}
 		var err error
-		if seq, head, mac, err = readHead(ctx, r, len(key) > 0); err != nil {
+		if seq, head, mac, err = readHead(ctx, r); err != nil {
 			return nil, err
 		}
 		// A store that seals while we read (PostgreSQL's sealer) may have
@@ -241,21 +255,19 @@ func verifyFrom(ctx context.Context, r Reader, o VerifyOptions, v *Verifier, fro
 	default:
 		res.Checkpoint = true
 	}
-	if t, ok := r.(TailReader); ok {
-		n, err := t.AuditUnsealed(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if n > 0 {
-			res.Unsealed = n
-			res.Unchecked = append(res.Unchecked, fmt.Sprintf("unsealed tail: %d record(s) written after the sealed head are not chained yet, so they are not verified (the store's sealer chains them within a second)", n))
-		}
+	n, err := r.AuditUnsealed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		res.Unsealed = n
+		res.Unchecked = append(res.Unchecked, fmt.Sprintf("unsealed tail: %d record(s) written after the sealed head are not chained yet, so they are not verified (the store's sealer chains them within a second)", n))
 	}
 	if len(key) == 0 {
 		res.Unchecked = append(res.Unchecked, UncheckedSignature)
 	}
-	if tc, ok := r.(TailChecker); ok && len(key) > 0 {
-		seq, err := tc.AuditTailForged(ctx, key)
+	if len(key) > 0 {
+		seq, err := r.AuditTailForged(ctx, key)
 		if err != nil {
 			return nil, err
 		}
@@ -314,7 +326,7 @@ type Incremental struct {
 }
 
 // Verify verifies the records appended since the last verification.
-func (iv *Incremental) Verify(ctx context.Context, r Reader, key []byte) (*VerifyResult, error) {
+func (iv *Incremental) Verify(ctx context.Context, r Chain, key []byte) (*VerifyResult, error) {
 	iv.mu.Lock()
 	defer iv.mu.Unlock()
 	if iv.most > 0 {
@@ -372,16 +384,8 @@ type SignedHeadReader interface {
 	AuditSignedHead(ctx context.Context) (seq uint64, hash, mac string, err error)
 }
 
-func readHead(ctx context.Context, r Reader, withMAC bool) (uint64, string, string, error) {
-	if sr, ok := r.(SignedHeadReader); ok {
-		return sr.AuditSignedHead(ctx)
-	}
-	seq, head, err := r.AuditHead(ctx)
-	if err != nil || !withMAC {
-		return seq, head, "", err
-	}
-	mac, err := r.AuditHeadMAC(ctx)
-	return seq, head, mac, err
+func readHead(ctx context.Context, r Chain) (uint64, string, string, error) {
+	return r.AuditSignedHead(ctx)
 }
 
 // Query filters records.
@@ -519,7 +523,7 @@ type Checkpoint struct {
 
 // NewCheckpoint verifies the chain and returns its head as a checkpoint,
 // signed when key is set. A broken chain gives no checkpoint.
-func NewCheckpoint(ctx context.Context, r Reader, key []byte, now time.Time) (*Checkpoint, error) {
+func NewCheckpoint(ctx context.Context, r Chain, key []byte, now time.Time) (*Checkpoint, error) {
 	res, err := Verify(ctx, r, key)
 	if err != nil {
 		return nil, err
@@ -572,7 +576,7 @@ const ExportErrorTrailer = "X-Replayctl-Export-Error"
 // returns the *Break, so a SIEM never takes a forged chain for an intact
 // one and the command exits non-zero (issue 29: export exited 0 on a chain
 // verify reported broken). Memory stays constant: one record at a time.
-func Export(ctx context.Context, r Reader, w io.Writer, key []byte) error {
+func Export(ctx context.Context, r Chain, w io.Writer, key []byte) error {
 	v := NewVerifier()
 	var brk *Break
 	walk := func(from uint64) error {
@@ -597,7 +601,7 @@ func Export(ctx context.Context, r Reader, w io.Writer, key []byte) error {
 		return err
 	}
 	for try := 0; brk == nil; try++ {
-		seq, head, mac, err := readHead(ctx, r, len(key) > 0)
+		seq, head, mac, err := readHead(ctx, r)
 		if err != nil {
 			return err
 		}

@@ -3,7 +3,6 @@ package backtest
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -99,59 +98,37 @@ type Sample struct {
 	order    uint64
 }
 
-// rawAuditReader hands out stored records undecoded (bbolt), so that
-// decoding happens on the workers rather than on the one reading goroutine.
-type rawAuditReader interface {
+// Chain is what a backtest reads of the store: its stored records
+// undecoded (store.Backend.AuditRangeRaw), so that decoding happens on the
+// workers rather than on the one reading goroutine.
+type Chain interface {
 	AuditRangeRaw(ctx context.Context, from uint64, fn func(seq uint64, raw []byte) error) error
 }
 
 // Decisions re-decides every decision recorded in r since o.Since with
 // o.Engine. The chain is read once, in order, on one goroutine; the
 // records are decoded and decided on o.Workers.
-func Decisions(ctx context.Context, r audit.Reader, o Options) (*Report, error) {
+func Decisions(ctx context.Context, r Chain, o Options) (*Report, error) {
 	o.defaults()
-	unreadable := 0 // read on the producing goroutine, added after the run
 	produce := func(ctx context.Context, send func(job) bool) error {
-		return r.AuditRange(ctx, 1, func(k uint64, s audit.Sealed, derr error) error {
-			if derr != nil {
-				unreadable++ // audit verify reports where; there is nothing to re-decide
-				return nil
-			}
-			// The store's bytes are only valid in its transaction.
-			if !send(job{seq: k, body: append([]byte(nil), s.Body...)}) {
+		return r.AuditRangeRaw(ctx, 1, func(k uint64, v []byte) error {
+			if !send(job{seq: k, body: append([]byte(nil), v...)}) {
 				return ctx.Err()
 			}
 			return nil
 		})
 	}
-	raw, isRaw := r.(rawAuditReader)
-	if isRaw {
-		produce = func(ctx context.Context, send func(job) bool) error {
-			return raw.AuditRangeRaw(ctx, 1, func(k uint64, v []byte) error {
-				if !send(job{seq: k, body: append([]byte(nil), v...)}) {
-					return ctx.Err()
-				}
-				return nil
-			})
-		}
-	}
 	rep, err := run(ctx, o, produce, func(ctx context.Context, j *job, t *tally) error {
-		var slim slimRecord
-		if isRaw {
-			// One decoding pass over the sealed record, straight into the
-			// parts of its body a re-run reads.
-			var sealed struct {
-				Body slimRecord `json:"body"`
-			}
-			if j.seq == 0 || store.DecodeValue(j.body, &sealed) != nil {
-				t.unreadable++ // audit verify reports where
-				return nil
-			}
-			slim = sealed.Body
-		} else if json.Unmarshal(j.body, &slim) != nil {
-			t.unreadable++
+		// One decoding pass over the sealed record, straight into the
+		// parts of its body a re-run reads.
+		var sealed struct {
+			Body slimRecord `json:"body"`
+		}
+		if j.seq == 0 || store.DecodeValue(j.body, &sealed) != nil {
+			t.unreadable++ // audit verify reports where
 			return nil
 		}
+		slim := sealed.Body
 		if slim.Kind != audit.KindDecision || !o.Since.IsZero() && slim.Time.Before(o.Since) {
 			return nil
 		}
@@ -168,9 +145,6 @@ func Decisions(ctx context.Context, r audit.Reader, o Options) (*Report, error) 
 		t.add(j.seq, true, rec.Input, rec.Decision, &to, o)
 		return nil
 	})
-	if rep != nil {
-		rep.Unreadable += unreadable
-	}
 	return rep, err
 }
 

@@ -152,14 +152,9 @@ func TestDecisionsAgainstDirectComputation(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cand := engine(t, c.rules, "sha256:cand")
 			var first *Report
-			// bbolt hands out raw records, decoded on the workers; a reader
-			// without that (PostgreSQL) is read through AuditRange.
+			// The store hands out raw records, decoded on the workers.
 			for _, workers := range []int{1, 3, 8} {
-				var r audit.Reader = st
-				if workers == 3 {
-					r = struct{ audit.Reader }{st}
-				}
-				rep, err := Decisions(context.Background(), r, Options{Engine: cand, Since: since, Workers: workers})
+				rep, err := Decisions(context.Background(), st, Options{Engine: cand, Since: since, Workers: workers})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -342,7 +337,7 @@ func TestUnreadableRecordsAreCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	for _, r := range []audit.Reader{ro, struct{ audit.Reader }{ro}} {
+	for _, r := range []Chain{ro} {
 		rep, err := Decisions(context.Background(), r, Options{Engine: engine(t, looserRules, "c")})
 		if err != nil {
 			t.Fatal(err)

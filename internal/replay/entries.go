@@ -23,11 +23,10 @@ var (
 	ErrState = errors.New("entry not in a state that allows this")
 )
 
-// Inventory is what entry operations need of the store.
+// Inventory is what entry operations need of the store: the one store
+// contract (store.Backend), whose indexes every listing reads.
 type Inventory interface {
-	store.Store
-	Entries(ctx context.Context, fn func(*store.EntryRecord) error) error
-	audit.Reader
+	store.Backend
 }
 
 // Filter selects entries for listings (and bulk operations later).
@@ -78,27 +77,21 @@ func List(ctx context.Context, s Inventory, f Filter, page, size int) (*Page, er
 	if page < 0 {
 		page = 0
 	}
-	if ix, ok := s.(store.Indexed); ok {
-		cursor := ""
-		for i := 0; ; i++ {
-			p, err := listIndexed(ctx, ix, f, cursor, size)
-			if errors.Is(err, store.ErrNotIndexed) {
-				break
+	cursor := ""
+	for i := 0; ; i++ {
+		p, err := listIndexed(ctx, s, f, cursor, size)
+		if err != nil || i == page {
+			if p != nil {
+				p.Page = page
 			}
-			if err != nil || i == page {
-				if p != nil {
-					p.Page = page
-				}
-				return p, err
-			}
-			if p.Next == "" {
-				p.Items, p.Page, p.Next = []*store.EntryRecord{}, page, ""
-				return p, nil
-			}
-			cursor = p.Next
+			return p, err
 		}
+		if p.Next == "" {
+			p.Items, p.Page, p.Next = []*store.EntryRecord{}, page, ""
+			return p, nil
+		}
+		cursor = p.Next
 	}
-	return listScan(ctx, s, f, page, size)
 }
 
 // ListAfter returns up to size entries matching f after cursor ("" = the
@@ -107,44 +100,15 @@ func ListAfter(ctx context.Context, s Inventory, f Filter, cursor string, size i
 	if size <= 0 {
 		size = 20
 	}
-	if ix, ok := s.(store.Indexed); ok {
-		p, err := listIndexed(ctx, ix, f, cursor, size)
-		if !errors.Is(err, store.ErrNotIndexed) {
-			return p, err
-		}
-	}
-	if cursor != "" {
-		return nil, fmt.Errorf("%w: a cursor needs an indexed store (open it read-write once, e.g. with reconcile)", store.ErrNotIndexed)
-	}
-	return listScan(ctx, s, f, 0, size)
+	return listIndexed(ctx, s, f, cursor, size)
 }
 
-func listIndexed(ctx context.Context, ix store.Indexed, f Filter, cursor string, size int) (*Page, error) {
+func listIndexed(ctx context.Context, ix Inventory, f Filter, cursor string, size int) (*Page, error) {
 	ep, err := ix.Page(ctx, f.storeFilter(), cursor, size)
 	if err != nil {
 		return nil, err
 	}
 	return &Page{Items: ep.Items, Size: size, Total: int(ep.Total), TotalExact: ep.TotalExact, Next: ep.Next}, nil
-}
-
-// listScan reads every entry: the fallback for a file opened read-only
-// before it was ever indexed.
-func listScan(ctx context.Context, s Inventory, f Filter, page, size int) (*Page, error) {
-	p := &Page{Page: page, Size: size, Items: []*store.EntryRecord{}, TotalExact: true}
-	skip := page * size
-	sf := f.storeFilter()
-	err := s.Entries(ctx, func(r *store.EntryRecord) error {
-		if !sf.Match(r) {
-			return nil
-		}
-		p.Total++
-		if p.Total > skip && len(p.Items) < size {
-			r.Entry.Payload = nil
-			p.Items = append(p.Items, r)
-		}
-		return nil
-	})
-	return p, err
 }
 
 // Find resolves what a user typed: an entry ref ("kind:id") or a bare id
@@ -174,46 +138,22 @@ func Find(ctx context.Context, s Inventory, id string) (*store.EntryRecord, erro
 	return found[0], nil
 }
 
-// idIndex is a store that finds entries by their source id (bbolt).
-type idIndex interface {
-	RefsByID(ctx context.Context, id string) ([]string, error)
-}
-
-// EntryAuditIndex is a store that indexes audit records by entry
-// (bbolt): Show and the console's audit page read an entry's records
-// from it instead of the whole chain.
-type EntryAuditIndex interface {
-	EntryAudit(ctx context.Context, ref, key string, fn func(uint64, audit.Sealed, error) error) error
-}
-
-// findByID returns the entries whose source id is id: from the id index
-// when the store keeps one, else by reading every entry.
+// findByID returns the entries whose source id is id, from the id index.
 func findByID(ctx context.Context, s Inventory, id string) ([]*store.EntryRecord, error) {
-	var found []*store.EntryRecord
-	if ix, ok := s.(idIndex); ok {
-		refs, err := ix.RefsByID(ctx, id)
-		if err == nil {
-			err = s.View(ctx, func(tx store.Tx) error {
-				for _, ref := range refs {
-					r, err := tx.Entry(ref)
-					if err != nil {
-						return err
-					}
-					if r != nil {
-						found = append(found, r)
-					}
-				}
-				return nil
-			})
-			return found, err
-		}
-		if !errors.Is(err, store.ErrNotIndexed) {
-			return nil, err
-		}
+	refs, err := s.RefsByID(ctx, id)
+	if err != nil {
+		return nil, err
 	}
-	err := s.Entries(ctx, func(r *store.EntryRecord) error {
-		if r.Entry.ID == id {
-			found = append(found, r)
+	var found []*store.EntryRecord
+	err = s.View(ctx, func(tx store.Tx) error {
+		for _, ref := range refs {
+			r, err := tx.Entry(ref)
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				found = append(found, r)
+			}
 		}
 		return nil
 	})
@@ -257,16 +197,8 @@ func Show(ctx context.Context, s Inventory, id string) (*Detail, error) {
 		}
 		return nil
 	}
-	// The entry's own records from the per-entry audit index; the whole
-	// chain only where the store keeps none.
-	if ea, ok := s.(EntryAuditIndex); ok {
-		err = ea.EntryAudit(ctx, ref, er.Entry.IdempotencyKey, collect)
-		if !errors.Is(err, store.ErrNotIndexed) {
-			return d, err
-		}
-		d.Decisions = d.Decisions[:0]
-	}
-	err = s.AuditRange(ctx, 1, collect)
+	// The entry's own records from the per-entry audit index.
+	err = s.EntryAudit(ctx, ref, er.Entry.IdempotencyKey, collect)
 	return d, err
 }
 
@@ -383,28 +315,20 @@ func changeEntry(ctx context.Context, s Inventory, id string, fn func(store.Tx, 
 
 // CountByStatus counts stored entries per status (reports).
 func CountByStatus(ctx context.Context, s Inventory) (map[string]int, []string, error) {
-	counts := map[string]int{}
-	var err error
-	var c *store.Counters
-	if ix, ok := s.(store.Indexed); ok {
-		c, err = ix.Counters(ctx)
+	c, err := s.Counters(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
-	if c != nil && err == nil {
-		for _, cl := range c.Cells {
-			counts[cl.State] += int(cl.N)
-		}
-	} else {
-		err = s.Entries(ctx, func(r *store.EntryRecord) error {
-			counts[r.Status]++
-			return nil
-		})
+	counts := map[string]int{}
+	for _, cl := range c.Cells {
+		counts[cl.State] += int(cl.N)
 	}
 	keys := make([]string, 0, len(counts))
 	for k := range counts {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	return counts, keys, err
+	return counts, keys, nil
 }
 
 // Releasable reports whether Release takes the entry: quarantined, failed,

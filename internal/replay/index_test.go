@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -21,10 +22,6 @@ type noScan struct {
 }
 
 var errScanned = errors.New("read the whole store")
-
-// bbolt keeps the per-entry audit index Show and the console read; a
-// drifted signature would quietly fall back to reading the chain.
-var _ EntryAuditIndex = (*store.Bolt)(nil)
 
 func (n noScan) Entries(context.Context, func(*store.EntryRecord) error) error {
 	n.t.Error("Entries called: this read must come from the indexes")
@@ -51,6 +48,61 @@ func statsBundle(t *testing.T) *testBundle {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// scanStats is the oracle: the stats computed by reading every entry and
+// the whole audit chain.
+func scanStats(ctx context.Context, s Reporter, now time.Time) (*Stats, error) {
+	st := &Stats{ByClass: map[string]int{}, ByAction: map[string]int{}, ByStatus: map[string]int{}, Patterns: []Pattern{}, Growth: []DayCount{}}
+	patterns := map[string]*Pattern{}
+	days := map[string]int{}
+	err := s.Entries(ctx, func(er *store.EntryRecord) error {
+		st.Entries++
+		st.ByClass[string(er.Class)]++
+		st.ByAction[string(er.Action)]++
+		st.ByStatus[er.Status]++
+		sig := Signature(er)
+		p := patterns[sig]
+		if p == nil {
+			p = &Pattern{Signature: sig, Class: string(er.Class), Example: er.Entry.Ref()}
+			patterns[sig] = p
+		}
+		p.Count++
+		days[er.FirstSeen.UTC().Format("2006-01-02")]++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range patterns {
+		st.Patterns = append(st.Patterns, *p)
+	}
+	sort.Slice(st.Patterns, func(i, j int) bool {
+		if st.Patterns[i].Count != st.Patterns[j].Count {
+			return st.Patterns[i].Count > st.Patterns[j].Count
+		}
+		return st.Patterns[i].Signature < st.Patterns[j].Signature
+	})
+	if len(st.Patterns) > 10 {
+		st.Patterns = st.Patterns[:10]
+	}
+	growth(st, days, now)
+	err = audit.Each(ctx, s, audit.Query{Kind: audit.KindDecision}, func(r audit.Record) error {
+		if proposed, denied := r.ReplayProposal(); proposed {
+			st.Decisions++
+			if denied {
+				st.Denied++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if st.Decisions > 0 {
+		st.DenialRate = float64(st.Denied) / float64(st.Decisions)
+	}
+	return st, approvalStats(ctx, s, st)
 }
 
 // The counters give the same report the scan of every entry and of the
@@ -169,18 +221,12 @@ func TestShowReadsTheEntryIndexesNotTheChain(t *testing.T) {
 }
 
 // A file written before the indexes, opened read-only (dlq list and stats
-// open it so), still lists and reports: by the scan it always used.
-func TestUnindexedReadOnlyFileFallsBackToTheScan(t *testing.T) {
+// open it so), has no indexes to read: every read that needs them says so
+// and how to build them (any read-write open), rather than scanning the
+// whole store behind the caller's back (issue 33: one path per caller).
+func TestUnindexedReadOnlyFileSaysHowToIndexIt(t *testing.T) {
 	b := statsBundle(t)
 	ctx := context.Background()
-	want, err := ComputeStats(ctx, b.store, b.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantList, err := List(ctx, b.store, Filter{Topic: "orders.*"}, 0, 20)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := b.store.Path()
 	b.store.Close()
 	db, err := bolt.Open(path, 0o600, nil)
@@ -202,20 +248,27 @@ func TestUnindexedReadOnlyFileFallsBackToTheScan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ro.Close()
-	got, err := ComputeStats(ctx, ro, b.clock.Now())
-	want.Hourly = nil // the scan has no per-hour counts
-	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Fatalf("stats of the unindexed file: %+v %v\nwant %+v", got, err, want)
+	if _, err := ComputeStats(ctx, ro, b.clock.Now()); !errors.Is(err, store.ErrNotIndexed) {
+		t.Fatalf("stats of the unindexed file: %v", err)
 	}
-	list, err := List(ctx, ro, Filter{Topic: "orders.*"}, 0, 20)
-	if err != nil || len(list.Items) != len(wantList.Items) || list.Total != wantList.Total {
-		t.Fatalf("list of the unindexed file: %+v %v, want %+v", list, err, wantList)
+	if _, err := List(ctx, ro, Filter{Topic: "orders.*"}, 0, 20); !errors.Is(err, store.ErrNotIndexed) {
+		t.Fatalf("list of the unindexed file: %v", err)
 	}
-	if _, err := ListAfter(ctx, ro, Filter{}, "abc", 5); !errors.Is(err, store.ErrNotIndexed) {
-		t.Fatalf("a cursor on an unindexed file: %v", err)
-	}
-	if d, err := Show(ctx, ro, "h1"); err != nil || len(d.Decisions) == 0 {
+	if _, err := Show(ctx, ro, "h1"); !errors.Is(err, store.ErrNotIndexed) {
 		t.Fatalf("show on the unindexed file: %v", err)
+	}
+	// By ref too: the entry's history is read from its audit index.
+	if d, err := Show(ctx, ro, "jsonl:h1"); !errors.Is(err, store.ErrNotIndexed) {
+		t.Fatalf("show by ref on the unindexed file: %+v %v", d, err)
+	}
+	ro.Close()
+	// Any read-write open builds them; then everything reads again.
+	rw, err := store.OpenBolt(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	if d, err := Show(ctx, noScan{rw, t}, "h1"); err != nil || len(d.Decisions) == 0 {
+		t.Fatalf("show after a read-write open: %+v %v", d, err)
 	}
 }

@@ -19,7 +19,9 @@ type LedgerReader interface {
 // Planner decides entries without acting on them.
 type Planner struct {
 	Engine *triage.Engine
-	Ledger LedgerReader
+	// Ledger is the store whose ledger and lineages the decisions read
+	// (nil: no store yet, every key is new).
+	Ledger store.Backend
 }
 
 // Plan reads every source in order and calls fn with each entry and its
@@ -37,11 +39,8 @@ func (p *Planner) Decide(ctx context.Context, e *entry.Entry) (triage.Decision, 
 		if err != nil {
 			return triage.Decision{}, fmt.Errorf("ledger view of %s: %w", e.Ref(), err)
 		}
-		view = v
-		if s, ok := p.Ledger.(store.Store); ok {
-			if view, err = lineageView(ctx, s, e, view); err != nil {
-				return triage.Decision{}, fmt.Errorf("lineage of %s: %w", e.Ref(), err)
-			}
+		if view, err = lineageView(ctx, p.Ledger, e, v); err != nil {
+			return triage.Decision{}, fmt.Errorf("lineage of %s: %w", e.Ref(), err)
 		}
 	}
 	return p.Engine.Decide(ctx, e, view), nil

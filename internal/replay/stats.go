@@ -2,11 +2,9 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"time"
 
-	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/store"
 )
 
@@ -71,20 +69,14 @@ type Reporter interface {
 // numbers blanked out.
 func Signature(er *store.EntryRecord) string { return store.Signature(er) }
 
-// ComputeStats computes the stats at now: from the store's counters when
-// it keeps them (the cost does not grow with the store), else by reading
-// every entry and the audit chain.
+// ComputeStats computes the stats at now from the store's counters and
+// hourly series: the cost does not grow with the store.
 func ComputeStats(ctx context.Context, s Reporter, now time.Time) (*Stats, error) {
-	if ix, ok := s.(store.Indexed); ok {
-		c, err := ix.Counters(ctx)
-		switch {
-		case err == nil:
-			return statsFromCounters(ctx, s, c, now)
-		case !errors.Is(err, store.ErrNotIndexed):
-			return nil, err
-		}
+	c, err := s.Counters(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return scanStats(ctx, s, now)
+	return statsFromCounters(ctx, s, c, now)
 }
 
 func statsFromCounters(ctx context.Context, s Reporter, c *store.Counters, now time.Time) (*Stats, error) {
@@ -109,13 +101,11 @@ func statsFromCounters(ctx context.Context, s Reporter, c *store.Counters, now t
 	if st.Decisions > 0 {
 		st.DenialRate = float64(st.Denied) / float64(st.Decisions)
 	}
-	if ix, ok := s.(store.Indexed); ok {
-		h, err := ix.Series(ctx, now.Add(-23*time.Hour), now)
-		if err != nil {
-			return nil, err
-		}
-		st.Hourly = h
+	h, err := s.Series(ctx, now.Add(-23*time.Hour), now)
+	if err != nil {
+		return nil, err
 	}
+	st.Hourly = h
 	return st, approvalStats(ctx, s, st)
 }
 
@@ -131,61 +121,6 @@ func growth(st *Stats, days map[string]int, now time.Time) {
 		}
 	}
 	st.GrowthPerDay = float64(week) / 7
-}
-
-// scanStats reads every entry and the audit chain (an unindexed file
-// opened read-only).
-func scanStats(ctx context.Context, s Reporter, now time.Time) (*Stats, error) {
-	st := &Stats{ByClass: map[string]int{}, ByAction: map[string]int{}, ByStatus: map[string]int{}, Patterns: []Pattern{}, Growth: []DayCount{}}
-	patterns := map[string]*Pattern{}
-	days := map[string]int{}
-	err := s.Entries(ctx, func(er *store.EntryRecord) error {
-		st.Entries++
-		st.ByClass[string(er.Class)]++
-		st.ByAction[string(er.Action)]++
-		st.ByStatus[er.Status]++
-		sig := Signature(er)
-		p := patterns[sig]
-		if p == nil {
-			p = &Pattern{Signature: sig, Class: string(er.Class), Example: er.Entry.Ref()}
-			patterns[sig] = p
-		}
-		p.Count++
-		days[er.FirstSeen.UTC().Format("2006-01-02")]++
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range patterns {
-		st.Patterns = append(st.Patterns, *p)
-	}
-	sort.Slice(st.Patterns, func(i, j int) bool {
-		if st.Patterns[i].Count != st.Patterns[j].Count {
-			return st.Patterns[i].Count > st.Patterns[j].Count
-		}
-		return st.Patterns[i].Signature < st.Patterns[j].Signature
-	})
-	if len(st.Patterns) > 10 {
-		st.Patterns = st.Patterns[:10]
-	}
-	growth(st, days, now)
-	err = audit.Each(ctx, s, audit.Query{Kind: audit.KindDecision}, func(r audit.Record) error {
-		if proposed, denied := r.ReplayProposal(); proposed {
-			st.Decisions++
-			if denied {
-				st.Denied++
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if st.Decisions > 0 {
-		st.DenialRate = float64(st.Denied) / float64(st.Decisions)
-	}
-	return st, approvalStats(ctx, s, st)
 }
 
 func approvalStats(ctx context.Context, s Reporter, st *Stats) error {

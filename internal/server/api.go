@@ -406,7 +406,7 @@ func (s *Server) handleListAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []audit.Record{}
 	more := false
-	err = audit.EachFrom(r.Context(), s.cfg.Store, after+1, aq, func(rec audit.Record) error {
+	err = replay.EachAudit(r.Context(), s.cfg.Store, after+1, aq, func(rec audit.Record) error {
 		if len(out) == size {
 			more = true
 			return errPageFull

@@ -24,12 +24,8 @@ type GroupChange struct {
 	Until  time.Time `json:"until,omitzero"`
 }
 
-func (s *Server) groups(actor string) (*replay.Groups, bool) {
-	gs, ok := s.cfg.Store.(replay.GroupStore)
-	if !ok {
-		return nil, false
-	}
-	return &replay.Groups{Store: gs, Actor: actor, Clock: serverClock{s.cfg.Now}}, true
+func (s *Server) groups(actor string) *replay.Groups {
+	return &replay.Groups{Store: s.cfg.Store, Actor: actor, Clock: serverClock{s.cfg.Now}}
 }
 
 // serverClock is the server's clock as a replay.Clock.
@@ -54,11 +50,7 @@ func groupError(w http.ResponseWriter, err error) {
 }
 
 func (s *Server) handleListGroups(w http.ResponseWriter, r *http.Request) {
-	g, ok := s.groups(user(r).User)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "this state store keeps no failure groups")
-		return
-	}
+	g := s.groups(user(r).User)
 	limit := 0
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -77,11 +69,7 @@ func (s *Server) handleListGroups(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleShowGroup(w http.ResponseWriter, r *http.Request) {
-	g, ok := s.groups(user(r).User)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "this state store keeps no failure groups")
-		return
-	}
+	g := s.groups(user(r).User)
 	one, err := g.Show(r.Context(), r.PathValue("id"))
 	if err != nil {
 		groupError(w, err)
@@ -96,11 +84,7 @@ func (s *Server) handleChangeGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	who := user(r).User
-	g, ok := s.groups(who)
-	if !ok {
-		writeError(w, http.StatusNotImplemented, "not_implemented", "this state store keeps no failure groups")
-		return
-	}
+	g := s.groups(who)
 	id, ctx := r.PathValue("id"), r.Context()
 	var st *store.GroupState
 	var err error

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/replayctl/replayctl/internal/approval"
 	"github.com/replayctl/replayctl/internal/buildinfo"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
@@ -133,46 +132,13 @@ func (t timedPolicy) Evaluate(ctx context.Context, in *triage.PolicyInput) (tria
 	return res, err
 }
 
-// gaugeReader is a store that reads a scrape's counts alone
-// (store.Bolt.Gauges): Counters also reads every day and failure
-// signature the store has seen, which grow with the store.
-type gaugeReader interface {
-	Gauges(ctx context.Context) (*store.Gauges, error)
-}
-
 // gauges reads entries by (class, action, state), open depth by (source,
 // topic) and the oldest open entry's last failure from the store's
-// counters: a scrape costs the same at any store size. An unindexed file
-// opened read-only is counted by a scan.
-func (c *stateCollector) gauges(ctx context.Context) *store.Gauges {
-	if gr, ok := c.st.(gaugeReader); ok {
-		if g, err := gr.Gauges(ctx); err == nil {
-			return g
-		}
-	} else if ix, ok := c.st.(store.Indexed); ok {
-		if cn, err := ix.Counters(ctx); err == nil {
-			return &store.Gauges{Cells: cn.Cells, Open: cn.Open, OldestOpen: cn.OldestOpen}
-		}
-	}
-	cells, depth := map[[4]string]int64{}, map[[2]string]int64{}
-	g := &store.Gauges{}
-	_ = c.st.Entries(ctx, func(er *store.EntryRecord) error {
-		cells[[4]string{er.Entry.Source, string(er.Class), string(er.Action), er.Status}]++
-		if store.IsOpen(er.Status) {
-			depth[[2]string{er.Entry.Source, er.Entry.Topic}]++
-			if lf := store.LastFailure(er); !lf.IsZero() && (g.OldestOpen.IsZero() || lf.Before(g.OldestOpen)) {
-				g.OldestOpen = lf
-			}
-		}
-		return nil
-	})
-	for k, n := range cells {
-		g.Cells = append(g.Cells, store.Cell{Source: k[0], Class: k[1], Action: k[2], State: k[3], N: n})
-	}
-	for k, n := range depth {
-		g.Open = append(g.Open, store.Depth{Source: k[0], Topic: k[1], N: n})
-	}
-	return g
+// counters (Gauges: Counters also reads every day and failure signature
+// the store has seen, which grow with the store): a scrape costs the same
+// at any store size.
+func (c *stateCollector) gauges(ctx context.Context) (*store.Gauges, error) {
+	return c.st.Gauges(ctx)
 }
 
 // stateCollector reads the store at scrape time: entries by class, action
@@ -207,7 +173,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	now := c.now()
-	g := c.gauges(ctx)
+	g, err := c.gauges(ctx)
+	if err != nil {
+		// The scrape says the counts could not be read (it fails), rather
+		// than exporting zeros.
+		ch <- prometheus.NewInvalidMetric(entriesDesc, err)
+		return
+	}
 	var oldestEntry time.Duration
 	if !g.OldestOpen.IsZero() {
 		oldestEntry = max(0, now.Sub(g.OldestOpen))
@@ -228,7 +200,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	// store's index where it keeps one, else a listing).
 	pending := map[string]int{}
 	var oldest time.Duration
-	_ = pendingApprovals(ctx, c.st, &approval.Service{Store: c.st, Now: c.now}, now, func(a *store.Approval) {
+	_ = pendingApprovals(ctx, c.st, now, func(a *store.Approval) {
 		pending[a.ApproverGroup]++
 		oldest = max(oldest, now.Sub(a.RequestedAt))
 	})

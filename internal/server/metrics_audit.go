@@ -9,7 +9,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 )
 
-const unsealedHelp = "Audit records written after the sealed head of the chain (PostgreSQL): not yet chained, so not yet verifiable. Stays small while a sealer runs."
+const unsealedHelp = "Audit records written after the sealed head of the chain (PostgreSQL; 0 on bbolt): not yet chained, so not yet verifiable. Stays small while a sealer runs."
 
 var unsealedDesc = prometheus.NewDesc("replayctl_audit_unsealed_records", unsealedHelp, nil, nil)
 
@@ -30,24 +30,17 @@ func (c tailCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(unsealedDesc, prometheus.GaugeValue, float64(n))
 }
 
-// registerTail adds the tail gauge for a store that has one.
-func registerTail(reg *prometheus.Registry, st any) {
-	if tr, ok := st.(audit.TailReader); ok {
-		reg.MustRegister(tailCollector{tr})
-	}
+// registerTail adds the tail gauge (0 on bbolt, which chains every record
+// as it appends it).
+func registerTail(reg *prometheus.Registry, tr audit.TailReader) {
+	reg.MustRegister(tailCollector{tr})
 }
-
-// tamperRefuser is a store whose keyed writers refuse a forged chain head
-// (store.ErrAuditTampered).
-type tamperRefuser interface{ AuditTamperRefusals() uint64 }
 
 // registerTamper exports the refusals: alert on any increase, the store
 // was edited behind replayctl's back and nothing is appended until a
 // person restores it.
-func registerTamper(reg *prometheus.Registry, st any) {
-	if tr, ok := st.(tamperRefuser); ok {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "replayctl_audit_tamper_refusals_total",
-			Help: "Audit appends or seals refused because the chain head or an unsealed record is not signed with the audit key: the store was edited outside replayctl (audit verify says where)."},
-			func() float64 { return float64(tr.AuditTamperRefusals()) }))
-	}
+func registerTamper(reg *prometheus.Registry, st Store) {
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "replayctl_audit_tamper_refusals_total",
+		Help: "Audit appends or seals refused because the chain head or an unsealed record is not signed with the audit key: the store was edited outside replayctl (audit verify says where)."},
+		func() float64 { return float64(st.AuditTamperRefusals()) }))
 }

@@ -45,9 +45,18 @@ func (s *Server) remindAging(ctx context.Context, runID string) error {
 	s.rem.mu.Lock()
 	defer s.rem.mu.Unlock()
 	if !s.rem.loaded {
+		// The approval records from the audit index by kind, not the chain.
+		seqs, err := s.cfg.Store.AuditSeqs(ctx, store.AuditFilter{Kind: audit.KindApproval})
+		if err != nil {
+			return err
+		}
 		last := map[string]time.Time{}
-		err := audit.Each(ctx, s.cfg.Store, audit.Query{Kind: audit.KindApproval}, func(r audit.Record) error {
-			if r.Outcome != reminderOutcome {
+		err = s.cfg.Store.AuditRecords(ctx, seqs, func(_ uint64, sealed audit.Sealed, derr error) error {
+			if derr != nil {
+				return nil // audit verify reports it
+			}
+			r, err := sealed.Open()
+			if err != nil || r.Outcome != reminderOutcome {
 				return nil
 			}
 			var d struct {
@@ -73,7 +82,7 @@ func (s *Server) remindAging(ctx context.Context, runID string) error {
 	}
 	var waiting []notify.Waiting
 	pending := map[string]*store.Approval{}
-	if err := s.cfg.Store.Approvals(ctx, func(a *store.Approval) error {
+	if err := s.cfg.Store.PendingApprovals(ctx, func(a *store.Approval) error {
 		if a.State == store.ApprovalPending {
 			waiting = append(waiting, notify.Waiting{ID: a.ID, Group: a.ApproverGroup, RequestedAt: a.RequestedAt})
 			pending[a.ID] = a

@@ -11,7 +11,6 @@ import (
 
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/runs"
-	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -46,14 +45,15 @@ type runner struct {
 	recs   runs.Store // where run records are kept (runStore)
 }
 
-// runStore is where run records are kept: the state store when it can (so
-// other processes see them), else this process's memory. Chosen once, when
-// the server is built: handlers read it concurrently.
-func runStore(st any) runs.Store {
-	if rs, ok := st.(runs.Store); ok {
-		return rs
+// runStore is where run records are kept: the state store (so other
+// processes see them); this process's memory for a server built without
+// one. Chosen once, when the server is built: handlers read it
+// concurrently.
+func runStore(st Store) runs.Store {
+	if st == nil {
+		return runs.NewMemory()
 	}
-	return runs.NewMemory()
+	return st
 }
 
 func (r *runner) store() runs.Store { return r.recs }
@@ -88,10 +88,7 @@ func (r *runner) startWork(trigger, actor, op string, work func(context.Context,
 		base = context.Background()
 	}
 	r.seq++
-	owner := "serve"
-	if in, ok := r.srv.cfg.Store.(interface{ Instance() string }); ok {
-		owner = "serve " + in.Instance()
-	}
+	owner := "serve " + r.srv.cfg.Store.Instance()
 	tracker, ctx, err := runs.Start(base, r.store(), runs.Options{Op: op, Trigger: trigger, Actor: actor, Owner: owner, Now: r.srv.cfg.Now})
 	if err != nil {
 		return &Run{}, err
@@ -139,7 +136,7 @@ func (r *runner) cancel(ctx context.Context, id, by string) (runs.Record, error)
 		return rec, nil
 	}
 	r.mu.Unlock()
-	if _, shared := r.srv.cfg.Store.(store.Shared); !shared {
+	if !r.srv.cfg.Store.Features().Shared {
 		// Only this process holds the store: a run it is not running has
 		// no process left to cancel it.
 		rec, err := runs.Get(ctx, r.store(), id)
@@ -158,18 +155,17 @@ func (r *runner) wait() { r.wg.Wait() }
 func (r *runner) reconcile(ctx context.Context, run *Run, loaded *loadedConfig) error {
 	s := r.srv
 	// With a shared store several serve processes run: one reconcile at a
-	// time across all of them (a database advisory lock).
-	if sh, ok := s.cfg.Store.(store.Shared); ok {
-		release, ok, err := sh.TryRunLock(ctx)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			s.metrics.runs.WithLabelValues("skipped_elsewhere").Inc()
-			return errElsewhere
-		}
-		defer release()
+	// time across all of them (a database advisory lock; bbolt's file lock
+	// already keeps every other process out).
+	release, ok, err := s.cfg.Store.TryRunLock(ctx)
+	if err != nil {
+		return err
 	}
+	if !ok {
+		s.metrics.runs.WithLabelValues("skipped_elsewhere").Inc()
+		return errElsewhere
+	}
+	defer release()
 	if loaded == nil {
 		engine, snap, err := s.engine(ctx)
 		if err != nil {
@@ -310,7 +306,7 @@ func (s *Server) handleListRuns(w http.ResponseWriter, r *http.Request) {
 	// This process's runs show live progress; with a store only this
 	// process can hold (bbolt), any other run still marked running has no
 	// process left.
-	_, shared := s.cfg.Store.(store.Shared)
+	shared := s.cfg.Store.Features().Shared
 	for i := range list {
 		if run, ok := s.runs.get(list[i].ID); ok {
 			list[i] = run.Record
@@ -332,7 +328,7 @@ func (s *Server) handleStoredRun(w http.ResponseWriter, r *http.Request) {
 		serviceError(w, err)
 		return
 	}
-	if _, shared := s.cfg.Store.(store.Shared); !shared {
+	if !s.cfg.Store.Features().Shared {
 		rec = runs.Orphaned(rec) // not this process's: its owner is gone
 	}
 	writeJSON(w, http.StatusOK, Run{Record: rec})

@@ -27,14 +27,9 @@ import (
 // MaxBody bounds request bodies (413 past it).
 const MaxBody = 1 << 20
 
-// Store is everything the server reads and changes.
-type Store interface {
-	replay.Store
-	replay.Reporter
-	PutSnapshot(ctx context.Context, id string, snapshot any) error
-	// Snapshot reads a recorded policy snapshot (audit replay-decision --server).
-	Snapshot(ctx context.Context, id string, out any) error
-}
+// Store is everything the server reads and changes: the one store
+// contract.
+type Store = store.Backend
 
 // Config wires a server.
 type Config struct {

@@ -113,8 +113,7 @@ func short(s string) string {
 // first: they have waited longest), one page. The pending queue (what
 // approvers work from) reads the store's index of open requests and each
 // shown request's entry history; other states read the index by state
-// (expired: the stored expired and the pending past their expiry); a
-// store without it reads every request.
+// (expired: the stored expired and the pending past their expiry).
 func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, group string, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
 	return approvalQueueMatch(ctx, svc, s, state, func(a *store.Approval) bool { return group == "" || a.ApproverGroup == group }, older, now, page)
 }
@@ -123,40 +122,14 @@ func approvalQueue(ctx context.Context, svc *approval.Service, s Store, state, g
 // (group, the groups a user decides, an id, an entry).
 func approvalQueueMatch(ctx context.Context, svc *approval.Service, s Store, state string, match func(*store.Approval) bool, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
 	if strings.EqualFold(state, store.ApprovalPending) {
-		if _, ok := any(s).(pendingIndex); ok {
-			return pendingQueue(ctx, svc, s, match, older, now, page)
-		}
+		return pendingQueue(ctx, svc, s, match, older, now, page)
 	}
-	if si, ok := any(s).(approvalStateIndex); ok {
-		cards, total, err := stateQueue(ctx, si, s, state, match, older, now, page)
-		if !errors.Is(err, store.ErrNotIndexed) {
-			return cards, total, err
-		}
-	}
-	all, err := svc.List(ctx, approval.Filter{})
-	if err != nil {
-		return nil, 0, err
-	}
-	// Each entry's requests, to show what changed since the last one.
-	byEntry := map[string][]approval.View{}
-	list := make([]approval.View, 0, len(all))
-	for _, v := range all {
-		byEntry[v.EntryRef] = append(byEntry[v.EntryRef], v)
-		if match(&v.Approval) && (state == "" || strings.EqualFold(v.State, state)) {
-			list = append(list, v)
-		}
-	}
-	return approvalCards(ctx, s, list, func(ref string) ([]approval.View, *store.EntryRecord, error) { return byEntry[ref], nil, nil }, older, now, page)
-}
-
-// approvalStateIndex is a store with an index of requests by state.
-type approvalStateIndex interface {
-	ApprovalsByState(ctx context.Context, states []string, fn func(*store.Approval) error) error
+	return stateQueue(ctx, s, state, match, older, now, page)
 }
 
 // stateQueue lists the requests in state ("": every state) from the
 // index by state, each with its state as a reader sees it at now.
-func stateQueue(ctx context.Context, si approvalStateIndex, s Store, state string, match func(*store.Approval) bool, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
+func stateQueue(ctx context.Context, s Store, state string, match func(*store.Approval) bool, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
 	var stored []string
 	switch {
 	case state == "":
@@ -166,7 +139,7 @@ func stateQueue(ctx context.Context, si approvalStateIndex, s Store, state strin
 		stored = []string{state}
 	}
 	var list []approval.View
-	err := si.ApprovalsByState(ctx, stored, func(a *store.Approval) error {
+	err := s.ApprovalsByState(ctx, stored, func(a *store.Approval) error {
 		v := approval.View{Approval: *a}
 		if a.State == store.ApprovalPending && !a.ExpiresAt.IsZero() && now.After(a.ExpiresAt) {
 			v.State = store.ApprovalExpired // as approval.Service shows it
@@ -192,7 +165,7 @@ func stateQueue(ctx context.Context, si approvalStateIndex, s Store, state strin
 // approval ids its entry's audit history names.
 func pendingQueue(ctx context.Context, svc *approval.Service, s Store, match func(*store.Approval) bool, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
 	var list []approval.View
-	err := pendingApprovals(ctx, s, svc, now, func(a *store.Approval) {
+	err := pendingApprovals(ctx, s, now, func(a *store.Approval) {
 		if match(a) {
 			list = append(list, approval.View{Approval: *a})
 		}

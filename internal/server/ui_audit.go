@@ -32,7 +32,7 @@ type headView struct {
 }
 
 // verifyHead extends iv's verification to the chain's current end.
-func verifyHead(ctx context.Context, iv *audit.Incremental, r audit.Reader, key []byte, now time.Time) (*headView, error) {
+func verifyHead(ctx context.Context, iv *audit.Incremental, r audit.Chain, key []byte, now time.Time) (*headView, error) {
 	res, err := iv.Verify(ctx, r, key)
 	if err != nil {
 		return nil, err
@@ -100,51 +100,27 @@ func (aq auditQuery) link(page int) string {
 	return "/audit?" + v.Encode()
 }
 
-// auditIndex is a store with audit indexes by actor, kind and time.
-type auditIndex interface {
-	AuditSeqs(ctx context.Context, f store.AuditFilter) ([]uint64, error)
-	AuditRecords(ctx context.Context, seqs []uint64, fn func(uint64, audit.Sealed, error) error) error
-}
-
 // auditPage is the one place the console lists audit records: newest
 // first, one page, with the total matching. Unfiltered it reads only the
-// page's seqs back from the head; filtered by entry, that entry's records
-// from the per-entry audit index; by actor, kind or time, the seqs from
-// the audit indexes and then only the page's records; the chain only on
-// a store without those indexes.
-func auditPage(ctx context.Context, r audit.Reader, aq auditQuery) ([]audit.Record, int, error) {
-	if aq.Query == (audit.Query{}) && aq.Until.IsZero() {
-		return auditTail(ctx, r, aq.Page, aq.Size)
+// page's seqs back from the head; by actor, kind or time, the seqs from
+// the audit indexes and then only the page's records; otherwise the
+// records replay.EachAudit reads (an entry's from its index; an action
+// alone is in no index: that filter reads the chain).
+func auditPage(ctx context.Context, s Store, aq auditQuery) ([]audit.Record, int, error) {
+	indexed := aq.Actor != "" || aq.Kind != "" || !aq.Since.IsZero() || !aq.Until.IsZero()
+	switch {
+	case aq.Query == (audit.Query{}) && aq.Until.IsZero():
+		return auditTail(ctx, s, aq.Page, aq.Size)
+	case aq.Entry == "" && aq.Action == "" && indexed:
+		return auditIndexed(ctx, s, aq)
 	}
-	if ai, ok := r.(auditIndex); ok && aq.Entry == "" && aq.Action == "" {
-		recs, total, err := auditIndexed(ctx, ai, aq)
-		if !errors.Is(err, store.ErrNotIndexed) {
-			return recs, total, err
-		}
-	}
-	each := func(fn func(audit.Record) error) error { return audit.Each(ctx, r, aq.Query, fn) }
-	if ea, ok := r.(replay.EntryAuditIndex); ok && aq.Entry != "" {
-		if inv, ok := r.(replay.Inventory); ok {
-			if er, err := replay.Find(ctx, inv, aq.Entry); err == nil {
-				each = func(fn func(audit.Record) error) error {
-					err := ea.EntryAudit(ctx, er.Entry.Ref(), er.Entry.IdempotencyKey, func(_ uint64, s audit.Sealed, derr error) error {
-						if derr != nil {
-							return nil
-						}
-						rec, err := s.Open()
-						if err != nil || !aq.Query.Match(&rec) {
-							return nil
-						}
-						return fn(rec)
-					})
-					if errors.Is(err, store.ErrNotIndexed) {
-						return audit.Each(ctx, r, aq.Query, fn)
-					}
-					return err
-				}
-			}
-		}
-	}
+	each := func(fn func(audit.Record) error) error { return replay.EachAudit(ctx, s, 1, aq.Query, fn) }
+	return newestPage(each, aq)
+}
+
+// newestPage is page aq.Page of the records each yields (oldest first,
+// matching aq.Query), newest first, with the total up to aq.Until.
+func newestPage(each func(fn func(audit.Record) error) error, aq auditQuery) ([]audit.Record, int, error) {
 	keep := aq.Page * aq.Size
 	var recs []audit.Record
 	total := 0
@@ -181,7 +157,7 @@ func auditPage(ctx context.Context, r audit.Reader, aq auditQuery) ([]audit.Reco
 
 // auditIndexed is one page of the records the audit indexes select,
 // newest first: it reads the page's records alone.
-func auditIndexed(ctx context.Context, ai auditIndex, aq auditQuery) ([]audit.Record, int, error) {
+func auditIndexed(ctx context.Context, ai Store, aq auditQuery) ([]audit.Record, int, error) {
 	seqs, err := ai.AuditSeqs(ctx, store.AuditFilter{Actor: aq.Actor, Kind: aq.Kind, Since: aq.Since, Until: aq.Until})
 	if err != nil {
 		return nil, 0, err

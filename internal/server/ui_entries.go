@@ -133,15 +133,17 @@ func (q entryQuery) filter() (replay.BulkFilter, error) {
 // (cursor pages in ref order, the last-failure index sorted; several topic
 // globs are a union of topic ranges, an age a range of the last-failure
 // index; the total from the counters); it scans only for what no index
-// holds (reasons, ids) or a file opened read-only before it was ever
-// indexed.
-func entryPage(ctx context.Context, s replay.Inventory, f *replay.BulkFilter, now time.Time, sortBy string, page, size int) (*replay.Page, error) {
+// holds (reasons, ids, "newer than").
+func entryPage(ctx context.Context, s Store, f *replay.BulkFilter, now time.Time, sortBy string, page, size int) (*replay.Page, error) {
 	if sf, ok := storeFilter(f, now); ok {
-		p, err := indexedPage(ctx, s, sf, sortBy, page, size)
-		if !errors.Is(err, store.ErrNotIndexed) {
-			return p, err
-		}
+		return indexedPage(ctx, s, sf, sortBy, page, size)
 	}
+	return scanPage(ctx, s, f, now, sortBy, page, size)
+}
+
+// scanPage is entryPage for a filter no index holds: it reads every
+// entry.
+func scanPage(ctx context.Context, s Store, f *replay.BulkFilter, now time.Time, sortBy string, page, size int) (*replay.Page, error) {
 	p := &replay.Page{Page: page, Size: size, Items: []*store.EntryRecord{}, TotalExact: true}
 	skip := (page - 1) * size
 	if sortBy == "" {
@@ -196,27 +198,13 @@ func entryPage(ctx context.Context, s replay.Inventory, f *replay.BulkFilter, no
 	return p, err
 }
 
-// sortedPager is a store with an index by last failure.
-type sortedPager interface {
-	SortedPage(ctx context.Context, f store.EntryFilter, newest bool, cursor string, limit int) (*store.EntryPage, error)
-}
-
 // indexedPage is page (1-based) of the store's cursor pages: in ref order
-// (store.Indexed) or by last failure (sortedPager); store.ErrNotIndexed
-// when the store has no such index.
-func indexedPage(ctx context.Context, s any, f store.EntryFilter, sortBy string, page, size int) (*replay.Page, error) {
-	ix, ok := s.(store.Indexed)
-	if !ok {
-		return nil, store.ErrNotIndexed
-	}
-	fetch := func(cursor string) (*store.EntryPage, error) { return ix.Page(ctx, f, cursor, size) }
+// (Page) or by last failure (SortedPage).
+func indexedPage(ctx context.Context, s Store, f store.EntryFilter, sortBy string, page, size int) (*replay.Page, error) {
+	fetch := func(cursor string) (*store.EntryPage, error) { return s.Page(ctx, f, cursor, size) }
 	if sortBy != "" {
-		sp, ok := s.(sortedPager)
-		if !ok {
-			return nil, store.ErrNotIndexed
-		}
 		fetch = func(cursor string) (*store.EntryPage, error) {
-			return sp.SortedPage(ctx, f, sortBy == "newest", cursor, size)
+			return s.SortedPage(ctx, f, sortBy == "newest", cursor, size)
 		}
 	}
 	cursor := ""

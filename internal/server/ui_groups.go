@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -60,26 +59,15 @@ func groupRows(gs []store.GroupSummary) []groupRow {
 	return out
 }
 
-// groupsData reads the first limit groups (0: all; none for a store that
-// keeps none).
+// groupsData reads the first limit groups (0: all).
 func (u *ui) groupsData(ctx context.Context, limit int) ([]groupRow, error) {
-	g, ok := u.s.groups("")
-	if !ok {
-		return nil, nil
-	}
-	gs, err := g.List(ctx, limit)
-	if errors.Is(err, store.ErrNotIndexed) {
-		return nil, nil // a file opened read-only before it was indexed
-	}
+	gs, err := u.s.groups("").List(ctx, limit)
 	return groupRows(gs), err
 }
 
 // heldGroups counts the groups held now, from their lifecycle records.
 func (u *ui) heldGroups(ctx context.Context) (int, error) {
-	g, ok := u.s.groups("")
-	if !ok {
-		return 0, nil
-	}
+	g := u.s.groups("")
 	now, n := u.s.cfg.Now(), 0
 	err := g.Store.GroupStates(ctx, func(st *store.GroupState) error {
 		if st.HoldActive(now) {
@@ -103,17 +91,13 @@ func (u *ui) groupsPage(w http.ResponseWriter, r *http.Request, tok Token) {
 // groupAct applies one action from the console and says how it went.
 func (u *ui) groupAct(w http.ResponseWriter, r *http.Request, tok Token) {
 	id, verb := r.PathValue("id"), r.PathValue("verb")
-	g, ok := u.s.groups(tok.User)
+	g := u.s.groups(tok.User)
 	back := r.PostFormValue("back")
 	if back != "/" {
 		back = "/groups"
 	}
 	done := func(flash string) {
 		http.Redirect(w, r, back+"?flash="+url.QueryEscape(flash), http.StatusSeeOther)
-	}
-	if !ok {
-		done("this state store keeps no failure groups")
-		return
 	}
 	ctx := r.Context()
 	var st *store.GroupState

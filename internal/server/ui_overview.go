@@ -2,15 +2,12 @@ package server
 
 import (
 	"context"
-	"errors"
 	"html/template"
 	"net/url"
 	"slices"
 	"sort"
 	"time"
 
-	"github.com/replayctl/replayctl/internal/approval"
-	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
 )
@@ -93,16 +90,12 @@ func overviewBucketOf(start, t time.Time) int {
 
 // overviewData is the one place the overview reads the store: its
 // per-bucket counters and hourly series (issue 16), so a page costs the
-// same at 100k entries as at 10; a scan only for a file opened read-only
-// before it was ever indexed.
+// same at 100k entries as at 10.
 func (u *ui) overviewData(ctx context.Context) (*overview, error) {
 	s := u.s.cfg.Store
 	now := u.s.cfg.Now()
 	start := now.Truncate(overviewBucket).Add(-(overviewBuckets - 1) * overviewBucket)
 	c, err := overviewIndexed(ctx, s, start, now)
-	if errors.Is(err, store.ErrNotIndexed) {
-		c, err = overviewScan(ctx, s, start)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +147,7 @@ func (u *ui) overviewData(ctx context.Context) (*overview, error) {
 	// request ever made.
 	waiting := map[string]int{}
 	var oldestAsk time.Time
-	if err := pendingApprovals(ctx, s, u.s.approvals(), now, func(a *store.Approval) {
+	if err := pendingApprovals(ctx, s, now, func(a *store.Approval) {
 		waiting[a.ApproverGroup]++
 		if oldestAsk.IsZero() || a.RequestedAt.Before(oldestAsk) {
 			oldestAsk = a.RequestedAt
@@ -176,45 +169,22 @@ func (u *ui) overviewData(ctx context.Context) (*overview, error) {
 	return o, nil
 }
 
-// pendingIndex is a store with an index of its open approval requests.
-type pendingIndex interface {
-	PendingApprovals(ctx context.Context, fn func(*store.Approval) error) error
-}
-
 // pendingApprovals calls fn with each pending approval request (not
-// expired at now): from the store's index of open requests when it has
-// one, else from the service's listing (a scan).
-func pendingApprovals(ctx context.Context, s any, svc *approval.Service, now time.Time, fn func(*store.Approval)) error {
-	if pi, ok := s.(pendingIndex); ok {
-		err := pi.PendingApprovals(ctx, func(a *store.Approval) error {
-			// The index holds stored state; a request past its expiry is
-			// expired, as approval.Service says.
-			if a.State == store.ApprovalPending && (a.ExpiresAt.IsZero() || !now.After(a.ExpiresAt)) {
-				fn(a)
-			}
-			return nil
-		})
-		if !errors.Is(err, store.ErrNotIndexed) {
-			return err
+// expired at now), from the store's index of open requests.
+func pendingApprovals(ctx context.Context, s Store, now time.Time, fn func(*store.Approval)) error {
+	return s.PendingApprovals(ctx, func(a *store.Approval) error {
+		// The index holds stored state; a request past its expiry is
+		// expired, as approval.Service says.
+		if a.State == store.ApprovalPending && (a.ExpiresAt.IsZero() || !now.After(a.ExpiresAt)) {
+			fn(a)
 		}
-	}
-	list, err := svc.List(ctx, approval.Filter{State: store.ApprovalPending})
-	if err != nil {
-		return err
-	}
-	for i := range list {
-		fn(&list[i].Approval)
-	}
-	return nil
+		return nil
+	})
 }
 
 // overviewIndexed reads the overview's numbers from the store's counters
-// and hourly series; store.ErrNotIndexed when it has none.
-func overviewIndexed(ctx context.Context, s any, start, now time.Time) (*overviewCounts, error) {
-	ix, ok := s.(store.Indexed)
-	if !ok {
-		return nil, store.ErrNotIndexed
-	}
+// and hourly series.
+func overviewIndexed(ctx context.Context, ix Store, start, now time.Time) (*overviewCounts, error) {
 	cnt, err := ix.Counters(ctx)
 	if err != nil {
 		return nil, err
@@ -281,114 +251,10 @@ func overviewIndexed(ctx context.Context, s any, start, now time.Time) (*overvie
 	return c, nil
 }
 
-// overviewScan counts by reading every entry and the audit chain's last
-// day: a file opened read-only before it was ever indexed.
-func overviewScan(ctx context.Context, s Store, start time.Time) (*overviewCounts, error) {
-	c := newOverviewCounts()
-	bucket := func(t time.Time) int { return overviewBucketOf(start, t) }
-	patterns := map[string]*pattern{}
-	err := s.Entries(ctx, func(er *store.EntryRecord) error {
-		c.total++
-		c.byState[er.Status]++
-		if i := bucket(er.FirstSeen); i >= 0 {
-			cl := string(er.Class)
-			if c.inflow[cl] == nil {
-				c.inflow[cl] = make([]int, overviewBuckets)
-			}
-			c.inflow[cl][i]++
-		}
-		if !slices.Contains(openStates, er.Status) {
-			return nil
-		}
-		c.open++
-		c.byClass[string(er.Class)]++
-		c.bySource[er.Entry.Source]++
-		c.byTopic[er.Entry.Topic]++
-		sig := replay.Signature(er)
-		if p := patterns[sig]; p != nil {
-			p.N++
-		} else {
-			patterns[sig] = &pattern{Signature: sig, Class: string(er.Class), Example: er.Entry.Ref(), N: 1}
-		}
-		when := lastFailure(er)
-		if !when.IsZero() && (c.oldest.IsZero() || when.Before(c.oldest)) {
-			c.oldest, c.oldestHref = when, "/entries/"+url.PathEscape(er.Entry.Ref())
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range patterns {
-		c.patterns = append(c.patterns, *p)
-	}
-	from, err := firstSince(ctx, s, start)
-	if err != nil {
-		return nil, err
-	}
-	err = s.AuditRange(ctx, from, func(_ uint64, sealed audit.Sealed, derr error) error {
-		if derr != nil {
-			return nil // the audit page and audit verify report it
-		}
-		r, err := sealed.Open()
-		if err != nil {
-			return nil
-		}
-		i := bucket(r.Time)
-		if i < 0 {
-			return nil
-		}
-		switch r.Kind {
-		case audit.KindOutcome:
-			if c.outcomes[r.Outcome] == nil {
-				c.outcomes[r.Outcome] = make([]int, overviewBuckets)
-			}
-			c.outcomes[r.Outcome][i]++
-			if r.Outcome == "succeeded" {
-				c.drained[i]++
-			}
-		case audit.KindResolve:
-			c.drained[i]++
-		case audit.KindDecision:
-			if _, denied := r.ReplayProposal(); denied {
-				c.denied[i]++
-			}
-		}
-		return nil
-	})
-	return c, err
-}
-
 // pattern is a group of open entries failing the same way.
 type pattern struct {
 	Signature, Class, Example string
 	N                         int
-}
-
-// firstSince finds the first audit record at or after t by binary search
-// on seq (records are appended in time order), so the overview reads the
-// last day of the chain, not all of it.
-func firstSince(ctx context.Context, r audit.Reader, t time.Time) (uint64, error) {
-	head, _, err := r.AuditHead(ctx)
-	if err != nil {
-		return 0, err
-	}
-	lo, hi := uint64(1), head+1
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		rec, err := audit.Get(ctx, r, mid)
-		if err != nil {
-			// An unreadable record: start from the beginning rather than
-			// guess (the scan skips it).
-			return 1, nil //nolint:nilerr // reported by the audit page
-		}
-		if rec.Time.Before(t) {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	return lo, nil
 }
 
 // linked sorts counts (largest first), keeps the top n (0: all) and

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,9 +18,30 @@ import (
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
-// scanOnly is the real store with its indexes hidden: the console's
-// fallback, which reads every entry, record and request.
-type scanOnly struct{ Store }
+// The oracles below read every entry, record and request: what the
+// console's views must list, which they read from the indexes.
+
+// auditPageByScan is auditPage computed from the whole chain.
+func auditPageByScan(ctx context.Context, s Store, aq auditQuery) ([]audit.Record, int, error) {
+	return newestPage(func(fn func(audit.Record) error) error { return audit.Each(ctx, s, aq.Query, fn) }, aq)
+}
+
+// approvalQueueByScan is approvalQueue computed from every request.
+func approvalQueueByScan(ctx context.Context, svc *approval.Service, s Store, state, group string, older time.Duration, now time.Time, page int) ([]approvalCard, int, error) {
+	all, err := svc.List(ctx, approval.Filter{})
+	if err != nil {
+		return nil, 0, err
+	}
+	byEntry := map[string][]approval.View{}
+	list := make([]approval.View, 0, len(all))
+	for _, v := range all {
+		byEntry[v.EntryRef] = append(byEntry[v.EntryRef], v)
+		if (group == "" || v.ApproverGroup == group) && (state == "" || strings.EqualFold(v.State, state)) {
+			list = append(list, v)
+		}
+	}
+	return approvalCards(ctx, s, list, func(ref string) ([]approval.View, *store.EntryRecord, error) { return byEntry[ref], nil, nil }, older, now, page)
+}
 
 // viewsNow is the mixed console store's "now".
 var viewsNow = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
@@ -102,7 +124,7 @@ func TestConsoleEntryFiltersIndexedEqualScan(t *testing.T) {
 		}
 		seen := 0
 		for page := 1; page <= 20; page++ {
-			want, err := entryPage(ctx, scanOnly{s}, &f, viewsNow, q.Sort, page, 7)
+			want, err := scanPage(ctx, s, &f, viewsNow, q.Sort, page, 7)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +174,7 @@ func TestConsoleAuditFiltersIndexedEqualScan(t *testing.T) {
 		total := 0
 		for page := 1; page <= 30; page++ {
 			aq.Page = page
-			want, wantN, err := auditPage(ctx, scanOnly{s}, aq)
+			want, wantN, err := auditPageByScan(ctx, s, aq)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +218,7 @@ func TestConsoleApprovalViewsIndexedEqualScan(t *testing.T) {
 	for _, state := range []string{store.ApprovalApproved, store.ApprovalRejected, store.ApprovalStale, store.ApprovalExpired, ""} {
 		for _, group := range []string{"", "payments"} {
 			for page := 1; page <= 3; page++ {
-				want, wantN, err := approvalQueue(ctx, svc, scanOnly{s}, state, group, 0, viewsNow, page)
+				want, wantN, err := approvalQueueByScan(ctx, svc, s, state, group, 0, viewsNow, page)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -10,20 +10,110 @@ import (
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
-// Backend is a complete state store: what every command and the server
-// use. Bolt (one process) and Postgres (many workers) implement it.
+// Backend is the one store contract: every operation the commands, the
+// server, the entry operations, the backtest and the audit verifier use,
+// implemented by both backends (Bolt: one process; Postgres: many
+// workers). Callers take a Backend and call what they need; there is no
+// optional interface to test for. An operation a backend cannot do
+// returns ErrNotImplemented (none today); Features says what differs in
+// kind between them. The work sharing of a shared store (Shared) and the
+// runner's own capabilities are still asserted by the runner
+// (internal/replay) until its refactor folds them in.
+//
+// storetest runs the same suite against both backends; a backend whose
+// answers differ fails it.
 type Backend interface {
 	Store
-	audit.Reader
+	// AuditChain: the records, the head and its signature, the base of a
+	// pruned chain, the unsealed tail, the snapshots and the ledger the
+	// verifier compares with the chain.
+	AuditChain
 	Indexed
 	Grouped
-	LedgerView(ctx context.Context, key string) (triage.LedgerView, error)
-	LedgerRecords(ctx context.Context, fn func(*idempotency.Record) error) error
+
+	// Entries calls fn for every entry in ref order, payload included: a
+	// scan, for exports and reports that read the whole store.
 	Entries(ctx context.Context, fn func(*EntryRecord) error) error
+	// SortedPage returns up to limit entries matching f after cursor, by
+	// last failure, oldest first (newest: newest first).
+	SortedPage(ctx context.Context, f EntryFilter, newest bool, cursor string, limit int) (*EntryPage, error)
+	// Gauges reads a scrape's counts: entries by (source, class, action,
+	// state), open depth by (source, topic), the oldest open entry.
+	Gauges(ctx context.Context) (*Gauges, error)
+	// RefsByID returns the refs of the entries whose source id is id, in
+	// ref order.
+	RefsByID(ctx context.Context, id string) ([]string, error)
+
+	LedgerView(ctx context.Context, key string) (triage.LedgerView, error)
+	// LedgerRecords calls fn for every ledger record in key order.
+	LedgerRecords(ctx context.Context, fn func(*idempotency.Record) error) error
+
+	// Approvals calls fn for every approval request, in id order.
 	Approvals(ctx context.Context, fn func(*Approval) error) error
+	// PendingApprovals calls fn with every request stored as pending,
+	// oldest first (expiry is the reader's to apply).
+	PendingApprovals(ctx context.Context, fn func(*Approval) error) error
+	// ApprovalsByState calls fn with the requests whose stored state is
+	// one of states (case-insensitive; none: every state), by state and
+	// within a state oldest first.
+	ApprovalsByState(ctx context.Context, states []string, fn func(*Approval) error) error
+
+	// AuditSeqs returns the seqs of the (sealed) audit records matching
+	// f, oldest first, from the audit indexes (at least one field set).
+	AuditSeqs(ctx context.Context, f AuditFilter) ([]uint64, error)
+	// AuditRecords calls fn with the records of these seqs in the order
+	// given; a seq with no (sealed) record is skipped.
+	AuditRecords(ctx context.Context, seqs []uint64, fn func(seq uint64, rec audit.Sealed, decodeErr error) error) error
+	// AuditRangeRaw is AuditRange undecoded: each record as bytes that
+	// DecodeValue reads into an audit.Sealed, valid only during fn.
+	AuditRangeRaw(ctx context.Context, from uint64, fn func(seq uint64, raw []byte) error) error
+	// EntryAudit calls fn, oldest first, with the records about one entry:
+	// those naming its ref, and those naming no entry but its key.
+	EntryAudit(ctx context.Context, ref, key string, fn func(seq uint64, rec audit.Sealed, decodeErr error) error) error
+	// AuditTamperRefusals counts the appends and seals refused because the
+	// chain was edited outside replayctl.
+	AuditTamperRefusals() uint64
+
 	PutSnapshot(ctx context.Context, id string, snapshot any) error
 	Snapshot(ctx context.Context, id string, out any) error
+
+	// Runs (internal/runs): records opaque to the store.
+	PutRun(ctx context.Context, id string, rec []byte) error
+	UpdateRun(ctx context.Context, id string, fn func(cur []byte) ([]byte, error)) error
+	Run(ctx context.Context, id string) ([]byte, error)
+	Runs(ctx context.Context, fn func(id string, rec []byte) error) error
+
+	// Prune moves what retention lets go into an archive, then removes it
+	// (PruneOptions; a kill at any point loses nothing).
+	Prune(ctx context.Context, o PruneOptions) (*PruneResult, error)
+
+	// TryRunLock takes the scheduler lock: one reconcile at a time across
+	// the processes sharing the store; ok is false when another holds it.
+	TryRunLock(ctx context.Context) (release func(), ok bool, err error)
+
+	// Instance names the process instance holding the store (Instancer).
+	Instance() string
+	// Features says what kind of store this is.
+	Features() Features
 }
+
+// AuditChain is what a store tells about its audit chain, as
+// audit.Verify reads it.
+type AuditChain = audit.Chain
+
+// Features says what differs in kind between backends (Watermill's
+// Features): the suite and the callers read it rather than the type.
+type Features struct {
+	// Shared: many workers share the store (work sharing with leases and
+	// fencing, the scheduler lock: Shared). Without it one process holds
+	// the store, so a run recorded as running and not in this process has
+	// no process left.
+	Shared bool
+}
+
+// ErrNotImplemented: the backend cannot do this operation (River's
+// riverdriver.ErrNotImplemented). Callers pass it on as any error.
+var ErrNotImplemented = errors.New("not implemented by this store backend")
 
 var (
 	_ Backend = (*Bolt)(nil)

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -51,6 +50,9 @@ type PruneOptions struct {
 	// AfterArchive, when set, is called once the archive is durable and
 	// the prune is marked pending, before anything is removed (tests).
 	AfterArchive func()
+	// AfterBase, when set, is called once the chain's base has moved,
+	// before the records up to it are removed (tests).
+	AfterBase func()
 }
 
 // PruneResult says what a prune did.
@@ -102,32 +104,19 @@ func readBase(tx *bolt.Tx) (*audit.Checkpoint, error) {
 	return &cp, nil
 }
 
-// Prune moves what retention lets go into an archive, then removes it.
-//
-// Order, so that a kill at any point loses nothing and leaves a chain that
-// verifies: (1) the prune is marked pending in the store, naming its
-// archive; (2) the archive is written to a temporary file, synced and
-// renamed into place, and nothing is removed unless it is complete (a
-// mark whose archive is missing or unfinished is dropped by the next
-// prune); (3) entries and approvals are removed in bounded transactions,
-// each re-checking that the entry still qualifies; (4) the chain's base
-// moves to the archive's last record, in a transaction of its own, before
-// (5) the records up to it are removed in bounded transactions (records
-// at or below the base are not walked by verify); (6) the mark is
-// cleared. A prune that finds a mark with a complete archive finishes
-// that prune first (steps 3-6 are idempotent) and does nothing else.
-//
-// Ledger records are archived but kept: they are what stops a key that
-// succeeded from being sent again if its entry is read again.
+// Prune moves what retention lets go into an archive, then removes it
+// (prune.go says in which order, so that a kill loses nothing).
 func (s *Bolt) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error) {
 	if s.ro {
 		return nil, ErrReadOnly
 	}
-	if o.Batch <= 0 {
-		o.Batch = DefaultPruneBatch
-	}
+	return prune(ctx, s, o)
+}
+
+// pendingPrune reads the mark of a prune whose removals are not finished.
+func (s *Bolt) pendingPrune(context.Context) (*prunePending, error) {
 	var pend *prunePending
-	if err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
 		if meta := tx.Bucket(bucketMeta); meta != nil {
 			if v := meta.Get(keyPrunePending); v != nil {
 				pend = &prunePending{}
@@ -135,63 +124,15 @@ func (s *Bolt) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error) 
 			}
 		}
 		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("read pending prune: %w", err)
-	}
-	if pend != nil {
-		res, err := s.removeArchived(ctx, pend, o.Batch, false, nil)
-		if !errors.Is(err, errNoArchive) {
-			if res != nil {
-				res.Resumed = true
-			}
-			return res, err
-		}
-		// Killed before its archive was complete: nothing was removed.
-		if err := s.setPending(nil); err != nil {
-			return nil, err
-		}
-	}
-	if o.Archive == "" {
-		return nil, errors.New("prune: an archive file is required")
-	}
-	if _, err := os.Stat(o.Archive); err == nil {
-		return nil, fmt.Errorf("%w: %s", ErrArchiveExists, o.Archive)
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	abs, err := filepath.Abs(o.Archive)
-	if err != nil {
-		return nil, err
-	}
-	// Marked before the archive is written, so that a kill between its
-	// rename and the removals still finds it; a mark whose archive is
-	// missing or unfinished is dropped (nothing was removed).
-	pend = &prunePending{Archive: abs, Before: o.Before.UTC()}
-	if err := s.setPending(pend); err != nil {
-		return nil, err
-	}
-	res, base, written, err := s.writeArchive(ctx, abs, o)
-	if err != nil || !written {
-		if cerr := s.setPending(nil); err == nil {
-			err = cerr
-		}
-		return res, err
-	}
-	if o.AfterArchive != nil {
-		o.AfterArchive()
-	}
-	done, err := s.removeArchived(ctx, pend, o.Batch, true, base)
-	if done != nil {
-		done.HeldAt, done.HeldBy = res.HeldAt, res.HeldBy
-	}
-	return done, err
+	})
+	return pend, err
 }
 
 // errNoArchive: a pending prune's archive is missing or unfinished.
 var errNoArchive = errors.New("the pending prune's archive is missing or unfinished")
 
 // setPending writes (nil: clears) the pending prune's mark.
-func (s *Bolt) setPending(p *prunePending) error {
+func (s *Bolt) setPending(_ context.Context, p *prunePending) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if p == nil {
@@ -216,14 +157,8 @@ func prunable(tx *bolt.Tx, r *EntryRecord, before time.Time) bool {
 	if r == nil || IsOpen(r.Status) || r.WriteBackPending != "" {
 		return false
 	}
-	last := r.LastSeen
-	if r.FirstSeen.After(last) {
-		last = r.FirstSeen
-	}
-	if t, ok := lastAuditTime(tx, r.Entry.Ref()); ok && t.After(last) {
-		last = t
-	}
-	return last.Before(before)
+	t, ok := lastAuditTime(tx, r.Entry.Ref())
+	return closedBefore(r, t, ok, before)
 }
 
 // lastAuditTime is the time of the last audit record naming ref, from the
@@ -265,64 +200,27 @@ func lastAuditTime(tx *bolt.Tx, ref string) (time.Time, bool) {
 }
 
 // writeArchive writes, from one consistent read, the audit prefix, the
-// prunable entries, their ledger records and approvals, and the trailer,
-// to a temporary file renamed into place once synced. With nothing to
-// prune it writes no file and says written false.
+// prunable entries, their ledger records and approvals, and the trailer
+// (writeArchiveFile).
 func (s *Bolt) writeArchive(ctx context.Context, path string, o PruneOptions) (res *PruneResult, base *audit.Checkpoint, written bool, err error) {
-	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, nil, false, fmt.Errorf("create archive: %w", err)
-	}
-	defer os.Remove(tmp) // a no-op once renamed
-	defer f.Close()
-	w := audit.NewArchiveWriter(f)
-	res = &PruneResult{Archive: path}
-	err = s.db.View(func(tx *bolt.Tx) error {
-		a := &archiver{tx: tx, w: w, before: o.Before, res: res}
-		if err := a.auditPrefix(ctx, s.now().UTC()); err != nil {
-			return err
-		}
-		if err := a.entries(ctx); err != nil {
-			return err
-		}
-		if err := a.approvals(); err != nil {
-			return err
-		}
-		base = a.base
-		if base != nil && len(o.Key) > 0 {
-			base.MAC = audit.BaseMAC(o.Key, base.Seq, base.Head)
-		}
-		counts := map[string]int{"audit": res.Audit, "entries": res.Entries, "ledger": res.Ledger, "approvals": res.Approvals}
-		return w.Write(&audit.ArchiveLine{Type: audit.LineTrailer, Base: base, Counts: counts})
+	return writeArchiveFile(path, o, func(w *audit.ArchiveWriter, res *PruneResult) (*audit.Checkpoint, error) {
+		var base *audit.Checkpoint
+		err := s.db.View(func(tx *bolt.Tx) error {
+			a := &archiver{tx: tx, w: w, before: o.Before, res: res}
+			if err := a.auditPrefix(ctx, s.now().UTC()); err != nil {
+				return err
+			}
+			if err := a.entries(ctx); err != nil {
+				return err
+			}
+			if err := a.approvals(); err != nil {
+				return err
+			}
+			base = a.base
+			return nil
+		})
+		return base, err
 	})
-	if err != nil {
-		return nil, nil, false, err
-	}
-	if res.Audit == 0 && res.Entries == 0 && res.Approvals == 0 {
-		res.Archive = ""
-		return res, nil, false, nil
-	}
-	if err := w.Close(); err != nil {
-		return nil, nil, false, fmt.Errorf("write archive: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return nil, nil, false, fmt.Errorf("sync archive: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, nil, false, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return nil, nil, false, fmt.Errorf("archive: %w", err)
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		err = d.Sync()
-		d.Close()
-		if err != nil {
-			return nil, nil, false, fmt.Errorf("sync archive directory: %w", err)
-		}
-	}
-	return res, base, true, nil
 }
 
 // archiver writes one prune's archive from one read transaction.
@@ -494,7 +392,8 @@ func (a *archiver) approvals() error {
 // fresh says this process has just written and synced the archive, whose
 // base is given, so it is not read twice; resuming, the archive is checked
 // to be complete first and its base read from its trailer.
-func (s *Bolt) removeArchived(ctx context.Context, pend *prunePending, batch int, fresh bool, base *audit.Checkpoint) (*PruneResult, error) {
+func (s *Bolt) removeArchived(ctx context.Context, pend *prunePending, o PruneOptions, fresh bool, base *audit.Checkpoint) (*PruneResult, error) {
+	batch := o.Batch
 	res := &PruneResult{Archive: pend.Archive, Base: base}
 	// Nothing is removed unless the archive is all there.
 	if !fresh {
@@ -593,13 +492,13 @@ func (s *Bolt) removeArchived(ctx context.Context, pend *prunePending, batch int
 		return nil, fmt.Errorf("prune: %w (run prune again to finish; the archive %s holds everything)", err, pend.Archive)
 	}
 	if b := res.Base; b != nil {
-		n, err := s.moveBase(ctx, b, batch)
+		n, err := s.moveBase(ctx, b, batch, o.AfterBase)
 		res.Audit = n
 		if err != nil {
 			return nil, fmt.Errorf("prune the audit chain: %w (run prune again to finish)", err)
 		}
 	}
-	if err := s.setPending(nil); err != nil {
+	if err := s.setPending(ctx, nil); err != nil {
 		return nil, err
 	}
 	if fi, err := os.Stat(s.path); err == nil {
@@ -638,7 +537,7 @@ func archiveBase(path string) (*audit.Checkpoint, error) {
 // moveBase makes b the chain's base (when it is ahead of the current one)
 // and removes the records up to it, with their index keys, in bounded
 // transactions.
-func (s *Bolt) moveBase(ctx context.Context, b *audit.Checkpoint, batch int) (int, error) {
+func (s *Bolt) moveBase(ctx context.Context, b *audit.Checkpoint, batch int, afterBase func()) (int, error) {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		cur, err := readBase(tx)
 		if err != nil || cur != nil && cur.Seq >= b.Seq {
@@ -661,6 +560,9 @@ func (s *Bolt) moveBase(ctx context.Context, b *audit.Checkpoint, batch int) (in
 	})
 	if err != nil {
 		return 0, err
+	}
+	if afterBase != nil {
+		afterBase()
 	}
 	removed := 0
 	for {

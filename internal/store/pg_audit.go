@@ -93,6 +93,7 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 		mac = rowMAC(t.key, uint64(seq), body)
 	}
 	t.auditSeqs, t.auditBodies, t.auditMACs = append(t.auditSeqs, seq), append(t.auditBodies, body), append(t.auditMACs, mac)
+	t.auditActors, t.auditKinds, t.auditAts = append(t.auditActors, pgKey(r.Actor)), append(t.auditKinds, pgKey(r.Kind)), append(t.auditAts, auditAt(r.Time))
 	return audit.Sealed{Seq: r.Seq, Body: body}, nil
 }
 
@@ -232,7 +233,7 @@ func (p *Postgres) sealRound(ctx context.Context, wait bool) (sealed int, more b
 		}
 		now := time.Now().UTC()
 		// Void records are new rows; the others get their links.
-		var vseq, lseq []int64
+		var vseq, lseq, vat []int64
 		var vbody [][]byte
 		var vprev, vhash, lprev, lhash []string
 		next := uint64(headSeq) + 1
@@ -240,6 +241,7 @@ func (p *Postgres) sealRound(ctx context.Context, wait bool) (sealed int, more b
 			s := audit.Link(seq, head, body)
 			if void {
 				vseq, vbody, vprev, vhash = append(vseq, int64(seq)), append(vbody, body), append(vprev, head), append(vhash, s.Hash)
+				vat = append(vat, auditAt(now))
 			} else {
 				lseq, lprev, lhash = append(lseq, int64(seq)), append(lprev, head), append(lhash, s.Hash)
 			}
@@ -265,10 +267,14 @@ func (p *Postgres) sealRound(ctx context.Context, wait bool) (sealed int, more b
 			return nil
 		}
 		if len(vseq) > 0 {
-			if _, err := tx.Exec(ctx, `INSERT INTO audit (seq, body, prev, hash) SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::text[])`,
-				vseq, vbody, vprev, vhash); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO audit (seq, body, prev, hash, actor, kind, at)
+				SELECT s, b, p, h, 'replayctl', '`+KindVoid+`', t FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::text[], $5::bigint[]) u(s, b, p, h, t)`,
+				vseq, vbody, vprev, vhash, vat); err != nil {
 				return fmt.Errorf("write void audit records: %w", err)
 			}
+		}
+		if err := fillAuditCols(ctx, tx, tail, next); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE audit a SET prev = u.prev, hash = u.hash
 			FROM unnest($1::bigint[], $2::text[], $3::text[]) u(seq, prev, hash) WHERE a.seq = u.seq`, lseq, lprev, lhash); err != nil {
@@ -319,11 +325,14 @@ type tailRow struct {
 	seq  uint64
 	body []byte
 	mac  string
+	// bare: the row came without its indexed columns (inserted outside
+	// replayctl); the sealer fills them (pg_audit_index.go).
+	bare bool
 }
 
 // readTail reads the committed records after the head, in number order.
 func readTail(ctx context.Context, tx pgx.Tx, headSeq int64) ([]tailRow, error) {
-	rows, err := tx.Query(ctx, `SELECT seq, body, coalesce(mac, '') FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2`, headSeq, sealBatch)
+	rows, err := tx.Query(ctx, `SELECT seq, body, coalesce(mac, ''), kind IS NULL FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2`, headSeq, sealBatch)
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +341,7 @@ func readTail(ctx context.Context, tx pgx.Tx, headSeq int64) ([]tailRow, error) 
 	for rows.Next() {
 		var r tailRow
 		var s int64
-		if err := rows.Scan(&s, &r.body, &r.mac); err != nil {
+		if err := rows.Scan(&s, &r.body, &r.mac, &r.bare); err != nil {
 			return nil, err
 		}
 		r.seq = uint64(s)
@@ -342,7 +351,9 @@ func readTail(ctx context.Context, tx pgx.Tx, headSeq int64) ([]tailRow, error) 
 }
 
 // auditInsertSQL inserts the records a transaction appended, unchained.
-const auditInsertSQL = `INSERT INTO audit (seq, body, mac) SELECT s, b, nullif(m, '') FROM unnest($1::bigint[], $2::bytea[], $3::text[]) u(s, b, m)`
+// with their indexed columns (pg_audit_index.go).
+const auditInsertSQL = `INSERT INTO audit (seq, body, mac, actor, kind, at) SELECT s, b, nullif(m, ''), a, k, t
+	FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::text[], $5::text[], $6::bigint[]) u(s, b, m, a, k, t)`
 
 // pgAuditRowMACMigration: the MAC a keyed writer puts on each record it
 // appends (NULL from a keyless writer of an unsigned chain).
@@ -354,8 +365,9 @@ func (t *pgTx) auditWrite() (commitWrite, bool) {
 	if len(t.auditSeqs) == 0 {
 		return commitWrite{}, false
 	}
-	w := commitWrite{sql: auditInsertSQL, args: []any{t.auditSeqs, t.auditBodies, t.auditMACs}}
+	w := commitWrite{sql: auditInsertSQL, args: []any{t.auditSeqs, t.auditBodies, t.auditMACs, t.auditActors, t.auditKinds, t.auditAts}}
 	t.auditSeqs, t.auditBodies, t.auditMACs = nil, nil, nil
+	t.auditActors, t.auditKinds, t.auditAts = nil, nil, nil
 	return w, true
 }
 

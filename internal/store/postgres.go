@@ -84,10 +84,19 @@ var migrations = []string{
 	// 15: failure groups: the group column, its index, the group
 	// counters (backfilled in Go) and lifecycle records (pg_groups.go).
 	pgGroupsMigration,
+	// 16: audit records by actor, kind and time, for filtered audit pages
+	// (pg_audit_index.go), backfilled in Go.
+	pgAuditIndexMigration,
+	// 17: the base of a pruned chain and a pending prune's mark
+	// (pg_prune.go).
+	pgPruneMigration,
+	// 18: entries by their ref reversed, for lookups by source id
+	// (pg_contract.go).
+	pgRefIDMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.
-var migrationSteps = map[int]func(context.Context, pgx.Tx) error{6: backfillCounts, 8: backfillEntryCounts, 15: backfillGroups}
+var migrationSteps = map[int]func(context.Context, pgx.Tx) error{6: backfillCounts, 8: backfillEntryCounts, 15: backfillGroups, 16: backfillAuditIndex}
 
 // advisory lock ids (pg_advisory_lock's bigint space).
 const (
@@ -314,6 +323,10 @@ type pgTx struct {
 	auditSeqs   []int64
 	auditBodies [][]byte
 	auditMACs   []string
+	// auditActors, auditKinds and auditAts are their indexed columns
+	// (pg_audit_index.go).
+	auditActors, auditKinds []string
+	auditAts                []int64
 }
 
 func (t *pgTx) lockClause() string {

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -21,4 +23,11 @@ func TamperAuditForTest(s *Bolt, seq uint64) error {
 		}
 		return b.Put(seqKey(seq), data)
 	})
+}
+
+// TamperPGAuditForTest is TamperAuditForTest on PostgreSQL: the sealed
+// record's body is rewritten in place, its hash left as it was.
+func TamperPGAuditForTest(ctx context.Context, p *Postgres, seq uint64) error {
+	_, err := p.pool.Exec(ctx, `UPDATE audit SET body = convert_to('{"seq":' || seq || ',"kind":"decision","actor":"mallory"}', 'UTF8') WHERE seq = $1`, int64(seq))
+	return err
 }

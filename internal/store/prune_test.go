@@ -44,6 +44,12 @@ func makePruneStore(t *testing.T, path string, closedOld, open, closedNew int) *
 		t.Fatal(err)
 	}
 	defer st.Close()
+	return fillPruneStore(t, st, closedOld, open, closedNew)
+}
+
+// fillPruneStore writes the prune fixture into st (either backend).
+func fillPruneStore(t *testing.T, st store.Backend, closedOld, open, closedNew int) *pruneFixture {
+	t.Helper()
 	fx := &pruneFixture{}
 	add := func(n int, prefix, status string, at time.Time, list *[]string) {
 		err := st.Update(context.Background(), func(tx store.Tx) error {
@@ -171,6 +177,12 @@ func checkPruned(t *testing.T, path string, archives []string, fx *pruneFixture)
 		t.Fatal(err)
 	}
 	defer st.Close()
+	return checkPrunedStore(t, st, archives, fx)
+}
+
+// checkPrunedStore is checkPruned on an open store (either backend).
+func checkPrunedStore(t *testing.T, st store.Backend, archives []string, fx *pruneFixture) (live map[string]bool) {
+	t.Helper()
 	res, err := audit.VerifyWith(context.Background(), st, audit.VerifyOptions{Key: pruneKey})
 	if err != nil || !res.OK() {
 		t.Fatalf("live chain: %v %+v", err, res)

@@ -34,6 +34,13 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		"LineagesRoundTrip":           lineages,
 		"GroupsFollowWrites":          groupsFollowWrites,
 		"OldestOpenIsByLastFailure":   oldestOpenByLastFailure,
+		"SortedPagesMatchScan":        sortedPages,
+		"AuditRangesMatchScan":        auditRanges,
+		"ChainReadersAgree":           chainReaders,
+		"ApprovalIndexesMatchScan":    approvalIndexes,
+		"IDsAndGaugesMatchScan":       idsAndGauges,
+		"ClaimsAreLeasedAndFenced":    claims,
+		"PruneArchivesAndVerifies":    pruneArchives,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, open(t)) })

@@ -1,0 +1,170 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/replayctl/replayctl/internal/audit"
+)
+
+// What both backends' prunes share (bolt_prune.go, pg_prune.go): which
+// entry may leave, and how an archive reaches its file.
+
+// pruner is a backend's side of a prune: its pending mark, its archive's
+// one consistent read, and the removals (steps 3-6 of Prune).
+type pruner interface {
+	pendingPrune(ctx context.Context) (*prunePending, error)
+	setPending(ctx context.Context, p *prunePending) error
+	writeArchive(ctx context.Context, path string, o PruneOptions) (res *PruneResult, base *audit.Checkpoint, written bool, err error)
+	removeArchived(ctx context.Context, pend *prunePending, o PruneOptions, fresh bool, base *audit.Checkpoint) (*PruneResult, error)
+}
+
+// prune moves what retention lets go into an archive, then removes it,
+// on either backend.
+//
+// Order, so that a kill at any point loses nothing and leaves a chain that
+// verifies: (1) the prune is marked pending in the store, naming its
+// archive; (2) the archive is written to a temporary file, synced and
+// renamed into place, and nothing is removed unless it is complete (a
+// mark whose archive is missing or unfinished is dropped by the next
+// prune); (3) entries and approvals are removed in bounded transactions,
+// each re-checking that the entry still qualifies; (4) the chain's base
+// moves to the archive's last record, in a transaction of its own, before
+// (5) the records up to it are removed in bounded transactions (records
+// at or below the base are not walked by verify); (6) the mark is
+// cleared. A prune that finds a mark with a complete archive finishes
+// that prune first (steps 3-6 are idempotent) and does nothing else.
+//
+// Ledger records are archived but kept: they are what stops a key that
+// succeeded from being sent again if its entry is read again.
+func prune(ctx context.Context, s pruner, o PruneOptions) (*PruneResult, error) {
+	if o.Batch <= 0 {
+		o.Batch = DefaultPruneBatch
+	}
+	pend, err := s.pendingPrune(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read pending prune: %w", err)
+	}
+	if pend != nil {
+		res, err := s.removeArchived(ctx, pend, o, false, nil)
+		if !errors.Is(err, errNoArchive) {
+			if res != nil {
+				res.Resumed = true
+			}
+			return res, err
+		}
+		// Killed before its archive was complete: nothing was removed.
+		if err := s.setPending(ctx, nil); err != nil {
+			return nil, err
+		}
+	}
+	if o.Archive == "" {
+		return nil, errors.New("prune: an archive file is required")
+	}
+	if _, err := os.Stat(o.Archive); err == nil {
+		return nil, fmt.Errorf("%w: %s", ErrArchiveExists, o.Archive)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	abs, err := filepath.Abs(o.Archive)
+	if err != nil {
+		return nil, err
+	}
+	// Marked before the archive is written, so that a kill between its
+	// rename and the removals still finds it; a mark whose archive is
+	// missing or unfinished is dropped (nothing was removed).
+	pend = &prunePending{Archive: abs, Before: o.Before.UTC()}
+	if err := s.setPending(ctx, pend); err != nil {
+		return nil, err
+	}
+	res, base, written, err := s.writeArchive(ctx, abs, o)
+	if err != nil || !written {
+		if cerr := s.setPending(ctx, nil); err == nil {
+			err = cerr
+		}
+		return res, err
+	}
+	if o.AfterArchive != nil {
+		o.AfterArchive()
+	}
+	done, err := s.removeArchived(ctx, pend, o, true, base)
+	if done != nil {
+		done.HeldAt, done.HeldBy = res.HeldAt, res.HeldBy
+	}
+	return done, err
+}
+
+// closedBefore reports whether a closed entry owing no write-back may
+// leave: nothing happened to it (seen, or an audit record about it at
+// lastAudit when hasAudit) since before.
+func closedBefore(r *EntryRecord, lastAudit time.Time, hasAudit bool, before time.Time) bool {
+	if r == nil || IsOpen(r.Status) || r.WriteBackPending != "" {
+		return false
+	}
+	last := r.LastSeen
+	if r.FirstSeen.After(last) {
+		last = r.FirstSeen
+	}
+	if hasAudit && lastAudit.After(last) {
+		last = lastAudit
+	}
+	return last.Before(before)
+}
+
+// writeArchiveFile writes an archive through fill, which writes the
+// header, the audit prefix, the entries with their ledger records and the
+// approvals from one consistent read, counting them in res, and returns
+// the base (the last audit record archived). The trailer follows, and the
+// file is a temporary one renamed into place once synced. With nothing
+// to prune it writes no file and says written false.
+func writeArchiveFile(path string, o PruneOptions, fill func(w *audit.ArchiveWriter, res *PruneResult) (*audit.Checkpoint, error)) (res *PruneResult, base *audit.Checkpoint, written bool, err error) {
+	tmp := fmt.Sprintf("%s.tmp-%d", path, os.Getpid())
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("create archive: %w", err)
+	}
+	defer os.Remove(tmp) // a no-op once renamed
+	defer f.Close()
+	w := audit.NewArchiveWriter(f)
+	res = &PruneResult{Archive: path}
+	base, err = fill(w, res)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if base != nil && len(o.Key) > 0 {
+		base.MAC = audit.BaseMAC(o.Key, base.Seq, base.Head)
+	}
+	counts := map[string]int{"audit": res.Audit, "entries": res.Entries, "ledger": res.Ledger, "approvals": res.Approvals}
+	if err := w.Write(&audit.ArchiveLine{Type: audit.LineTrailer, Base: base, Counts: counts}); err != nil {
+		return nil, nil, false, err
+	}
+	if res.Audit == 0 && res.Entries == 0 && res.Approvals == 0 {
+		res.Archive = ""
+		return res, nil, false, nil
+	}
+	if err := w.Close(); err != nil {
+		return nil, nil, false, fmt.Errorf("write archive: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return nil, nil, false, fmt.Errorf("sync archive: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, nil, false, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, nil, false, fmt.Errorf("archive: %w", err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("sync archive directory: %w", err)
+		}
+	}
+	return res, base, true, nil
+}

@@ -55,7 +55,7 @@ func newBenchCmd(s *streams) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&quick, "quick", false, "tiny sizes: a smoke run")
-	cmd.Flags().StringVar(&only, "only", "", "run only these measurements (decisions, ledger, replays, floor, memory, micro, workers, reads, pgread, size, backtest, prune)")
+	cmd.Flags().StringVar(&only, "only", "", "run only these measurements (decisions, ledger, replays, floor, safe, memory, micro, workers, reads, pgread, size, backtest, prune)")
 	cmd.Flags().StringVar(&dir, "dir", "", "scratch directory (default: a temporary one, removed after)")
 	cmd.Flags().StringVarP(&outF, "output", "o", "table", "output format: table or json")
 	eng.register(cmd.Flags(), s.err)

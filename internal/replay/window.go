@@ -112,37 +112,63 @@ func (s *slot) finish(ctx context.Context) {
 	}
 }
 
-// commitIntent writes an entry's dispatch intent: with its window's when it
-// has one, else alone. It returns once the intent is durable (or failed).
-func (r *Reconciler) commitIntent(ctx context.Context, h *handling, fn func(store.Tx) error) error {
-	if s := slotOf(h); s != nil && s.win.queue != nil {
-		return s.win.queue.submit(ctx, fn)
-	} else if s != nil {
-		s.mu.Lock()
-		first := !s.intent
-		s.intent = true
-		s.mu.Unlock()
-		if first {
-			return s.win.intents.submit(ctx, fn)
-		}
-	}
-	return r.Store.Update(context.WithoutCancel(ctx), fn)
+// completer commits one write of an entry's handling (its intent before
+// the send, its outcome after, each with its audit records) and returns
+// once it is durable or failed, as River's job completer does, inline or
+// batched behind one interface:
+//   - inline: Store.Update, the entry's write alone (which bbolt still
+//     groups with concurrent writers: store/batch.go);
+//   - a commitGroup: a window's members on bbolt, committed together once
+//     each has submitted or left;
+//   - a commitQueue: a shared store's worker, whatever is pending when a
+//     transaction can start.
+//
+// Both batched kinds end in commitGroup.flush: on bbolt the store's own
+// group commit (Bolt.UpdateGroup, the one Update uses), elsewhere one
+// transaction with each part under its claim.
+type completer interface {
+	submit(ctx context.Context, fn func(store.Tx) error) error
 }
 
-// commitOutcome writes a dispatch's outcome: with its window's, or alone.
-func (r *Reconciler) commitOutcome(ctx context.Context, h *handling, fn func(store.Tx) error) error {
-	if s := slotOf(h); s != nil && s.win.queue != nil {
-		return s.win.queue.submit(ctx, fn)
-	} else if s != nil {
-		s.mu.Lock()
-		first := !s.outcome
-		s.outcome = true
-		s.mu.Unlock()
-		if first {
-			return s.win.outcomes.submit(ctx, fn)
-		}
+// inline is the completer of an entry handled alone.
+type inline struct{ s store.Store }
+
+func (c inline) submit(ctx context.Context, fn func(store.Tx) error) error {
+	return c.s.Update(context.WithoutCancel(ctx), fn)
+}
+
+// completerFor is where an entry's intent (or outcome) goes: its window's
+// group the first time, its worker's queue, else inline.
+func (r *Reconciler) completerFor(h *handling, intent bool) completer {
+	s := slotOf(h)
+	switch {
+	case s == nil:
+		return inline{r.Store}
+	case s.win.queue != nil:
+		return s.win.queue
 	}
-	return r.Store.Update(context.WithoutCancel(ctx), fn)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if intent && !s.intent {
+		s.intent = true
+		return s.win.intents
+	}
+	if !intent && !s.outcome {
+		s.outcome = true
+		return s.win.outcomes
+	}
+	return inline{r.Store} // a second write of the same kind: alone
+}
+
+// commitIntent writes an entry's dispatch intent (completerFor). It
+// returns once the intent is durable (or failed).
+func (r *Reconciler) commitIntent(ctx context.Context, h *handling, fn func(store.Tx) error) error {
+	return r.completerFor(h, true).submit(ctx, fn)
+}
+
+// commitOutcome writes a dispatch's outcome (completerFor).
+func (r *Reconciler) commitOutcome(ctx context.Context, h *handling, fn func(store.Tx) error) error {
+	return r.completerFor(h, false).submit(ctx, fn)
 }
 
 // send dispatches, at most MaxParallel of a window at a time. Under a
@@ -336,12 +362,21 @@ func (g *commitGroup) flush(ctx context.Context, calls []*groupCall) {
 			}
 		}
 	}()
-	update := g.s.Update
-	if now, ok := g.s.(groupedUpdater); ok {
-		update = now.UpdateNow // the group is the batch: no timer to wait out
+	if gu, ok := g.s.(groupUpdater); ok {
+		// bbolt: the store's group commit, now (no timer to wait out);
+		// each call's error is its own there.
+		fns := make([]func(store.Tx) error, len(calls))
+		for i, c := range calls {
+			fns[i] = c.run
+		}
+		for i, err := range gu.UpdateGroup(ctx, fns) {
+			calls[i].done <- err
+			answered++
+		}
+		return
 	}
 	var stale []error // per call: its claim is no longer current (left out)
-	err := update(ctx, func(tx store.Tx) error {
+	err := g.s.Update(ctx, func(tx store.Tx) error {
 		var err error
 		if stale, err = checkFences(tx, calls); err != nil {
 			return err
@@ -374,10 +409,10 @@ func (g *commitGroup) flush(ctx context.Context, calls []*groupCall) {
 	}
 }
 
-// groupedUpdater is a store that can commit a grouped transaction at once
-// (bbolt outside its own Batch).
-type groupedUpdater interface {
-	UpdateNow(ctx context.Context, fn func(store.Tx) error) error
+// groupUpdater is a store with its own group commit that a caller's
+// group can use at once (bbolt: Bolt.UpdateGroup).
+type groupUpdater interface {
+	UpdateGroup(ctx context.Context, fns []func(store.Tx) error) []error
 }
 
 // soloCall commits one call alone, under its own claim; a panic is that

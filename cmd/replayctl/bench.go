@@ -56,7 +56,7 @@ func newBenchCmd(s *streams) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&quick, "quick", false, "tiny sizes: a smoke run")
-	cmd.Flags().StringVar(&only, "only", "", "run only these measurements (decisions, ledger, replays, floor, memory, micro, workers, reads, pgread, size, backtest, prune)")
+	cmd.Flags().StringVar(&only, "only", "", "run only these measurements (decisions, ledger, replays, floor, safe, memory, micro, workers, reads, pgread, size, backtest, prune)")
 	cmd.Flags().IntVar(&prune[0], "prune-entries", 0, "the prune rows' store size (default 1000000; --quick 2000)")
 	cmd.Flags().IntVar(&prune[1], "prune-rounds", 0, "the prune rows' rounds, medians kept (default 3; --quick 1)")
 	cmd.Flags().StringVar(&dir, "dir", "", "scratch directory (default: a temporary one, removed after)")

@@ -82,7 +82,7 @@ func Run(ctx context.Context, c Config) ([]Row, error) {
 	steps := []struct {
 		name string
 		fn   func(context.Context, *Config) ([]Row, error)
-	}{{"decisions", decisions}, {"memory", memory}, {"ledger", ledger}, {"replays", replays}, {"floor", floor}, {"micro", micro}, {"workers", workers}, {"reads", reads}, {"pgread", pgReads}, {"size", size}, {"backtest", backtestRows}, {"prune", pruneRows}, {"brokers", brokers}}
+	}{{"decisions", decisions}, {"memory", memory}, {"ledger", ledger}, {"replays", replays}, {"floor", floor}, {"safe", safe}, {"micro", micro}, {"workers", workers}, {"reads", reads}, {"pgread", pgReads}, {"size", size}, {"backtest", backtestRows}, {"prune", pruneRows}, {"brokers", brokers}}
 	for _, step := range steps {
 		if c.Only != "" && !strings.Contains(step.name, c.Only) {
 			continue

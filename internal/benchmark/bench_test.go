@@ -28,6 +28,8 @@ var issueTargets = map[string]string{
 	"peak RSS, plan 20000 Prodigy items":        "< 64 MB",
 	"store bytes per input byte":                "<= 2x",
 	"backtest throughput":                       ">= 0.8x",
+	// issue 33
+	"reconcile vs the minimal safe replay": ">= 0.8x",
 }
 
 // TestHarnessSmoke runs the harness at tiny sizes so it cannot rot. It
@@ -65,7 +67,7 @@ func TestHarnessSmoke(t *testing.T) {
 			}
 		}
 	}
-	for _, prefix := range []string{"decision throughput", "durable ledger writes", "replay throughput", "store bytes per input byte"} {
+	for _, prefix := range []string{"decision throughput", "durable ledger writes", "replay throughput", "store bytes per input byte", "reconcile vs the minimal safe replay"} {
 		if !seen[prefix] {
 			t.Errorf("no %q row", prefix)
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/replayctl/replayctl/internal/gen"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
-	"github.com/replayctl/replayctl/internal/store"
 )
 
 func sink() *httptest.Server {
@@ -85,21 +84,9 @@ func replays(ctx context.Context, c *Config) ([]Row, error) {
 			posts = append(posts, d)
 
 			run++
-			st, err := store.OpenBolt(filepath.Join(c.Dir, fmt.Sprintf("replay-%d.db", run)), store.Options{MaxBatchSize: par})
+			d, err = reconcileOnce(ctx, eng, src, s.URL, par, n, filepath.Join(c.Dir, fmt.Sprintf("replay-%d.db", run)))
 			if err != nil {
 				return nil, err
-			}
-			r := &replay.Reconciler{Engine: eng, Store: st, MaxParallel: par, Actor: "bench",
-				Router: replay.NewRulesRouter(eng.Rules, &replay.Route{Name: "sink", Dispatcher: replay.NewHTTPTarget(s.URL, "", 10*time.Second, nil)})}
-			t0 := time.Now()
-			rep, err := r.Run(ctx, []source.Source{src})
-			d = time.Since(t0)
-			st.Close()
-			if err != nil {
-				return nil, err
-			}
-			if rep.Replays.Succeeded != n {
-				return nil, fmt.Errorf("replay bench: %d of %d replayed (%+v)", rep.Replays.Succeeded, n, rep.Replays)
 			}
 			ours = append(ours, d)
 

@@ -15,7 +15,6 @@ import (
 	"github.com/gobwas/glob"
 
 	"github.com/replayctl/replayctl/internal/audit"
-	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/group"
 	"github.com/replayctl/replayctl/internal/runs"
 	"github.com/replayctl/replayctl/internal/source"
@@ -392,7 +391,7 @@ func (b *Bulk) PreviewReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 	rep.Blast = newBlast(true)
 	n := 0
 	for _, er := range sel {
-		cat, rearm, err := b.replayPlan(ctx, er)
+		cat, rearm, _, err := b.replayPlan(ctx, er)
 		if err == nil {
 			err = ctx.Err() // a decision made while being cancelled is not one
 		}
@@ -450,35 +449,26 @@ func (b *Bulk) newReport(op string, f BulkFilter, preview bool, matched int) *Bu
 	return rep
 }
 
-// decideApproved decides e as the runner would, a granted approval
-// included: a decision that requires approval is decided again as
-// approved when the entry's current request was approved.
-func (r *Reconciler) decideApproved(ctx context.Context, e *entry.Entry, view triage.LedgerView) (triage.Decision, error) {
-	d := r.Engine.Decide(ctx, e, view)
-	if d.Action == triage.RequireApproval {
-		ok, err := r.approved(ctx, e, &d)
-		if err != nil {
-			return d, err
-		}
-		if ok {
-			view.Approved = true
-			d = r.Engine.DecideWithPayloadHash(ctx, e, view, d.PayloadHash)
-		}
-	}
-	return d, nil
-}
-
-// decideForBulk decides as the runner would, approvals included.
-func (r *Reconciler) decideForBulk(ctx context.Context, er *store.EntryRecord) (triage.Decision, error) {
+// decideForBulk reads a stored entry's facts and decides on them as the
+// runner does (decide.go), approvals included. The facts and decision are
+// what an execution's replay of the entry acts on (handleOne, guarded by
+// prepared.still), so that it is not decided again.
+func (r *Reconciler) decideForBulk(ctx context.Context, er *store.EntryRecord) (*prepared, error) {
 	e := er.Entry
-	view, err := r.Store.LedgerView(ctx, e.IdempotencyKey)
+	var p *prepared
+	if err := r.Store.View(ctx, func(tx store.Tx) error {
+		var err error
+		p, err = readFacts(tx, &e)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	d, err := r.decideOn(ctx, &e, p.view, p.approval, "")
 	if err != nil {
-		return triage.Decision{}, err
+		return nil, err
 	}
-	if view, err = lineageView(ctx, r.Store, &e, view); err != nil {
-		return triage.Decision{}, err
-	}
-	return r.decideApproved(ctx, &e, view)
+	p.decision = d
+	return p, nil
 }
 
 // ExecuteReplay records the bulk operation in the audit trail, then sends
@@ -521,6 +511,7 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 	const resume = "interrupted: run the same operation again to resume (committed keys are skipped)"
 	var (
 		items   = make([]BulkItem, len(sel))
+		pres    = make([]*prepared, len(sel)) // what the plan read and decided: handleOne acts on it
 		handled = make([]bool, len(sel))
 		mu      sync.Mutex // items, handled, stopped, fatal
 		stopped bool
@@ -539,7 +530,7 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 					stop()
 					continue // never started: not counted, the resumed run sends it
 				}
-				res, err := r.handleOne(ctx, sel[i])
+				res, err := r.handleOne(ctx, sel[i], pres[i])
 				switch {
 				case errors.Is(err, ErrState):
 					// In flight elsewhere (another replay, or another worker's
@@ -591,7 +582,7 @@ plan:
 			stop()
 			break
 		}
-		cat, rearm, err := b.replayPlan(ctx, er)
+		cat, rearm, pre, err := b.replayPlan(ctx, er)
 		if ctx.Err() != nil {
 			// A decision made while being cancelled is not one (the
 			// policy fails closed on a cancelled context): leave it.
@@ -627,6 +618,9 @@ plan:
 		}
 		mu.Lock()
 		items[i] = BulkItem{Ref: er.Entry.Ref(), Category: cat, ReArm: rearm}
+		if !rearm {
+			pres[i] = pre // a re-armed entry changed since: handle reads it again
+		}
 		if !acts(cat, WhyReplay) {
 			handled[i] = true
 			done := items[i]

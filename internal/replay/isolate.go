@@ -18,13 +18,13 @@ const maxIsolateReason = 2000
 
 // handleSafely handles one entry; a panic while doing so becomes that
 // entry's error instead of ending the process and the run.
-func (r *Reconciler) handleSafely(ctx context.Context, e *entry.Entry, src source.Source) (res EntryResult, err error) {
+func (r *Reconciler) handleSafely(ctx context.Context, h *handling, e *entry.Entry, src source.Source, pre *prepared) (res EntryResult, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic while handling the entry: %v\n%s", p, firstLines(string(debug.Stack()), 12))
 		}
 	}()
-	return r.handle(ctx, e, src)
+	return r.handle(ctx, h, e, src, pre)
 }
 
 // isolate quarantines one entry whose handling failed (a store error, an

@@ -69,6 +69,8 @@ type Reconciler struct {
 
 	locks keyLocks
 	pace  *pacer
+	// onDecide, when set (tests), is told of every decision made (decide.go).
+	onDecide func(ref string)
 }
 
 // EntryResult is what happened to one entry in a run.
@@ -243,35 +245,33 @@ func setStatus(tx store.Tx, ref, status, reason string) error {
 	return tx.PutEntry(er)
 }
 
-// handle decides one entry and acts on the decision.
-func (r *Reconciler) handle(ctx context.Context, e *entry.Entry, src source.Source) (EntryResult, error) {
+// handle decides one entry and acts on the decision. pre, when set, is
+// what was read and decided ahead for it (a window, a bulk replay's plan).
+func (r *Reconciler) handle(ctx context.Context, h *handling, e *entry.Entry, src source.Source, pre *prepared) (EntryResult, error) {
 	unlock := r.locks.lock(e.IdempotencyKey)
 	defer unlock()
-	if p := preparedFor(ctx, e); p != nil {
-		res, err := r.handleOnce(context.WithValue(ctx, basisKey{}, p), e, src, p)
+	if pre != nil && pre.ref == e.Ref() {
+		h.basis = pre
+		res, err := r.handleOnce(ctx, h, e, src, pre)
 		if !errors.Is(err, errStaleRead) {
 			return res, err
 		}
 		// Someone else (Replay now, a resolve, a second copy of the key)
-		// wrote the entry or its key after the window read it: decide
+		// wrote the entry or its key after it was read ahead: decide
 		// again on what is stored now.
+		h.basis = nil
 	}
-	return r.handleOnce(ctx, e, src, nil)
+	return r.handleOnce(ctx, h, e, src, nil)
 }
 
-// handleOnce is handle on what p read ahead (nil: read it now). Every
-// write it makes on p's reads first checks that they still hold
-// (prepared.still), so a stale read ahead is never acted on.
-func (r *Reconciler) handleOnce(ctx context.Context, e *entry.Entry, src source.Source, p *prepared) (EntryResult, error) {
-	var (
-		view   triage.LedgerView
-		d      triage.Decision
-		stored *store.EntryRecord
-	)
+// handleOnce is handle on what p read ahead (nil: read it now): facts,
+// one decision (decide.go), the act, its record. Every write it makes on
+// p's reads first checks that they still hold (prepared.still), so a
+// stale read ahead is never acted on.
+func (r *Reconciler) handleOnce(ctx context.Context, h *handling, e *entry.Entry, src source.Source, p *prepared) (EntryResult, error) {
+	var d triage.Decision
 	if p != nil {
-		// Its window read the ledger and the entry and decided ahead
-		// (window.go).
-		view, d, stored = p.view, p.decision, p.entry
+		d = p.decision // decided ahead (window.go, bulk.go)
 	} else {
 		// One claim model for every path (claim.go): a dispatch left by an
 		// owner that is gone becomes outcome_unknown; one in flight here is
@@ -282,22 +282,19 @@ func (r *Reconciler) handleOnce(ctx context.Context, e *entry.Entry, src source.
 		} else if err != nil {
 			return EntryResult{}, err
 		}
-		var err error
-		if view, err = r.Store.LedgerView(ctx, e.IdempotencyKey); err != nil {
-			return EntryResult{}, err
-		}
-		if view, err = lineageView(ctx, r.Store, e, view); err != nil {
-			return EntryResult{}, err
-		}
-		d = r.Engine.Decide(ctx, e, view)
 		if err := r.Store.View(ctx, func(tx store.Tx) error {
 			var err error
-			stored, err = tx.Entry(e.Ref())
+			p, err = readFacts(tx, e)
 			return err
 		}); err != nil {
+			return EntryResult{}, err
+		}
+		var err error
+		if d, err = r.decideOn(ctx, e, p.view, p.approval, ""); err != nil {
 			return EntryResult{Ref: e.Ref(), Decision: d, Final: d.Action}, err
 		}
 	}
+	view, stored := p.view, p.entry
 	res := EntryResult{Ref: e.Ref(), Decision: d, Final: d.Action}
 
 	// An entry a person resolved, or one held in quarantine, stays as it
@@ -316,7 +313,7 @@ func (r *Reconciler) handleOnce(ctx context.Context, e *entry.Entry, src source.
 	// A write-back owed from a resolve or a failed earlier attempt is
 	// retried on every run until the source takes it.
 	if owed != "" {
-		r.writeBack(ctx, e, src, &res, owed, why, nil)
+		r.writeBack(ctx, h, e, src, &res, owed, why, nil)
 	}
 	if held != nil {
 		// The reason stays the one that put the entry on hold (status and
@@ -325,14 +322,19 @@ func (r *Reconciler) handleOnce(ctx context.Context, e *entry.Entry, src source.
 		if held.Hold == store.HoldResolved {
 			res.Final = triage.Skip
 		}
-		err := r.record(ctx, e, &res, nil)
+		err := r.record(ctx, h, e, &res, nil)
 		return res, err
 	}
 
 	if d.NeedsProbe() {
 		if route, ok := r.Router.Route(e); ok && route.Prober != nil {
-			view.Probe = r.probe(ctx, e, route)
-			d = r.Engine.DecideWithPayloadHash(ctx, e, view, d.PayloadHash) // hashed once per run
+			// The compensating read is one more fact: the same decision
+			// again, on it (hashed once per run).
+			view.Probe = r.probe(ctx, h, e, route)
+			var err error
+			if d, err = r.decideOn(ctx, e, view, p.approval, d.PayloadHash); err != nil {
+				return EntryResult{Ref: e.Ref(), Decision: d, Final: d.Action}, err
+			}
 			res = EntryResult{Ref: e.Ref(), Decision: d, Final: d.Action}
 			if view.Probe == triage.ProbeCommitted {
 				res.Outcome = "probe_committed"
@@ -342,24 +344,13 @@ func (r *Reconciler) handleOnce(ctx context.Context, e *entry.Entry, src source.
 					// is nothing to take out of its DLQ (settle.go).
 					commit = settledBy(commit)
 				}
-				err := r.record(ctx, e, &res, commit)
+				err := r.record(ctx, h, e, &res, commit)
 				return res, err
 			}
 		}
 	}
-	if d.Action == triage.RequireApproval {
-		approved, err := r.approved(ctx, e, &d)
-		if err != nil {
-			return res, err
-		}
-		if approved {
-			view.Approved = true
-			d = r.Engine.DecideWithPayloadHash(ctx, e, view, d.PayloadHash) // hashed once per run
-			res = EntryResult{Ref: e.Ref(), Decision: d, Final: d.Action}
-		}
-	}
 	if d.Action == triage.AutoReplay {
-		err := r.replay(ctx, e, src, &res, stored)
+		err := r.replay(ctx, h, e, src, &res, stored)
 		return res, err
 	}
 	if d.Action == triage.Skip && d.Ledger.State == triage.StateSucceeded {
@@ -368,11 +359,11 @@ func (r *Reconciler) handleOnce(ctx context.Context, e *entry.Entry, src source.
 		}
 		if owed == "" && r.Router != nil && (stored == nil || !stored.Settled) {
 			if rt, ok := r.Router.Route(e); ok && keptAfterReplay(e, src, &d, rt) {
-				r.settleKept(ctx, e, src, &res, rt) // settle.go
+				r.settleKept(ctx, h, e, src, &res, rt) // settle.go
 			}
 		}
 	}
-	err := r.record(ctx, e, &res, nil)
+	err := r.record(ctx, h, e, &res, nil)
 	return res, err
 }
 
@@ -415,10 +406,10 @@ func currentApprovalID(tx store.Tx, er *store.EntryRecord, ref, evidence string)
 // probe makes the compensating read. It is recorded in the audit chain
 // when its result differs from the entry's last one, so that a cron run
 // every few minutes does not repeat the same record.
-func (r *Reconciler) probe(ctx context.Context, e *entry.Entry, route Route) string {
+func (r *Reconciler) probe(ctx context.Context, h *handling, e *entry.Entry, route Route) string {
 	pr, detail := ProbeInconclusive, ""
 	func() {
-		defer outbound(ctx)() // a window's calls out stay within --max-parallel
+		defer outbound(h)() // a window's calls out stay within --max-parallel
 		if ep, ok := route.Prober.(EntryProber); ok {
 			pr, detail = ep.ProbeEntry(ctx, e) // the system knows the entry by its own id
 		} else {
@@ -482,15 +473,15 @@ func commitFromProbe(e *entry.Entry, d *triage.Decision, actor string) func(stor
 // dispatch is preceded by a durable intent and followed by a durable
 // outcome; a retryable outcome records the next attempt's time, and the
 // run moves on (schedule.go) instead of sleeping.
-func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult, stored *store.EntryRecord) error {
+func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, src source.Source, res *EntryResult, stored *store.EntryRecord) error {
 	d := &res.Decision
 	route, ok := r.Router.Route(e)
 	if !ok {
 		res.Final, res.Outcome = triage.ManualReview, "no_target"
 		res.Reason = fmt.Sprintf("no replay target for topic %q from %s: add a targets entry to rules.yaml or use --target", e.Topic, e.Source)
-		return r.record(ctx, e, res, nil)
+		return r.record(ctx, h, e, res, nil)
 	}
-	if stored != nil && stored.NextAttemptAt.After(r.Clock.Now()) && ctx.Value(nowKey{}) == nil {
+	if stored != nil && stored.NextAttemptAt.After(r.Clock.Now()) && !h.now {
 		// Not due: nothing to write, the entry already says when.
 		res.Status, res.Outcome, res.NextAttempt = store.StatusPending, OutcomeScheduled, stored.NextAttemptAt
 		res.Reason = scheduledReason(stored.NextAttemptAt)
@@ -504,7 +495,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 		if stored != nil && stored.Status == store.StatusPending && strings.HasPrefix(stored.Reason, "target unavailable") {
 			return nil // already says so: an outage writes nothing per entry per run
 		}
-		return r.record(ctx, e, res, nil)
+		return r.record(ctx, h, e, res, nil)
 	}
 	dispatched := false
 	defer func() {
@@ -522,13 +513,13 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	}()
 	if err := r.pace.wait(ctx); err != nil {
 		res.Status, res.Reason = store.StatusPending, "run interrupted before dispatch"
-		return r.record(ctx, e, res, nil)
+		return r.record(ctx, h, e, res, nil)
 	}
 	attempt, budget := 0, 0
 	res.Status = store.StatusReplaying
 	endDispatch := beginDispatch(r.Store, e.IdempotencyKey)
 	ends = append(ends, endDispatch)
-	err := spend(ctx, r.commitIntent(ctx, guarded(ctx, e, r.recordTxLearning(e, res, func(tx store.Tx, er *store.EntryRecord) error {
+	err := spend(h, r.commitIntent(ctx, h, guarded(h, e, r.recordTxLearning(e, res, func(tx store.Tx, er *store.EntryRecord) error {
 		if er.Hold != "" {
 			// A person resolved or quarantined the entry after it was read
 			// (a window reads ahead): their hold stands, nothing is sent.
@@ -595,7 +586,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	// timeout) even when the run is being stopped: an answer is worth
 	// more than an outcome_unknown a person must chase. No new one
 	// starts once ctx is done.
-	out, err := r.send(ctx, route, Request{Entry: e, Key: e.IdempotencyKey, Attempt: attempt})
+	out, err := r.send(ctx, h, route, Request{Entry: e, Key: e.IdempotencyKey, Attempt: attempt})
 	if err != nil {
 		endDispatch() // nothing was sent
 		return err
@@ -628,7 +619,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	// write-back owed, and the next run finishes it.
 	_, hasWB := src.(source.WriteBack)
 	owesBack := out.Outcome == Succeeded && !out.SourceUpdated && hasWB
-	if err := r.commitOutcome(ctx, func(tx store.Tx) error {
+	if err := r.commitOutcome(ctx, h, func(tx store.Tx) error {
 		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching,
 			To: to, Error: out.Detail, Owner: owner, Attempt: attempt, NotSent: out.Outcome == NotSent}); err != nil {
 			return err
@@ -658,7 +649,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	switch out.Outcome {
 	case Succeeded:
 		if !out.SourceUpdated {
-			r.writeBack(ctx, e, src, res, store.WriteBackReplayed, "", &owed)
+			r.writeBack(ctx, h, e, src, res, store.WriteBackReplayed, "", &owed)
 		}
 		return nil
 	case HandledElsewhere:
@@ -674,7 +665,7 @@ func (r *Reconciler) replay(ctx context.Context, e *entry.Entry, src source.Sour
 	if exhausted {
 		res.Final, res.Status = triage.ManualReview, store.StatusManualReview
 		res.Reason = fmt.Sprintf("max_replays reached (%d of %d): %s", budget, d.MaxReplays, out.Detail)
-		return r.record(ctx, e, res, nil)
+		return r.record(ctx, h, e, res, nil)
 	}
 	return nil
 }
@@ -743,11 +734,11 @@ func outcomeState(o Outcome) (idempotency.State, string) {
 //
 // owed, when known, is the write-back the stored entry owes now (the
 // caller just wrote it): a source without write-back then needs no read.
-func (r *Reconciler) writeBack(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult, kind, reason string, owed *string) {
+func (r *Reconciler) writeBack(ctx context.Context, h *handling, e *entry.Entry, src source.Source, res *EntryResult, kind, reason string, owed *string) {
 	wb, ok := src.(source.WriteBack)
 	var err error
 	func() {
-		defer outbound(ctx)() // a window's calls out stay within --max-parallel
+		defer outbound(h)() // a window's calls out stay within --max-parallel
 		switch rs, isRes := src.(source.Resolver); {
 		case ok && isRes && kind == store.WriteBackResolved:
 			err = rs.MarkResolved(ctx, *e, reason)
@@ -816,8 +807,8 @@ func statusFor(a triage.Action, reasons []string) string {
 // record writes the entry, its decision (when it changed) and, for
 // require_approval, the approval request, in one transaction. extra runs
 // inside the same transaction.
-func (r *Reconciler) record(ctx context.Context, e *entry.Entry, res *EntryResult, extra func(store.Tx, *store.EntryRecord) error) error {
-	return spend(ctx, r.Store.Update(context.WithoutCancel(ctx), guarded(ctx, e, r.recordTx(e, res, extra))))
+func (r *Reconciler) record(ctx context.Context, h *handling, e *entry.Entry, res *EntryResult, extra func(store.Tx, *store.EntryRecord) error) error {
+	return spend(h, r.Store.Update(context.WithoutCancel(ctx), guarded(h, e, r.recordTx(e, res, extra))))
 }
 
 // recordTx is record's transaction, to run alone or with a window's.
@@ -1075,7 +1066,7 @@ func (r *Reconciler) One(ctx context.Context, er *store.EntryRecord) (EntryResul
 	if err := r.useHolds(ctx, nil); err != nil {
 		return EntryResult{}, err
 	}
-	res, err := r.handleOne(ctx, er)
+	res, err := r.handleOne(ctx, er, nil)
 	if err == nil && res.Outcome == OutcomeUnavailable {
 		// Nothing was sent: say why rather than succeed doing nothing.
 		return res, fmt.Errorf("%w: %s: %s", ErrState, er.Entry.Ref(), res.Reason)
@@ -1083,15 +1074,14 @@ func (r *Reconciler) One(ctx context.Context, er *store.EntryRecord) (EntryResul
 	return res, err
 }
 
-// nowKey marks a replay a person asked for (single or bulk): it goes out
-// now, whatever retry time a run scheduled; the breaker still holds it.
-type nowKey struct{}
-
 // handleOne handles one stored entry outside a run (single and bulk
-// replays) through the same claim as a run.
-func (r *Reconciler) handleOne(ctx context.Context, er *store.EntryRecord) (EntryResult, error) {
+// replays) through the same claim and the same handle as a run; pre is
+// what a bulk replay's plan read and decided for it (nil: handle does).
+// A person asked for it: it goes out now, whatever retry time a run
+// scheduled (the breaker still holds it).
+func (r *Reconciler) handleOne(ctx context.Context, er *store.EntryRecord, pre *prepared) (EntryResult, error) {
 	e := er.Entry
-	ctx = context.WithValue(ctx, nowKey{}, true)
+	h := &handling{now: true}
 	var (
 		res EntryResult
 		err error
@@ -1112,9 +1102,9 @@ func (r *Reconciler) handleOne(ctx context.Context, er *store.EntryRecord) (Entr
 		if !ok {
 			return EntryResult{}, fmt.Errorf("%w: %s is being handled by another worker; try again later", ErrState, e.Ref())
 		}
-		res, err = r.handleClaim(ctx, sh, c, src)
+		res, err = r.handleClaim(ctx, sh, c, src, h, pre)
 	} else {
-		res, err = r.handle(ctx, &e, src)
+		res, err = r.handle(ctx, h, &e, src, pre)
 	}
 	if err == nil && res.Outcome == "in_flight" {
 		return res, fmt.Errorf("%w: %s: a replay of its key is in flight; its outcome decides", ErrState, e.Ref())

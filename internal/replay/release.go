@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/runs"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
@@ -86,33 +87,37 @@ func actionOr(a, def triage.Action) triage.Action {
 // it reached max_replays or its replay failed; what happens after the
 // re-arm is decided as the runner will decide it then (a fresh budget,
 // a failed key decided again), so the preview says what execution does.
-func (b *Bulk) replayPlan(ctx context.Context, er *store.EntryRecord) (string, bool, error) {
+func (b *Bulk) replayPlan(ctx context.Context, er *store.EntryRecord) (string, bool, *prepared, error) {
 	r := b.Reconciler
-	d, err := r.decideForBulk(ctx, er)
+	p, err := r.decideForBulk(ctx, er)
 	if err != nil {
-		return "", false, err
+		return "", false, nil, err
 	}
-	cat := b.replayCategory(er, &d)
+	pre := p
+	if p.ledger.State == idempotency.Dispatching {
+		pre = nil // its replay recovers the key first, and decides then (claim.go)
+	}
+	cat := b.replayCategory(er, &p.decision)
 	if !b.ResetBudget || !rearmable(er, cat) {
-		return cat, false, nil
+		return cat, false, pre, nil
 	}
-	after, err := r.decideRearmed(ctx, er)
+	after, err := r.decideRearmed(ctx, er, p.approval)
 	if errors.Is(err, ErrState) {
-		return cat, false, nil // Release would refuse it too
+		return cat, false, pre, nil // Release would refuse it too
 	} else if err != nil {
-		return "", false, err
+		return "", false, nil, err
 	}
 	released := *er
 	released.Hold = ""
 	switch next := b.replayCategory(&released, &after); next {
 	case WhyReplay:
-		return WhyReArm, true, nil
+		return WhyReArm, true, nil, nil
 	case WhyNoTarget:
 		// Re-arming it would change nothing; the operation is refused
 		// for it as for any replay with nowhere to go.
-		return WhyNoTarget, false, nil
+		return WhyNoTarget, false, pre, nil
 	default:
-		return WhyReArmOnly + next, true, nil
+		return WhyReArmOnly + next, true, nil, nil
 	}
 }
 
@@ -126,7 +131,7 @@ func rearmable(er *store.EntryRecord, cat string) bool {
 
 // decideRearmed decides an entry as it will be decided after Release:
 // the max_replays count restarts and a failed key is decided again.
-func (r *Reconciler) decideRearmed(ctx context.Context, er *store.EntryRecord) (triage.Decision, error) {
+func (r *Reconciler) decideRearmed(ctx context.Context, er *store.EntryRecord, a *store.Approval) (triage.Decision, error) {
 	e := er.Entry
 	view, err := r.Store.LedgerView(ctx, e.IdempotencyKey)
 	if err != nil {
@@ -142,7 +147,7 @@ func (r *Reconciler) decideRearmed(ctx context.Context, er *store.EntryRecord) (
 	if view, err = lineageView(ctx, r.Store, &e, view); err != nil {
 		return triage.Decision{}, err
 	}
-	return r.decideApproved(ctx, &e, view)
+	return r.decideOn(ctx, &e, view, a, "")
 }
 
 // track reports to b.Run: the total when item is nil, else one entry.

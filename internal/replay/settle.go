@@ -108,7 +108,7 @@ func keptAfterReplay(e *entry.Entry, src source.Source, d *triage.Decision, rout
 // saying it was taken out; an inconclusive answer leaves it to the next
 // run. Before this, four PostgreSQL runs of one Cordum entry sent three
 // DELETEs, each audited as "taken out of the source's DLQ".
-func (r *Reconciler) settleKept(ctx context.Context, e *entry.Entry, src source.Source, res *EntryResult, route Route) {
+func (r *Reconciler) settleKept(ctx context.Context, h *handling, e *entry.Entry, src source.Source, res *EntryResult, route Route) {
 	if _, shared := r.Store.(store.Shared); shared {
 		ep, ok := route.Prober.(EntryProber)
 		if !ok {
@@ -116,7 +116,7 @@ func (r *Reconciler) settleKept(ctx context.Context, e *entry.Entry, src source.
 		}
 		var pr ProbeResult
 		func() {
-			defer outbound(ctx)() // within --max-parallel
+			defer outbound(h)() // within --max-parallel
 			pr, _ = ep.ProbeEntry(ctx, e)
 		}()
 		switch pr {
@@ -127,7 +127,7 @@ func (r *Reconciler) settleKept(ctx context.Context, e *entry.Entry, src source.
 			return // asked again by the next run
 		}
 	}
-	r.writeBack(ctx, e, src, res, store.WriteBackReplayed, "", nil)
+	r.writeBack(ctx, h, e, src, res, store.WriteBackReplayed, "", nil)
 	if res.Outcome != "write_back_failed" {
 		// A failed one is owed (WriteBackPending) and retried until taken.
 		r.markSettled(ctx, e, res)

@@ -38,6 +38,9 @@ type work struct {
 	e     entry.Entry
 	src   source.Source
 	claim *store.Claim
+	// pre is what was read and decided ahead for e (window.go; nil: the
+	// handling reads and decides).
+	pre *prepared
 }
 
 // done is one handled entry; counted is false when another worker has
@@ -240,7 +243,7 @@ func (r *Reconciler) pass(ctx context.Context, feed func(context.Context, func(w
 				if ctx.Err() != nil {
 					continue // stopping: start no entry, drain the feed
 				}
-				d, err := r.do(context.WithValue(ctx, slotKey{}, &slot{win: win}), w)
+				d, err := r.do(ctx, w, &slot{win: win})
 				if err != nil {
 					fail(err)
 					continue // drain: the feed stops on ctx
@@ -268,8 +271,8 @@ func (r *Reconciler) pass(ctx context.Context, feed func(context.Context, func(w
 
 // do handles one entry through the claim model of its store. An error
 // returned stops the run: only one seen while the run is being stopped.
-func (r *Reconciler) do(ctx context.Context, w work) (done, error) {
-	d, err := r.doEntry(ctx, w)
+func (r *Reconciler) do(ctx context.Context, w work, s *slot) (done, error) {
+	d, err := r.doEntry(ctx, w, s)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// Only the stop itself: an interruption (Report.Interrupted), not
 		// a failure of the run.
@@ -278,11 +281,11 @@ func (r *Reconciler) do(ctx context.Context, w work) (done, error) {
 	return d, err
 }
 
-func (r *Reconciler) doEntry(ctx context.Context, w work) (done, error) {
+func (r *Reconciler) doEntry(ctx context.Context, w work, s *slot) (done, error) {
 	e := w.e
 	sh, shared := r.Store.(store.Shared)
 	if !shared {
-		res, err := r.handleSafely(ctx, &e, w.src)
+		res, err := r.handleSafely(ctx, &handling{slot: s}, &e, w.src, w.pre)
 		if err != nil {
 			if ctx.Err() != nil {
 				return done{}, fmt.Errorf("entry %s: %w", e.Ref(), err)
@@ -305,7 +308,7 @@ func (r *Reconciler) doEntry(ctx context.Context, w work) (done, error) {
 		c = &got
 		e = c.Entry.Entry
 	}
-	res, err := r.handleClaim(ctx, sh, *c, w.src)
+	res, err := r.handleClaim(ctx, sh, *c, w.src, &handling{slot: s}, w.pre)
 	switch {
 	case errors.Is(err, store.ErrStaleFence):
 		return done{w: w, stale: true}, nil
@@ -313,7 +316,10 @@ func (r *Reconciler) doEntry(ctx context.Context, w work) (done, error) {
 		// One bad entry never stops the drain: quarantine it, audited,
 		// and free its claim.
 		res = r.isolate(store.WithFence(ctx, store.Fence{Ref: e.Ref(), Token: c.Token, Key: e.IdempotencyKey}), &e, err)
-		_ = sh.Release(context.WithoutCancel(ctx), e.Ref(), c.Token)
+		if rerr := sh.Release(context.WithoutCancel(ctx), e.Ref(), c.Token); rerr != nil {
+			// The claim then ends with its lease; the report says so.
+			res.Reason += " (its claim could not be released, it ends with its lease: " + rerr.Error() + ")"
+		}
 	case err != nil:
 		return done{}, err
 	}
@@ -390,11 +396,15 @@ func (r *Reconciler) claimFeed(sh store.Shared, since time.Time, idx *sourceInde
 				c := &claims[i]
 				claimed++
 				if !yield(work{e: c.Entry.Entry, src: idx.of(c.Entry.Entry.Source), claim: c}) {
-					// Not handled: free it for the next run or worker.
+					// Not handled: free it for the next run or worker (a
+					// claim not freed ends with its lease).
+					var errs []error
 					for _, rest := range claims[i:] {
-						_ = sh.Release(context.WithoutCancel(ctx), rest.Entry.Entry.Ref(), rest.Token)
+						if err := sh.Release(context.WithoutCancel(ctx), rest.Entry.Entry.Ref(), rest.Token); err != nil {
+							errs = append(errs, fmt.Errorf("release the claim on %s: %w", rest.Entry.Entry.Ref(), err))
+						}
 					}
-					return nil
+					return errors.Join(errs...)
 				}
 			}
 		}
@@ -451,13 +461,13 @@ func (r *Reconciler) ingest(ctx context.Context, srcs []source.Source, sh store.
 // handleClaim handles the entry under its claim (handle recovers a
 // dispatch its previous owner left: that owner's lease expired, or we
 // could not have claimed it) and releases the claim.
-func (r *Reconciler) handleClaim(ctx context.Context, sh store.Shared, c store.Claim, src source.Source) (EntryResult, error) {
+func (r *Reconciler) handleClaim(ctx context.Context, sh store.Shared, c store.Claim, src source.Source, h *handling, pre *prepared) (EntryResult, error) {
 	e := c.Entry.Entry
 	fctx := store.WithFence(ctx, store.Fence{Ref: e.Ref(), Token: c.Token, Key: e.IdempotencyKey})
 	if !c.Until.IsZero() {
-		fctx = context.WithValue(fctx, leaseKey{}, &claimLease{until: c.Until})
+		h.lease = &claimLease{until: c.Until}
 	}
-	res, err := r.handleSafely(fctx, &e, src)
+	res, err := r.handleSafely(fctx, h, &e, src, pre)
 	if err != nil {
 		return res, err
 	}
@@ -483,8 +493,6 @@ func (r *Reconciler) handleClaim(ctx context.Context, sh store.Shared, c store.C
 // all: its next owner finds the durable intent and makes it
 // outcome_unknown, as after a crash.
 
-type leaseKey struct{}
-
 // claimLease is when an entry's claim ends at the latest, on this
 // process's clock.
 type claimLease struct{ until time.Time }
@@ -496,9 +504,12 @@ type leaseRenewer interface {
 
 // keepClaim makes sure the claim in ctx (if any) outlasts the dispatch
 // about to start: see above.
-func (r *Reconciler) keepClaim(ctx context.Context) error {
-	l, ok := ctx.Value(leaseKey{}).(*claimLease)
-	if !ok || time.Until(l.until) > r.Lease*3/4 {
+func (r *Reconciler) keepClaim(ctx context.Context, h *handling) error {
+	if h == nil || h.lease == nil {
+		return nil
+	}
+	l := h.lease
+	if time.Until(l.until) > r.Lease*3/4 {
 		return nil
 	}
 	lr, ok := r.Store.(leaseRenewer)

@@ -59,9 +59,6 @@ import (
 // without windows does: an outage opens it after the same number of
 // attempts, and the entries after that spend nothing.
 
-// slotKey carries an entry's place in its window through handle.
-type slotKey struct{}
-
 // WindowSize is the most entries a run on a single-process store handles
 // together (once its target has answered every dispatch of the smaller
 // windows before).
@@ -85,14 +82,16 @@ type window struct {
 // slot is one entry's membership of its window's commit groups.
 type slot struct {
 	win             *window
-	pre             *prepared // read and decided ahead (nil: handle does it)
 	mu              sync.Mutex
 	intent, outcome bool // submitted to (or left) the group
 }
 
-func slotFrom(ctx context.Context) *slot {
-	s, _ := ctx.Value(slotKey{}).(*slot)
-	return s
+// slotOf is h's slot (nil: handled alone).
+func slotOf(h *handling) *slot {
+	if h == nil {
+		return nil
+	}
+	return h.slot
 }
 
 // finish leaves the groups the entry did not write through, so that the
@@ -113,50 +112,76 @@ func (s *slot) finish(ctx context.Context) {
 	}
 }
 
-// commitIntent writes an entry's dispatch intent: with its window's when it
-// has one, else alone. It returns once the intent is durable (or failed).
-func (r *Reconciler) commitIntent(ctx context.Context, fn func(store.Tx) error) error {
-	if s := slotFrom(ctx); s != nil && s.win.queue != nil {
-		return s.win.queue.submit(ctx, fn)
-	} else if s != nil {
-		s.mu.Lock()
-		first := !s.intent
-		s.intent = true
-		s.mu.Unlock()
-		if first {
-			return s.win.intents.submit(ctx, fn)
-		}
-	}
-	return r.Store.Update(context.WithoutCancel(ctx), fn)
+// completer commits one write of an entry's handling (its intent before
+// the send, its outcome after, each with its audit records) and returns
+// once it is durable or failed, as River's job completer does, inline or
+// batched behind one interface:
+//   - inline: Store.Update, the entry's write alone (which bbolt still
+//     groups with concurrent writers: store/batch.go);
+//   - a commitGroup: a window's members on bbolt, committed together once
+//     each has submitted or left;
+//   - a commitQueue: a shared store's worker, whatever is pending when a
+//     transaction can start.
+//
+// Both batched kinds end in commitGroup.flush: on bbolt the store's own
+// group commit (Bolt.UpdateGroup, the one Update uses), elsewhere one
+// transaction with each part under its claim.
+type completer interface {
+	submit(ctx context.Context, fn func(store.Tx) error) error
 }
 
-// commitOutcome writes a dispatch's outcome: with its window's, or alone.
-func (r *Reconciler) commitOutcome(ctx context.Context, fn func(store.Tx) error) error {
-	if s := slotFrom(ctx); s != nil && s.win.queue != nil {
-		return s.win.queue.submit(ctx, fn)
-	} else if s != nil {
-		s.mu.Lock()
-		first := !s.outcome
-		s.outcome = true
-		s.mu.Unlock()
-		if first {
-			return s.win.outcomes.submit(ctx, fn)
-		}
+// inline is the completer of an entry handled alone.
+type inline struct{ s store.Store }
+
+func (c inline) submit(ctx context.Context, fn func(store.Tx) error) error {
+	return c.s.Update(context.WithoutCancel(ctx), fn)
+}
+
+// completerFor is where an entry's intent (or outcome) goes: its window's
+// group the first time, its worker's queue, else inline.
+func (r *Reconciler) completerFor(h *handling, intent bool) completer {
+	s := slotOf(h)
+	switch {
+	case s == nil:
+		return inline{r.Store}
+	case s.win.queue != nil:
+		return s.win.queue
 	}
-	return r.Store.Update(context.WithoutCancel(ctx), fn)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if intent && !s.intent {
+		s.intent = true
+		return s.win.intents
+	}
+	if !intent && !s.outcome {
+		s.outcome = true
+		return s.win.outcomes
+	}
+	return inline{r.Store} // a second write of the same kind: alone
+}
+
+// commitIntent writes an entry's dispatch intent (completerFor). It
+// returns once the intent is durable (or failed).
+func (r *Reconciler) commitIntent(ctx context.Context, h *handling, fn func(store.Tx) error) error {
+	return r.completerFor(h, true).submit(ctx, fn)
+}
+
+// commitOutcome writes a dispatch's outcome (completerFor).
+func (r *Reconciler) commitOutcome(ctx context.Context, h *handling, fn func(store.Tx) error) error {
+	return r.completerFor(h, false).submit(ctx, fn)
 }
 
 // send dispatches, at most MaxParallel of a window at a time. Under a
 // claim (a shared store) it keeps the claim's lease ahead of the wait
 // for a place and of the dispatch (keepClaim), and sends nothing once
 // the claim is lost.
-func (r *Reconciler) send(ctx context.Context, route Route, req Request) (Result, error) {
-	release, err := r.outboundClaimed(ctx)
+func (r *Reconciler) send(ctx context.Context, h *handling, route Route, req Request) (Result, error) {
+	release, err := r.outboundClaimed(ctx, h)
 	if err != nil {
 		return Result{}, err
 	}
 	defer release()
-	if err := r.keepClaim(ctx); err != nil {
+	if err := r.keepClaim(ctx, h); err != nil {
 		return Result{}, err
 	}
 	return route.Dispatcher.Dispatch(context.WithoutCancel(ctx), req), nil
@@ -166,15 +191,15 @@ func (r *Reconciler) send(ctx context.Context, route Route, req Request) (Result
 // wait for its place (it may have waited for a worker before) and every
 // quarter of a lease while it waits, its lease is renewed when a quarter
 // of it has passed.
-func (r *Reconciler) outboundClaimed(ctx context.Context) (release func(), err error) {
-	s := slotFrom(ctx)
-	if _, claimed := ctx.Value(leaseKey{}).(*claimLease); s == nil || !claimed {
-		return outbound(ctx), nil
+func (r *Reconciler) outboundClaimed(ctx context.Context, h *handling) (release func(), err error) {
+	s := slotOf(h)
+	if s == nil || h.lease == nil {
+		return outbound(h), nil
 	}
 	tick := time.NewTicker(max(r.Lease/4, time.Millisecond))
 	defer tick.Stop()
 	for {
-		if err := r.keepClaim(ctx); err != nil {
+		if err := r.keepClaim(ctx, h); err != nil {
 			return nil, err
 		}
 		select {
@@ -188,8 +213,8 @@ func (r *Reconciler) outboundClaimed(ctx context.Context) (release func(), err e
 // outbound takes one of the window's MaxParallel places for a call to a
 // target or source (a dispatch, a probe, a write-back): a window decides
 // many entries at once, but --max-parallel still bounds what they send.
-func outbound(ctx context.Context) (release func()) {
-	s := slotFrom(ctx)
+func outbound(h *handling) (release func()) {
+	s := slotOf(h)
 	if s == nil {
 		return func() {}
 	}
@@ -337,12 +362,21 @@ func (g *commitGroup) flush(ctx context.Context, calls []*groupCall) {
 			}
 		}
 	}()
-	update := g.s.Update
-	if now, ok := g.s.(groupedUpdater); ok {
-		update = now.UpdateNow // the group is the batch: no timer to wait out
+	if gu, ok := g.s.(groupUpdater); ok {
+		// bbolt: the store's group commit, now (no timer to wait out);
+		// each call's error is its own there.
+		fns := make([]func(store.Tx) error, len(calls))
+		for i, c := range calls {
+			fns[i] = c.run
+		}
+		for i, err := range gu.UpdateGroup(ctx, fns) {
+			calls[i].done <- err
+			answered++
+		}
+		return
 	}
 	var stale []error // per call: its claim is no longer current (left out)
-	err := update(ctx, func(tx store.Tx) error {
+	err := g.s.Update(ctx, func(tx store.Tx) error {
 		var err error
 		if stale, err = checkFences(tx, calls); err != nil {
 			return err
@@ -375,10 +409,10 @@ func (g *commitGroup) flush(ctx context.Context, calls []*groupCall) {
 	}
 }
 
-// groupedUpdater is a store that can commit a grouped transaction at once
-// (bbolt outside its own Batch).
-type groupedUpdater interface {
-	UpdateNow(ctx context.Context, fn func(store.Tx) error) error
+// groupUpdater is a store with its own group commit that a caller's
+// group can use at once (bbolt: Bolt.UpdateGroup).
+type groupUpdater interface {
+	UpdateGroup(ctx context.Context, fns []func(store.Tx) error) []error
 }
 
 // soloCall commits one call alone, under its own claim; a panic is that
@@ -547,6 +581,7 @@ type prepared struct {
 	view     triage.LedgerView
 	ledger   idempotency.Record // as read (zero: no record)
 	entry    *store.EntryRecord
+	approval *store.Approval // the entry's current approval request (nil: none)
 	decision triage.Decision
 	// spent: handle has written on this read; its later writes rest on
 	// its own (the key is locked), not on the read ahead.
@@ -558,17 +593,17 @@ type prepared struct {
 // would end the entry in manual review).
 var errStaleRead = errors.New("the entry or its key changed after it was read ahead")
 
-// basisKey carries, through handle, the prepared read its writes rest on.
-type basisKey struct{}
-
 // guarded runs fn only if what handle decided on still holds: the
 // decision, budget and schedule were read ahead, and anything written
 // since (a Replay now in the same serve, a person's resolve or release, a
 // second copy of the key in the same window) makes them stale. The
 // ledger's compare-and-set alone would not see it: a retried dispatch
 // puts the key back to decided with one replay more.
-func guarded(ctx context.Context, e *entry.Entry, fn func(store.Tx) error) func(store.Tx) error {
-	p, _ := ctx.Value(basisKey{}).(*prepared)
+func guarded(h *handling, e *entry.Entry, fn func(store.Tx) error) func(store.Tx) error {
+	var p *prepared
+	if h != nil {
+		p = h.basis
+	}
 	if p == nil || p.spent.Load() {
 		return fn
 	}
@@ -585,9 +620,9 @@ func guarded(ctx context.Context, e *entry.Entry, fn func(store.Tx) error) func(
 
 // spend marks the read ahead handle acted on as written over by handle
 // itself, once a guarded write committed.
-func spend(ctx context.Context, err error) error {
-	if p, _ := ctx.Value(basisKey{}).(*prepared); p != nil && err == nil {
-		p.spent.Store(true)
+func spend(h *handling, err error) error {
+	if h != nil && h.basis != nil && err == nil {
+		h.basis.spent.Store(true)
 	}
 	return err
 }
@@ -656,31 +691,22 @@ func (r *Reconciler) prepare(ctx context.Context, qs []*queued) {
 		return
 	}
 	pres := make([]*prepared, len(qs))
-	_ = r.Store.View(ctx, func(tx store.Tx) error {
+	if err := r.Store.View(ctx, func(tx store.Tx) error {
 		for i, q := range qs {
 			e := &q.w.e
 			if e.IdempotencyKey == "" {
 				continue
 			}
-			rec, err := tx.Ledger(e.IdempotencyKey)
-			if err != nil || (rec != nil && rec.State == idempotency.Dispatching) {
-				continue // recovery (claim.go) first: the long way
+			p, err := readFacts(tx, e)
+			if err != nil || p.ledger.State == idempotency.Dispatching {
+				continue // the long way: recovery (claim.go) first, a read error reported
 			}
-			er, err := tx.Entry(e.Ref())
-			if err != nil {
-				continue
-			}
-			view, err := withLineage(tx, e, rec.View())
-			if err != nil {
-				continue
-			}
-			pres[i] = &prepared{ref: e.Ref(), view: view, entry: er}
-			if rec != nil {
-				pres[i].ledger = *rec
-			}
+			pres[i] = p
 		}
 		return nil
-	})
+	}); err != nil {
+		return // the long way, entry by entry, reports the error
+	}
 	decide := func(i int) {
 		p := pres[i]
 		if p == nil {
@@ -691,7 +717,12 @@ func (r *Reconciler) prepare(ctx context.Context, qs []*queued) {
 				pres[i] = nil // handle decides again, isolating the panic
 			}
 		}()
-		p.decision = r.Engine.Decide(ctx, &qs[i].w.e, p.view)
+		d, err := r.decideOn(ctx, &qs[i].w.e, p.view, p.approval, "")
+		if err != nil {
+			pres[i] = nil // the long way reports it
+			return
+		}
+		p.decision = d
 	}
 	(&triage.Pipeline{}).Each(len(qs), decide)
 	if ctx.Err() != nil {
@@ -700,15 +731,6 @@ func (r *Reconciler) prepare(ctx context.Context, qs []*queued) {
 	for i, q := range qs {
 		q.pre = pres[i]
 	}
-}
-
-// preparedFor returns what the window prepared for e, or nil.
-func preparedFor(ctx context.Context, e *entry.Entry) *prepared {
-	s := slotFrom(ctx)
-	if s == nil || s.pre == nil || s.pre.ref != e.Ref() {
-		return nil
-	}
-	return s.pre
 }
 
 // running is a started window.
@@ -742,12 +764,14 @@ func (r *Reconciler) startWindow(ctx context.Context, batch []*queued, keys map[
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &slot{win: w.win, pre: q.pre}
+			s := &slot{win: w.win}
 			defer s.finish(ctx)
 			if ctx.Err() != nil {
 				return // stopping: start no entry
 			}
-			w.results[i], w.errs[i] = r.do(context.WithValue(ctx, slotKey{}, s), q.w)
+			wk := q.w
+			wk.pre = q.pre
+			w.results[i], w.errs[i] = r.do(ctx, wk, s)
 			w.handled[i] = w.errs[i] == nil
 		}()
 	}
@@ -777,14 +801,16 @@ func (w *running) wait() ([]done, error) {
 // owesWriteBack reports whether the entry's WriteBackPending differs from
 // pending: only then does a source without write-back need a commit.
 func (r *Reconciler) owesWriteBack(ctx context.Context, ref, pending string) bool {
-	owed := true // on a read error, write as before
-	_ = r.Store.View(ctx, func(tx store.Tx) error {
+	owed := true
+	if err := r.Store.View(ctx, func(tx store.Tx) error {
 		er, err := tx.Entry(ref)
 		if err == nil {
 			owed = er != nil && er.WriteBackPending != pending
 		}
 		return err
-	})
+	}); err != nil {
+		return true // not known: write as before, where the error is reported
+	}
 	return owed
 }
 

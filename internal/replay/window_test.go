@@ -29,10 +29,14 @@ func (c *countingStore) Update(ctx context.Context, fn func(store.Tx) error) err
 	return c.Bolt.Update(ctx, func(tx store.Tx) error { return fn(&failingTx{Tx: tx, key: c.failKey}) })
 }
 
-// UpdateNow is the grouped commit (a window's intents or outcomes).
-func (c *countingStore) UpdateNow(ctx context.Context, fn func(store.Tx) error) error {
+// UpdateGroup is the grouped commit (a window's intents or outcomes).
+func (c *countingStore) UpdateGroup(ctx context.Context, fns []func(store.Tx) error) []error {
 	c.updates.Add(1)
-	return c.Bolt.UpdateNow(ctx, func(tx store.Tx) error { return fn(&failingTx{Tx: tx, key: c.failKey}) })
+	wrapped := make([]func(store.Tx) error, len(fns))
+	for i, fn := range fns {
+		wrapped[i] = func(tx store.Tx) error { return fn(&failingTx{Tx: tx, key: c.failKey}) }
+	}
+	return c.Bolt.UpdateGroup(ctx, wrapped)
 }
 
 type failingTx struct {
@@ -283,13 +287,19 @@ func (t *intentTx) Transition(tr idempotency.Transition) (idempotency.Record, er
 	return t.Tx.Transition(tr)
 }
 
-func (s *intentSignal) UpdateNow(ctx context.Context, fn func(store.Tx) error) error {
-	saw := false
-	err := s.Bolt.UpdateNow(ctx, func(tx store.Tx) error { return fn(&intentTx{Tx: tx, key: s.key, saw: &saw}) })
-	if err == nil && saw {
-		s.once.Do(func() { close(s.written) })
+func (s *intentSignal) UpdateGroup(ctx context.Context, fns []func(store.Tx) error) []error {
+	saw := make([]bool, len(fns))
+	wrapped := make([]func(store.Tx) error, len(fns))
+	for i, fn := range fns {
+		wrapped[i] = func(tx store.Tx) error { return fn(&intentTx{Tx: tx, key: s.key, saw: &saw[i]}) }
 	}
-	return err
+	errs := s.Bolt.UpdateGroup(ctx, wrapped)
+	for i, err := range errs {
+		if err == nil && saw[i] {
+			s.once.Do(func() { close(s.written) })
+		}
+	}
+	return errs
 }
 
 // Issue 16: once windows reach full size, the next window's intents are

@@ -24,6 +24,44 @@ func (s *Bolt) UpdateNow(ctx context.Context, fn func(Tx) error) error {
 	return s.tamper.count(s.db.Update(func(btx *bolt.Tx) error { return s.runWrite(btx, fn) }))
 }
 
+// UpdateGroup commits fns together in one read-write transaction, now:
+// the group commit of a caller that has grouped its writes itself (a
+// replay window's intents or outcomes), which would otherwise wait out
+// MaxBatchDelay for writers that are not coming. It is the same group
+// commit as Update's (writeGroup.commit), so each fn's error is its own:
+// one that fails (or panics) is run again alone, and the others commit
+// without it. errs[i] is fns[i]'s; a panic is its fn's error.
+func (s *Bolt) UpdateGroup(ctx context.Context, fns []func(Tx) error) []error {
+	errs := make([]error, len(fns))
+	var early error
+	switch {
+	case s.ro:
+		early = ErrReadOnly
+	case ctx.Err() != nil:
+		early = ctx.Err()
+	}
+	if early != nil {
+		for i := range errs {
+			errs[i] = early
+		}
+		return errs
+	}
+	chans := make([]chan error, len(fns))
+	g := &writeGroup{s: s, calls: make([]groupCall, len(fns))}
+	for i, fn := range fns {
+		chans[i] = make(chan error, 1)
+		g.calls[i] = groupCall{fn: fn, err: chans[i]}
+	}
+	g.commit()
+	for i, ch := range chans {
+		// Alone, a panic is this fn's error, not its caller's (who waits
+		// for the others' answers too).
+		fn := fns[i]
+		errs[i] = s.tamper.count(s.answer(<-ch, func(t Tx) error { return safelyCall(fn, t) }))
+	}
+	return errs
+}
+
 // groupCommit groups concurrent Updates into one commit, as bbolt's Batch
 // does (same MaxBatchSize and MaxBatchDelay, same retry of the others when
 // one caller fails), but runs every caller's fn on one boltTx and flushes
@@ -69,7 +107,11 @@ func (s *Bolt) batch(fn func(Tx) error) error {
 		go g.trigger() // full: commit now, without waiting out the delay
 	}
 	s.group.mu.Unlock()
-	err := <-errCh
+	return s.answer(<-errCh, fn)
+}
+
+// answer is a grouped call's result: errTrySolo runs fn again alone.
+func (s *Bolt) answer(err error, fn func(Tx) error) error {
 	if errors.Is(err, errTrySolo) {
 		err = s.db.Update(func(btx *bolt.Tx) error { return s.runWrite(btx, fn) })
 	}
@@ -78,9 +120,7 @@ func (s *Bolt) batch(fn func(Tx) error) error {
 
 func (g *writeGroup) trigger() { g.start.Do(g.run) }
 
-// run commits the group: every fn on one boltTx, then its flush. A fn
-// that fails is taken out and told to run alone; the rest run again in a
-// new transaction (the failed one rolled back everything).
+// run commits a group Update gathered: no caller joins it any more.
 func (g *writeGroup) run() {
 	g.s.group.mu.Lock()
 	g.timer.Stop()
@@ -88,6 +128,13 @@ func (g *writeGroup) run() {
 		g.s.group.pending = nil
 	}
 	g.s.group.mu.Unlock()
+	g.commit()
+}
+
+// commit commits the group: every fn on one boltTx, then its flush. A fn
+// that fails is taken out and told to run alone; the rest run again in a
+// new transaction (the failed one rolled back everything).
+func (g *writeGroup) commit() {
 	for len(g.calls) > 0 {
 		failed, flushFailed := -1, false
 		err := g.s.db.Update(func(btx *bolt.Tx) error {

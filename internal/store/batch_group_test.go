@@ -1,0 +1,72 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+// UpdateGroup is Update's group commit for a group the caller formed (a
+// replay window): one transaction when every member succeeds; a member
+// that fails or panics gets its own error and leaves nothing, and the
+// others still commit (issue 33: one group-commit mechanism).
+func TestUpdateGroupCommitsOnceAndEachFailureIsItsOwn(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenBolt(filepath.Join(t.TempDir(), "replayctl.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	commits := func() int {
+		var id int
+		if err := s.db.View(func(tx *bolt.Tx) error { id = tx.ID(); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	put := func(id string) func(Tx) error {
+		return func(tx Tx) error {
+			e := entry.Entry{ID: id, Source: entry.KindJSONL}
+			e.EnsureKey()
+			return tx.PutEntry(&EntryRecord{Entry: e, Status: StatusPending})
+		}
+	}
+	c0 := commits()
+	if errs := s.UpdateGroup(ctx, []func(Tx) error{put("a"), put("b"), put("c")}); errors.Join(errs...) != nil {
+		t.Fatal(errs)
+	}
+	if n := commits() - c0; n != 1 {
+		t.Fatalf("%d commits for a group of 3, want 1", n)
+	}
+	refused := errors.New("refused")
+	errs := s.UpdateGroup(ctx, []func(Tx) error{
+		put("d"),
+		func(tx Tx) error {
+			if err := put("x")(tx); err != nil {
+				return err
+			}
+			return refused
+		},
+		func(Tx) error { panic("a bug") },
+		put("e"),
+	})
+	if errs[0] != nil || errs[3] != nil || !errors.Is(errs[1], refused) || errs[2] == nil {
+		t.Fatalf("errors %v: want only the failing and the panicking member's", errs)
+	}
+	for id, want := range map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true, "x": false} {
+		if err := s.View(ctx, func(tx Tx) error {
+			r, err := tx.Entry(entry.KindJSONL + ":" + id)
+			if (r != nil) != want {
+				t.Errorf("entry %s stored: %v, want %v", id, r != nil, want)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/replayctl/replayctl/internal/notify"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/server"
+	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -101,6 +102,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 				return err
 			}
 			defer st.Close()
+			source.KeepStoredNames(srcs, st)
 			pruned, err := prune.check(st)
 			if err != nil {
 				return err

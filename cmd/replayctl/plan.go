@@ -120,7 +120,7 @@ func runPlan(cmd *cobra.Command, s *streams, eng *engineFlags, src *sourceFlags,
 	}
 	defer closeLedger()
 	if st, ok := ledger.(store.Store); ok {
-		source.KeepStoredNames(srcs, st)
+		source.KeepStoredNames(srcs, storedRef(st))
 	}
 
 	out := bufio.NewWriterSize(s.out, 64<<10)

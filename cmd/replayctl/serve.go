@@ -102,7 +102,7 @@ dispatches (or record them outcome_unknown), and exits.`,
 				return err
 			}
 			defer st.Close()
-			source.KeepStoredNames(srcs, st)
+			source.KeepStoredNames(srcs, storedRef(st))
 			pruned, err := prune.check(st)
 			if err != nil {
 				return err

@@ -26,7 +26,7 @@ func TestServePruneOnce(t *testing.T) {
 	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 	for i, age := range []time.Duration{40 * 24 * time.Hour, 20 * 24 * time.Hour, time.Hour} {
 		at := now.Add(-age)
-		e := entry.Entry{ID: string(rune('a' + i)), Source: entry.KindJSONL, IdempotencyKey: string(rune('a' + i))}
+		e := entry.Entry{ID: string(rune('a' + i)), Source: "jsonl", IdempotencyKey: string(rune('a' + i))}
 		if err := st.Update(context.Background(), func(tx store.Tx) error {
 			if err := tx.PutEntry(&store.EntryRecord{Entry: e, Status: store.StatusReplayed, FirstSeen: at, LastSeen: at}); err != nil {
 				return err

@@ -72,7 +72,15 @@ func parseKeeping(t *testing.T, b *testBundle, spec string) source.Source {
 	if err != nil {
 		t.Fatal(err)
 	}
-	source.KeepStoredNames([]source.Source{src}, b.store)
+	source.KeepStoredNames([]source.Source{src}, func(ctx context.Context, ref string) (bool, error) {
+		var has bool
+		err := b.store.View(ctx, func(tx store.Tx) error {
+			er, err := tx.Entry(ref)
+			has = er != nil
+			return err
+		})
+		return has, err
+	})
 	return src
 }
 

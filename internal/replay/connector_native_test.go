@@ -225,7 +225,7 @@ targets:
 		t.Fatal(err)
 	}
 	r := NewRulesRouter(rules, nil)
-	for src, want := range map[string]string{entry.KindCordumRedis: "*replay.CordumTarget", entry.KindNexora: "*replay.NexoraTarget"} {
+	for src, want := range map[string]string{"cordum-redis": "*replay.CordumTarget", "nexora": "*replay.NexoraTarget"} {
 		rt, ok := r.Route(&entry.Entry{ID: "x", Source: src})
 		if !ok || typeName(rt.Dispatcher) != want {
 			t.Errorf("%s: routed to %s (%v), want %s", src, typeName(rt.Dispatcher), ok, want)

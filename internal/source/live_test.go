@@ -85,7 +85,7 @@ func readLive(t *testing.T, s *liveSource) ([]entry.Entry, error) {
 func TestLiveCordumReadsEveryPage(t *testing.T) {
 	f := liveGateway(t, 1250)
 	busyOnce(f, 2) // page 2 answers 503 once: retried
-	s, err := newLiveSource("cordum:"+f.URL, entry.KindCordum, f.URL, envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey}))
+	s, err := newLiveSource("cordum:"+f.URL, "cordum", f.URL, envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestLiveCordumReadsEveryPage(t *testing.T) {
 	}
 	for i := range 1250 {
 		e, ok := got[fmt.Sprintf("job_%04d", i)]
-		if !ok || e.Undecodable() || e.Source != entry.KindCordum || e.ReasonCode != "pool_overloaded" {
+		if !ok || e.Undecodable() || e.Source != "cordum" || e.ReasonCode != "pool_overloaded" {
 			t.Fatalf("job_%04d: %+v", i, e)
 		}
 		if !strings.HasPrefix(e.Origin, s.OriginPrefix()) {
@@ -119,7 +119,7 @@ func TestLiveCordumReadsEveryPage(t *testing.T) {
 
 func TestLiveNexoraReadsEveryPage(t *testing.T) {
 	srv := liveNexora(t, 230)
-	s, err := newLiveSource("nexora:"+srv.URL, entry.KindNexora, srv.URL, envOf(map[string]string{"NEXORA_TOKEN": liveNexoraTok}))
+	s, err := newLiveSource("nexora:"+srv.URL, "nexora", srv.URL, envOf(map[string]string{"NEXORA_TOKEN": liveNexoraTok}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestLiveNexoraReadsEveryPage(t *testing.T) {
 func TestLiveRefusedNamesURLNotSecret(t *testing.T) {
 	f := liveGateway(t, 5)
 	wrong := "wrong-" + liveCordumKey
-	s, _ := newLiveSource("cordum:"+f.URL, entry.KindCordum, f.URL, envOf(map[string]string{"CORDUM_API_KEY": wrong}))
+	s, _ := newLiveSource("cordum:"+f.URL, "cordum", f.URL, envOf(map[string]string{"CORDUM_API_KEY": wrong}))
 	fastRetry(s)
 	_, err := readLive(t, s)
 	if err == nil || !strings.Contains(err.Error(), f.URL+"/api/v1/dlq/page") || !strings.Contains(err.Error(), "401") ||
@@ -151,7 +151,7 @@ func TestLiveRefusedNamesURLNotSecret(t *testing.T) {
 		t.Errorf("401 retried: %d requests", n)
 	}
 	srv := liveNexora(t, 1)
-	n, _ := newLiveSource("nexora:"+srv.URL, entry.KindNexora, srv.URL, envOf(nil))
+	n, _ := newLiveSource("nexora:"+srv.URL, "nexora", srv.URL, envOf(nil))
 	if _, err := readLive(t, n); err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "NEXORA_TOKEN") {
 		t.Fatalf("nexora error: %v", err)
 	}
@@ -163,7 +163,7 @@ func TestLiveServerDownIsRetriedThenReported(t *testing.T) {
 	f := liveGateway(t, 5)
 	url := f.URL
 	f.Close()
-	s, _ := newLiveSource("cordum:"+url, entry.KindCordum, url, envOf(nil))
+	s, _ := newLiveSource("cordum:"+url, "cordum", url, envOf(nil))
 	fastRetry(s)
 	s.Client = httpout.New(2 * time.Second)
 	if _, err := readLive(t, s); err == nil || !strings.Contains(err.Error(), url) {
@@ -208,8 +208,8 @@ func TestLiveWriteBack(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	env := envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey, "NEXORA_TOKEN": liveNexoraTok})
-	c, _ := newLiveSource("cordum:"+srv.URL, entry.KindCordum, srv.URL, env)
-	n, _ := newLiveSource("nexora:"+srv.URL, entry.KindNexora, srv.URL, env)
+	c, _ := newLiveSource("cordum:"+srv.URL, "cordum", srv.URL, env)
+	n, _ := newLiveSource("nexora:"+srv.URL, "nexora", srv.URL, env)
 	ctx := context.Background()
 	for _, err := range []error{
 		c.MarkReplayed(ctx, entry.Entry{ID: "job_1"}),
@@ -256,7 +256,7 @@ func TestLiveCordumScorePagesYieldEachEntryOnce(t *testing.T) {
 		created = append(created, base.Add(-time.Duration(i/3)*time.Second-time.Duration(i%3+1)*time.Millisecond))
 	}
 	srv := scoreGateway(t, created)
-	s, err := newLiveSource("cordum:"+srv.URL, entry.KindCordum, srv.URL, envOf(nil))
+	s, err := newLiveSource("cordum:"+srv.URL, "cordum", srv.URL, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func TestLiveNexoraReadIsCompleteWhileEntriesLeave(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ns, srv := newNexoraStore(t, tt.n)
-			s, err := newLiveSource("nexora:"+srv.URL, entry.KindNexora, srv.URL, envOf(nil))
+			s, err := newLiveSource("nexora:"+srv.URL, "nexora", srv.URL, envOf(nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -375,7 +375,7 @@ func TestLiveCordumPageOfOneSecond(t *testing.T) {
 		created[i] = at
 	}
 	srv := scoreGateway(t, created)
-	s, _ := newLiveSource("cordum:"+srv.URL, entry.KindCordum, srv.URL, envOf(nil))
+	s, _ := newLiveSource("cordum:"+srv.URL, "cordum", srv.URL, envOf(nil))
 	es, err := readLive(t, s)
 	if err == nil || !strings.Contains(err.Error(), "repeats") || !strings.Contains(err.Error(), "cordum-redis:") {
 		t.Fatalf("error: %v", err)
@@ -391,7 +391,7 @@ func TestLiveCordumPageOfOneSecond(t *testing.T) {
 func TestLiveRetriesAreTold(t *testing.T) {
 	f := liveGateway(t, 3)
 	busyOnce(f, 1)
-	s, _ := newLiveSource("cordum:"+f.URL, entry.KindCordum, f.URL, envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey}))
+	s, _ := newLiveSource("cordum:"+f.URL, "cordum", f.URL, envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey}))
 	fastRetry(s)
 	var told []string
 	s.OnRetry(func(msg string) { told = append(told, msg) })
@@ -443,7 +443,7 @@ func TestLiveNexoraReadIsCompleteWhenEntriesLeaveBeforeEachPage(t *testing.T) {
 		_, _ = w.Write(b)
 	}))
 	defer proxy.Close()
-	s, err := newLiveSource("nexora:"+proxy.URL, entry.KindNexora, proxy.URL, envOf(nil))
+	s, err := newLiveSource("nexora:"+proxy.URL, "nexora", proxy.URL, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

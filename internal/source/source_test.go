@@ -48,10 +48,10 @@ func checkEntry(t testing.TB, e entry.Entry) {
 	// A file source's undecodable record is named where it was; a Prodigy
 	// item's by job and file name (prodigyUndecodable), a live source's by
 	// its own id or content (stableID).
-	if e.Undecodable() && e.Source != entry.KindProdigy && !strings.Contains(e.Origin, "://") && e.ID != e.Origin {
+	if e.Undecodable() && e.Source != "prodigy" && !strings.Contains(e.Origin, "://") && e.ID != e.Origin {
 		t.Fatalf("undecodable record of a file must be named by its origin: %+v", e)
 	}
-	if e.Undecodable() && e.Source == entry.KindProdigy &&
+	if e.Undecodable() && e.Source == "prodigy" &&
 		(e.Scope == "" || e.ID != strings.TrimSuffix(filepath.Base(e.Origin), ".json")) {
 		t.Fatalf("undecodable Prodigy item must be named JOB/ITEM after its file: %+v", e)
 	}
@@ -205,7 +205,7 @@ func TestDerivedKeyStable(t *testing.T) {
 		}
 		if a.KeyDerived {
 			derived++
-			if want := entry.DeriveKey(entry.KindCordum, a.ID); a.IdempotencyKey != want {
+			if want := entry.DeriveKey("cordum", a.ID); a.IdempotencyKey != want {
 				t.Errorf("%s: derived key %q, want entry.DeriveKey = %q", a.ID, a.IdempotencyKey, want)
 			}
 		}

@@ -45,15 +45,15 @@ func CheckEntry(t testing.TB, e entry.Entry) {
 	if e.Undecodable() && !e.KeyDerived {
 		t.Fatalf("undecodable entry must have a derived key: %+v", e)
 	}
-	// A file source's undecodable record is named where it was; a Prodigy
-	// item's by job and file name, a live source's by its own id or
-	// content (records.StableID).
-	if e.Undecodable() && e.Source != entry.KindProdigy && !strings.Contains(e.Origin, "://") && e.ID != e.Origin {
+	// A file source's undecodable record is named where it was; an item
+	// file of a job (scoped by the job) by job and file name, a live
+	// source's by its own id or content (records.StableID).
+	local := e.Undecodable() && !strings.Contains(e.Origin, "://")
+	if local && e.Scope == "" && e.ID != e.Origin {
 		t.Fatalf("undecodable record of a file must be named by its origin: %+v", e)
 	}
-	if e.Undecodable() && e.Source == entry.KindProdigy &&
-		(e.Scope == "" || e.ID != strings.TrimSuffix(filepath.Base(e.Origin), ".json")) {
-		t.Fatalf("undecodable Prodigy item must be named JOB/ITEM after its file: %+v", e)
+	if local && e.Scope != "" && e.ID != strings.TrimSuffix(filepath.Base(e.Origin), ".json") {
+		t.Fatalf("undecodable item of a job must be named JOB/ITEM after its file: %+v", e)
 	}
 }
 

@@ -44,7 +44,7 @@ func TestLiveConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		connectortest.SettleIdempotent(t, live, &entry.Entry{ID: "job_b", Source: entry.KindCordum},
+		connectortest.SettleIdempotent(t, live, &entry.Entry{ID: "job_b", Source: Kind},
 			func() bool { return f.Holds("job_b") })
 	})
 	t.Run("no secret", func(t *testing.T) {

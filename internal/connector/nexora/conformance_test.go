@@ -43,7 +43,7 @@ func TestLiveConformance(t *testing.T) {
 	})
 	t.Run("settle idempotent", func(t *testing.T) {
 		f := nexoratest.New(t, testToken, nexoratest.Pending(ids...))
-		connectortest.SettleIdempotent(t, open(t, f, testToken), &entry.Entry{ID: "dl-2", Source: entry.KindNexora},
+		connectortest.SettleIdempotent(t, open(t, f, testToken), &entry.Entry{ID: "dl-2", Source: Kind},
 			func() bool { return f.Holds("dl-2") })
 	})
 	t.Run("no secret", func(t *testing.T) {

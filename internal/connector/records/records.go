@@ -26,7 +26,8 @@ const (
 	// LayoutSniffed: one object, a stream of objects, an array of objects or
 	// JSON Lines, told apart by the first bytes (a dump of a broker's DLQ).
 	LayoutSniffed Layout = iota
-	// LayoutList: {"items": [...], ...} or a bare array (nexora).
+	// LayoutList: {"items": [...], ...} or a bare array (a list response
+	// saved from a system's API).
 	LayoutList
 	// LayoutLines: JSON Lines only (jsonl).
 	LayoutLines

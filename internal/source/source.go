@@ -29,7 +29,7 @@ type WriteBack interface {
 }
 
 // Resolver is implemented by sources whose system records why an entry
-// was resolved (Nexora: POST .../resolve {"reason"}); others take a
+// was resolved (a server's resolve with a reason); others take a
 // resolve's write-back through WriteBack.
 type Resolver interface {
 	MarkResolved(ctx context.Context, e entry.Entry, reason string) error

@@ -20,8 +20,8 @@ import (
 // DefaultMaxReplays applies when neither a rule nor the defaults set one.
 const DefaultMaxReplays = 3
 
-// Rules is a decoded, validated rules.yaml. The file shape is Cordum's
-// (version: v1, dlq_rules with match/action/...), extended with optional
+// Rules is a decoded, validated rules.yaml. The file shape is the one DLQ
+// rule files share (version: v1, dlq_rules with match/action/...), extended with optional
 // sections; decoding is strict (unknown keys are errors).
 type Rules struct {
 	Version  string              `yaml:"version"`
@@ -84,7 +84,7 @@ type Match struct {
 }
 
 // Backoff configures replay retries; in rules.yaml it is either a strategy
-// name (Cordum's "backoff: exponential_jitter") or a mapping.
+// name ("backoff: exponential_jitter") or a mapping.
 type Backoff struct {
 	Strategy   string        `yaml:"strategy"`
 	Initial    time.Duration `yaml:"initial"`
@@ -169,8 +169,9 @@ func (t *NativeTarget) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // ExecTarget runs Command with the payload on stdin, or, with stdin:
-// entry, a JSON object naming the entry (its id, ref, source, Prodigy job
-// id, repo and item path, key, attempt) with the payload in it.
+// entry, a JSON object naming the entry (its id, ref, source, what its
+// system adds, such as a job id, repo and item path, key, attempt) with the
+// payload in it.
 type ExecTarget struct {
 	Command []string      `yaml:"command"`
 	Timeout time.Duration `yaml:"timeout"`

@@ -121,6 +121,19 @@ type Format struct {
 	Item     func(i int, r Record) (name string, data []byte)
 }
 
+// LinesFormat is a format of one JSON object a line (a JSON Lines export, a
+// dump of a system's records): fields gives a record's object; a
+// malformed record is cut off mid-record.
+func LinesFormat(kind, items string, fields func(Record) map[string]any) Format {
+	return Format{Kind: kind, Items: items, Line: func(r Record) []byte {
+		if r.Malformed {
+			return []byte(fmt.Sprintf(`{"id":%q,"topic":`+"\n", r.ID))
+		}
+		line, _ := json.Marshal(fields(r))
+		return append(line, '\n')
+	}}
+}
+
 // Write writes a corpus in format f to path (a file; a directory for a
 // format of item files) and returns the --source value that reads it.
 func Write(f Format, path string, o Options) (string, error) {

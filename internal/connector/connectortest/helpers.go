@@ -57,6 +57,19 @@ func CheckEntry(t testing.TB, e entry.Entry) {
 	}
 }
 
+// ByID maps the entries by id; two entries with one id fail the test.
+func ByID(t testing.TB, es []entry.Entry) map[string]entry.Entry {
+	t.Helper()
+	m := make(map[string]entry.Entry, len(es))
+	for _, e := range es {
+		if _, dup := m[e.ID]; dup {
+			t.Fatalf("duplicate id %q", e.ID)
+		}
+		m[e.ID] = e
+	}
+	return m
+}
+
 // IDs lists the entries' ids in order.
 func IDs(es []entry.Entry) []string {
 	var s []string

@@ -44,7 +44,7 @@ func TestOldestEntryAlertCountsFromLastFailure(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			r := &store.EntryRecord{Entry: entry.Entry{ID: "e1", Source: entry.KindJSONL, Topic: "orders", IdempotencyKey: "k1",
+			r := &store.EntryRecord{Entry: entry.Entry{ID: "e1", Source: "jsonl", Topic: "orders", IdempotencyKey: "k1",
 				Message: "upstream timeout", LastFailure: c.lastFailure, Payload: []byte(`{}`)},
 				Status: c.status, Class: triage.Transient, Action: triage.AutoReplay, FirstSeen: c.firstSeen, LastSeen: now}
 			if err := st.Update(context.Background(), func(tx store.Tx) error { return tx.PutEntry(r) }); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replayctl/replayctl/internal/benchmark"
+	"github.com/replayctl/replayctl/internal/connector/registry"
 	"github.com/replayctl/replayctl/internal/gen"
 )
 
@@ -118,7 +119,11 @@ func newGenCmd(s *streams) *cobra.Command {
 			if out == "" || o.N <= 0 {
 				return usageError("--out and a positive --n are required")
 			}
-			spec, err := gen.Write(format, out, o)
+			gf, err := registry.GenFormat(format)
+			if err != nil {
+				return usageError("--format: %v", err)
+			}
+			spec, err := gen.Write(gf, out, o)
 			if err != nil {
 				return err
 			}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
+
+	"github.com/replayctl/replayctl/internal/connector"
 
 	"github.com/replayctl/replayctl/internal/store"
 )
@@ -27,4 +30,18 @@ func openLedgerReadOnly(path, dsn string) (store.Backend, func(), error) {
 		return nil, nil, err
 	}
 	return s, func() { s.Close() }, nil
+}
+
+// storedRef is st's answer to whether it holds an entry under a ref
+// (source.KeepStoredNames).
+func storedRef(st store.Store) connector.StoredRef {
+	return func(ctx context.Context, ref string) (bool, error) {
+		var has bool
+		err := st.View(ctx, func(tx store.Tx) error {
+			er, err := tx.Entry(ref)
+			has = er != nil
+			return err
+		})
+		return has, err
+	}
 }

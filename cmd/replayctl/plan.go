@@ -9,6 +9,8 @@ import (
 
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/replay"
+	"github.com/replayctl/replayctl/internal/source"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -117,6 +119,9 @@ func runPlan(cmd *cobra.Command, s *streams, eng *engineFlags, src *sourceFlags,
 		return err
 	}
 	defer closeLedger()
+	if st, ok := ledger.(store.Store); ok {
+		source.KeepStoredNames(srcs, storedRef(st))
+	}
 
 	out := bufio.NewWriterSize(s.out, 64<<10)
 	defer out.Flush()

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/replayctl/replayctl/internal/connector/jsonl"
 	"github.com/replayctl/replayctl/internal/gen"
 	"github.com/replayctl/replayctl/internal/source"
 )
@@ -18,7 +19,7 @@ import (
 // between the workers would show.
 func TestPlanPrintsDecisionsInInputOrderOnEveryCore(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
-	spec, err := gen.Write("jsonl", filepath.Join(t.TempDir(), "dlq.jsonl"), gen.Options{N: 2000, Seed: 7, Malformed: 0.05})
+	spec, err := gen.Write(jsonl.GenFormat(), filepath.Join(t.TempDir(), "dlq.jsonl"), gen.Options{N: 2000, Seed: 7, Malformed: 0.05})
 	if err != nil {
 		t.Fatal(err)
 	}

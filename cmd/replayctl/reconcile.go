@@ -145,6 +145,7 @@ configuration errors.`,
 				return err
 			}
 			defer st.Close()
+			source.KeepStoredNames(srcs, storedRef(st))
 			var rm *server.RunMetrics
 			if metricsFile != "" || pushURL != "" {
 				if rm, err = server.NewRunMetrics(st, metricsFile, time.Now); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/replayctl/replayctl/internal/notify"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/server"
+	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -107,6 +108,7 @@ duties in reverse order, and exits.`,
 				return err
 			}
 			defer st.Close()
+			source.KeepStoredNames(srcs, storedRef(st))
 			pruned, err := prune.check(st)
 			if err != nil {
 				return err

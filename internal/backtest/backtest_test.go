@@ -68,7 +68,7 @@ func history(n int) []entry.Entry {
 	topics := []string{"pay.charge", "ops.deploy", "mail.send"}
 	out := make([]entry.Entry, n)
 	for i := range out {
-		out[i] = entry.Entry{ID: fmt.Sprintf("e%04d", i), Source: entry.KindJSONL, Topic: topics[i%len(topics)],
+		out[i] = entry.Entry{ID: fmt.Sprintf("e%04d", i), Source: "jsonl", Topic: topics[i%len(topics)],
 			ReasonCode: codes[i%len(codes)], Message: fmt.Sprintf("failed at step %d", i%7), Attempts: 1 + i%4,
 			FirstFailure: t0.Add(time.Duration(i) * 2 * time.Hour)}
 		out[i].EnsureKey()

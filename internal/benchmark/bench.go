@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/connector/jsonl"
 	"github.com/replayctl/replayctl/internal/gen"
 	"github.com/replayctl/replayctl/internal/policy"
 	"github.com/replayctl/replayctl/internal/triage"
@@ -73,7 +74,7 @@ func (c *Config) corpus(name string, o gen.Options) (string, error) {
 	if _, err := os.Stat(path); err == nil {
 		return "jsonl:" + path, nil
 	}
-	return gen.Write("jsonl", path, o)
+	return gen.Write(jsonl.GenFormat(), path, o)
 }
 
 // Run measures everything and returns the rows.

@@ -17,6 +17,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/replayctl/replayctl/internal/connector/jsonl"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/gen"
 	"github.com/replayctl/replayctl/internal/replay"
@@ -328,7 +329,7 @@ func (b *bareDB) write(wins []win) error {
 
 func (b *bareDB) put(tx *bolt.Tx, lo int, payloads [][]byte) error {
 	for i, p := range payloads {
-		e := entry.Entry{ID: fmt.Sprintf("e%08d", lo+i), Source: entry.KindJSONL}
+		e := entry.Entry{ID: fmt.Sprintf("e%08d", lo+i), Source: jsonl.Kind}
 		e.EnsureKey()
 		b.seq++
 		var sk [8]byte

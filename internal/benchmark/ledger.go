@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/connector/jsonl"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/store"
@@ -45,7 +46,7 @@ func ledger(ctx context.Context, c *Config) ([]Row, error) {
 			}
 			defer st.Close()
 			return parallel(workers, n, func(i int) error {
-				e := entry.Entry{ID: fmt.Sprintf("e%08d", i), Source: entry.KindJSONL, Payload: payload, Topic: "tool.email.send"}
+				e := entry.Entry{ID: fmt.Sprintf("e%08d", i), Source: jsonl.Kind, Payload: payload, Topic: "tool.email.send"}
 				e.EnsureKey()
 				if err := st.Update(ctx, func(tx store.Tx) error {
 					if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, To: idempotency.Decided, EntryRef: e.Ref(), PayloadHash: "sha256:x"}); err != nil {
@@ -96,7 +97,7 @@ func ledger(ctx context.Context, c *Config) ([]Row, error) {
 			// The same keys as the ledger's (an idempotency key, an audit
 			// sequence number, an entry ref): only replayctl's logic differs.
 			return parallel(workers, n, func(i int) error {
-				e := entry.Entry{ID: fmt.Sprintf("e%08d", i), Source: entry.KindJSONL}
+				e := entry.Entry{ID: fmt.Sprintf("e%08d", i), Source: jsonl.Kind}
 				e.EnsureKey()
 				keys := [3][]byte{[]byte(e.IdempotencyKey), nil, []byte(e.Ref())}
 				for commit := range 2 {

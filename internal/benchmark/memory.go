@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/connector/registry"
 	"github.com/replayctl/replayctl/internal/gen"
 )
 
@@ -49,11 +50,18 @@ func memory(ctx context.Context, c *Config) ([]Row, error) {
 		rows = append(rows, row)
 	}
 
+	// The system whose DLQ is a directory of item files, one per entry.
+	var items gen.Format
+	for _, f := range registry.GenFormats() {
+		if f.ItemsDir != "" {
+			items = f
+		}
+	}
 	var firstRate float64
 	for i, n := range []int{small, large} {
-		c.progress(fmt.Sprintf("memory: writing and planning %d Prodigy items", n))
-		dir := filepath.Join(c.Dir, fmt.Sprintf("prodigy-%d", n))
-		spec, err := gen.Write("prodigy", dir, gen.Options{N: n, Seed: 6, MinPayload: 64, MaxPayload: 256})
+		c.progress(fmt.Sprintf("memory: writing and planning %d %s", n, items.Items))
+		dir := filepath.Join(c.Dir, fmt.Sprintf("%s-%d", items.Kind, n))
+		spec, err := gen.Write(items, dir, gen.Options{N: n, Seed: 6, MinPayload: 64, MaxPayload: 256})
 		if err != nil {
 			return nil, err
 		}
@@ -62,9 +70,9 @@ func memory(ctx context.Context, c *Config) ([]Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, Row{Measure: fmt.Sprintf("peak RSS, plan %d Prodigy items", n), Figure: rss, Unit: "MB",
+		rows = append(rows, Row{Measure: fmt.Sprintf("peak RSS, plan %d %s", n, items.Items), Figure: rss, Unit: "MB",
 			Note: "the plan process's own VmHWM", Target: "< 64 MB"})
-		r := Row{Measure: fmt.Sprintf("plan %d Prodigy items (items/s)", n), Figure: rate(n, took), Unit: "/s"}
+		r := Row{Measure: fmt.Sprintf("plan %d %s (items/s)", n, items.Items), Figure: rate(n, took), Unit: "/s"}
 		if i == 0 {
 			firstRate = r.Figure
 		} else {

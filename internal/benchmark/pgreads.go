@@ -160,8 +160,8 @@ func pgReadOps(ctx context.Context, st *store.Postgres, pool *pgxpool.Pool, n in
 			}
 			return page(len(p.Items), nil)
 		}},
-		{"page of 20 (topic glob orders.t1*, source nexora)", func() error {
-			p, err := st.Page(ctx, store.EntryFilter{Topic: "orders.t1*", Sources: []string{entry.KindNexora}}, "", 20)
+		{"page of 20 (topic glob orders.t1*, source " + pageSource + ")", func() error {
+			p, err := st.Page(ctx, store.EntryFilter{Topic: "orders.t1*", Sources: []string{pageSource}}, "", 20)
 			if err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/connector/jsonl"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/store"
 )
@@ -119,7 +120,7 @@ func pruneSeed(ctx context.Context, path string, n int) (time.Time, []string, er
 					status = store.StatusQuarantined
 				}
 				at := t0.Add(time.Duration(j) * time.Second)
-				e := entry.Entry{ID: fmt.Sprintf("e%07d", j), Source: entry.KindJSONL, Topic: "tool.email.send", ReasonCode: "timeout",
+				e := entry.Entry{ID: fmt.Sprintf("e%07d", j), Source: jsonl.Kind, Topic: "tool.email.send", ReasonCode: "timeout",
 					Message: "smtp relay timed out after 30s", IdempotencyKey: fmt.Sprintf("k%07d", j),
 					Payload: []byte(fmt.Sprintf(`{"to":"user%d@example.com","n":%d}`, j, j)), FirstFailure: at}
 				if err := tx.PutEntry(&store.EntryRecord{Entry: e, Status: status, FirstSeen: at, LastSeen: at}); err != nil {

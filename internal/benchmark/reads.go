@@ -13,6 +13,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/connector/jsonl"
+	"github.com/replayctl/replayctl/internal/connector/registry"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/server"
@@ -68,7 +70,11 @@ func reads(ctx context.Context, c *Config) ([]Row, error) {
 var (
 	benchStates  = []string{store.StatusReplayed, store.StatusReplayed, store.StatusReplayed, store.StatusReplayed, store.StatusPending, store.StatusAwaitingApproval, store.StatusQuarantined, store.StatusFailed, store.StatusResolved, store.StatusManualReview}
 	benchClasses = []triage.Class{triage.Transient, triage.Transient, triage.Poison, triage.Governance, triage.UnknownCommit}
-	benchSources = []string{entry.KindJSONL, entry.KindCordum, entry.KindNexora}
+	// benchSources are three source kinds: jsonl and two others whose
+	// source is a file (any three names would do).
+	benchSources = append([]string{jsonl.Kind}, registry.FileKinds()[:2]...)
+	// pageSource is the one a page is filtered by.
+	pageSource = benchSources[2]
 )
 
 // fillStore writes n entries, each with a decision record, in large
@@ -182,8 +188,8 @@ func measureReads(ctx context.Context, c *Config, path string, n int) ([]Row, er
 			}
 			return err
 		}},
-		{"page of 20 (topic glob orders.t1*, source nexora)", func() error {
-			p, err := st.Page(ctx, store.EntryFilter{Topic: "orders.t1*", Sources: []string{entry.KindNexora}}, "", 20)
+		{"page of 20 (topic glob orders.t1*, source " + pageSource + ")", func() error {
+			p, err := st.Page(ctx, store.EntryFilter{Topic: "orders.t1*", Sources: []string{pageSource}}, "", 20)
 			if err == nil && len(p.Items) != 20 {
 				err = fmt.Errorf("page of %d", len(p.Items))
 			}

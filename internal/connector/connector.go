@@ -115,6 +115,20 @@ type Source interface {
 	Entries(ctx context.Context) iter.Seq2[entry.Entry, error]
 }
 
+// StoredRef reports whether the store holds an entry under ref
+// (entry.Entry.Ref).
+type StoredRef func(ctx context.Context, ref string) (bool, error)
+
+// NameKeeper is a source that names some entries otherwise than an earlier
+// replayctl did (a file's undecodable record: by the file's canonical path,
+// once by the path as typed). Given the store's StoredRef, it yields an
+// entry the store already holds under the earlier name under that name, so
+// that its stored record (a quarantine, its shown id) stays the one entry.
+// Without it, entries take the new name.
+type NameKeeper interface {
+	KeepStoredNames(StoredRef)
+}
+
 // Settlement is what replayctl tells a system it did with an entry.
 type Settlement struct {
 	// Replayed: the entry was delivered; the system may drop it from its DLQ.

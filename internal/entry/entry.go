@@ -9,15 +9,6 @@ import (
 	"time"
 )
 
-// Source kinds understood by replayctl.
-const (
-	KindCordum      = "cordum"
-	KindCordumRedis = "cordum-redis"
-	KindProdigy     = "prodigy"
-	KindNexora      = "nexora"
-	KindJSONL       = "jsonl"
-)
-
 // LineageLabel is the label (a header, for a system that keeps them) in
 // which replayctl stamps the lineage on every replay it sends, so that the
 // message, dead-lettered again, is linked to the entry it came from.
@@ -50,7 +41,9 @@ type Entry struct {
 	// record was (file:line, or the file), or, read from a running system,
 	// the record's own id or a hash of its bytes.
 	ID string `json:"id"`
-	// Source is the source kind (one of the Kind constants).
+	// Source is the source kind, as the connector that read the entry
+	// names it (the KIND of --source KIND:PATH; connector/registry lists
+	// them).
 	Source string `json:"source"`
 	// Origin says where the record was read: file:line, a file, a Redis key.
 	Origin string `json:"origin,omitempty"`

@@ -104,95 +104,88 @@ func Each(o Options, fn func(Record) error) error {
 	return nil
 }
 
-// Formats the generator writes.
-var Formats = []string{"jsonl", "cordum", "nexora", "prodigy"}
+// Format is how one system writes its DLQ, given by the system's
+// connector (connector/registry lists them): a file of records (Line
+// encodes one record, a malformed one broken as that system's would be;
+// Head, Sep and Tail go around and between them) or, where ItemsDir is
+// set, a directory of item files (Item names and encodes one).
+type Format struct {
+	Kind string
+	// Items is how a benchmark names its records ("Prodigy items").
+	Items           string
+	Head, Sep, Tail string
+	Line            func(r Record) []byte
+	// ItemsDir is where under the root the item files go; Item is the
+	// i-th record's file name and bytes.
+	ItemsDir string
+	Item     func(i int, r Record) (name string, data []byte)
+}
 
-// Write writes a corpus in format to path (a file; a directory for
-// prodigy) and returns the --source value that reads it.
-func Write(format, path string, o Options) (string, error) {
-	if format == "prodigy" {
-		return writeProdigy(path, o)
+// LinesFormat is a format of one JSON object a line (a JSON Lines export, a
+// dump of a system's records): fields gives a record's object; a
+// malformed record is cut off mid-record.
+func LinesFormat(kind, items string, fields func(Record) map[string]any) Format {
+	return Format{Kind: kind, Items: items, Line: func(r Record) []byte {
+		if r.Malformed {
+			return []byte(fmt.Sprintf(`{"id":%q,"topic":`+"\n", r.ID))
+		}
+		line, _ := json.Marshal(fields(r))
+		return append(line, '\n')
+	}}
+}
+
+// Write writes a corpus in format f to path (a file; a directory for a
+// format of item files) and returns the --source value that reads it.
+func Write(f Format, path string, o Options) (string, error) {
+	if f.ItemsDir != "" {
+		return writeItems(f, path, o)
 	}
-	f, err := os.Create(path)
+	file, err := os.Create(path)
 	if err != nil {
 		return "", err
 	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	err = writeStream(format, w, o)
+	w := bufio.NewWriterSize(file, 1<<20)
+	err = writeStream(f, w, o)
 	if ferr := w.Flush(); err == nil {
 		err = ferr
 	}
-	if cerr := f.Close(); err == nil {
+	if cerr := file.Close(); err == nil {
 		err = cerr
 	}
-	return format + ":" + path, err
+	return f.Kind + ":" + path, err
 }
 
-func writeStream(format string, w io.Writer, o Options) error {
-	first := true
-	if format == "nexora" {
-		io.WriteString(w, `{"items":[`+"\n")
+func writeStream(f Format, w io.Writer, o Options) error {
+	if _, err := io.WriteString(w, f.Head); err != nil {
+		return err
 	}
+	first := true
 	err := Each(o, func(r Record) error {
-		var line []byte
-		switch {
-		case r.Malformed:
-			line = []byte(fmt.Sprintf(`{"id":%q,"topic":`, r.ID)) // truncated mid-record
-			if format == "nexora" {
-				line = []byte(fmt.Sprintf(`{"id":%q,"failureCode":17}`, r.ID)) // wrong type: arrays cannot resync
+		if !first {
+			if _, err := io.WriteString(w, f.Sep); err != nil {
+				return err
 			}
-		case format == "jsonl":
-			line, _ = json.Marshal(map[string]any{"id": r.ID, "topic": r.Topic, "reason_code": r.Reason, "message": r.Message,
-				"attempts": r.Attempts, "idempotency_key": r.Key, "labels": r.Labels, "payload": r.Payload})
-		case format == "cordum":
-			line, _ = json.Marshal(map[string]any{"job_id": r.ID, "topic": r.Topic, "status": "FAILED", "reason_code": r.Reason,
-				"reason": r.Message, "attempts": r.Attempts, "idempotency_key": r.Key, "labels": r.Labels,
-				"replay_status": "pending_review", "failed_at": r.Failed, "payload": r.Payload})
-		case format == "nexora":
-			line, _ = json.Marshal(map[string]any{"id": r.ID, "executionId": "exec-" + r.ID, "goal": r.Message,
-				"context": json.RawMessage(r.Payload), "failureCode": strings.ToUpper(r.Reason), "failureMessage": r.Message,
-				"failedAt": r.Failed, "reviewState": "PENDING"})
-		default:
-			return fmt.Errorf("unknown format %q (want %s)", format, strings.Join(Formats, ", "))
-		}
-		if format == "nexora" && !first {
-			io.WriteString(w, ",\n")
 		}
 		first = false
-		if _, err := w.Write(line); err != nil {
-			return err
-		}
-		if format != "nexora" {
-			_, err := io.WriteString(w, "\n")
-			return err
-		}
-		return nil
+		_, err := w.Write(f.Line(r))
+		return err
 	})
-	if err == nil && format == "nexora" {
-		_, err = io.WriteString(w, "\n],\"page\":0,\"size\":0}\n")
+	if err == nil {
+		_, err = io.WriteString(w, f.Tail)
 	}
 	return err
 }
 
-func writeProdigy(root string, o Options) (string, error) {
-	items := filepath.Join(root, "bench", "mapreduce-1", "mapreduce", "dlq", "mapreduce-1", "items")
+func writeItems(f Format, root string, o Options) (string, error) {
+	items := filepath.Join(root, f.ItemsDir)
 	if err := os.MkdirAll(items, 0o755); err != nil {
 		return "", err
 	}
-	types := []any{"Timeout", map[string]any{"CommandFailed": map[string]any{"exit_code": 101}}, "ValidationFailed", "MergeConflict", "PermissionError", "Unknown"}
 	i := 0
 	err := Each(o, func(r Record) error {
-		var data []byte
-		if r.Malformed {
-			data = []byte(`{"item_id": "` + r.ID)
-		} else {
-			data, _ = json.Marshal(map[string]any{"item_id": r.ID, "item_data": r.Payload, "first_attempt": r.Failed, "last_attempt": r.Failed,
-				"failure_count": r.Attempts, "failure_history": []any{map[string]any{"attempt_number": 1, "timestamp": r.Failed,
-					"error_type": types[i%len(types)], "error_message": r.Message}}, "error_signature": r.Reason,
-				"reprocess_eligible": true, "manual_review_required": false})
-		}
+		name, data := f.Item(i, r)
 		i++
-		return os.WriteFile(filepath.Join(items, r.ID+".json"), data, 0o644)
+		return os.WriteFile(filepath.Join(items, name), data, 0o644)
 	})
-	return "prodigy:" + root, err
+	return f.Kind + ":" + root, err
 }

@@ -1,4 +1,4 @@
-package gen
+package gen_test
 
 import (
 	"context"
@@ -7,14 +7,17 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/replayctl/replayctl/internal/connector/jsonl"
+	"github.com/replayctl/replayctl/internal/connector/registry"
+	"github.com/replayctl/replayctl/internal/gen"
 	"github.com/replayctl/replayctl/internal/source"
 )
 
 func TestEveryFormatReadsBackEveryRecord(t *testing.T) {
-	for _, f := range Formats {
-		t.Run(f, func(t *testing.T) {
+	for _, f := range registry.GenFormats() {
+		t.Run(f.Kind, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "dlq")
-			spec, err := Write(f, path, Options{N: 400, Seed: 1, Malformed: 0.02})
+			spec, err := gen.Write(f, path, gen.Options{N: 400, Seed: 1, Malformed: 0.02})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +47,7 @@ func TestEveryFormatReadsBackEveryRecord(t *testing.T) {
 func TestDeterministic(t *testing.T) {
 	sum := func() [32]byte {
 		p := filepath.Join(t.TempDir(), "a.jsonl")
-		if _, err := Write("jsonl", p, Options{N: 200, Seed: 42}); err != nil {
+		if _, err := gen.Write(jsonl.GenFormat(), p, gen.Options{N: 200, Seed: 42}); err != nil {
 			t.Fatal(err)
 		}
 		b, _ := os.ReadFile(p)

@@ -40,7 +40,7 @@ func TestLeasesRenewAndLoseClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.Close()
-	e := entry.Entry{ID: "l1", Source: entry.KindJSONL, IdempotencyKey: "l1"}
+	e := entry.Entry{ID: "l1", Source: "jsonl", IdempotencyKey: "l1"}
 	if _, err := pg.Ingest(ctx, []*store.EntryRecord{{Entry: e, Status: store.StatusPending}}); err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func TestPruneOnce(t *testing.T) {
 	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 	for i, age := range []time.Duration{40 * 24 * time.Hour, 20 * 24 * time.Hour, time.Hour} {
 		at := now.Add(-age)
-		e := entry.Entry{ID: string(rune('a' + i)), Source: entry.KindJSONL, IdempotencyKey: string(rune('a' + i))}
+		e := entry.Entry{ID: string(rune('a' + i)), Source: "jsonl", IdempotencyKey: string(rune('a' + i))}
 		if err := st.Update(context.Background(), func(tx store.Tx) error {
 			if err := tx.PutEntry(&store.EntryRecord{Entry: e, Status: store.StatusReplayed, FirstSeen: at, LastSeen: at}); err != nil {
 				return err
@@ -98,7 +98,7 @@ func TestRetentionDutyPrunesOnTick(t *testing.T) {
 	defer st.Close()
 	now := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 	at := now.Add(-40 * 24 * time.Hour)
-	e := entry.Entry{ID: "old", Source: entry.KindJSONL, IdempotencyKey: "old"}
+	e := entry.Entry{ID: "old", Source: "jsonl", IdempotencyKey: "old"}
 	if err := st.Update(ctx, func(tx store.Tx) error {
 		return tx.PutEntry(&store.EntryRecord{Entry: e, Status: store.StatusResolved, FirstSeen: at, LastSeen: at})
 	}); err != nil {

@@ -22,8 +22,11 @@ func TriageCodes() []triage.Code {
 // (LoadEngine, EngineFromSnapshot), so a decision and its re-run by
 // `audit replay-decision` see the same taxonomy. The codes are sorted:
 // the taxonomy never depends on the order connectors are listed in.
+// The connectors' source kinds and native target keys are registered
+// with them, so that rules naming them parse.
 func init() {
 	if err := triage.RegisterCodes(TriageCodes()); err != nil {
 		panic(fmt.Sprintf("policy: a connector's reason codes: %v", err))
 	}
+	triage.RegisterSystems(registry.Kinds(), registry.NativeKinds())
 }

@@ -256,7 +256,7 @@ func TestEngineFromSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	mk := func(code, topic string, labels map[string]string) *entry.Entry {
-		e := &entry.Entry{ID: "j-" + code, Source: entry.KindCordum, Topic: topic, ReasonCode: code, Labels: labels, Payload: []byte(`{"x":1}`)}
+		e := &entry.Entry{ID: "j-" + code, Source: "cordum", Topic: topic, ReasonCode: code, Labels: labels, Payload: []byte(`{"x":1}`)}
 		e.EnsureKey()
 		return e
 	}
@@ -339,7 +339,7 @@ func TestConcurrentDecisions(t *testing.T) {
 			if w%2 == 0 {
 				labels["risk"], want = "high", triage.RequireApproval
 			}
-			e := &entry.Entry{ID: "j", Source: entry.KindCordum, Topic: "tool.a.b", ReasonCode: "timeout", Labels: labels}
+			e := &entry.Entry{ID: "j", Source: "cordum", Topic: "tool.a.b", ReasonCode: "timeout", Labels: labels}
 			e.EnsureKey()
 			for range 50 {
 				if d := g.Decide(context.Background(), e, triage.LedgerView{}); d.Action != want || d.PolicyError != "" {

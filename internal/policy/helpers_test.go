@@ -41,7 +41,7 @@ func regoFile(name, body string) triage.SourceFile {
 
 // input is a proposal for an entry of the given topic, labels and class.
 func input(topic string, labels map[string]string, class triage.Class, proposed triage.Action) *triage.PolicyInput {
-	e := &entry.Entry{ID: "job_1", Source: entry.KindCordum, Topic: topic, ReasonCode: "timeout", Attempts: 3, Labels: labels}
+	e := &entry.Entry{ID: "job_1", Source: "cordum", Topic: topic, ReasonCode: "timeout", Attempts: 3, Labels: labels}
 	e.EnsureKey()
 	return &triage.PolicyInput{Entry: e, Class: class, Rule: "default:" + string(class), ProposedAction: proposed, MaxReplays: 3}
 }
@@ -55,7 +55,7 @@ func decideWith(t testing.TB, p triage.Policy) triage.Decision {
 		t.Fatal(err)
 	}
 	g := &triage.Engine{Rules: rules, Policy: p, Snapshot: "sha256:test"}
-	e := &entry.Entry{ID: "job_1", Source: entry.KindCordum, Topic: "tool.email.send", ReasonCode: "timeout", Payload: []byte(`{}`)}
+	e := &entry.Entry{ID: "job_1", Source: "cordum", Topic: "tool.email.send", ReasonCode: "timeout", Payload: []byte(`{}`)}
 	e.EnsureKey()
 	return g.Decide(context.Background(), e, triage.LedgerView{})
 }

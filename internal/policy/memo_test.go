@@ -9,6 +9,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
+	"github.com/replayctl/replayctl/internal/connector/jsonl"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/gen"
 	"github.com/replayctl/replayctl/internal/source"
@@ -78,7 +79,7 @@ func TestMemoDecisionsIdenticalWithAndWithout(t *testing.T) {
 	with := &triage.Engine{Rules: rules, Policy: on, Snapshot: "s"}
 	without := &triage.Engine{Rules: rules, Policy: off, Snapshot: "s"}
 
-	genSpec, err := gen.Write("jsonl", filepath.Join(t.TempDir(), "gen.jsonl"), gen.Options{N: 2000, Seed: 7})
+	genSpec, err := gen.Write(jsonl.GenFormat(), filepath.Join(t.TempDir(), "gen.jsonl"), gen.Options{N: 2000, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
 	}

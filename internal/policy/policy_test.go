@@ -95,7 +95,7 @@ func TestBundledRulesAndPolicyTogether(t *testing.T) {
 		t.Fatalf("engine policy %v snapshot %q, want the policy and %q", g.Policy, g.Snapshot, snap.ID)
 	}
 	mk := func(code, topic string, labels map[string]string) *entry.Entry {
-		e := &entry.Entry{ID: "j-" + code, Source: entry.KindCordum, Topic: topic, ReasonCode: code, Attempts: 1, Labels: labels, Payload: []byte(`{"n":1}`)}
+		e := &entry.Entry{ID: "j-" + code, Source: "cordum", Topic: topic, ReasonCode: code, Attempts: 1, Labels: labels, Payload: []byte(`{"n":1}`)}
 		e.EnsureKey()
 		return e
 	}
@@ -138,7 +138,7 @@ func TestBundledRulesAndPolicyTogether(t *testing.T) {
 func TestPolicyInputDocument(t *testing.T) {
 	eng := mustNew(t, 0, regoFile("echo.rego", "decision := {\"action\": \"auto_replay\", \"reasons\": [json.marshal(input)]}\n"))
 	e := &entry.Entry{
-		ID: "item-3", Source: entry.KindProdigy, Scope: "job-9", Topic: "tool.x.create", ReasonCode: "Timeout",
+		ID: "item-3", Source: "prodigy", Scope: "job-9", Topic: "tool.x.create", ReasonCode: "Timeout",
 		Message: "took too long", Attempts: 4, IdempotencyKey: "k-1",
 		Labels:  map[string]string{"risk": "high", "team": "a"},
 		State:   entry.SourceState{Status: "pending", ManualReviewRequired: true, ReprocessIneligible: true, PolicySnapshot: "sha256:ab"},

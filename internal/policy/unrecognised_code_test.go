@@ -78,7 +78,7 @@ func checkNeverAutoReplayed(t *testing.T, g *triage.Engine, code, status, msg, t
 	if g.Rules.KnownCode(code) {
 		return // the property is about codes outside the taxonomy
 	}
-	e := &entry.Entry{ID: "job-1", Source: entry.KindCordum, Topic: topic, ReasonCode: code,
+	e := &entry.Entry{ID: "job-1", Source: "cordum", Topic: topic, ReasonCode: code,
 		Message: msg, Attempts: attempts, Labels: labels, Payload: []byte(`{}`),
 		State: entry.SourceState{JobStatus: status}}
 	e.EnsureKey()

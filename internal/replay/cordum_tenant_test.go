@@ -28,13 +28,13 @@ func sharedCordum(t *testing.T) *fakeCordum {
 		}
 	}
 	f := newFakeCordum(t, ids...)
-	f.tenantOf = tenantOf
+	f.TenantOf = tenantOf
 	return f
 }
 
 func countTenant(f *fakeCordum, tenant string) int {
 	n := 0
-	for _, t := range f.tenantOf {
+	for _, t := range f.TenantOf {
 		if t == tenant {
 			n++
 		}
@@ -62,14 +62,14 @@ func TestLiveCordumSeveralTenants(t *testing.T) {
 	if rep.Replays.Succeeded != want {
 		t.Fatalf("%d replays succeeded, want %d (%+v)", rep.Replays.Succeeded, want, rep.Replays)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for id, tenant := range f.tenantOf {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	for id, tenant := range f.TenantOf {
 		if tenant == "" {
 			continue
 		}
-		if f.retries[id] != 1 || f.retriedAs[id] != tenant {
-			t.Errorf("%s (tenant %s): %d retries as %q", id, tenant, f.retries[id], f.retriedAs[id])
+		if f.Retries[id] != 1 || f.RetriedAs[id] != tenant {
+			t.Errorf("%s (tenant %s): %d retries as %q", id, tenant, f.Retries[id], f.RetriedAs[id])
 		}
 	}
 }

@@ -78,7 +78,7 @@ func TestCordumRetryChainStopsAtMaxReplaysPostgres(t *testing.T) {
 func cordumChainStops(t *testing.T, b *testBundle, st lineageStore) {
 	t.Setenv("CORDUM_API_KEY", testCordumKey)
 	f := newFakeCordum(t, "job_l")
-	f.requeue, f.reasonCode = true, "max_scheduling_retries"
+	f.Requeue, f.ReasonCode = true, "max_scheduling_retries"
 	src, err := source.Parse("cordum:" + f.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -86,15 +86,15 @@ func cordumChainStops(t *testing.T, b *testBundle, st lineageStore) {
 	for range 5 {
 		liveRun(t, b, st, src)
 	}
-	f.mu.Lock()
+	f.Mu.Lock()
 	retried, inDLQ := 0, []string{}
-	for _, n := range f.retries {
+	for _, n := range f.Retries {
 		retried += n
 	}
-	for id := range f.dlq {
+	for id := range f.DLQ {
 		inDLQ = append(inDLQ, id)
 	}
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	if retried != 2 {
 		t.Fatalf("%d retries through Cordum in 5 runs, want 2 (max_replays across the lineage)", retried)
 	}
@@ -140,16 +140,16 @@ func cordumChainStops(t *testing.T, b *testBundle, st lineageStore) {
 		t.Error("the lineage release has no audit record")
 	}
 	liveRun(t, b, st, src)
-	if n := f.calls(inDLQ[0]); n != 1 {
+	if n := f.Calls(inDLQ[0]); n != 1 {
 		t.Errorf("after the release: %d retries of %s, want 1", n, inDLQ[0])
 	}
 	liveRun(t, b, st, src)
-	f.mu.Lock()
+	f.Mu.Lock()
 	retried = 0
-	for _, n := range f.retries {
+	for _, n := range f.Retries {
 		retried += n
 	}
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	if retried != 4 {
 		t.Errorf("%d retries in all, want 4: two more after the release", retried)
 	}
@@ -164,7 +164,7 @@ func TestNexoraReplayChainStopsAtMaxReplays(t *testing.T) {
 	t.Setenv("NEXORA_TOKEN", testNexoraTok)
 	b := newBundle(t, "version: v1\ndefaults: {max_replays: 2}\ntaxonomy: {transient: [step_failed]}\n")
 	f := newFakeNexora(t, map[string]string{"dl-1": "PENDING"})
-	f.requeue = true
+	f.Requeue = true
 	src, err := source.Parse("nexora:" + f.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -172,12 +172,12 @@ func TestNexoraReplayChainStopsAtMaxReplays(t *testing.T) {
 	for range 5 {
 		liveRun(t, b, b.store, src)
 	}
-	f.mu.Lock()
+	f.Mu.Lock()
 	replayed := 0
-	for _, n := range f.replays {
+	for _, n := range f.Replays {
 		replayed += n
 	}
-	f.mu.Unlock()
+	f.Mu.Unlock()
 	if replayed != 2 {
 		t.Fatalf("%d replays through Nexora in 5 runs, want 2", replayed)
 	}

@@ -88,8 +88,8 @@ func TestStoredLiveEntryReplaysThroughItsOwnSystem(t *testing.T) {
 	r := b.reconciler(1)
 	r.Router = NewRulesRouter(b.engine.Rules, nil)
 	b.run(r, src)
-	if er := b.entry("cordum:job_1"); er.Status != store.StatusManualReview || f.calls("job_1") != 0 {
-		t.Fatalf("setup: %s %q, %d calls", er.Status, er.Reason, f.calls("job_1"))
+	if er := b.entry("cordum:job_1"); er.Status != store.StatusManualReview || f.Calls("job_1") != 0 {
+		t.Fatalf("setup: %s %q, %d calls", er.Status, er.Reason, f.Calls("job_1"))
 	}
 	if _, err := Release(ctx, b.store, "cordum:job_1", "alice", "gateway reachable"); err != nil {
 		t.Fatal(err)
@@ -104,7 +104,7 @@ func TestStoredLiveEntryReplaysThroughItsOwnSystem(t *testing.T) {
 	if err := NothingDone(&res); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.calls("job_1"); n != 1 || res.Status != store.StatusReplayed {
+	if n := f.Calls("job_1"); n != 1 || res.Status != store.StatusReplayed {
 		t.Fatalf("%d retry calls at Cordum, status %s %q", n, res.Status, res.Reason)
 	}
 	if len(b.sink.deliveries()) != 0 {
@@ -121,7 +121,7 @@ func TestStoredLiveEntryReplaysThroughItsOwnSystem(t *testing.T) {
 	if _, err := r.One(ctx, b.entry("cordum:job_2")); err != nil {
 		t.Fatal(err)
 	}
-	if f.calls("job_2") != 0 || len(b.sink.deliveries()) != 1 {
-		t.Fatalf("override: %d Cordum calls, %d sink deliveries", f.calls("job_2"), len(b.sink.deliveries()))
+	if f.Calls("job_2") != 0 || len(b.sink.deliveries()) != 1 {
+		t.Fatalf("override: %d Cordum calls, %d sink deliveries", f.Calls("job_2"), len(b.sink.deliveries()))
 	}
 }

@@ -36,7 +36,7 @@ func TestLiveCordumUnknownOutcomeIsSettledPostgres(t *testing.T) {
 func cordumUnknownSettles(t *testing.T, b *testBundle, st Store) {
 	t.Setenv("CORDUM_API_KEY", testCordumKey)
 	f := newFakeCordum(t, "job_u", "job_w")
-	f.dropAfterDelete = true
+	f.DropAfterDelete = true
 	src, err := source.Parse("cordum:" + f.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -78,12 +78,12 @@ func cordumUnknownSettles(t *testing.T, b *testBundle, st Store) {
 	}
 	wbs := writeBacksDone(t, st)
 	for _, id := range []string{"job_u", "job_w"} {
-		if n := f.calls(id); n != 1 {
+		if n := f.Calls(id); n != 1 {
 			t.Errorf("%s: %d retry calls, want 1", id, n)
 		}
-		f.mu.Lock()
-		d := f.deletes[id]
-		f.mu.Unlock()
+		f.Mu.Lock()
+		d := f.Deletes[id]
+		f.Mu.Unlock()
 		if d != 0 || wbs["cordum:"+id] != 0 {
 			t.Errorf("%s: %d DELETEs, %d write-back records saying it was taken out; want none", id, d, wbs["cordum:"+id])
 		}
@@ -133,7 +133,7 @@ func TestLiveNexoraUnknownOutcomeIsSettledPostgres(t *testing.T) {
 func nexoraUnknownSettles(t *testing.T, b *testBundle, st Store) {
 	t.Setenv("NEXORA_TOKEN", testNexoraTok)
 	f := newFakeNexora(t, map[string]string{"dl-u": "PENDING"})
-	f.dropAnswer = true
+	f.DropAnswer = true
 	src, err := source.Parse("nexora:" + f.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -149,9 +149,9 @@ func nexoraUnknownSettles(t *testing.T, b *testBundle, st Store) {
 	if rep.ProbedCommitted != 1 {
 		t.Errorf("second run probed %d committed, want 1", rep.ProbedCommitted)
 	}
-	f.mu.Lock()
-	n := f.replays["dl-u"]
-	f.mu.Unlock()
+	f.Mu.Lock()
+	n := f.Replays["dl-u"]
+	f.Mu.Unlock()
 	if n != 1 {
 		t.Errorf("%d replays, want 1", n)
 	}
@@ -182,19 +182,19 @@ func TestCordumKeptAfterRetryIsDeletedOncePostgres(t *testing.T) {
 func keptDeletedOnce(t *testing.T, b *testBundle, st Store) {
 	t.Setenv("CORDUM_API_KEY", testCordumKey)
 	f := newFakeCordum(t, "job_k")
-	f.keep = true
+	f.Keep = true
 	src, err := source.Parse("cordum:" + f.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	liveRun(t, b, st, src)
-	f.keep = false
+	f.Keep = false
 	liveRun(t, b, st, src)
-	f.mu.Lock()
-	deletes, left := f.deletes["job_k"], f.dlq["job_k"]
-	f.mu.Unlock()
-	if f.calls("job_k") != 1 || deletes != 1 || left {
-		t.Errorf("retries %d, deletes %d, still in the DLQ %v: want one retry, then one delete", f.calls("job_k"), deletes, left)
+	f.Mu.Lock()
+	deletes, left := f.Deletes["job_k"], f.DLQ["job_k"]
+	f.Mu.Unlock()
+	if f.Calls("job_k") != 1 || deletes != 1 || left {
+		t.Errorf("retries %d, deletes %d, still in the DLQ %v: want one retry, then one delete", f.Calls("job_k"), deletes, left)
 	}
 	status := storedEntry(t, st, "cordum:job_k").Status
 	for run := 3; run <= 4; run++ {
@@ -203,11 +203,11 @@ func keptDeletedOnce(t *testing.T, b *testBundle, st Store) {
 			t.Errorf("run %d: status %s, was %s after the delete", run, er.Status, status)
 		}
 	}
-	f.mu.Lock()
-	deletes = f.deletes["job_k"]
-	f.mu.Unlock()
-	if n := writeBacksDone(t, st)["cordum:job_k"]; f.calls("job_k") != 1 || deletes != 1 || n != 1 {
-		t.Errorf("four runs: retries %d, deletes %d, write-back records %d; want 1 each", f.calls("job_k"), deletes, n)
+	f.Mu.Lock()
+	deletes = f.Deletes["job_k"]
+	f.Mu.Unlock()
+	if n := writeBacksDone(t, st)["cordum:job_k"]; f.Calls("job_k") != 1 || deletes != 1 || n != 1 {
+		t.Errorf("four runs: retries %d, deletes %d, write-back records %d; want 1 each", f.Calls("job_k"), deletes, n)
 	}
 }
 
@@ -237,7 +237,7 @@ func twoWorkersSettle(t *testing.T, committed bool) {
 		ids = append(ids, fmt.Sprintf("job_%02d", i))
 	}
 	f := newFakeCordum(t, ids...)
-	f.drops = len(ids)
+	f.Drops = len(ids)
 	src, err := source.Parse("cordum:" + f.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -249,11 +249,11 @@ func twoWorkersSettle(t *testing.T, committed bool) {
 		}
 	}
 	if !committed {
-		f.mu.Lock()
+		f.Mu.Lock()
 		for _, id := range ids {
-			f.dlq[id] = true
+			f.DLQ[id] = true
 		}
-		f.mu.Unlock()
+		f.Mu.Unlock()
 	}
 	var wg sync.WaitGroup
 	reps := make([]*Report, 2)
@@ -312,12 +312,12 @@ func twoWorkersSettle(t *testing.T, committed bool) {
 		if probes[ref] != 1 {
 			t.Errorf("%s: %d probe records, want 1", id, probes[ref])
 		}
-		if n := f.calls(id); n != 1 {
+		if n := f.Calls(id); n != 1 {
 			t.Errorf("%s: %d retry calls, want 1", id, n)
 		}
-		f.mu.Lock()
-		d := f.deletes[id]
-		f.mu.Unlock()
+		f.Mu.Lock()
+		d := f.Deletes[id]
+		f.Mu.Unlock()
 		if d != 0 || wbs[ref] != 0 {
 			t.Errorf("%s: %d DELETEs, %d write-back records; want none", id, d, wbs[ref])
 		}

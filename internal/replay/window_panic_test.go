@@ -32,7 +32,7 @@ func TestWindowPanicInOnePartFailsOnlyThatPart(t *testing.T) {
 				if id == "boom" {
 					panic("a bug met while writing " + id)
 				}
-				e := entry.Entry{ID: id, Source: entry.KindJSONL}
+				e := entry.Entry{ID: id, Source: "jsonl"}
 				e.EnsureKey()
 				return tx.PutEntry(&store.EntryRecord{Entry: e, Status: store.StatusPending})
 			})
@@ -44,7 +44,7 @@ func TestWindowPanicInOnePartFailsOnlyThatPart(t *testing.T) {
 	}
 	for _, id := range []string{"a", "c"} {
 		if err := st.View(ctx, func(tx store.Tx) error {
-			r, err := tx.Entry(entry.KindJSONL + ":" + id)
+			r, err := tx.Entry("jsonl" + ":" + id)
 			if err == nil && r == nil {
 				t.Errorf("%s was not committed", id)
 			}

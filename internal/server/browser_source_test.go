@@ -23,9 +23,9 @@ func TestBrowserEntrySourceLink(t *testing.T) {
 	gw := "http://cordum-gw.internal:8081"
 	if err := f.store.Update(context.Background(), func(tx store.Tx) error {
 		for _, e := range []entry.Entry{
-			{ID: "job-7", Source: entry.KindCordum, Origin: gw + "/api/v1/dlq/page?limit=100:1", Topic: "tool.email.send",
+			{ID: "job-7", Source: "cordum", Origin: gw + "/api/v1/dlq/page?limit=100:1", Topic: "tool.email.send",
 				ReasonCode: "pool_overloaded", Attempts: 3, IdempotencyKey: "k-job-7", Payload: []byte(`{}`)},
-			{ID: "item-000001", Source: entry.KindProdigy, Scope: "job-3", Topic: "mapreduce",
+			{ID: "item-000001", Source: "prodigy", Scope: "job-3", Topic: "mapreduce",
 				Origin:         "/home/ops/.prodigy/dlq/repo/job-3/mapreduce/dlq/job-3/items/item-000001.json",
 				IdempotencyKey: "k-item", Payload: []byte(`{"n":1}`)},
 		} {

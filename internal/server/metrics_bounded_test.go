@@ -73,7 +73,7 @@ func fillMetricsStore(t *testing.T, now time.Time, closed int) *store.Bolt {
 	err = st.Update(context.Background(), func(tx store.Tx) error {
 		states := []string{store.StatusPending, store.StatusAwaitingApproval, store.StatusReplayed, store.StatusQuarantined, store.StatusResolved}
 		for i := range 20 {
-			src, topic := []string{entry.KindJSONL, entry.KindCordum}[i%2], fmt.Sprintf("orders.t%d", i%3)
+			src, topic := []string{"jsonl", "cordum"}[i%2], fmt.Sprintf("orders.t%d", i%3)
 			if err := put(tx, i, src, topic, states[i%len(states)], []triage.Class{triage.Transient, triage.Poison}[i%2],
 				"upstream timeout", now.Add(-time.Duration(i+1)*time.Hour)); err != nil {
 				return err
@@ -96,7 +96,7 @@ func fillMetricsStore(t *testing.T, now time.Time, closed int) *store.Bolt {
 		// Closed entries in a cell and topic the open ones already use.
 		for i := range closed {
 			word := strings.Map(func(r rune) rune { return 'g' + (r-'0')%20 }, fmt.Sprint(i))
-			if err := put(tx, 1000+i, entry.KindJSONL, "orders.t0", store.StatusReplayed, triage.Transient,
+			if err := put(tx, 1000+i, "jsonl", "orders.t0", store.StatusReplayed, triage.Transient,
 				"unknown field "+word, now.Add(-time.Duration(i+1)*24*time.Hour)); err != nil {
 				return err
 			}

@@ -163,11 +163,11 @@ func TestSourceRefLinksToTheSystem(t *testing.T) {
 	}
 	// Undecodable: a file's record is named where it was; a live one by its
 	// own id, where it was in Path.
-	bad := entry.Entry{ID: f + ":1", Origin: f + ":1", Source: entry.KindCordum, DecodeError: "x"}
+	bad := entry.Entry{ID: f + ":1", Origin: f + ":1", Source: "cordum", DecodeError: "x"}
 	if ref = sourceRefOf(&bad); ref.IDName != "where" || ref.Path != f+":1" {
 		t.Fatalf("undecodable file record ref: %+v", ref)
 	}
-	bad = entry.Entry{ID: "job_bad", Origin: "http://gw/api/v1/dlq/page?limit=500#2", Source: entry.KindCordum, DecodeError: "x"}
+	bad = entry.Entry{ID: "job_bad", Origin: "http://gw/api/v1/dlq/page?limit=500#2", Source: "cordum", DecodeError: "x"}
 	if ref = sourceRefOf(&bad); ref.IDName == "where" || ref.ID != "job_bad" || ref.Path != bad.Origin {
 		t.Fatalf("undecodable live record ref: %+v", ref)
 	}

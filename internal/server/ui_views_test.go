@@ -65,7 +65,7 @@ func mixedConsoleStore(t *testing.T) *store.Bolt {
 	topics := []string{"orders.created", "orders.paid.eu", "billing.invoice", "tool.email.send", "tool.alpha.send"}
 	if err := s.Update(ctx, func(tx store.Tx) error {
 		for i := range 180 {
-			e := entry.Entry{ID: fmt.Sprintf("c%03d", i), Source: []string{entry.KindJSONL, entry.KindProdigy}[i%2], Topic: topics[i%5],
+			e := entry.Entry{ID: fmt.Sprintf("c%03d", i), Source: []string{"jsonl", "prodigy"}[i%2], Topic: topics[i%5],
 				Message: fmt.Sprintf("failure %d", i), Payload: []byte(`{}`), Labels: map[string]string{"team": []string{"a", "b", "c"}[i%3]}}
 			if i%6 != 0 {
 				e.LastFailure = viewsNow.Add(-time.Duration((i*29)%600) * time.Hour)

@@ -124,10 +124,10 @@ func FuzzProdigyItem(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e := prodigy.DecodeItem(data, "items/item.json", "job")
 		checkEntry(t, e)
-		if e.Source != entry.KindProdigy {
+		if e.Source != "prodigy" {
 			t.Fatalf("source %q", e.Source)
 		}
-		if !e.Undecodable() && (e.Scope != "job" || e.IdempotencyKey != entry.DeriveKey(entry.KindProdigy, "job/"+e.ID)) {
+		if !e.Undecodable() && (e.Scope != "job" || e.IdempotencyKey != entry.DeriveKey("prodigy", "job/"+e.ID)) {
 			t.Fatalf("scope %q key %q", e.Scope, e.IdempotencyKey)
 		}
 		if _, err := json.Marshal(e); err != nil {

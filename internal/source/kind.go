@@ -6,23 +6,20 @@ import (
 	"os"
 	"strings"
 
-	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/connector/registry"
 )
 
 // sniffRecords is how many leading records CheckKind reads of a file.
 const sniffRecords = 20
 
-// fileKinds are the kinds whose source is one file of records.
-var fileKinds = []string{entry.KindCordum, entry.KindNexora, entry.KindJSONL}
-
 // CheckKind refuses a file source given the wrong kind before anything is
 // stored: when every one of its first records fails to decode as the kind
 // given, and most of them decode as another kind, the spec is a mistake (a
-// Cordum dump read as jsonl: every record quarantined as poison, exit 0),
+// system's dump read as jsonl: every record quarantined as poison, exit 0),
 // not a DLQ of bad records. The error says which kind it looks like. A
 // file whose records decode under no kind is left to the run, which keeps
-// each record as an undecodable entry. Live sources, Prodigy directories
-// and brokers are not checked.
+// each record as an undecodable entry. Live sources, directories of item
+// files and brokers are not checked.
 func CheckKind(ctx context.Context, spec string) error {
 	kind, path, ok := strings.Cut(spec, ":")
 	if !ok || !isFileKind(kind) || strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://") {
@@ -35,7 +32,7 @@ func CheckKind(ctx context.Context, spec string) error {
 	if n == 0 || bad < n {
 		return nil
 	}
-	for _, other := range fileKinds {
+	for _, other := range registry.FileKinds() {
 		if other == kind {
 			continue
 		}
@@ -50,7 +47,7 @@ func CheckKind(ctx context.Context, spec string) error {
 }
 
 func isFileKind(kind string) bool {
-	for _, k := range fileKinds {
+	for _, k := range registry.FileKinds() {
 		if k == kind {
 			return true
 		}

@@ -22,7 +22,7 @@ type liveSource struct {
 }
 
 func newLiveSource(spec, kind, base string, getenv func(string) string) (*liveSource, error) {
-	if kind == entry.KindCordum {
+	if kind == "cordum" {
 		l, err := cordum.NewLive(spec, base, getenv)
 		if err != nil {
 			return nil, err

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/replayctl/replayctl/internal/entry"
 )
 
 // TestLivePageRedirectCarriesNoKey: a gateway answering a page read with
@@ -28,7 +26,7 @@ func TestLivePageRedirectCarriesNoKey(t *testing.T) {
 		http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusFound)
 	}))
 	defer gw.Close()
-	for _, kind := range []string{entry.KindCordum, entry.KindNexora} {
+	for _, kind := range []string{"cordum", "nexora"} {
 		s, err := newLiveSource(kind+":"+gw.URL, kind, gw.URL, envOf(map[string]string{"CORDUM_API_KEY": "page-secret-4", "NEXORA_TOKEN": "page-secret-5"}))
 		if err != nil {
 			t.Fatal(err)

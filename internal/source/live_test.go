@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,9 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/replayctl/replayctl/internal/connector/cordum"
+	"github.com/replayctl/replayctl/internal/connector/cordum/cordumtest"
 	"github.com/replayctl/replayctl/internal/connector/httpout"
+	"github.com/replayctl/replayctl/internal/connector/nexora/nexoratest"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -24,92 +25,43 @@ const (
 	liveNexoraTok = "nx-live-9a7c"
 )
 
-// fakeGateway serves Cordum's paged DLQ as the gateway does (cordum-io/
-// cordum core/controlplane/gateway handlers_dlq.go): GET
-// /api/v1/dlq/page?limit=&cursor= answers {"items": [...], "next_cursor":
-// N}, next_cursor absent on the last page; X-API-Key and X-Tenant-ID
-// authenticate. Entries are DLQEntry records (core/infra/store/
-// dlq_store.go). failOnce answers the first request for that cursor 503.
-type fakeGateway struct {
-	*httptest.Server
-	mu       sync.Mutex
-	requests int
-	failOnce map[string]bool
+// liveGateway is the Cordum connector's fake gateway (cordumtest) holding
+// job_0000 ... job_N-1, taking liveCordumKey.
+func liveGateway(t *testing.T, n int) *cordumtest.Gateway {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("job_%04d", i)
+	}
+	return cordumtest.New(t, liveCordumKey, ids...)
 }
 
-func newFakeGateway(t *testing.T, n int) *fakeGateway {
-	f := &fakeGateway{failOnce: map[string]bool{}}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.requests++
-		if r.Header.Get("X-API-Key") != liveCordumKey || r.Header.Get("X-Tenant-ID") != "default" {
-			http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
-			return
-		}
+// busyOnce makes the gateway answer its nth page request (from 1) 503
+// "busy", once.
+func busyOnce(g *cordumtest.Gateway, nth int) {
+	pages := 0
+	g.Intercept = func(w http.ResponseWriter, r *http.Request) bool {
 		if r.URL.Path != "/api/v1/dlq/page" {
-			http.NotFound(w, r)
-			return
+			return false
 		}
-		cur := r.URL.Query().Get("cursor")
-		if f.failOnce[cur] {
-			delete(f.failOnce, cur)
+		if pages++; pages == nth {
 			http.Error(w, "busy", http.StatusServiceUnavailable)
-			return
+			return true
 		}
-		start, _ := strconv.Atoi(cur)
-		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-		var items []string
-		for i := start; i < n && i < start+limit; i++ {
-			items = append(items, fmt.Sprintf(`{"job_id":"job_%04d","topic":"tool.email.send","status":"JOB_STATUS_FAILED","reason":"pool overloaded","reason_code":"pool_overloaded","last_state":"JOB_STATUS_PENDING","attempts":3,"created_at":"2026-11-20T10:00:00Z"}`, i))
-		}
-		list := "[" + strings.Join(items, ",") + "]"
-		if start+limit < n {
-			// The cursor key first on some pages: key order is not fixed.
-			if (start/limit)%2 == 0 {
-				fmt.Fprintf(w, `{"next_cursor":%d,"items":%s}`, start+limit, list)
-			} else {
-				fmt.Fprintf(w, `{"items":%s,"next_cursor":%d}`, list, start+limit)
-			}
-			return
-		}
-		fmt.Fprintf(w, `{"items":%s}`, list)
-	}))
-	t.Cleanup(f.Close)
-	return f
+		return false
+	}
 }
 
-// fakeNexoraServer serves GET /api/dead-letters?state=&page=&size= as
-// Nexora's observability server does (iamvirul/nexora ObserveCommand.java):
-// size capped at 100, body {"items","page","size"} in any key order;
-// NEXORA_TOKEN as a bearer token.
-func fakeNexoraServer(t *testing.T, pending int) (*httptest.Server, *int) {
-	var mu sync.Mutex
-	requests := 0
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		requests++
-		mu.Unlock()
-		if r.Header.Get("Authorization") != "Bearer "+liveNexoraTok {
-			w.WriteHeader(http.StatusForbidden)
-			return
-		}
-		q := r.URL.Query()
-		if r.URL.Path != "/api/dead-letters" || q.Get("state") != "PENDING" {
-			http.NotFound(w, r)
-			return
-		}
-		page, _ := strconv.Atoi(q.Get("page"))
-		size, _ := strconv.Atoi(q.Get("size"))
-		size = min(size, 100)
-		var items []string
-		for i := page * size; i < pending && i < (page+1)*size; i++ {
-			items = append(items, fmt.Sprintf(`{"reviewState":"PENDING","id":"dl-%04d","executionId":"x","goal":"g","context":{"topic":"tool.crm.sync"},"failureCode":"STEP_FAILED","failureMessage":"timed out","failedAt":"2026-11-20T12:00:00Z"}`, i))
-		}
-		fmt.Fprintf(w, `{"size":%d,"items":[%s],"page":%d}`, size, strings.Join(items, ","), page)
-	}))
-	t.Cleanup(s.Close)
-	return s, &requests
+// liveNexora is the Nexora connector's fake server (nexoratest) holding
+// dl-0000 ... dl-N-1 PENDING behind a proxy that takes liveNexoraTok and
+// answers 403 to another.
+func liveNexora(t *testing.T, pending int) *nexoratest.Server {
+	ids := make([]string, pending)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("dl-%04d", i)
+	}
+	s := nexoratest.New(t, liveNexoraTok, nexoratest.Pending(ids...))
+	s.Refuse = http.StatusForbidden
+	return s
 }
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -131,9 +83,9 @@ func readLive(t *testing.T, s *liveSource) ([]entry.Entry, error) {
 }
 
 func TestLiveCordumReadsEveryPage(t *testing.T) {
-	f := newFakeGateway(t, 1250)
-	f.failOnce["500"] = true // page 2 answers 503 once: retried
-	s, err := newLiveSource("cordum:"+f.URL, entry.KindCordum, f.URL, envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey}))
+	f := liveGateway(t, 1250)
+	busyOnce(f, 2) // page 2 answers 503 once: retried
+	s, err := newLiveSource("cordum:"+f.URL, "cordum", f.URL, envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +100,7 @@ func TestLiveCordumReadsEveryPage(t *testing.T) {
 	}
 	for i := range 1250 {
 		e, ok := got[fmt.Sprintf("job_%04d", i)]
-		if !ok || e.Undecodable() || e.Source != entry.KindCordum || e.ReasonCode != "pool_overloaded" {
+		if !ok || e.Undecodable() || e.Source != "cordum" || e.ReasonCode != "pool_overloaded" {
 			t.Fatalf("job_%04d: %+v", i, e)
 		}
 		if !strings.HasPrefix(e.Origin, s.OriginPrefix()) {
@@ -157,8 +109,8 @@ func TestLiveCordumReadsEveryPage(t *testing.T) {
 	}
 	// 3 pages, one retry, and one after the short last page: the gateway
 	// sends no cursor after a page it filtered short either (issue 27).
-	if f.requests != 5 {
-		t.Errorf("%d requests, want 5", f.requests)
+	if n := f.RequestCount(); n != 5 {
+		t.Errorf("%d requests, want 5", n)
 	}
 	if s.NativeTarget() != "cordum:"+f.URL {
 		t.Errorf("native target %q", s.NativeTarget())
@@ -166,8 +118,8 @@ func TestLiveCordumReadsEveryPage(t *testing.T) {
 }
 
 func TestLiveNexoraReadsEveryPage(t *testing.T) {
-	srv, requests := fakeNexoraServer(t, 230)
-	s, err := newLiveSource("nexora:"+srv.URL, entry.KindNexora, srv.URL, envOf(map[string]string{"NEXORA_TOKEN": liveNexoraTok}))
+	srv := liveNexora(t, 230)
+	s, err := newLiveSource("nexora:"+srv.URL, "nexora", srv.URL, envOf(map[string]string{"NEXORA_TOKEN": liveNexoraTok}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,28 +130,28 @@ func TestLiveNexoraReadsEveryPage(t *testing.T) {
 	if got := byID(t, es); len(got) != 230 || got["dl-0229"].ReasonCode != "STEP_FAILED" {
 		t.Fatalf("%d entries", len(got))
 	}
-	if *requests != 5 { // 3 pages, and before pages 2 and 3 a one-entry check
-		t.Errorf("%d requests, want 5", *requests)
+	if n := srv.RequestCount(); n != 5 { // 3 pages, and before pages 2 and 3 a one-entry check
+		t.Errorf("%d requests, want 5", n)
 	}
 }
 
 // TestLiveRefusedNamesURLNotSecret: 401/403 is a clear error naming the
 // URL and the variables to check, never the credential, and not retried.
 func TestLiveRefusedNamesURLNotSecret(t *testing.T) {
-	f := newFakeGateway(t, 5)
+	f := liveGateway(t, 5)
 	wrong := "wrong-" + liveCordumKey
-	s, _ := newLiveSource("cordum:"+f.URL, entry.KindCordum, f.URL, envOf(map[string]string{"CORDUM_API_KEY": wrong}))
+	s, _ := newLiveSource("cordum:"+f.URL, "cordum", f.URL, envOf(map[string]string{"CORDUM_API_KEY": wrong}))
 	fastRetry(s)
 	_, err := readLive(t, s)
 	if err == nil || !strings.Contains(err.Error(), f.URL+"/api/v1/dlq/page") || !strings.Contains(err.Error(), "401") ||
 		!strings.Contains(err.Error(), "CORDUM_API_KEY") || strings.Contains(err.Error(), wrong) {
 		t.Fatalf("error: %v", err)
 	}
-	if f.requests != 1 {
-		t.Errorf("401 retried: %d requests", f.requests)
+	if n := f.RequestCount(); n != 1 {
+		t.Errorf("401 retried: %d requests", n)
 	}
-	srv, _ := fakeNexoraServer(t, 1)
-	n, _ := newLiveSource("nexora:"+srv.URL, entry.KindNexora, srv.URL, envOf(nil))
+	srv := liveNexora(t, 1)
+	n, _ := newLiveSource("nexora:"+srv.URL, "nexora", srv.URL, envOf(nil))
 	if _, err := readLive(t, n); err == nil || !strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "NEXORA_TOKEN") {
 		t.Fatalf("nexora error: %v", err)
 	}
@@ -208,10 +160,10 @@ func TestLiveRefusedNamesURLNotSecret(t *testing.T) {
 // TestLiveServerDownIsRetriedThenReported: connection errors are retried
 // with backoff, then reported naming the URL.
 func TestLiveServerDownIsRetriedThenReported(t *testing.T) {
-	f := newFakeGateway(t, 5)
+	f := liveGateway(t, 5)
 	url := f.URL
 	f.Close()
-	s, _ := newLiveSource("cordum:"+url, entry.KindCordum, url, envOf(nil))
+	s, _ := newLiveSource("cordum:"+url, "cordum", url, envOf(nil))
 	fastRetry(s)
 	s.Client = httpout.New(2 * time.Second)
 	if _, err := readLive(t, s); err == nil || !strings.Contains(err.Error(), url) {
@@ -256,8 +208,8 @@ func TestLiveWriteBack(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	env := envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey, "NEXORA_TOKEN": liveNexoraTok})
-	c, _ := newLiveSource("cordum:"+srv.URL, entry.KindCordum, srv.URL, env)
-	n, _ := newLiveSource("nexora:"+srv.URL, entry.KindNexora, srv.URL, env)
+	c, _ := newLiveSource("cordum:"+srv.URL, "cordum", srv.URL, env)
+	n, _ := newLiveSource("nexora:"+srv.URL, "nexora", srv.URL, env)
 	ctx := context.Background()
 	for _, err := range []error{
 		c.MarkReplayed(ctx, entry.Entry{ID: "job_1"}),
@@ -283,40 +235,16 @@ func TestLiveWriteBack(t *testing.T) {
 	}
 }
 
-// scoreGateway pages Cordum's DLQ as the real gateway does, not by offset:
-// the index score is created_at in whole seconds (cordum-io/cordum
-// core/infra/store/dlq_store.go:87, ZAdd Score CreatedAt.Unix()), a page is
-// ZREVRANGEBYSCORE max=cursor (inclusive) count=limit (dlq_store.go:166),
-// and next_cursor is the last entry's created_at in microseconds minus one,
-// JSON null when the page is short (gateway handlers_dlq.go:83-90), which
-// the next request truncates back to seconds (normalizeTimestampSecondsUpper).
-// So the entries of the page's last second are listed again on the next page.
-func scoreGateway(t *testing.T, created []time.Time) *httptest.Server {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-		cur, _ := strconv.ParseInt(r.URL.Query().Get("cursor"), 10, 64)
-		maxSec := int64(1 << 62)
-		if cur > 0 {
-			maxSec = cur / 1_000_000
-		}
-		var items []string
-		var last time.Time
-		// created is newest first, as ZREVRANGEBYSCORE returns it.
-		for i, c := range created {
-			if c.Unix() > maxSec || len(items) == limit {
-				continue
-			}
-			items = append(items, fmt.Sprintf(`{"job_id":"job_%04d","topic":"tool.email.send","status":"JOB_STATUS_FAILED","reason_code":"pool_overloaded","attempts":3,"created_at":%q}`, i, c.Format(time.RFC3339Nano)))
-			last = c
-		}
-		next := "null"
-		if len(items) == limit {
-			next = strconv.FormatInt(last.UnixMicro()-1, 10)
-		}
-		fmt.Fprintf(w, `{"items":[%s],"next_cursor":%s}`, strings.Join(items, ","), next)
-	}))
-	t.Cleanup(s.Close)
-	return s
+// scoreGateway is the Cordum connector's fake gateway (cordumtest), which
+// pages by score as the real gateway does, not by offset: the entries of
+// a page's last second are listed again on the next page. created is
+// newest first; job_NNNN failed at created[NNNN]. It takes no key.
+func scoreGateway(t *testing.T, created []time.Time) *cordumtest.Gateway {
+	g := cordumtest.New(t, "")
+	for i, c := range created {
+		g.Add(fmt.Sprintf("job_%04d", i), c)
+	}
+	return g
 }
 
 // TestLiveCordumScorePagesYieldEachEntryOnce: 1250 entries failing 3 to a
@@ -328,7 +256,7 @@ func TestLiveCordumScorePagesYieldEachEntryOnce(t *testing.T) {
 		created = append(created, base.Add(-time.Duration(i/3)*time.Second-time.Duration(i%3+1)*time.Millisecond))
 	}
 	srv := scoreGateway(t, created)
-	s, err := newLiveSource("cordum:"+srv.URL, entry.KindCordum, srv.URL, envOf(nil))
+	s, err := newLiveSource("cordum:"+srv.URL, "cordum", srv.URL, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,69 +278,36 @@ func TestLiveCordumScorePagesYieldEachEntryOnce(t *testing.T) {
 	}
 }
 
-// nexoraStore serves GET /api/dead-letters as Nexora does: the PENDING
-// records newest first, by offset (iamvirul/nexora JdbcExecutionStore.java
-// findDeadLetters: WHERE review_state = ? ORDER BY failed_at DESC LIMIT ?
-// OFFSET ?; ObserveCommand.java: page*size, size capped at 100, body
-// {"items","page","size"}). take marks a record REPLAYED, as POST
+// nexoraStore is the Nexora connector's fake server (nexoratest), no token
+// checked: dl-0000 ... PENDING, newest first, two records to a second
+// (ties ordered arbitrarily, as findDeadLetters' ORDER BY failed_at DESC
+// leaves them). take marks a record REPLAYED, as POST
 // /api/dead-letters/{id}/replay does, and arrive adds a new failure on top.
 type nexoraStore struct {
-	mu      sync.Mutex
+	*nexoratest.Server
 	base    time.Time
-	ids     []string // newest first
-	state   map[string]string
-	failed  map[string]time.Time
 	nextNew int
 }
 
-func newNexoraStore(t *testing.T, n int) (*nexoraStore, *httptest.Server) {
-	ns := &nexoraStore{base: time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC), state: map[string]string{}, failed: map[string]time.Time{}}
+func newNexoraStore(t *testing.T, n int) (*nexoraStore, *nexoratest.Server) {
+	ns := &nexoraStore{Server: nexoratest.New(t, "", nil), base: time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)}
 	for i := range n {
 		id := fmt.Sprintf("dl-%04d", i)
-		ns.ids = append(ns.ids, id)
-		ns.state[id] = "PENDING"
-		// Two records to a second: ties are ordered arbitrarily.
-		ns.failed[id] = ns.base.Add(-time.Duration(i/2) * time.Second)
+		ns.State[id] = "PENDING"
+		ns.Failed[id] = ns.base.Add(-time.Duration(i/2) * time.Second)
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ns.mu.Lock()
-		defer ns.mu.Unlock()
-		q := r.URL.Query()
-		page, _ := strconv.Atoi(q.Get("page"))
-		size, _ := strconv.Atoi(q.Get("size"))
-		size = min(size, 100)
-		var pending []string
-		for _, id := range ns.ids {
-			if ns.state[id] == "PENDING" {
-				pending = append(pending, id)
-			}
-		}
-		var items []string
-		for i := page * size; i < len(pending) && i < (page+1)*size; i++ {
-			id := pending[i]
-			items = append(items, fmt.Sprintf(`{"id":%q,"executionId":"x","goal":"g","context":{},"failureCode":"STEP_FAILED","failureMessage":"timed out","failedAt":%q,"reviewState":"PENDING","resolveReason":null}`,
-				id, ns.failed[id].Format(time.RFC3339)))
-		}
-		fmt.Fprintf(w, `{"items":[%s],"page":%d,"size":%d}`, strings.Join(items, ","), page, size)
-	}))
-	t.Cleanup(srv.Close)
-	return ns, srv
+	return ns, ns.Server
 }
 
-func (ns *nexoraStore) take(id string) {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	ns.state[id] = "REPLAYED"
-}
+func (ns *nexoraStore) take(id string) { ns.Set(id, "REPLAYED") }
 
 func (ns *nexoraStore) arrive() {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
+	ns.Mu.Lock()
+	defer ns.Mu.Unlock()
 	ns.nextNew++
 	id := fmt.Sprintf("new-%04d", ns.nextNew)
-	ns.ids = append([]string{id}, ns.ids...)
-	ns.state[id] = "PENDING"
-	ns.failed[id] = ns.base.Add(time.Duration(ns.nextNew) * time.Second)
+	ns.State[id] = "PENDING"
+	ns.Failed[id] = ns.base.Add(time.Duration(ns.nextNew) * time.Second)
 }
 
 // TestLiveNexoraReadIsCompleteWhileEntriesLeave: the reader of a live
@@ -435,7 +330,7 @@ func TestLiveNexoraReadIsCompleteWhileEntriesLeave(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ns, srv := newNexoraStore(t, tt.n)
-			s, err := newLiveSource("nexora:"+srv.URL, entry.KindNexora, srv.URL, envOf(nil))
+			s, err := newLiveSource("nexora:"+srv.URL, "nexora", srv.URL, envOf(nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -480,7 +375,7 @@ func TestLiveCordumPageOfOneSecond(t *testing.T) {
 		created[i] = at
 	}
 	srv := scoreGateway(t, created)
-	s, _ := newLiveSource("cordum:"+srv.URL, entry.KindCordum, srv.URL, envOf(nil))
+	s, _ := newLiveSource("cordum:"+srv.URL, "cordum", srv.URL, envOf(nil))
 	es, err := readLive(t, s)
 	if err == nil || !strings.Contains(err.Error(), "repeats") || !strings.Contains(err.Error(), "cordum-redis:") {
 		t.Fatalf("error: %v", err)
@@ -494,9 +389,9 @@ func TestLiveCordumPageOfOneSecond(t *testing.T) {
 // told to OnRetry, naming the URL and never the credential; before, a
 // source that was down was retried for a minute in silence.
 func TestLiveRetriesAreTold(t *testing.T) {
-	f := newFakeGateway(t, 3)
-	f.failOnce[""] = true
-	s, _ := newLiveSource("cordum:"+f.URL, entry.KindCordum, f.URL, envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey}))
+	f := liveGateway(t, 3)
+	busyOnce(f, 1)
+	s, _ := newLiveSource("cordum:"+f.URL, "cordum", f.URL, envOf(map[string]string{"CORDUM_API_KEY": liveCordumKey}))
 	fastRetry(s)
 	var told []string
 	s.OnRetry(func(msg string) { told = append(told, msg) })
@@ -528,9 +423,9 @@ func TestLiveNexoraReadIsCompleteWhenEntriesLeaveBeforeEachPage(t *testing.T) {
 			mu.Lock()
 			n := 0
 			for _, id := range yielded {
-				ns.mu.Lock()
-				st := ns.state[id]
-				ns.mu.Unlock()
+				ns.Mu.Lock()
+				st := ns.State[id]
+				ns.Mu.Unlock()
 				if st == "PENDING" && n < 5 {
 					ns.take(id)
 					n++
@@ -548,7 +443,7 @@ func TestLiveNexoraReadIsCompleteWhenEntriesLeaveBeforeEachPage(t *testing.T) {
 		_, _ = w.Write(b)
 	}))
 	defer proxy.Close()
-	s, err := newLiveSource("nexora:"+proxy.URL, entry.KindNexora, proxy.URL, envOf(nil))
+	s, err := newLiveSource("nexora:"+proxy.URL, "nexora", proxy.URL, envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

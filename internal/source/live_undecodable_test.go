@@ -66,10 +66,10 @@ func TestLiveUndecodableKeepsItsNameAsItMoves(t *testing.T) {
 		want       string
 	}{
 		// attempts of the wrong type: the record does not decode, its id reads.
-		{"cordum job_id", entry.KindCordum, cordumOK, `{"job_id":"job_bad","attempts":"three","created_at":"2026-11-20T10:00:00Z"}`, "job_bad"},
+		{"cordum job_id", "cordum", cordumOK, `{"job_id":"job_bad","attempts":"three","created_at":"2026-11-20T10:00:00Z"}`, "job_bad"},
 		// no job_id at all: named by its content.
-		{"cordum no id", entry.KindCordum, cordumOK, `{"topic":"t","reason":"lost its id"}`, "sha256:"},
-		{"nexora id", entry.KindNexora, nexoraOK, `{"id":"dl-bad","failedAt":"not a time","reviewState":"PENDING"}`, "dl-bad"},
+		{"cordum no id", "cordum", cordumOK, `{"topic":"t","reason":"lost its id"}`, "sha256:"},
+		{"nexora id", "nexora", nexoraOK, `{"id":"dl-bad","failedAt":"not a time","reviewState":"PENDING"}`, "dl-bad"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDrainingPages(t)

@@ -12,11 +12,11 @@ import (
 
 // TestMalformed reads every nasty sample with every kind that might be
 // pointed at it: no panic, no fatal error, every record accounted for and
-// every undecodable entry naming where it was.
+// every undecodable entry naming where it was, by the file's canonical path.
 func TestMalformed(t *testing.T) {
 	tests := []struct {
 		kind, file string
-		want       []string // ids; F stands for the file path
+		want       []string // ids; F stands for the file's canonical path
 	}{
 		{"cordum", "empty.json", nil},
 		{"nexora", "empty.json", nil},
@@ -46,7 +46,7 @@ func TestMalformed(t *testing.T) {
 			for i, e := range es {
 				want := tt.want[i]
 				if strings.HasPrefix(want, "F") {
-					want = path + want[1:]
+					want = records.Canonical(path) + want[1:]
 					if !e.Undecodable() || e.DecodeError == "" {
 						t.Errorf("entry %d should be undecodable: %+v", i, e)
 					}

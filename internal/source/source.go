@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/replayctl/replayctl/internal/connector"
-	"github.com/replayctl/replayctl/internal/connector/prodigy"
+
 	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/connector/registry"
 	"github.com/replayctl/replayctl/internal/entry"
@@ -22,13 +22,14 @@ import (
 type Source = connector.Source
 
 // WriteBack is implemented by sources that can record at the source that an
-// entry was replayed successfully (Prodigy: remove the item file, as `prodigy dlq retry` does).
+// entry was replayed successfully (a directory of item files: remove the
+// item's file, as the system's own retry does).
 type WriteBack interface {
 	MarkReplayed(ctx context.Context, e entry.Entry) error
 }
 
 // Resolver is implemented by sources whose system records why an entry
-// was resolved (Nexora: POST .../resolve {"reason"}); others take a
+// was resolved (a server's resolve with a reason); others take a
 // resolve's write-back through WriteBack.
 type Resolver interface {
 	MarkResolved(ctx context.Context, e entry.Entry, reason string) error
@@ -36,8 +37,8 @@ type Resolver interface {
 
 // Sentinel errors.
 var (
-	// ErrOutsideRoot is prodigy.ErrOutsideRoot, kept here for callers.
-	ErrOutsideRoot = prodigy.ErrOutsideRoot
+	// ErrOutsideRoot is registry.ErrOutsideRoot, kept here for callers.
+	ErrOutsideRoot = registry.ErrOutsideRoot
 	// ErrNotRegular is records.ErrNotRegular, kept here for callers.
 	ErrNotRegular = records.ErrNotRegular
 )

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/replayctl/replayctl/internal/connector/connectortest"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -37,37 +38,9 @@ func readAll(t *testing.T, spec string) []entry.Entry {
 }
 
 // checkEntry checks the fields every yielded entry must have.
-func checkEntry(t testing.TB, e entry.Entry) {
-	t.Helper()
-	if e.ID == "" || e.Origin == "" || e.IdempotencyKey == "" || e.Source == "" {
-		t.Fatalf("entry lacks ID, Origin, IdempotencyKey or Source: %+v", e)
-	}
-	if e.Undecodable() && !e.KeyDerived {
-		t.Fatalf("undecodable entry must have a derived key: %+v", e)
-	}
-	// A file source's undecodable record is named where it was; a Prodigy
-	// item's by job and file name (prodigyUndecodable), a live source's by
-	// its own id or content (stableID).
-	if e.Undecodable() && e.Source != entry.KindProdigy && !strings.Contains(e.Origin, "://") && e.ID != e.Origin {
-		t.Fatalf("undecodable record of a file must be named by its origin: %+v", e)
-	}
-	if e.Undecodable() && e.Source == entry.KindProdigy &&
-		(e.Scope == "" || e.ID != strings.TrimSuffix(filepath.Base(e.Origin), ".json")) {
-		t.Fatalf("undecodable Prodigy item must be named JOB/ITEM after its file: %+v", e)
-	}
-}
+func checkEntry(t testing.TB, e entry.Entry) { t.Helper(); connectortest.CheckEntry(t, e) }
 
-func byID(t *testing.T, es []entry.Entry) map[string]entry.Entry {
-	t.Helper()
-	m := make(map[string]entry.Entry, len(es))
-	for _, e := range es {
-		if _, dup := m[e.ID]; dup {
-			t.Fatalf("duplicate id %q", e.ID)
-		}
-		m[e.ID] = e
-	}
-	return m
-}
+func byID(t *testing.T, es []entry.Entry) map[string]entry.Entry { return connectortest.ByID(t, es) }
 
 // writeFile writes data to name in a fresh temporary directory.
 func writeFile(t *testing.T, name, data string) string {
@@ -205,7 +178,7 @@ func TestDerivedKeyStable(t *testing.T) {
 		}
 		if a.KeyDerived {
 			derived++
-			if want := entry.DeriveKey(entry.KindCordum, a.ID); a.IdempotencyKey != want {
+			if want := entry.DeriveKey("cordum", a.ID); a.IdempotencyKey != want {
 				t.Errorf("%s: derived key %q, want entry.DeriveKey = %q", a.ID, a.IdempotencyKey, want)
 			}
 		}

@@ -31,7 +31,7 @@ func TestUpdateGroupCommitsOnceAndEachFailureIsItsOwn(t *testing.T) {
 	}
 	put := func(id string) func(Tx) error {
 		return func(tx Tx) error {
-			e := entry.Entry{ID: id, Source: entry.KindJSONL}
+			e := entry.Entry{ID: id, Source: "jsonl"}
 			e.EnsureKey()
 			return tx.PutEntry(&EntryRecord{Entry: e, Status: StatusPending})
 		}
@@ -60,7 +60,7 @@ func TestUpdateGroupCommitsOnceAndEachFailureIsItsOwn(t *testing.T) {
 	}
 	for id, want := range map[string]bool{"a": true, "b": true, "c": true, "d": true, "e": true, "x": false} {
 		if err := s.View(ctx, func(tx Tx) error {
-			r, err := tx.Entry(entry.KindJSONL + ":" + id)
+			r, err := tx.Entry("jsonl" + ":" + id)
 			if (r != nil) != want {
 				t.Errorf("entry %s stored: %v, want %v", id, r != nil, want)
 			}

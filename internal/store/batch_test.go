@@ -47,7 +47,7 @@ func TestGroupCommitMembersFailAloneAndCountersEqualARebuild(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e := entry.Entry{ID: fmt.Sprintf("e%d", w), Source: entry.KindJSONL, Topic: fmt.Sprintf("orders.t%d", w%3),
+			e := entry.Entry{ID: fmt.Sprintf("e%d", w), Source: "jsonl", Topic: fmt.Sprintf("orders.t%d", w%3),
 				Message: fmt.Sprintf("timeout after %d ms", w), ReasonCode: "timeout", Payload: []byte(`{"n":1}`)}
 			e.EnsureKey()
 			defer func() {
@@ -121,7 +121,7 @@ func TestGroupCommitMembersFailAloneAndCountersEqualARebuild(t *testing.T) {
 	}
 	err = s.View(ctx, func(tx Tx) error {
 		for _, w := range []int{3, 5} {
-			e := entry.Entry{ID: fmt.Sprintf("e%d", w), Source: entry.KindJSONL}
+			e := entry.Entry{ID: fmt.Sprintf("e%d", w), Source: "jsonl"}
 			ref := e.Ref()
 			if er, err := tx.Entry(ref); err != nil || er != nil {
 				return fmt.Errorf("failed writer %d left its entry: %v %v", w, er, err)

@@ -38,7 +38,7 @@ func BenchmarkLedgerDispatch(b *testing.B) {
 		s0, t0 := st.db.Stats(), lastTxID(b, st.db)
 		b.ResetTimer()
 		runParallel(b, workers, b.N, func(i int) error {
-			e := entry.Entry{ID: fmt.Sprintf("e%08d", i), Source: entry.KindJSONL, Payload: payload, Topic: "tool.email.send"}
+			e := entry.Entry{ID: fmt.Sprintf("e%08d", i), Source: "jsonl", Payload: payload, Topic: "tool.email.send"}
 			e.EnsureKey()
 			if err := st.Update(ctx, benchIntent(e)); err != nil {
 				return err
@@ -56,7 +56,7 @@ func BenchmarkLedgerDispatch(b *testing.B) {
 		s0, t0 := db.Stats(), lastTxID(b, db)
 		b.ResetTimer()
 		runParallel(b, workers, b.N, func(i int) error {
-			e := entry.Entry{ID: fmt.Sprintf("e%08d", i), Source: entry.KindJSONL}
+			e := entry.Entry{ID: fmt.Sprintf("e%08d", i), Source: "jsonl"}
 			e.EnsureKey()
 			keys := [3][]byte{[]byte(e.IdempotencyKey), nil, []byte(e.Ref())}
 			for commit := range 2 {
@@ -185,7 +185,7 @@ func BenchmarkLedgerInLock(b *testing.B) {
 			for i := 0; i < b.N; i += group {
 				var in, out []func(Tx) error
 				for j := i; j < min(i+group, b.N); j++ {
-					e := entry.Entry{ID: fmt.Sprintf("e%08d", j), Source: entry.KindJSONL, Payload: payload, Topic: "tool.email.send"}
+					e := entry.Entry{ID: fmt.Sprintf("e%08d", j), Source: "jsonl", Payload: payload, Topic: "tool.email.send"}
 					e.EnsureKey()
 					in, out = append(in, benchIntent(e)), append(out, benchOutcome(e))
 				}
@@ -207,7 +207,7 @@ func BenchmarkLedgerInLock(b *testing.B) {
 			for commit := range 2 {
 				if err := db.Update(func(tx *bolt.Tx) error {
 					for j := i; j < min(i+group, b.N); j++ {
-						e := entry.Entry{ID: fmt.Sprintf("e%08d", j), Source: entry.KindJSONL}
+						e := entry.Entry{ID: fmt.Sprintf("e%08d", j), Source: "jsonl"}
 						e.EnsureKey()
 						keys := [3][]byte{[]byte(e.IdempotencyKey), seqKey(uint64(2*j + commit)), []byte(e.Ref())}
 						for k, n := range []string{"a", "b", "c"} {

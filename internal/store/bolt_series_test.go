@@ -63,7 +63,7 @@ func TestSeriesByClassEqualsRecount(t *testing.T) {
 	var refs []string
 	for i := range 30 {
 		now = base.Add(time.Duration(i%5)*time.Hour + time.Duration(i)*time.Minute)
-		r := &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%02d", i), Source: entry.KindJSONL, Topic: "orders.created", Payload: []byte(`{}`)},
+		r := &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%02d", i), Source: "jsonl", Topic: "orders.created", Payload: []byte(`{}`)},
 			Status: StatusPending, Class: classes[i%3], Action: triage.AutoReplay, FirstSeen: now}
 		put(r)
 		refs = append(refs, r.Entry.Ref())

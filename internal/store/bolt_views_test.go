@@ -39,7 +39,7 @@ func mixedViewsStore(t *testing.T, path string) *Bolt {
 	topics := []string{"orders.created", "orders.paid.eu", "billing.invoice", "tool.email.send", "tool.alpha.send"}
 	if err := s.Update(ctx, func(tx Tx) error {
 		for i := range 240 {
-			r := &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("v%03d", (i*37)%240), Source: []string{entry.KindJSONL, entry.KindProdigy}[i%2],
+			r := &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("v%03d", (i*37)%240), Source: []string{"jsonl", "prodigy"}[i%2],
 				Topic: topics[i%len(topics)], Payload: []byte(`{}`)},
 				Status: states[i%len(states)], Class: classes[i%3], Action: triage.AutoReplay}
 			if i%11 != 0 {
@@ -79,7 +79,7 @@ func mixedViewsStore(t *testing.T, path string) *Bolt {
 	now = viewsBase.Add(40 * 24 * time.Hour)
 	if err := s.Update(ctx, func(tx Tx) error {
 		for i := 0; i < 240; i += 3 {
-			ref := fmt.Sprintf("%s:v%03d", []string{entry.KindJSONL, entry.KindProdigy}[i%2], (i*37)%240)
+			ref := fmt.Sprintf("%s:v%03d", []string{"jsonl", "prodigy"}[i%2], (i*37)%240)
 			r, err := tx.Entry(ref)
 			if err != nil || r == nil {
 				return fmt.Errorf("entry %s: %v", ref, err)
@@ -131,7 +131,7 @@ func viewFilters() map[string]EntryFilter {
 		"all":              {},
 		"open states":      {States: []string{StatusPending, StatusQuarantined, StatusAwaitingApproval}},
 		"class":            {Classes: []string{"POISON"}},
-		"state and source": {States: []string{StatusReplayed}, Sources: []string{entry.KindProdigy}},
+		"state and source": {States: []string{StatusReplayed}, Sources: []string{"prodigy"}},
 		"two topic globs":  {Topics: []string{"orders.**", "tool.*.send"}},
 		"topic and globs":  {Topic: "billing.*", Topics: []string{"orders.paid.*"}, States: []string{StatusPending, StatusResolved}},
 		"age":              {FirstSeenBefore: viewsBase.Add(5 * 24 * time.Hour)},

@@ -32,7 +32,7 @@ func writeUnindexed(t *testing.T, path string) *Counters {
 	if err := s.Update(ctx, func(tx Tx) error {
 		for i := 0; i < 12; i++ {
 			st := []string{StatusPending, StatusReplayed, StatusAwaitingApproval}[i%3]
-			r := &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("m%d", i), Source: entry.KindJSONL, Topic: []string{"a", "b"}[i%2],
+			r := &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("m%d", i), Source: "jsonl", Topic: []string{"a", "b"}[i%2],
 				Message: fmt.Sprintf("timeout %d", i), Payload: []byte(fmt.Sprintf(`{"i": %d}`, i))},
 				Status: st, Class: triage.Transient, Action: triage.AutoReplay, FirstSeen: base.Add(time.Duration(i) * time.Hour)}
 			if err := tx.PutEntry(r); err != nil {
@@ -266,9 +266,9 @@ func TestLongRefsAreIndexed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := &EntryRecord{Entry: entry.Entry{ID: long, Source: entry.KindJSONL, Topic: "t"}, Status: StatusPending, FirstSeen: time.Now()}
+	r := &EntryRecord{Entry: entry.Entry{ID: long, Source: "jsonl", Topic: "t"}, Status: StatusPending, FirstSeen: time.Now()}
 	put(r)
-	put(&EntryRecord{Entry: entry.Entry{ID: "short", Source: entry.KindJSONL, Topic: "t"}, Status: StatusPending, FirstSeen: time.Now()})
+	put(&EntryRecord{Entry: entry.Entry{ID: "short", Source: "jsonl", Topic: "t"}, Status: StatusPending, FirstSeen: time.Now()})
 	var got []string
 	cursor := ""
 	for {

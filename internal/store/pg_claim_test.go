@@ -85,7 +85,7 @@ func TestPostgresClaimKeepsTheEntryOnItsPage(t *testing.T) {
 	p := openPG(t, testsvc.Postgres(t), Options{})
 	var recs []*EntryRecord
 	for i := range 300 {
-		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%03d", i), Source: entry.KindJSONL, Topic: "orders",
+		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%03d", i), Source: "jsonl", Topic: "orders",
 			IdempotencyKey: fmt.Sprintf("k%03d", i), Message: "upstream timeout", Payload: []byte(`{"order":1}`)}, Status: StatusPending})
 	}
 	if _, err := p.Ingest(ctx, recs); err != nil {
@@ -133,7 +133,7 @@ func TestPostgresFenceCheckLocksTheLedgerRowInItsStatement(t *testing.T) {
 	dsn := testsvc.Postgres(t)
 	p := openPG(t, dsn, Options{})
 	const ref, key = "jsonl:e1", "k1"
-	if _, err := p.Ingest(ctx, []*EntryRecord{{Entry: entry.Entry{ID: "e1", Source: entry.KindJSONL, IdempotencyKey: key,
+	if _, err := p.Ingest(ctx, []*EntryRecord{{Entry: entry.Entry{ID: "e1", Source: "jsonl", IdempotencyKey: key,
 		Payload: []byte(`{"order":1}`)}, Status: StatusPending}}); err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func TestPostgresClaimRetriesWhenItsReleasesDeadlock(t *testing.T) {
 	p := openPG(t, dsn, Options{})
 	var recs []*EntryRecord
 	for _, id := range []string{"x", "y"} {
-		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: id, Source: entry.KindJSONL, IdempotencyKey: "k-" + id}, Status: StatusPending})
+		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: id, Source: "jsonl", IdempotencyKey: "k-" + id}, Status: StatusPending})
 	}
 	if _, err := p.Ingest(ctx, recs); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ func TestPostgresMigratesGroups(t *testing.T) {
 	old := openPG(t, dsn, Options{})
 	var recs []*EntryRecord
 	for i := range 30 {
-		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("m%02d", i), Source: entry.KindCordum, Topic: []string{"orders", "payments"}[i%2],
+		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("m%02d", i), Source: "cordum", Topic: []string{"orders", "payments"}[i%2],
 			IdempotencyKey: fmt.Sprintf("mk%d", i), ReasonCode: "TIMEOUT", Message: fmt.Sprintf("upstream %d timed out after %dms", i, i*10)},
 			Status: []string{StatusPending, StatusReplayed, StatusQuarantined}[i%3], Class: triage.Transient, FirstSeen: base.Add(time.Duration(i) * 7 * time.Minute)})
 	}

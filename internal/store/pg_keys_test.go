@@ -39,7 +39,7 @@ func TestPostgresStoresLongKeysUnderTheirHash(t *testing.T) {
 	p := openPG(t, testsvc.Postgres(t), Options{})
 	long := incompressible("key", 40*1024)
 	keys := []string{long, "with\x00nul", "bad\xffutf8", pgKey(long)}
-	e := entry.Entry{ID: incompressible("id", 40*1024), Source: entry.KindJSONL, IdempotencyKey: long, Payload: []byte(`{"a":1}`)}
+	e := entry.Entry{ID: incompressible("id", 40*1024), Source: "jsonl", IdempotencyKey: long, Payload: []byte(`{"a":1}`)}
 	err := p.Update(ctx, func(tx Tx) error {
 		for _, k := range keys {
 			if _, err := tx.Transition(idempotency.Transition{Key: k, To: idempotency.Decided, EntryRef: "jsonl:" + k[:4]}); err != nil {
@@ -76,7 +76,7 @@ func TestPostgresStoresLongKeysUnderTheirHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The claim path (ingest, claim by ref, release) takes long refs too.
-	e2 := entry.Entry{ID: incompressible("id2", 40*1024), Source: entry.KindJSONL, IdempotencyKey: "k2", Payload: []byte(`{}`)}
+	e2 := entry.Entry{ID: incompressible("id2", 40*1024), Source: "jsonl", IdempotencyKey: "k2", Payload: []byte(`{}`)}
 	if n, err := p.Ingest(ctx, []*EntryRecord{{Entry: e2, Status: StatusPending}}); err != nil || n != 1 {
 		t.Fatalf("ingest a long ref: %d %v", n, err)
 	}

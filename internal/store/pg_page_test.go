@@ -32,7 +32,7 @@ func TestPostgresPageWalksIndexRangesAndMatchesScan(t *testing.T) {
 	all := allEntries(t, b)
 	cases := []triage.Class{"Poison", "POISON", "poison", triage.Transient}
 	for i := range 60 {
-		all = append(all, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("m%03d", i), Source: []string{entry.KindJSONL, entry.KindCordum}[i%2],
+		all = append(all, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("m%03d", i), Source: []string{"jsonl", "cordum"}[i%2],
 			Topic: "orders.created", Payload: []byte(`{}`)}, Status: []string{StatusPending, "PENDING", StatusResolved}[i%3], Class: cases[i%4], Action: triage.AutoReplay})
 	}
 	p := pgHolding(t, all)
@@ -103,13 +103,13 @@ func TestPostgresPageWithASourceWalksOnlyThatSourcesRefs(t *testing.T) {
 	}
 	// The topic holds fewer entries than the source: the narrowest range.
 	for i := range 300 {
-		add(entry.KindCordum, fmt.Sprintf("c%03d", i), "orders.a")
+		add("cordum", fmt.Sprintf("c%03d", i), "orders.a")
 	}
 	for i := range 30 {
-		add(entry.KindNexora, fmt.Sprintf("a%03d", i), "orders.a")
+		add("nexora", fmt.Sprintf("a%03d", i), "orders.a")
 	}
 	for i := range 400 {
-		add(entry.KindNexora, fmt.Sprintf("b%03d", i), "orders.b")
+		add("nexora", fmt.Sprintf("b%03d", i), "orders.b")
 	}
 	if _, err := p.Ingest(ctx, recs); err != nil {
 		t.Fatal(err)
@@ -139,14 +139,14 @@ func TestPostgresPageOfAGlobOfManyTopicsMergesFewRanges(t *testing.T) {
 	p := openPG(t, testsvc.Postgres(t), Options{})
 	var recs []*EntryRecord
 	for i := range 400 {
-		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%03d", i), Source: []string{entry.KindJSONL, entry.KindCordum}[i%2],
+		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%03d", i), Source: []string{"jsonl", "cordum"}[i%2],
 			Topic: fmt.Sprintf("t.%03d", i%(2*maxRanges)), Payload: []byte(`{}`)},
 			Status: []string{StatusPending, StatusResolved, StatusReplayed}[i%3], Class: triage.Transient, Action: triage.AutoReplay})
 	}
 	// More pending jsonl entries than the glob's: the glob is the
 	// narrowest dimension of the first two filters.
 	for i := range 500 {
-		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("z%03d", i), Source: entry.KindJSONL, Topic: "z.other", Payload: []byte(`{}`)},
+		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("z%03d", i), Source: "jsonl", Topic: "z.other", Payload: []byte(`{}`)},
 			Status: StatusPending, Class: triage.Transient, Action: triage.AutoReplay})
 	}
 	if _, err := p.Ingest(ctx, recs); err != nil {
@@ -156,7 +156,7 @@ func TestPostgresPageOfAGlobOfManyTopicsMergesFewRanges(t *testing.T) {
 	p.stopSealer = nil
 	for _, f := range []EntryFilter{
 		{Topic: "t.*", States: []string{StatusPending}},
-		{Topic: "t.*", Sources: []string{entry.KindJSONL}},
+		{Topic: "t.*", Sources: []string{"jsonl"}},
 		{Topic: "t.0[0-3]*"},
 	} {
 		var want []string

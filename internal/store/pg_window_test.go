@@ -27,7 +27,7 @@ func TestPostgresWindowChecksEachPartsOwnClaimInOneRoundTrip(t *testing.T) {
 	p := openPG(t, testsvc.Postgres(t), Options{})
 	var recs []*EntryRecord
 	for i := 1; i <= 3; i++ {
-		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%d", i), Source: entry.KindJSONL,
+		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%d", i), Source: "jsonl",
 			IdempotencyKey: fmt.Sprintf("k%d", i), Payload: []byte(`{"n":1}`)}, Status: StatusPending})
 	}
 	if _, err := p.Ingest(ctx, recs); err != nil {

@@ -55,7 +55,7 @@ func fillPruneStore(t *testing.T, st store.Backend, closedOld, open, closedNew i
 		err := st.Update(context.Background(), func(tx store.Tx) error {
 			for i := range n {
 				when := at.Add(time.Duration(i) * time.Minute)
-				e := entry.Entry{ID: fmt.Sprintf("%s-%04d", prefix, i), Source: entry.KindJSONL, Topic: "tool.email.send",
+				e := entry.Entry{ID: fmt.Sprintf("%s-%04d", prefix, i), Source: "jsonl", Topic: "tool.email.send",
 					ReasonCode: "timeout", IdempotencyKey: fmt.Sprintf("key-%s-%04d", prefix, i), Payload: []byte(`{"n":1}`),
 					FirstFailure: when}
 				ref := e.Ref()

@@ -18,6 +18,7 @@ func init() {
 	if err := RegisterCodes(out); err != nil {
 		panic(err)
 	}
+	RegisterSystems(registry.Kinds(), registry.NativeKinds())
 }
 
 // keepRegistered restores the registered codes when the test ends, so

@@ -22,7 +22,7 @@ func benchEngine(b *testing.B) *triage.Engine {
 
 func benchEntry() *entry.Entry {
 	return &entry.Entry{
-		ID: "job_74c2", Source: entry.KindCordum, Topic: "tool.github.pr.create",
+		ID: "job_74c2", Source: "cordum", Topic: "tool.github.pr.create",
 		ReasonCode: "max_scheduling_retries", Message: "max scheduling retries exceeded (attempts=50)",
 		Attempts: 50, IdempotencyKey: "run_2f91:step_3",
 		Labels:  map[string]string{"team": "growth", "risk": "low"},

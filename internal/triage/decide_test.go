@@ -317,7 +317,7 @@ func TestCompensatingRead(t *testing.T) {
 
 func TestDecisionCarriesTheEntry(t *testing.T) {
 	e := newEntry(" Timeout ", "boom", func(e *entry.Entry) {
-		e.Source, e.Origin, e.Scope, e.ID = entry.KindProdigy, "dlq.json:7", "job-9", "item-3"
+		e.Source, e.Origin, e.Scope, e.ID = "prodigy", "dlq.json:7", "job-9", "item-3"
 		e.IdempotencyKey = "run_2f91:step_3"
 	})
 	d := decide(newEngine(t, "version: v1\n", nil), e, LedgerView{})

@@ -44,7 +44,7 @@ func FuzzParseRules(f *testing.F) {
 	probe := []*entry.Entry{
 		newEntry("timeout", ""),
 		newEntry("", "x y z", topic("a.b.c"), labels("a", "b"), attempts(0)),
-		newEntry("mystery", "", source(entry.KindNexora), topic("")),
+		newEntry("mystery", "", source("nexora"), topic("")),
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		r, err := ParseRules("fuzz.yaml", []byte(in))

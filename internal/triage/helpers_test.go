@@ -69,7 +69,7 @@ func newEngine(t testing.TB, rules string, p Policy) *Engine {
 // mods adjust it.
 func newEntry(code, msg string, mods ...func(*entry.Entry)) *entry.Entry {
 	e := &entry.Entry{
-		ID: "job_1", Source: entry.KindCordum, Topic: "tool.github.pr.create",
+		ID: "job_1", Source: "cordum", Topic: "tool.github.pr.create",
 		ReasonCode: code, Message: msg, Attempts: 3, Payload: []byte(`{"a":1}`),
 	}
 	for _, m := range mods {

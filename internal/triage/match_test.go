@@ -101,10 +101,10 @@ func TestMatchConditions(t *testing.T) {
 		{"topic list, second", `{topic: ["billing.*", "orders.*"]}`, "", topic("orders.created"), true},
 		{"topic list, neither", `{topic: ["billing.*", "orders.*"]}`, "", topic("users.created"), false},
 
-		{"source", "{source: nexora}", "", source(entry.KindNexora), true},
-		{"source, other", "{source: nexora}", "", source(entry.KindCordum), false},
-		{"source list", "{source: [prodigy, jsonl]}", "", source(entry.KindJSONL), true},
-		{"source list, neither", "{source: [prodigy, jsonl]}", "", source(entry.KindCordumRedis), false},
+		{"source", "{source: nexora}", "", source("nexora"), true},
+		{"source, other", "{source: nexora}", "", source("cordum"), false},
+		{"source list", "{source: [prodigy, jsonl]}", "", source("jsonl"), true},
+		{"source list, neither", "{source: [prodigy, jsonl]}", "", source("cordum-redis"), false},
 
 		{"min_attempts, below", "{min_attempts: 5}", "", attempts(4), false},
 		{"min_attempts, at", "{min_attempts: 5}", "", attempts(5), true},
@@ -219,10 +219,10 @@ targets:
 		want string
 	}{
 		{newEntry("timeout", "", topic("tool.github.pr.create")), "github-tools"},
-		{newEntry("timeout", "", topic("tool.github.pr.create"), source(entry.KindProdigy)), "github-tools"}, // first match wins
-		{newEntry("timeout", "", topic("anything"), source(entry.KindProdigy)), "prodigy"},
-		{newEntry("timeout", "", topic("tool.jira.create"), source(entry.KindNexora)), "targets line 9"},
-		{newEntry("timeout", "", topic("tool.jira.create"), source(entry.KindJSONL)), ""},
+		{newEntry("timeout", "", topic("tool.github.pr.create"), source("prodigy")), "github-tools"}, // first match wins
+		{newEntry("timeout", "", topic("anything"), source("prodigy")), "prodigy"},
+		{newEntry("timeout", "", topic("tool.jira.create"), source("nexora")), "targets line 9"},
+		{newEntry("timeout", "", topic("tool.jira.create"), source("jsonl")), ""},
 		{newEntry("timeout", "", topic("orders.created")), ""},
 	}
 	for _, c := range cases {
@@ -238,7 +238,7 @@ targets:
 	if gh.HTTP == nil || gh.HTTP.Timeout.Seconds() != 10 || gh.HTTP.Probe != "http://localhost:9000/committed" {
 		t.Errorf("github-tools target decoded as %+v", gh.HTTP)
 	}
-	if p := r.TargetFor(newEntry("timeout", "", source(entry.KindProdigy), topic("x"))); p.Exec == nil || len(p.Exec.Command) != 2 {
+	if p := r.TargetFor(newEntry("timeout", "", source("prodigy"), topic("x"))); p.Exec == nil || len(p.Exec.Command) != 2 {
 		t.Errorf("prodigy target decoded as %+v", p.Exec)
 	}
 }

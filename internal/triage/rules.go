@@ -4,24 +4,24 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/gobwas/glob"
 	"gopkg.in/yaml.v3"
-
-	"github.com/replayctl/replayctl/internal/entry"
 )
 
 // DefaultMaxReplays applies when neither a rule nor the defaults set one.
 const DefaultMaxReplays = 3
 
-// Rules is a decoded, validated rules.yaml. The file shape is Cordum's
-// (version: v1, dlq_rules with match/action/...), extended with optional
+// Rules is a decoded, validated rules.yaml. The file shape is the one DLQ
+// rule files share (version: v1, dlq_rules with match/action/...), extended with optional
 // sections; decoding is strict (unknown keys are errors).
 type Rules struct {
 	Version  string              `yaml:"version"`
@@ -84,7 +84,7 @@ type Match struct {
 }
 
 // Backoff configures replay retries; in rules.yaml it is either a strategy
-// name (Cordum's "backoff: exponential_jitter") or a mapping.
+// name ("backoff: exponential_jitter") or a mapping.
 type Backoff struct {
 	Strategy   string        `yaml:"strategy"`
 	Initial    time.Duration `yaml:"initial"`
@@ -113,9 +113,9 @@ type Target struct {
 	Match TargetMatch `yaml:"match"`
 	HTTP  *HTTPTarget `yaml:"http"`
 	Exec  *ExecTarget `yaml:"exec"`
-	// Cordum and Nexora replay through the system's own endpoint.
-	Cordum *NativeTarget `yaml:"cordum"`
-	Nexora *NativeTarget `yaml:"nexora"`
+	// native replays through a system's own endpoint, under the key
+	// naming the system (a registered native kind, RegisterSystems).
+	native map[string]*NativeTarget
 	// PlanApprovalOver overrides the default's for this target.
 	PlanApprovalOver *int `yaml:"plan_approval_over"`
 	line             int
@@ -148,16 +148,13 @@ type HTTPTarget struct {
 // rules.yaml key naming the system (a --target SYSTEM:URL kind) and its
 // settings, or "" and nil for an http or exec target.
 func (t *Target) Native() (kind string, nt *NativeTarget) {
-	switch {
-	case t.Cordum != nil:
-		return "cordum", t.Cordum
-	case t.Nexora != nil:
-		return "nexora", t.Nexora
+	for _, k := range slices.Sorted(maps.Keys(t.native)) {
+		return k, t.native[k]
 	}
 	return "", nil
 }
 
-// NativeTarget is a Cordum gateway or Nexora server base URL; credentials
+// NativeTarget is a system's own replay endpoint, its base URL; credentials
 // come from the environment, never from rules.yaml.
 type NativeTarget struct {
 	URL     string        `yaml:"url"`
@@ -172,8 +169,9 @@ func (t *NativeTarget) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // ExecTarget runs Command with the payload on stdin, or, with stdin:
-// entry, a JSON object naming the entry (its id, ref, source, Prodigy job
-// id, repo and item path, key, attempt) with the payload in it.
+// entry, a JSON object naming the entry (its id, ref, source, what its
+// system adds, such as a job id, repo and item path, key, attempt) with the
+// payload in it.
 type ExecTarget struct {
 	Command []string      `yaml:"command"`
 	Timeout time.Duration `yaml:"timeout"`
@@ -222,8 +220,39 @@ func (m *Match) UnmarshalYAML(n *yaml.Node) error {
 // UnmarshalYAML checks keys strictly.
 func (t *Target) UnmarshalYAML(n *yaml.Node) error {
 	type plain Target
-	lines, err := strictDecode(n, (*plain)(t))
+	_, native := registeredSystems()
+	lines, err := strictDecode(n, (*plain)(t), native...)
 	t.line, t.lines = n.Line, lines
+	// A native target's key is the system's (strictDecode took it as
+	// known); its settings decode strictly as the other keys' do.
+	var problems []string
+	for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+		k := n.Content[i].Value
+		if !slices.Contains(native, k) {
+			continue
+		}
+		var nt NativeTarget
+		if derr := n.Content[i+1].Decode(&nt); derr != nil {
+			var te *yaml.TypeError
+			if !errors.As(derr, &te) {
+				return derr
+			}
+			problems = append(problems, te.Errors...)
+		}
+		if t.native == nil {
+			t.native = map[string]*NativeTarget{}
+		}
+		t.native[k] = &nt
+	}
+	if len(problems) > 0 {
+		var te *yaml.TypeError
+		switch {
+		case errors.As(err, &te):
+			te.Errors = append(te.Errors, problems...)
+		case err == nil:
+			err = &yaml.TypeError{Errors: problems}
+		}
+	}
 	return keepElement(err, &t.problems)
 }
 
@@ -308,11 +337,14 @@ func kindName(n *yaml.Node) string {
 // tags), reporting unknown and repeated keys as *yaml.TypeError so that
 // yaml.v3 keeps decoding and collects every problem. It returns the line of
 // each key. (yaml.v3 drops KnownFields inside custom unmarshalers, hence this.)
-func strictDecode(n *yaml.Node, out any) (map[string]int, error) {
+func strictDecode(n *yaml.Node, out any, extra ...string) (map[string]int, error) {
 	if n.Kind != yaml.MappingNode {
 		return nil, typeErr(n.Line, "expected a mapping, got a %s", kindName(n))
 	}
 	known := yamlFields(reflect.TypeOf(out).Elem())
+	for _, k := range extra {
+		known[k] = struct{}{}
+	}
 	var problems []string
 	lines := make(map[string]int, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -557,7 +589,8 @@ func (m *Match) validate(cerr *ConfigError, f, where string, line int) {
 	}
 	for _, s := range m.Source {
 		if !knownSource(s) {
-			cerr.add(f, at("source"), "%s.source: unknown source kind %q (want cordum, cordum-redis, prodigy, nexora, jsonl, rabbitmq, kafka or sqs)", where, s)
+			sources, _ := registeredSystems()
+			cerr.add(f, at("source"), "%s.source: unknown source kind %q (want %s)", where, s, oneOf(sources))
 		}
 	}
 	m.topics = compileGlobs(cerr, f, at("topic"), where+".topic", m.Topic)
@@ -588,17 +621,18 @@ func (t *Target) validate(cerr *ConfigError, f string, i int) {
 	for _, m := range t.problems {
 		cerr.addYAML(f, m)
 	}
-	kinds := 0
-	for _, set := range []bool{t.HTTP != nil, t.Exec != nil, t.Cordum != nil, t.Nexora != nil} {
+	kinds := len(t.native)
+	for _, set := range []bool{t.HTTP != nil, t.Exec != nil} {
 		if set {
 			kinds++
 		}
 	}
 	if kinds != 1 {
-		cerr.add(f, t.line, "%s: set exactly one of http, exec, cordum or nexora", where)
+		_, native := registeredSystems()
+		cerr.add(f, t.line, "%s: set exactly one of %s", where, oneOf(append([]string{"http", "exec"}, native...)))
 	}
-	for key, n := range map[string]*NativeTarget{"cordum": t.Cordum, "nexora": t.Nexora} {
-		if n != nil && !strings.HasPrefix(n.URL, "http://") && !strings.HasPrefix(n.URL, "https://") {
+	for _, key := range slices.Sorted(maps.Keys(t.native)) {
+		if n := t.native[key]; !strings.HasPrefix(n.URL, "http://") && !strings.HasPrefix(n.URL, "https://") {
 			cerr.add(f, t.lines[key], "%s.%s.url: %q is not an http(s) URL", where, key, n.URL)
 		}
 	}
@@ -638,16 +672,6 @@ func compileGlobs(cerr *ConfigError, f string, line int, where string, pats []st
 		out = append(out, g)
 	}
 	return out
-}
-
-func knownSource(s string) bool {
-	switch s {
-	case entry.KindCordum, entry.KindCordumRedis, entry.KindProdigy, entry.KindNexora, entry.KindJSONL:
-		return true
-	case "rabbitmq", "kafka", "sqs": // the broker connectors (issue 28)
-		return true
-	}
-	return false
 }
 
 func matchAny(gs []*glob.Pattern, s string) bool {

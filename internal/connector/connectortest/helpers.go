@@ -45,16 +45,29 @@ func CheckEntry(t testing.TB, e entry.Entry) {
 	if e.Undecodable() && !e.KeyDerived {
 		t.Fatalf("undecodable entry must have a derived key: %+v", e)
 	}
-	// A file source's undecodable record is named where it was; a Prodigy
-	// item's by job and file name, a live source's by its own id or
-	// content (records.StableID).
-	if e.Undecodable() && e.Source != entry.KindProdigy && !strings.Contains(e.Origin, "://") && e.ID != e.Origin {
+	// A file source's undecodable record is named where it was; an item
+	// file of a job (scoped by the job) by job and file name, a live
+	// source's by its own id or content (records.StableID).
+	local := e.Undecodable() && !strings.Contains(e.Origin, "://")
+	if local && e.Scope == "" && e.ID != e.Origin {
 		t.Fatalf("undecodable record of a file must be named by its origin: %+v", e)
 	}
-	if e.Undecodable() && e.Source == entry.KindProdigy &&
-		(e.Scope == "" || e.ID != strings.TrimSuffix(filepath.Base(e.Origin), ".json")) {
-		t.Fatalf("undecodable Prodigy item must be named JOB/ITEM after its file: %+v", e)
+	if local && e.Scope != "" && e.ID != strings.TrimSuffix(filepath.Base(e.Origin), ".json") {
+		t.Fatalf("undecodable item of a job must be named JOB/ITEM after its file: %+v", e)
 	}
+}
+
+// ByID maps the entries by id; two entries with one id fail the test.
+func ByID(t testing.TB, es []entry.Entry) map[string]entry.Entry {
+	t.Helper()
+	m := make(map[string]entry.Entry, len(es))
+	for _, e := range es {
+		if _, dup := m[e.ID]; dup {
+			t.Fatalf("duplicate id %q", e.ID)
+		}
+		m[e.ID] = e
+	}
+	return m
 }
 
 // IDs lists the entries' ids in order.

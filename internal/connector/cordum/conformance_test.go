@@ -8,6 +8,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/replayctl/replayctl/internal/connector/connectortest"
+	"github.com/replayctl/replayctl/internal/connector/cordum/cordumtest"
 	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -26,7 +27,7 @@ func envWith(key string) func(string) string {
 func TestLiveConformance(t *testing.T) {
 	ids := []string{"job_a", "job_b", "job_c"}
 	t.Run("probe agrees with entries", func(t *testing.T) {
-		f := newFakeGateway(t, testKey, ids...)
+		f := cordumtest.New(t, testKey, ids...)
 		live, err := NewLive("cordum:"+f.URL, f.URL, envWith(testKey))
 		if err != nil {
 			t.Fatal(err)
@@ -38,16 +39,16 @@ func TestLiveConformance(t *testing.T) {
 		connectortest.ProbeAgreesWithEntries(t, live, tgt)
 	})
 	t.Run("settle idempotent", func(t *testing.T) {
-		f := newFakeGateway(t, testKey, ids...)
+		f := cordumtest.New(t, testKey, ids...)
 		live, err := NewLive("cordum:"+f.URL, f.URL, envWith(testKey))
 		if err != nil {
 			t.Fatal(err)
 		}
-		connectortest.SettleIdempotent(t, live, &entry.Entry{ID: "job_b", Source: entry.KindCordum},
-			func() bool { return f.holds("job_b") })
+		connectortest.SettleIdempotent(t, live, &entry.Entry{ID: "job_b", Source: Kind},
+			func() bool { return f.Holds("job_b") })
 	})
 	t.Run("no secret", func(t *testing.T) {
-		f := newFakeGateway(t, testKey, ids...)
+		f := cordumtest.New(t, testKey, ids...)
 		for _, key := range []string{testKey, "cordum-wrong-key-78"} { // read, and refused
 			live, err := NewLive(fmt.Sprintf("cordum:%s", f.URL), f.URL, envWith(key))
 			if err != nil {

@@ -12,7 +12,7 @@ import (
 
 // Format is how Cordum DLQ dumps are laid out and decoded.
 func Format() records.Format {
-	return records.Format{Kind: entry.KindCordum, Layout: records.LayoutSniffed, Decode: decodeCordum,
+	return records.Format{Kind: Kind, Layout: records.LayoutSniffed, Decode: decodeCordum,
 		// Cordum's DLQEntry job_id (cordum-io/cordum core/infra/store/dlq_store.go)
 		IDFields: []string{"job_id", "id"}}
 }

@@ -50,7 +50,7 @@ func TestCordumJSONL(t *testing.T) {
 		}
 		wantKey, derived := tt.key, false
 		if wantKey == "" {
-			wantKey, derived = entry.DeriveKey(entry.KindCordum, tt.id), true
+			wantKey, derived = entry.DeriveKey(Kind, tt.id), true
 		}
 		if e.IdempotencyKey != wantKey || e.KeyDerived != derived {
 			t.Errorf("%s: key %q derived %v, want %q derived %v", tt.id, e.IdempotencyKey, e.KeyDerived, wantKey, derived)
@@ -61,7 +61,7 @@ func TestCordumJSONL(t *testing.T) {
 		if !maps.Equal(e.Labels, tt.labels) {
 			t.Errorf("%s: labels %v, want %v", tt.id, e.Labels, tt.labels)
 		}
-		if want := path + ":" + itoa(tt.line); e.Origin != want || e.Source != entry.KindCordum {
+		if want := path + ":" + itoa(tt.line); e.Origin != want || e.Source != Kind {
 			t.Errorf("%s: origin %q source %q, want %q cordum", tt.id, e.Origin, e.Source, want)
 		}
 		var rec struct{ Payload json.RawMessage }
@@ -83,7 +83,7 @@ func TestCordumJSONL(t *testing.T) {
 	}
 
 	bad, ok := got[path+":8"]
-	if !ok || !bad.Undecodable() || bad.Origin != path+":8" || bad.Source != entry.KindCordum {
+	if !ok || !bad.Undecodable() || bad.Origin != path+":8" || bad.Source != Kind {
 		t.Errorf("line 8 should be undecodable, named %s:8: %+v", path, bad)
 	}
 }

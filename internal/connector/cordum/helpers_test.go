@@ -22,16 +22,6 @@ func readAll(t *testing.T, spec string) []entry.Entry {
 	return connectortest.ReadAll(t, &records.File{Spec: spec, Path: strings.TrimPrefix(spec, "cordum:"), Format: Format()})
 }
 
-func byID(t *testing.T, es []entry.Entry) map[string]entry.Entry {
-	t.Helper()
-	m := make(map[string]entry.Entry, len(es))
-	for _, e := range es {
-		if _, dup := m[e.ID]; dup {
-			t.Fatalf("duplicate id %q", e.ID)
-		}
-		m[e.ID] = e
-	}
-	return m
-}
+func byID(t *testing.T, es []entry.Entry) map[string]entry.Entry { return connectortest.ByID(t, es) }
 
 func writeFile(t *testing.T, name, data string) string { return connectortest.WriteFile(t, name, data) }

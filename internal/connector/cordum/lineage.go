@@ -2,8 +2,6 @@ package cordum
 
 import (
 	"regexp"
-
-	"github.com/replayctl/replayctl/internal/entry"
 )
 
 // cordumRetrySuffix is what Cordum's DLQ retry appends to a job id: the
@@ -22,7 +20,7 @@ func cordumLineage(jobID string) string {
 	if a := cordumAncestors(jobID); len(a) > 0 {
 		root = a[len(a)-1]
 	}
-	return entry.KindCordum + ":" + root
+	return Kind + ":" + root
 }
 
 // cordumAncestors are the jobs a Cordum retry job was created from,

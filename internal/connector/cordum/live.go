@@ -40,7 +40,7 @@ type Live struct {
 // NewLive is a live source for the gateway at base, with the credentials
 // read through getenv (os.Getenv).
 func NewLive(spec, base string, getenv func(string) string) (*Live, error) {
-	r, err := pages.NewReader(spec, entry.KindCordum, base)
+	r, err := pages.NewReader(spec, Kind, base)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ var _ connector.Connector = (*Live)(nil)
 
 // NativeTarget is the --target value that replays this source's entries
 // through Cordum's own retry.
-func (s *Live) NativeTarget() string { return entry.KindCordum + ":" + s.Base }
+func (s *Live) NativeTarget() string { return Kind + ":" + s.Base }
 
 // Notes says what the last read could not attribute to a tenant.
 func (s *Live) Notes() []string { return s.notes.get() }

@@ -168,9 +168,9 @@ func (s *Redis) page(ctx context.Context, c *redis.Client, ids []string, yield f
 		if err := records.DecodeObject([]byte(raw), &e, decodeCordum, nil); err != nil {
 			// Named by its job id, the key's (dlq:entry:<job_id>), not the
 			// URL the source was given: the same record, the same entry.
-			e = records.LiveUndecodable(entry.KindCordumRedis, ids[i], where, fmt.Errorf("%s", records.Describe(err)))
+			e = records.LiveUndecodable(KindRedis, ids[i], where, fmt.Errorf("%s", records.Describe(err)))
 		} else {
-			e.Source, e.Origin = entry.KindCordumRedis, where
+			e.Source, e.Origin = KindRedis, where
 			e.EnsureKey()
 		}
 		if !yield(e, nil) {

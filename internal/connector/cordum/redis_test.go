@@ -72,7 +72,7 @@ func TestRedisSourceSortedSetIndex(t *testing.T) {
 			t.Fatalf("duplicate %s", e.ID)
 		}
 		seen[e.ID] = true
-		if e.Source != entry.KindCordumRedis || e.Origin == "" {
+		if e.Source != KindRedis || e.Origin == "" {
 			t.Fatalf("entry %+v", e)
 		}
 		if e.Undecodable() {

@@ -16,7 +16,7 @@ func SourceRef(e *entry.Entry) connector.SourceRef {
 	if base, ok := connector.LiveBase(e.Origin, "/api/v1/dlq/page"); ok {
 		ref.Link, ref.LinkText = base+"/api/v1/jobs/"+url.PathEscape(e.ID), "the job on the gateway"
 		ref.Path, ref.PathName = base+"/api/v1/dlq/"+url.PathEscape(e.ID), "dead-letter entry (retry: POST …/retry)"
-	} else if e.Source == entry.KindCordumRedis {
+	} else if e.Source == KindRedis {
 		ref.Path, ref.PathName = e.Origin, "Redis key"
 	}
 	return ref

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/connector"
+	"github.com/replayctl/replayctl/internal/connector/cordum/cordumtest"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -18,7 +19,7 @@ const tenantKey = "ck-tenant-41d0"
 // keeps it: 350 jobs of acme and 350 of beta dead-lettered in turn, and
 // 20 whose job metadata expired (job_store.go:131 at e00450ed: tenant
 // unknown, dropped from every tenant's pages).
-func sharedGateway(t *testing.T) *fakeGateway {
+func sharedGateway(t *testing.T) *cordumtest.Gateway {
 	t.Helper()
 	var ids []string
 	tenantOf := map[string]string{}
@@ -34,8 +35,8 @@ func sharedGateway(t *testing.T) *fakeGateway {
 			tenantOf[id] = "acme"
 		}
 	}
-	f := newFakeGateway(t, tenantKey, ids...)
-	f.tenantOf = tenantOf
+	f := cordumtest.New(t, tenantKey, ids...)
+	f.TenantOf = tenantOf
 	return f
 }
 
@@ -51,9 +52,9 @@ func tenantEnv(tenants string) func(string) string {
 	}
 }
 
-func ofTenant(f *fakeGateway, tenant string) []string {
+func ofTenant(f *cordumtest.Gateway, tenant string) []string {
 	var out []string
-	for id, t := range f.tenantOf {
+	for id, t := range f.TenantOf {
 		if t == tenant {
 			out = append(out, id)
 		}
@@ -82,8 +83,8 @@ func TestLiveCordumReadsPastTenantFilteredPages(t *testing.T) {
 			t.Fatal(err)
 		}
 		got[e.ID]++
-		if f.tenantOf[e.ID] != "acme" {
-			t.Errorf("%s of tenant %q read as acme", e.ID, f.tenantOf[e.ID])
+		if f.TenantOf[e.ID] != "acme" {
+			t.Errorf("%s of tenant %q read as acme", e.ID, f.TenantOf[e.ID])
 		}
 		if e.Labels[TenantLabel] != "" {
 			t.Errorf("%s labelled %q with one tenant read", e.ID, e.Labels[TenantLabel])
@@ -133,7 +134,7 @@ func TestLiveCordumSeveralTenantsCarryTheirOwn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := e.Labels[TenantLabel], f.tenantOf[e.ID]; got != want {
+		if got, want := e.Labels[TenantLabel], f.TenantOf[e.ID]; got != want {
 			t.Errorf("%s labelled tenant %q, want %q", e.ID, got, want)
 		}
 		read = append(read, e)
@@ -157,12 +158,12 @@ func TestLiveCordumSeveralTenantsCarryTheirOwn(t *testing.T) {
 	if err := src.MarkReplayed(context.Background(), *acme); err != nil {
 		t.Errorf("delete of acme's %s: %v", acme.ID, err)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if got := f.as[beta.ID]; !slices.Equal(got, []string{"POST as beta"}) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if got := f.As[beta.ID]; !slices.Equal(got, []string{"POST as beta"}) {
 		t.Errorf("%s: %q, want one retry as beta", beta.ID, got)
 	}
-	if got := f.as[acme.ID]; !slices.Equal(got, []string{"DELETE as acme"}) {
+	if got := f.As[acme.ID]; !slices.Equal(got, []string{"DELETE as acme"}) {
 		t.Errorf("%s: %q, want one delete as acme", acme.ID, got)
 	}
 }

@@ -1,8 +1,6 @@
 package jsonl
 
 import (
-	"path/filepath"
-
 	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/records"
 )
@@ -19,15 +17,8 @@ type File struct {
 
 // Open is the source for the export at path.
 func Open(spec, path string) *File {
-	scope := path
-	if abs, err := filepath.Abs(path); err == nil {
-		scope = abs
-		if real, err := filepath.EvalSymlinks(abs); err == nil {
-			scope = real
-		}
-	}
 	return &File{File: records.File{Spec: spec, Path: path, Format: Format()},
-		ReadOnly: records.ReadOnly{Name: "jsonl", ReplayHint: "replay through a target"}, scope: scope}
+		ReadOnly: records.ReadOnly{Name: "jsonl", ReplayHint: "replay through a target"}, scope: records.Canonical(path)}
 }
 
 // FileScope is the file's canonical path.

@@ -25,17 +25,7 @@ func writeFile(t *testing.T, name, data string) string { return connectortest.Wr
 
 func mustRead(t *testing.T, path string) string { return connectortest.MustRead(t, path) }
 
-func byID(t *testing.T, es []entry.Entry) map[string]entry.Entry {
-	t.Helper()
-	m := make(map[string]entry.Entry, len(es))
-	for _, e := range es {
-		if _, dup := m[e.ID]; dup {
-			t.Fatalf("duplicate id %q", e.ID)
-		}
-		m[e.ID] = e
-	}
-	return m
-}
+func byID(t *testing.T, es []entry.Entry) map[string]entry.Entry { return connectortest.ByID(t, es) }
 
 func ts(s string) time.Time {
 	t, err := time.Parse(time.RFC3339, s)

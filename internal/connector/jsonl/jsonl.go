@@ -10,7 +10,7 @@ import (
 
 // Format is replayctl's own JSON Lines format.
 func Format() records.Format {
-	return records.Format{Kind: entry.KindJSONL, Layout: records.LayoutLines, Decode: decodeJSONL}
+	return records.Format{Kind: Kind, Layout: records.LayoutLines, Decode: decodeJSONL}
 }
 
 // jsonlRecord is one line of replayctl's own format. It is decoded strictly:

@@ -22,13 +22,13 @@ func TestJSONL(t *testing.T) {
 		!maps.Equal(e.Labels, map[string]string{"risk": "high", "team": "payments"}) ||
 		string(e.Payload) != `{"order":"ord-8812","amount":1500,"currency":"EUR"}` ||
 		!e.FirstFailure.Equal(ts("2026-11-07T06:10:00Z")) || !e.LastFailure.Equal(ts("2026-11-07T06:40:00Z")) ||
-		e.Origin != path+":2" || e.Source != entry.KindJSONL {
+		e.Origin != path+":2" || e.Source != Kind {
 		t.Errorf("evt-0002 = %+v", e)
 	}
 
 	e = got["evt-0004"]
 	if !e.State.Handled || e.State.Status != "replayed" || !e.KeyDerived ||
-		e.IdempotencyKey != entry.DeriveKey(entry.KindJSONL, "evt-0004") {
+		e.IdempotencyKey != entry.DeriveKey(Kind, "evt-0004") {
 		t.Errorf("evt-0004 = %+v", e)
 	}
 	if e := got["evt-0006"]; !e.LastFailure.Equal(e.FirstFailure) || e.LastFailure.IsZero() {

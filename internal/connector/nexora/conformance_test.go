@@ -7,6 +7,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/replayctl/replayctl/internal/connector/connectortest"
+	"github.com/replayctl/replayctl/internal/connector/nexora/nexoratest"
 	"github.com/replayctl/replayctl/internal/connector/records"
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -24,7 +25,7 @@ func envWith(tok string) func(string) string {
 
 func TestLiveConformance(t *testing.T) {
 	ids := []string{"dl-1", "dl-2", "dl-3"}
-	open := func(t *testing.T, f *fakeServer, tok string) *Live {
+	open := func(t *testing.T, f *nexoratest.Server, tok string) *Live {
 		live, err := NewLive("nexora:"+f.URL, f.URL, envWith(tok))
 		if err != nil {
 			t.Fatal(err)
@@ -33,7 +34,7 @@ func TestLiveConformance(t *testing.T) {
 		return live
 	}
 	t.Run("probe agrees with entries", func(t *testing.T) {
-		f := newFakeServer(t, testToken, ids...)
+		f := nexoratest.New(t, testToken, nexoratest.Pending(ids...))
 		tgt, err := NewTarget(f.URL, 5*time.Second, testToken)
 		if err != nil {
 			t.Fatal(err)
@@ -41,12 +42,12 @@ func TestLiveConformance(t *testing.T) {
 		connectortest.ProbeAgreesWithEntries(t, open(t, f, testToken), tgt)
 	})
 	t.Run("settle idempotent", func(t *testing.T) {
-		f := newFakeServer(t, testToken, ids...)
-		connectortest.SettleIdempotent(t, open(t, f, testToken), &entry.Entry{ID: "dl-2", Source: entry.KindNexora},
-			func() bool { return f.holds("dl-2") })
+		f := nexoratest.New(t, testToken, nexoratest.Pending(ids...))
+		connectortest.SettleIdempotent(t, open(t, f, testToken), &entry.Entry{ID: "dl-2", Source: Kind},
+			func() bool { return f.Holds("dl-2") })
 	})
 	t.Run("no secret", func(t *testing.T) {
-		f := newFakeServer(t, testToken, ids...)
+		f := nexoratest.New(t, testToken, nexoratest.Pending(ids...))
 		for _, tok := range []string{testToken, "nexora-wrong-token-32"} {
 			connectortest.NoSecretInEntriesOrErrors(t, open(t, f, tok), tok)
 		}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 
 	"github.com/replayctl/replayctl/internal/connector/records"
-	"github.com/replayctl/replayctl/internal/entry"
 )
 
 // nexoraLineage is a Nexora record's lineage: its goal and context. `nexora
@@ -25,7 +24,7 @@ func nexoraLineage(goal, context json.RawMessage) string {
 	h.Write(canonicalJSON(goal))
 	h.Write([]byte{0})
 	h.Write(canonicalJSON(context))
-	return entry.KindNexora + ":goal+context:" + hex.EncodeToString(h.Sum(nil))[:32]
+	return Kind + ":goal+context:" + hex.EncodeToString(h.Sum(nil))[:32]
 }
 
 // canonicalJSON re-encodes a JSON value with sorted keys and no spacing,

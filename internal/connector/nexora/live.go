@@ -45,7 +45,7 @@ type Live struct {
 // NewLive is a live source for the server at base, with the token read
 // through getenv (os.Getenv).
 func NewLive(spec, base string, getenv func(string) string) (*Live, error) {
-	r, err := pages.NewReader(spec, entry.KindNexora, base)
+	r, err := pages.NewReader(spec, Kind, base)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ var _ connector.Connector = (*Live)(nil)
 
 // NativeTarget is the --target value that replays this source's entries
 // through Nexora's own replay.
-func (s *Live) NativeTarget() string { return entry.KindNexora + ":" + s.Base }
+func (s *Live) NativeTarget() string { return Kind + ":" + s.Base }
 
 // MarkReplayed resolves a dead letter replayed elsewhere the way Nexora
 // itself does: POST /api/dead-letters/{id}/resolve {"reason"}

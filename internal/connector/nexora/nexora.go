@@ -11,7 +11,7 @@ import (
 
 // Format is how Nexora dead-letter list responses are laid out and decoded.
 func Format() records.Format {
-	return records.Format{Kind: entry.KindNexora, Layout: records.LayoutList, Decode: decodeNexora}
+	return records.Format{Kind: Kind, Layout: records.LayoutList, Decode: decodeNexora}
 }
 
 // nexoraRecord is one element of a Nexora dead-letter list response.

@@ -53,10 +53,10 @@ func TestNexora(t *testing.T) {
 		if !maps.Equal(e.Labels, tt.labels) {
 			t.Errorf("%s: labels %v, want %v", tt.id, e.Labels, tt.labels)
 		}
-		if e.Attempts != 1 || e.Source != entry.KindNexora || e.Origin != path+"#"+itoa(i) {
+		if e.Attempts != 1 || e.Source != Kind || e.Origin != path+"#"+itoa(i) {
 			t.Errorf("%s: attempts %d source %q origin %q", tt.id, e.Attempts, e.Source, e.Origin)
 		}
-		if e.IdempotencyKey != entry.DeriveKey(entry.KindNexora, tt.id) || !e.KeyDerived {
+		if e.IdempotencyKey != entry.DeriveKey(Kind, tt.id) || !e.KeyDerived {
 			t.Errorf("%s: key %q should be derived", tt.id, e.IdempotencyKey)
 		}
 		if e.LastFailure.IsZero() || !e.FirstFailure.Equal(e.LastFailure) {

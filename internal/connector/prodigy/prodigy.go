@@ -232,9 +232,9 @@ func readProdigyLink(path, root string, rootErr error) entry.Entry {
 // the key is derived apart from the decoded item's.
 func prodigyUndecodable(path, job string, err error) entry.Entry {
 	item := strings.TrimSuffix(filepath.Base(path), ".json")
-	return entry.Entry{ID: item, Scope: job, Source: entry.KindProdigy, Origin: path, DecodeError: err.Error(),
+	return entry.Entry{ID: item, Scope: job, Source: Kind, Origin: path, DecodeError: err.Error(),
 		Labels:         map[string]string{"job_id": job},
-		IdempotencyKey: entry.DeriveKey(entry.KindProdigy, "undecodable/"+job+"/"+item), KeyDerived: true}
+		IdempotencyKey: entry.DeriveKey(Kind, "undecodable/"+job+"/"+item), KeyDerived: true}
 }
 
 // within reports whether path (resolved) is root or below it.
@@ -275,7 +275,7 @@ func DecodeItem(data []byte, path, job string) entry.Entry {
 	if err := records.DecodeObject(data, &e, decodeProdigy, nil); err != nil {
 		return prodigyUndecodable(path, job, errors.New(records.Describe(err)))
 	}
-	e.Source = entry.KindProdigy
+	e.Source = Kind
 	e.Origin = path
 	e.Scope = job
 	if e.Labels == nil {
@@ -284,7 +284,7 @@ func DecodeItem(data []byte, path, job string) entry.Entry {
 	e.Labels["job_id"] = job
 	// Item ids repeat across jobs (item-0, item-1, ...): the job is part of
 	// the identity, so it is part of the key.
-	e.IdempotencyKey = entry.DeriveKey(entry.KindProdigy, job+"/"+e.ID)
+	e.IdempotencyKey = entry.DeriveKey(Kind, job+"/"+e.ID)
 	e.KeyDerived = true
 	return e
 }
@@ -454,7 +454,7 @@ func (s *Source) MarkReplayed(ctx context.Context, e entry.Entry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if e.Source != entry.KindProdigy || e.Undecodable() {
+	if e.Source != Kind || e.Undecodable() {
 		return fmt.Errorf("mark %s replayed: not a decoded prodigy entry", e.Ref())
 	}
 	path := e.Origin

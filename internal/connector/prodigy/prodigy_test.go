@@ -48,7 +48,7 @@ func TestProdigy(t *testing.T) {
 	for i, tt := range tests {
 		e := es[i] // lexical order
 		file := filepath.Join(items, tt.id+".json")
-		if e.ID != tt.id || e.Origin != file || e.Source != entry.KindProdigy || e.Scope != prodigyJobID {
+		if e.ID != tt.id || e.Origin != file || e.Source != Kind || e.Scope != prodigyJobID {
 			t.Errorf("entry %d: id %q origin %q source %q scope %q", i, e.ID, e.Origin, e.Source, e.Scope)
 			continue
 		}
@@ -67,7 +67,7 @@ func TestProdigy(t *testing.T) {
 		if e.Labels["job_id"] != prodigyJobID || len(e.Labels) != 1 {
 			t.Errorf("%s: labels %v", tt.id, e.Labels)
 		}
-		if want := entry.DeriveKey(entry.KindProdigy, prodigyJobID+"/"+tt.id); e.IdempotencyKey != want || !e.KeyDerived {
+		if want := entry.DeriveKey(Kind, prodigyJobID+"/"+tt.id); e.IdempotencyKey != want || !e.KeyDerived {
 			t.Errorf("%s: key %q, want %q", tt.id, e.IdempotencyKey, want)
 		}
 		var item struct {
@@ -263,7 +263,7 @@ func TestProdigyMarkReplayedRefuses(t *testing.T) {
 	wrongScope.Scope = "mapreduce-1"
 	broken := readAll(t, "prodigy:"+root)[9]
 	cordum := good
-	cordum.Source = entry.KindCordum
+	cordum.Source = "cordum"
 
 	tests := []struct {
 		name    string

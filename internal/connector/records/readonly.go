@@ -10,8 +10,9 @@ import (
 
 // ReadOnly is the part of the connector contract a file of records lacks:
 // a dump or an export is not the system, so it cannot replay, probe or
-// settle, and names an entry by its id. Name opens each answer ("cordum
-// dump", "jsonl"); ReplayHint says where a replay goes instead. One
+// settle, and names an entry by its id. Name opens each answer (the
+// kind and what the file is: "jsonl", "... dump"); ReplayHint says where a
+// replay goes instead. One
 // implementation for every file connector, so their answers agree.
 type ReadOnly struct {
 	Name       string

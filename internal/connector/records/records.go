@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -25,7 +26,8 @@ const (
 	// LayoutSniffed: one object, a stream of objects, an array of objects or
 	// JSON Lines, told apart by the first bytes (a dump of a broker's DLQ).
 	LayoutSniffed Layout = iota
-	// LayoutList: {"items": [...], ...} or a bare array (nexora).
+	// LayoutList: {"items": [...], ...} or a bare array (a list response
+	// saved from a system's API).
 	LayoutList
 	// LayoutLines: JSON Lines only (jsonl).
 	LayoutLines
@@ -66,7 +68,12 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 // machinery every file-based kind shares.
 type Reader struct {
 	Format
-	Name    string // the file as the user named it; records are named after it
+	Name string // the file as the user named it; decoded records' Origin
+	// Key is the name undecodable records are named (and so keyed) by,
+	// in place of Name: the file's canonical path (Canonical), so that
+	// ./x.jsonl, x.jsonl, /abs/x.jsonl and a link to it name one record
+	// alike. Empty: Name.
+	Key     string
 	R       io.ReadSeeker
 	MaxLine int
 	// strict is this file's one streaming decoder for formats decoded
@@ -427,7 +434,12 @@ func (rr *Reader) record(raw []byte, where, prefix string) entry.Entry {
 	return e
 }
 
+// undecodableAt names the record at where (Name and a suffix: ":LINE",
+// "#INDEX") after Key instead of Name.
 func (rr *Reader) undecodableAt(where string, err error) entry.Entry {
+	if rr.Key != "" && strings.HasPrefix(where, rr.Name) {
+		where = rr.Key + where[len(rr.Name):]
+	}
 	return Undecodable(rr.Kind, where, err)
 }
 

@@ -2,6 +2,10 @@ package registry
 
 import (
 	"errors"
+	"github.com/replayctl/replayctl/internal/connector/cordum"
+	"github.com/replayctl/replayctl/internal/connector/jsonl"
+	"github.com/replayctl/replayctl/internal/connector/nexora"
+	"github.com/replayctl/replayctl/internal/connector/prodigy"
 	"testing"
 
 	"github.com/replayctl/replayctl/internal/connector"
@@ -46,18 +50,18 @@ func TestForEntry(t *testing.T) {
 		e    entry.Entry
 		want bool
 	}{
-		{entry.Entry{ID: "job_1", Source: entry.KindCordum, Origin: "http://gw:8081/api/v1/dlq/page?limit=500:3"}, true},
-		{entry.Entry{ID: "dl-1", Source: entry.KindNexora, Origin: "https://nx/api/dead-letters?page=0:1"}, true},
-		{entry.Entry{ID: "i", Scope: "job", Source: entry.KindProdigy, Origin: "/d/job/items/i.json"}, true},
-		{entry.Entry{ID: "job_1", Source: entry.KindCordum, Origin: "dlq.jsonl:3"}, false},
-		{entry.Entry{ID: "x", Source: entry.KindJSONL, Origin: "e.jsonl:1"}, false},
-		{entry.Entry{ID: "i", Source: entry.KindProdigy, Origin: "/d/job/items/i.json", DecodeError: "bad"}, false},
+		{entry.Entry{ID: "job_1", Source: cordum.Kind, Origin: "http://gw:8081/api/v1/dlq/page?limit=500:3"}, true},
+		{entry.Entry{ID: "dl-1", Source: nexora.Kind, Origin: "https://nx/api/dead-letters?page=0:1"}, true},
+		{entry.Entry{ID: "i", Scope: "job", Source: prodigy.Kind, Origin: "/d/job/items/i.json"}, true},
+		{entry.Entry{ID: "job_1", Source: cordum.Kind, Origin: "dlq.jsonl:3"}, false},
+		{entry.Entry{ID: "x", Source: jsonl.Kind, Origin: "e.jsonl:1"}, false},
+		{entry.Entry{ID: "i", Source: prodigy.Kind, Origin: "/d/job/items/i.json", DecodeError: "bad"}, false},
 	} {
 		if _, ok := ForEntry(&tt.e, c); ok != tt.want {
 			t.Errorf("%s from %s: found %v, want %v", tt.e.Ref(), tt.e.Origin, ok, tt.want)
 		}
 	}
-	spec, ok := OriginTarget(&entry.Entry{Source: entry.KindCordum, Origin: "http://gw:8081/api/v1/dlq/page?limit=500:3"})
+	spec, ok := OriginTarget(&entry.Entry{Source: cordum.Kind, Origin: "http://gw:8081/api/v1/dlq/page?limit=500:3"})
 	if !ok || spec != "cordum:http://gw:8081" {
 		t.Errorf("origin target %q %v", spec, ok)
 	}

@@ -1,16 +1,9 @@
 package registry
 
 import (
-	"net/url"
-	"path/filepath"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/replayctl/replayctl/internal/connector"
-	"github.com/replayctl/replayctl/internal/connector/cordum"
-	"github.com/replayctl/replayctl/internal/connector/nexora"
-	"github.com/replayctl/replayctl/internal/connector/prodigy"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -74,76 +67,6 @@ type Native interface {
 	connector.Dispatcher
 	connector.Prober
 	connector.EntryProber
-}
-
-// NativeTarget builds the replay path a --target or rules.yaml value
-// names: "cordum:URL" (Cordum's retry) or "nexora:URL" (Nexora's replay).
-// ok is false for any other kind (a plain URL is the webhook connector's).
-func NativeTarget(spec string, timeout time.Duration, c Credentials) (n Native, ok bool, err error) {
-	kind, base, _ := strings.Cut(spec, ":")
-	switch kind {
-	case entry.KindCordum:
-		n, err = cordum.NewTarget(base, timeout, c.CordumAPIKey, c.CordumTenantID)
-	case entry.KindNexora:
-		n, err = nexora.NewTarget(base, timeout, c.NexoraToken)
-	default:
-		return nil, false, nil
-	}
-	return n, true, err
-}
-
-// OriginTarget is the native target spec ("cordum:BASE", "nexora:BASE")
-// of an entry read from a live Cordum or Nexora: its Origin is BASE +
-// "/api/..." (the page it was read from).
-func OriginTarget(e *entry.Entry) (string, bool) {
-	if e.Source != entry.KindCordum && e.Source != entry.KindNexora {
-		return "", false
-	}
-	u, err := url.Parse(e.Origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", false
-	}
-	base, _, ok := strings.Cut(e.Origin, "/api/")
-	if !ok {
-		return "", false
-	}
-	return e.Source + ":" + base, true
-}
-
-// ForEntry finds a stored entry's connector again from what the entry
-// recorded of where it was read: the live Cordum gateway or Nexora server
-// it was paged from, the Prodigy job directory its item file is in, the
-// broker queue or topic (its Origin, credentials from c). ok is false
-// where the entry cannot reach its system again: a file dump, a JSONL
-// export, a Redis URL whose password was redacted when stored.
-func ForEntry(e *entry.Entry, c Credentials) (Source, bool) {
-	if _, ok := brokerOrigin(e); ok {
-		b, ok := forBroker(e, c.getenv)
-		if !ok {
-			return nil, false
-		}
-		return b, true
-	}
-	if spec, ok := OriginTarget(e); ok {
-		kind, base, _ := strings.Cut(spec, ":")
-		var (
-			s   Source
-			err error
-		)
-		if kind == entry.KindCordum {
-			s, err = cordum.NewLive(spec, base, c.getenv)
-		} else {
-			s, err = nexora.NewLive(spec, base, c.getenv)
-		}
-		return s, err == nil
-	}
-	if e.Source == entry.KindProdigy && !e.Undecodable() && e.Origin != "" {
-		// ITEM.json in JOB/items/: the job directory is the narrowest root
-		// that still holds the item, and MarkReplayed checks it is inside.
-		job := filepath.Dir(filepath.Dir(e.Origin))
-		return prodigy.Open(entry.KindProdigy+":"+job, job), true
-	}
-	return nil, false
 }
 
 // BrokerFor is For for the entry of a message broker: the connector that

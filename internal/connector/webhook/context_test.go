@@ -31,7 +31,7 @@ func TestExecTargetNamesTheEntry(t *testing.T) {
 	t.Setenv("REPLAY_JOB_ID", "inherited")
 	t.Setenv("CORDUM_API_KEY", "ck-must-not-leak")
 	dir := t.TempDir()
-	e := &entry.Entry{ID: "item_0", Source: entry.KindProdigy, Scope: "mapreduce-2", Origin: "/h/.prodigy/dlq/r/mapreduce-2/items/item_0.json",
+	e := &entry.Entry{ID: "item_0", Source: "prodigy", Scope: "mapreduce-2", Origin: "/h/.prodigy/dlq/r/mapreduce-2/items/item_0.json",
 		Payload: []byte(`{"file":"a.rs"}`)}
 	for _, tc := range []struct {
 		stdin   string
@@ -97,8 +97,8 @@ func TestHTTPTargetStampsTheLineage(t *testing.T) {
 	defer srv.Close()
 	h := NewHTTPTarget(srv.URL, "", 5*time.Second, nil)
 	for _, e := range []*entry.Entry{
-		{ID: "m-1", Source: entry.KindJSONL, Payload: []byte(`{}`)},
-		{ID: "m-2", Source: entry.KindJSONL, Payload: []byte(`{}`), Labels: map[string]string{entry.LineageLabel: "jsonl:m-0"}},
+		{ID: "m-1", Source: "jsonl", Payload: []byte(`{}`)},
+		{ID: "m-2", Source: "jsonl", Payload: []byte(`{}`), Labels: map[string]string{entry.LineageLabel: "jsonl:m-0"}},
 	} {
 		if res := h.Dispatch(context.Background(), connector.Request{Entry: e, Key: "k-" + e.ID, Attempt: 3}); res.Outcome != connector.Succeeded {
 			t.Fatalf("%s: %s (%s)", e.ID, res.Outcome, res.Detail)

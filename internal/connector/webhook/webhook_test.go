@@ -63,7 +63,7 @@ func TestControlCharacterIDIsSent(t *testing.T) {
 	}))
 	defer srv.Close()
 	id := "job\x1b[31m\x00\xff%"
-	e := &entry.Entry{ID: id, Source: entry.KindJSONL, Payload: []byte(`{}`)}
+	e := &entry.Entry{ID: id, Source: "jsonl", Payload: []byte(`{}`)}
 	res := NewHTTPTarget(srv.URL, "", 5*time.Second, nil).Dispatch(context.Background(), connector.Request{Entry: e, Key: "key\x1b", Attempt: 1})
 	if res.Outcome != connector.Succeeded {
 		t.Fatalf("outcome %s (%s)", res.Outcome, res.Detail)

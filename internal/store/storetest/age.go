@@ -27,7 +27,7 @@ func oldestOpenByLastFailure(t *testing.T, s store.Backend) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	put := func(id, status string, firstSeen, lastFailure time.Time) {
 		t.Helper()
-		r := &store.EntryRecord{Entry: entry.Entry{ID: id, Source: entry.KindJSONL, Topic: "orders", IdempotencyKey: "key-" + id,
+		r := &store.EntryRecord{Entry: entry.Entry{ID: id, Source: "jsonl", Topic: "orders", IdempotencyKey: "key-" + id,
 			Message: "upstream timeout", LastFailure: lastFailure, Payload: []byte(`{}`)},
 			Status: status, Class: triage.Transient, Action: triage.AutoReplay, FirstSeen: firstSeen, LastSeen: now}
 		if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutEntry(r) }); err != nil {

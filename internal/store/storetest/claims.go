@@ -52,7 +52,7 @@ func claims(t *testing.T, s store.Backend) {
 	}
 	var recs []*store.EntryRecord
 	for i := range 5 {
-		recs = append(recs, &store.EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("c%d", i), Source: entry.KindJSONL, IdempotencyKey: fmt.Sprintf("ck%d", i)},
+		recs = append(recs, &store.EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("c%d", i), Source: "jsonl", IdempotencyKey: fmt.Sprintf("ck%d", i)},
 			Status: store.StatusPending, Class: triage.Transient})
 	}
 	if n, err := sh.Ingest(ctx, recs); err != nil || n != 5 {
@@ -117,7 +117,7 @@ func pruneFixture(t *testing.T, s store.Backend, cut time.Time) (old, open, rece
 		if err := s.Update(context.Background(), func(tx store.Tx) error {
 			for i := range n {
 				when := at.Add(time.Duration(i) * time.Minute)
-				e := entry.Entry{ID: fmt.Sprintf("%s-%02d", prefix, i), Source: entry.KindJSONL, Topic: []string{"orders.eu", "payments"}[i%2],
+				e := entry.Entry{ID: fmt.Sprintf("%s-%02d", prefix, i), Source: "jsonl", Topic: []string{"orders.eu", "payments"}[i%2],
 					ReasonCode: "timeout", Message: fmt.Sprintf("%s timed out", prefix), IdempotencyKey: fmt.Sprintf("key-%s-%02d", prefix, i),
 					Payload: []byte(`{"n":1}`), FirstFailure: when}
 				ref := e.Ref()

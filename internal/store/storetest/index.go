@@ -16,15 +16,15 @@ import (
 )
 
 // indexFixture stores a spread of entries over every indexed dimension.
-// The shapes follow the upstream DLQ records: Cordum's job entries carry
-// a topic and reason code (cordum-io/cordum core/infra/store/dlq_store.go),
-// Nexora's a topic and labels (iamvirul/nexora), Prodigy's items an error
-// signature (iepathos/prodigy src/cook/execution/dlq.rs).
+// The shapes follow the DLQ records the connectors read (see each
+// connector/<system> package doc): job entries carrying a topic and a
+// reason code, records with a topic and labels, items with an error
+// signature. The source kinds are any three names.
 func indexFixture(t *testing.T, s store.Backend, base time.Time) []*store.EntryRecord {
 	t.Helper()
 	states := []string{store.StatusPending, store.StatusAwaitingApproval, store.StatusReplayed, store.StatusQuarantined, store.StatusResolved}
 	classes := []triage.Class{triage.Transient, triage.Poison, ""}
-	sources := []string{entry.KindCordum, entry.KindNexora, entry.KindJSONL}
+	sources := []string{"sys-a", "sys-b", "jsonl"}
 	topics := []string{"orders.eu", "orders.us", "payments", ""}
 	var recs []*store.EntryRecord
 	for i := 0; i < 40; i++ {
@@ -98,7 +98,7 @@ func pageMatchesScan(t *testing.T, s store.Backend) {
 		{},
 		{States: []string{store.StatusPending, store.StatusQuarantined}},
 		{States: []string{"PENDING"}, Classes: []string{"transient"}},
-		{Actions: []string{string(triage.Quarantine)}, Sources: []string{entry.KindNexora}},
+		{Actions: []string{string(triage.Quarantine)}, Sources: []string{"sys-b"}},
 		{Topic: "orders.*"},
 		{Topic: "*"},
 		{Topic: "**"},

@@ -15,7 +15,7 @@ import (
 // as nil, on every backend.
 func lineages(t *testing.T, s store.Backend) {
 	ctx := context.Background()
-	root := "cordum:job-1"
+	root := "sys:job-1"
 	at := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
 	if err := s.Update(ctx, func(tx store.Tx) error {
 		l, err := tx.Lineage(root)
@@ -23,9 +23,9 @@ func lineages(t *testing.T, s store.Backend) {
 			t.Errorf("unknown lineage: %+v, %v", l, err)
 		}
 		l = &store.Lineage{Root: root}
-		l.Join("cordum:job-1")
-		l.Join("cordum:job-1-retry-0a1b2c3d")
-		if l.Join("cordum:job-1") {
+		l.Join("sys:job-1")
+		l.Join("sys:job-1-retry-0a1b2c3d")
+		if l.Join("sys:job-1") {
 			t.Error("joining a member twice reported new")
 		}
 		return tx.PutLineage(l)
@@ -64,7 +64,7 @@ func lineages(t *testing.T, s store.Backend) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got == nil || !slices.Equal(got.Members, []string{"cordum:job-1", "cordum:job-1-retry-0a1b2c3d"}) ||
+	if got == nil || !slices.Equal(got.Members, []string{"sys:job-1", "sys:job-1-retry-0a1b2c3d"}) ||
 		got.Released != 2 || got.ReleasedBy != "ops" || !got.ReleasedAt.Equal(at) || got.ReleaseReason != "fixed upstream" {
 		t.Fatalf("lineage read back as %+v", got)
 	}

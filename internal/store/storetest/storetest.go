@@ -232,7 +232,7 @@ func auditManyWriters(t *testing.T, s store.Backend) {
 
 func entriesVerbatim(t *testing.T, s store.Backend) {
 	ctx := context.Background()
-	e := entry.Entry{ID: "e1", Source: entry.KindJSONL, Payload: []byte("{\n  \"amount\": 10.50,  \"to\": \"x\"\n}")}
+	e := entry.Entry{ID: "e1", Source: "jsonl", Payload: []byte("{\n  \"amount\": 10.50,  \"to\": \"x\"\n}")}
 	e.EnsureKey()
 	if err := s.Update(ctx, func(tx store.Tx) error {
 		return tx.PutEntry(&store.EntryRecord{Entry: e, Status: store.StatusPending})

@@ -404,10 +404,10 @@ func idsAndGauges(t *testing.T, s store.Backend) {
 	indexFixture(t, s, time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC))
 	if err := s.Update(ctx, func(tx store.Tx) error {
 		for _, e := range []entry.Entry{
-			{ID: "e07", Source: entry.KindProdigy, Scope: "job-9", IdempotencyKey: "k-p7"},
-			{ID: "e07", Source: entry.KindNexora, IdempotencyKey: "k-r7"},
-			{ID: "50%_off", Source: entry.KindJSONL, IdempotencyKey: "k-odd"},
-			{ID: "x50%_off", Source: entry.KindJSONL, IdempotencyKey: "k-odd2"},
+			{ID: "e07", Source: "sys-a", Scope: "job-9", IdempotencyKey: "k-p7"},
+			{ID: "e07", Source: "sys-b", IdempotencyKey: "k-r7"},
+			{ID: "50%_off", Source: "jsonl", IdempotencyKey: "k-odd"},
+			{ID: "x50%_off", Source: "jsonl", IdempotencyKey: "k-odd2"},
 		} {
 			if err := tx.PutEntry(&store.EntryRecord{Entry: e, Status: store.StatusPending, Class: triage.Transient}); err != nil {
 				return err

@@ -913,7 +913,7 @@ const liftedReason = "the record decodes now: the quarantine of its undecodable 
 // entry read again, decodes: the hold's reason is gone, and the entry is
 // decided afresh like a new one, the decision audited. An item file read
 // while its system was writing it, in place and not atomically, is the
-// case (connector/prodigy's prodigyUndecodable); a live record replayctl
+// case (a connector's item file caught mid-write); a live record replayctl
 // could not decode until an upgrade another.
 func undecodableLifted(stored *store.EntryRecord, e *entry.Entry) bool {
 	return stored.Hold == store.HoldQuarantine && stored.Entry.Undecodable() && stored.Class == triage.Poison &&

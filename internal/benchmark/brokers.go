@@ -288,12 +288,19 @@ func benchRabbit(ctx context.Context, c *Config, n, rounds int) ([]Row, error) {
 		if err := waitFull(); err != nil {
 			return 0, err
 		}
-		bc, err := conn.Channel()
+		// Like the connector's read, the bare read connects first (it
+		// used to borrow the setup's connection: the connector's row
+		// then paid a dial the baseline did not).
+		t0 := time.Now()
+		rconn, err := amqp.Dial(u)
 		if err != nil {
 			return 0, err
 		}
-		defer bc.Close() // unacked: back to the queue
-		t0 := time.Now()
+		defer rconn.Close() // unacked: back to the queue
+		bc, err := rconn.Channel()
+		if err != nil {
+			return 0, err
+		}
 		if err := bc.Qos(prefetch, 0, false); err != nil {
 			return 0, err
 		}

@@ -580,7 +580,7 @@ func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
 		FirstFailure: r.Timestamp.UTC(),
 		LastFailure:  r.Timestamp.UTC(),
 	}
-	labels := make(map[string]string, 4)
+	labels := make(map[string]string, 5)
 	labels["kafka.dlt"] = r.Topic
 	orig, part, off := str(dltTopic), headerValue(r, dltPartition), headerValue(r, dltOffset)
 	if orig == "" {
@@ -609,6 +609,14 @@ func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
 	}
 	if orig != "" {
 		labels["kafka.original_topic"] = orig
+	}
+	// The sequence whose order replays keep (replay/order.go): the
+	// original partition, else the DLT partition, whose offsets are the
+	// order the records failed in.
+	if orig != "" && origPart != nil {
+		labels[entry.OrderLabel] = Kind + ":" + orig + "/" + strconv.Itoa(int(*origPart))
+	} else {
+		labels[entry.OrderLabel] = Kind + ":" + r.Topic + "/" + strconv.Itoa(int(r.Partition))
 	}
 	fqcn, cause, connCl := str(dltFQCN), str(dltCauseFQCN), str(connClass)
 	msg := str(dltMessage)

@@ -133,6 +133,14 @@ func (c *Conn) String() string { return c.spec }
 // takes it again.
 func (c *Conn) Origin() string { return c.origin }
 
+// Destination names where a replay of e goes: its original topic on this
+// cluster. A run's breaker and --rate are per route, and a broker entry's
+// route is its destination (issue 28: per queue or topic, not per
+// connector).
+func (c *Conn) Destination(e *entry.Entry) string {
+	return Kind + ":" + strings.Join(c.brokers, ",") + "?" + url.Values{"topic": {e.Topic}}.Encode()
+}
+
 // Notes says how many records the DLT held and how many were read.
 func (c *Conn) Notes() []string {
 	c.mu.Lock()

@@ -49,6 +49,7 @@ const (
 type Conn struct {
 	spec     string // as given, password redacted
 	origin   string // rabbitmq:amqp://HOST:PORT/VHOST?queue=Q, no credentials
+	base     string // amqp://HOST:PORT/VHOST, no credentials
 	dialURL  string // with credentials: never printed
 	password string
 	queue    string
@@ -137,6 +138,8 @@ func OpenEnv(spec string, getenv func(string) string) (*Conn, error) {
 	plain := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath,
 		RawQuery: url.Values{"queue": {c.queue}}.Encode()}
 	c.origin = Kind + ":" + plain.String()
+	plain.RawQuery = ""
+	c.base = plain.String()
 	shown := *u
 	if shown.User != nil {
 		if _, has := shown.User.Password(); has {
@@ -160,6 +163,13 @@ func (c *Conn) String() string { return c.spec }
 // Origin is where this connector's entries say they were read: the spec
 // without credentials, which Open accepts again.
 func (c *Conn) Origin() string { return c.origin }
+
+// Destination names where a replay of e goes: the queue that dead-lettered
+// it, on this broker and vhost. A run's breaker and --rate are per route,
+// and a broker entry's route is its destination (issue 28).
+func (c *Conn) Destination(e *entry.Entry) string {
+	return Kind + ":" + c.base + "?" + url.Values{"queue": {e.Topic}}.Encode()
+}
 
 // Notes says how many messages the queue held and how many were read.
 func (c *Conn) Notes() []string {

@@ -14,10 +14,13 @@ import (
 // Broker is a message broker's connector (RabbitMQ, Kafka, SQS): it
 // replays its own entries, back where each message came from, and its
 // entries' Origin is its own spec without credentials (Origin), which
-// Open takes again.
+// Open takes again. Destination names the queue or topic a replay of an
+// entry goes to (no credentials): the name of its route, whose breaker
+// and --rate it shares with the entries going there.
 type Broker interface {
 	connector.Connector
 	Origin() string
+	Destination(e *entry.Entry) string
 }
 
 // brokerHints say how each message broker's --source is written.

@@ -159,6 +159,17 @@ func (c *Conn) Origin() string {
 	return Kind + ":" + c.queueURL
 }
 
+// Destination names where a replay of e goes: the DLQ's source queue
+// (named by the message's DeadLetterQueueSourceArn, else the one queue
+// whose dead-letter queue this is). A run's breaker and --rate are per
+// route, and a broker entry's route is its destination (issue 28).
+func (c *Conn) Destination(e *entry.Entry) string {
+	if e.Topic == "" {
+		return Kind + ":the source queue of " + c.queueURL
+	}
+	return Kind + ":" + c.queueURL[:strings.LastIndexByte(c.queueURL, '/')+1] + e.Topic
+}
+
 // Notes says how many messages the DLQ held and how many were read.
 func (c *Conn) Notes() []string {
 	c.mu.Lock()

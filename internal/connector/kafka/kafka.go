@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"net/url"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -63,6 +64,7 @@ type Conn struct {
 	group   string
 	wait    time.Duration
 	timeout time.Duration
+	sec     security // tls, sasl (auth.go)
 
 	mu       sync.Mutex
 	admin    *kgo.Client
@@ -82,8 +84,12 @@ type partTrack struct {
 
 var _ connector.Connector = (*Conn)(nil)
 
-// Open parses a kafka: spec.
-func Open(spec string) (*Conn, error) {
+// Open parses a kafka: spec; SASL credentials come from the environment
+// (KAFKA_USERNAME, KAFKA_PASSWORD).
+func Open(spec string) (*Conn, error) { return OpenEnv(spec, os.Getenv) }
+
+// OpenEnv is Open with the environment read through getenv.
+func OpenEnv(spec string, getenv func(string) string) (*Conn, error) {
 	rest, ok := strings.CutPrefix(spec, Kind+":")
 	if !ok {
 		return nil, fmt.Errorf("want %s:HOST:PORT[,HOST:PORT...]?topic=DLT_TOPIC&group=GROUP", Kind)
@@ -122,7 +128,12 @@ func Open(spec string) (*Conn, error) {
 			*dst = d
 		}
 	}
-	c.origin = Kind + ":" + strings.Join(c.brokers, ",") + "?" + url.Values{"topic": {c.topic}, "group": {c.group}}.Encode()
+	if c.sec, err = parseSecurity(q, getenv); err != nil {
+		return nil, err
+	}
+	oq := url.Values{"topic": {c.topic}, "group": {c.group}}
+	c.sec.query(oq)
+	c.origin = Kind + ":" + strings.Join(c.brokers, ",") + "?" + oq.Encode()
 	return c, nil
 }
 
@@ -158,7 +169,11 @@ func (c *Conn) adminClient() (*kadm.Client, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.admin == nil {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.DialTimeout(10*time.Second))
+		o, err := c.opts()
+		if err != nil {
+			return nil, err
+		}
+		cl, err := kgo.NewClient(o...)
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +202,7 @@ func (c *Conn) Close() error {
 // the end offsets the read began with.
 func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	return func(yield func(entry.Entry, error) bool) {
-		fail := func(err error) { yield(entry.Entry{}, fmt.Errorf("kafka topic %s: %w", c.topic, err)) }
+		fail := func(err error) { yield(entry.Entry{}, fmt.Errorf("kafka topic %s: %w", c.topic, c.redact(err))) }
 		adm, err := c.adminClient()
 		if err != nil {
 			fail(err)
@@ -261,10 +276,14 @@ type batch struct {
 // poll's: a read is bounded by the fetch or by the caller's stores, not by
 // building entries. At most two polls are in memory at once.
 func (c *Conn) consume(ctx context.Context, from map[int32]kgo.Offset, want map[int32]int64, held int64, yield func(entry.Entry, error) bool) {
-	fail := func(err error) { yield(entry.Entry{}, fmt.Errorf("kafka topic %s: %w", c.topic, err)) }
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.DialTimeout(10*time.Second),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.topic: from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	fail := func(err error) { yield(entry.Entry{}, fmt.Errorf("kafka topic %s: %w", c.topic, c.redact(err))) }
+	o, err := c.opts()
+	if err != nil {
+		fail(err)
+		return
+	}
+	cl, err := kgo.NewClient(append(o, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.topic: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
 	if err != nil {
 		fail(err)
 		return
@@ -469,7 +488,7 @@ func (c *Conn) commit(ctx context.Context, p int32, next int64) error {
 		err = resp.Error()
 	}
 	if err != nil {
-		return fmt.Errorf("kafka: commit %s/%d at %d for group %s: %w (the records after the last commit are read again)", c.topic, p, next, c.group, err)
+		return fmt.Errorf("kafka: commit %s/%d at %d for group %s: %w (the records after the last commit are read again)", c.topic, p, next, c.group, c.redact(err))
 	}
 	c.mu.Lock()
 	if t := c.parts[p]; t != nil && next > t.committed {

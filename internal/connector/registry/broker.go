@@ -26,7 +26,7 @@ type Broker interface {
 // brokerHints say how each message broker's --source is written.
 var brokerHints = map[string]string{
 	rabbitmq.Kind: "use rabbitmq:amqp://HOST:PORT/VHOST?queue=QUEUE (user and password in the URL or RABBITMQ_USERNAME / RABBITMQ_PASSWORD)",
-	kafka.Kind:    "use kafka:HOST:PORT[,HOST:PORT...]?topic=DLT_TOPIC&group=GROUP",
+	kafka.Kind:    "use kafka:HOST:PORT[,HOST:PORT...]?topic=DLT_TOPIC&group=GROUP[&tls=1][&sasl=scram-sha-256|scram-sha-512|plain] (SASL user and password from KAFKA_USERNAME / KAFKA_PASSWORD)",
 	sqs.Kind:      "use sqs:QUEUE_URL (region from ?region=, AWS_REGION or the sqs.REGION.amazonaws.com host)",
 }
 
@@ -39,7 +39,7 @@ func openBroker(kind, spec string, getenv func(string) string) (b Broker, ok boo
 	case rabbitmq.Kind:
 		b, err = rabbitmq.OpenEnv(spec, getenv)
 	case kafka.Kind:
-		b, err = kafka.Open(spec)
+		b, err = kafka.OpenEnv(spec, getenv)
 	case sqs.Kind:
 		b, err = sqs.OpenEnv(spec, getenv)
 	default:

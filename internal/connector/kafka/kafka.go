@@ -457,6 +457,10 @@ func (c *Conn) markStored(ctx context.Context, e *entry.Entry) error {
 	return c.commit(ctx, p, next)
 }
 
+// Flush commits every partition's offset past its stored records: the
+// runner calls it when a run ends.
+func (c *Conn) Flush(ctx context.Context) error { return c.flush(ctx) }
+
 // flush commits every partition's offset past its stored records.
 func (c *Conn) flush(ctx context.Context) error {
 	c.mu.Lock()

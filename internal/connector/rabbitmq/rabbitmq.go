@@ -326,6 +326,21 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	}
 }
 
+// Flush acks every stored message not acked yet (those a message never
+// stored holds back): the runner calls it when a run ends.
+func (c *Conn) Flush(context.Context) error {
+	c.mu.Lock()
+	acks := c.acks
+	c.mu.Unlock()
+	if acks == nil {
+		return nil
+	}
+	if err := acks.flush(); err != nil {
+		return fmt.Errorf("rabbitmq: ack in %s: %s (the messages not acked stay in the queue and are read again)", c.queue, c.redact(err.Error()))
+	}
+	return nil
+}
+
 // Stored acks the entry's message in the DLQ: the store has it now, so
 // the broker's retention can no longer lose it. A failed ack is noted;
 // the message stays in the queue and is read again.

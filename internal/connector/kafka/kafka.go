@@ -611,7 +611,7 @@ func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
 		FirstFailure: r.Timestamp.UTC(),
 		LastFailure:  r.Timestamp.UTC(),
 	}
-	labels := make(map[string]string, 5)
+	labels := make(map[string]string, 6)
 	labels["kafka.dlt"] = r.Topic
 	orig, part, off := str(dltTopic), headerValue(r, dltPartition), headerValue(r, dltOffset)
 	if orig == "" {
@@ -648,6 +648,11 @@ func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
 		labels[entry.OrderLabel] = Kind + ":" + orig + "/" + strconv.Itoa(int(*origPart))
 	} else {
 		labels[entry.OrderLabel] = Kind + ":" + r.Topic + "/" + strconv.Itoa(int(r.Partition))
+	}
+	if origOff != nil && origPart != nil {
+		labels[entry.OrderPosLabel] = strconv.FormatInt(*origOff, 10)
+	} else {
+		labels[entry.OrderPosLabel] = strconv.FormatInt(r.Offset, 10)
 	}
 	fqcn, cause, connCl := str(dltFQCN), str(dltCauseFQCN), str(connClass)
 	msg := str(dltMessage)

@@ -274,7 +274,8 @@ type batch struct {
 // goroutine polls and converts the records to entries (in parallel when a
 // poll brings many) while the caller's goroutine yields the previous
 // poll's: a read is bounded by the fetch or by the caller's stores, not by
-// building entries. At most two polls are in memory at once.
+// building entries. At most three polls are in memory at once (one
+// yielded, one waiting, one converting).
 func (c *Conn) consume(ctx context.Context, from map[int32]kgo.Offset, want map[int32]int64, held int64, yield func(entry.Entry, error) bool) {
 	fail := func(err error) { yield(entry.Entry{}, fmt.Errorf("kafka topic %s: %w", c.topic, c.redact(err))) }
 	o, err := c.opts()

@@ -274,8 +274,8 @@ type batch struct {
 // goroutine polls and converts the records to entries (in parallel when a
 // poll brings many) while the caller's goroutine yields the previous
 // poll's: a read is bounded by the fetch or by the caller's stores, not by
-// building entries. At most three polls are in memory at once (one
-// yielded, one waiting, one converting).
+// building entries. At most three polls (pollMax records each) are in
+// memory at once: one yielded, one waiting, one converting.
 func (c *Conn) consume(ctx context.Context, from map[int32]kgo.Offset, want map[int32]int64, held int64, yield func(entry.Entry, error) bool) {
 	fail := func(err error) { yield(entry.Entry{}, fmt.Errorf("kafka topic %s: %w", c.topic, c.redact(err))) }
 	o, err := c.opts()
@@ -338,7 +338,7 @@ func (c *Conn) poll(ctx context.Context, cl *kgo.Client, want map[int32]int64, h
 	read := 0
 	for len(want) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, c.wait)
-		fetches := cl.PollFetches(pctx)
+		fetches := cl.PollRecords(pctx, pollMax)
 		cancel()
 		if ctx.Err() != nil {
 			return false
@@ -389,6 +389,10 @@ func (c *Conn) poll(ctx context.Context, cl *kgo.Client, want map[int32]int64, h
 	}
 	return true
 }
+
+// pollMax bounds one poll's records: a read holds at most three polls of
+// records and their entries (a fetch of 50 partitions can bring 50 MB).
+const pollMax = 1024
 
 // convertChunk is the fewest records worth a goroutine of their own.
 const convertChunk = 64

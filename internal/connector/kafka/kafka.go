@@ -289,7 +289,10 @@ func (c *Conn) consume(ctx context.Context, from map[int32]kgo.Offset, want map[
 		fail(err)
 		return
 	}
-	defer cl.Close()
+	// Closing a consumer takes 2-5 ms (its fetch loops wind down): once
+	// the records are yielded the read is done, and the client goes away
+	// behind it (the poll goroutine has stopped by then).
+	defer func() { go cl.Close() }()
 	rctx, stop := context.WithCancel(ctx)
 	out := make(chan batch, 1)
 	complete := false

@@ -503,7 +503,7 @@ Executing records the bulk operation in the audit trail before any dispatch;
 	f.Var(targetURL{&tgt.url}, "target", "send the replay to this URL, overriding rules.yaml targets")
 	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads")
 	f.StringVarP(&outF, "output", "o", "table", "output format: table or json")
-	f.Float64Var(&rate, "rate", 0, "with --filter: at most this many dispatches per second")
+	f.Float64Var(&rate, "rate", 0, "with --filter: at most this many dispatches per second to each destination")
 	f.IntVar(&par, "max-parallel", 5, "with --filter: dispatches at once (1 with --spread)")
 	bulk.register(f, true)
 	return cmd

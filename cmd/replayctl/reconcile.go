@@ -217,7 +217,7 @@ configuration errors.`,
 	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads (GET ?key=K: 200 committed, 404 not)")
 	f.IntVar(&par, "max-parallel", 5, "dispatches in flight at once")
 	f.IntVar(&window, "window", 0, "most entries handled together: on bbolt their intents (then outcomes) are committed together (0: max(4 x --max-parallel, 64)); on PostgreSQL a worker holds this many claimed entries (0: 4 x --max-parallel); a kill leaves up to this many outcome_unknown")
-	f.Float64Var(&rate, "rate", 0, "at most this many dispatches per second (0: no limit)")
+	f.Float64Var(&rate, "rate", 0, "at most this many dispatches per second to each destination (0: no limit)")
 	f.IntVar(&limit, "limit", 0, "handle at most this many entries this run (0: all)")
 	f.BoolVar(&dry, "dry-run", false, "decide and print, change nothing (same as plan)")
 	f.DurationVar(&lease, "lease", 2*time.Minute, "with --store: how long a worker's claim on an entry lasts, renewed while it waits to be sent (must exceed a dispatch's timeout by a third: a dispatch starts with at least 3/4 of it ahead)")

@@ -190,7 +190,7 @@ duties in reverse order, and exits.`,
 	f.Var(targetURL{&tgt.url}, "target", "send every replay to this URL, overriding rules.yaml targets")
 	f.Var(httpURL{&tgt.probe}, "probe", "with --target: URL for compensating reads")
 	f.IntVar(&par, "max-parallel", 5, "entries handled at once per run")
-	f.Float64Var(&rate, "rate", 0, "at most this many dispatches per second (0: no limit)")
+	f.Float64Var(&rate, "rate", 0, "at most this many dispatches per second to each destination (0: no limit)")
 	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM; with --tls-key)")
 	f.StringVar(&tlsKey, "tls-key", "", "private key of --tls-cert (PEM)")
 	f.StringArrayVar(&trustedProxies, "trusted-proxy", nil, "accept X-Forwarded-User/X-Forwarded-Groups from this address or CIDR (repeatable; e.g. the oauth2-proxy pod network)")

@@ -18,6 +18,17 @@ const (
 	ReplayCountLabel = "replayctl-replay-count"
 )
 
+// OrderLabel, on an entry, names the sequence whose order its replays
+// keep (a Kafka record's original topic and partition): a run never
+// replays two entries with the same value at once, and starts them in the
+// order it read them (replay/order.go).
+// OrderPosLabel is the entry's place in that sequence (a decimal number:
+// the record's original offset).
+const (
+	OrderLabel    = "replayctl.order"
+	OrderPosLabel = "replayctl.order_pos"
+)
+
 // LineageOf is the entry's lineage: Lineage, else the lineage stamped on
 // the message it came from (LineageLabel), else "".
 func (e *Entry) LineageOf() string {

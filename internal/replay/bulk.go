@@ -365,6 +365,7 @@ func (b *Bulk) selection(ctx context.Context, f *BulkFilter, now time.Time) ([]*
 		return nil
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Entry.Ref() < out[j].Entry.Ref() })
+	orderSequences(out) // a Kafka partition's records by offset (order.go)
 	return out, err
 }
 
@@ -521,16 +522,20 @@ func (b *Bulk) ExecuteReplay(ctx context.Context, f BulkFilter) (*BulkReport, er
 	stop := func() { mu.Lock(); stopped = true; mu.Unlock() }
 	failed := func() bool { mu.Lock(); defer mu.Unlock(); return fatal != nil }
 	jobs := make(chan int)
+	var chain orderChain
+	turns := make([]*orderTurn, len(sel)) // set before i is sent on jobs
 	for range par {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				if ctx.Err() != nil || failed() {
+				if ctx.Err() != nil || failed() || turns[i].wait(ctx) != nil {
+					turns[i].done()
 					stop()
 					continue // never started: not counted, the resumed run sends it
 				}
 				res, err := r.handleOne(ctx, sel[i], pres[i])
+				turns[i].done()
 				switch {
 				case errors.Is(err, ErrState):
 					// In flight elsewhere (another replay, or another worker's
@@ -630,9 +635,11 @@ plan:
 		}
 		mu.Unlock()
 		sent++
+		turns[i] = chain.join(&er.Entry)
 		select {
 		case jobs <- i:
 		case <-ctx.Done():
+			turns[i].done()
 			stop()
 			break plan
 		}

@@ -64,6 +64,38 @@ func (p *pacer) wait(ctx context.Context) error {
 	return p.clk.Sleep(ctx, delay)
 }
 
+// pacers holds one pacer per route (issue 28: --rate applies per
+// destination, a queue, a topic or a target, as the breakers do): a run
+// replaying to two queues sends at most rate per second to each.
+type pacers struct {
+	perSecond float64
+	clk       Clock
+	mu        sync.Mutex
+	by        map[string]*pacer // by route name
+}
+
+func newPacers(perSecond float64, clk Clock) *pacers {
+	if perSecond <= 0 {
+		return nil
+	}
+	return &pacers{perSecond: perSecond, clk: clk, by: map[string]*pacer{}}
+}
+
+// wait blocks until the route's next dispatch may start.
+func (ps *pacers) wait(ctx context.Context, route string) error {
+	if ps == nil {
+		return ctx.Err()
+	}
+	ps.mu.Lock()
+	p := ps.by[route]
+	if p == nil {
+		p = newPacer(ps.perSecond, ps.clk)
+		ps.by[route] = p
+	}
+	ps.mu.Unlock()
+	return p.wait(ctx)
+}
+
 // keyLocks serialises work on one idempotency key inside a process, so
 // two entries with the same key never race to dispatch.
 type keyLocks struct {

@@ -43,8 +43,9 @@ func NewOriginRouter(next Router, override bool, c Credentials, srcs ...source.S
 func (r *OriginRouter) Route(e *entry.Entry) (Route, bool) {
 	if !r.Override {
 		if b, ok := r.brokers.BrokerFor(e); ok {
-			// A broker replays back where the message came from (issue 28).
-			return Route{Name: b.Origin(), Dispatcher: replayDispatcher{b}}, true
+			// A broker replays back where the message came from (issue 28),
+			// and a route, its breaker and its --rate, is per destination.
+			return Route{Name: b.Destination(e), Dispatcher: replayDispatcher{b}}, true
 		}
 		if spec, ok := registry.OriginTarget(e); ok {
 			r.mu.Lock()

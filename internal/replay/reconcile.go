@@ -45,7 +45,7 @@ type Reconciler struct {
 	// Lease is how long a claim on an entry lasts (shared stores; default
 	// 2m). It must exceed a dispatch's timeout.
 	Lease       time.Duration
-	Rate        float64       // dispatches per second across workers (0: unlimited)
+	Rate        float64       // dispatches per second to each route (destination), across workers (0: unlimited)
 	Limit       int           // entries to handle this run (0: all)
 	ApprovalTTL time.Duration // default 24h
 	// Breakers are the targets' circuit breakers; share one between runs
@@ -68,7 +68,7 @@ type Reconciler struct {
 	OnHoldExpired func(ExpiredHold)
 
 	locks keyLocks
-	pace  *pacer
+	pace  *pacers
 	// onDecide, when set (tests), is told of every decision made (decide.go).
 	onDecide func(ref string)
 }
@@ -511,7 +511,7 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 			end()
 		}
 	}()
-	if err := r.pace.wait(ctx); err != nil {
+	if err := r.pace.wait(ctx, route.Name); err != nil {
 		res.Status, res.Reason = store.StatusPending, "run interrupted before dispatch"
 		return r.record(ctx, h, e, res, nil)
 	}
@@ -1035,7 +1035,7 @@ func (r *Reconciler) defaults() {
 		r.Actor = "replayctl"
 	}
 	if r.pace == nil {
-		r.pace = newPacer(r.Rate, r.Clock)
+		r.pace = newPacers(r.Rate, r.Clock)
 	}
 	if r.Breakers == nil {
 		r.Breakers = NewBreakers(r.Clock)

@@ -66,6 +66,13 @@ func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, er
 	}
 	defer func() {
 		for _, src := range srcs {
+			// A broker acks or commits what its entries' stores allow in
+			// batches; what is left (behind an entry never stored) goes now.
+			if f, ok := src.(interface{ Flush(context.Context) error }); ok {
+				if err := f.Flush(context.WithoutCancel(ctx)); err != nil {
+					rep.Notes = append(rep.Notes, err.Error())
+				}
+			}
 			if n, ok := src.(interface{ Notes() []string }); ok {
 				rep.Notes = append(rep.Notes, n.Notes()...)
 			}

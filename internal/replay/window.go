@@ -500,7 +500,8 @@ func (r *Reconciler) passWindows(ctx context.Context, feed func(context.Context,
 		n := 0
 		for n < len(queue) && n < size {
 			k, ref := "k"+queue[n].w.e.IdempotencyKey, "r"+queue[n].w.e.Ref()
-			if seen[k] || seen[ref] || inflight != nil && (inflight.keys[k] || inflight.keys[ref]) {
+			if seen[k] || seen[ref] || inflight != nil && (inflight.keys[k] || inflight.keys[ref]) ||
+				orderBlocks(&queue[n].w.e, seen, inflight) {
 				break
 			}
 			seen[k], seen[ref] = true, true
@@ -736,7 +737,7 @@ func (r *Reconciler) prepare(ctx context.Context, qs []*queued) {
 // running is a started window.
 type running struct {
 	win      *window
-	keys     map[string]bool // "k"+key and "r"+ref of its entries
+	keys     map[string]bool // "k"+key, "r"+ref and "o"+sequence (order.go) of its entries
 	results  []done
 	handled  []bool
 	errs     []error

@@ -1,6 +1,7 @@
 package brokermsg
 
 import (
+	"bytes"
 	"strings"
 
 	"github.com/replayctl/replayctl/internal/connector"
@@ -74,10 +75,14 @@ var messageRules = [...]struct{ frag, code string }{
 func ExceptionCode(classes []string, message, stack string) string {
 	all := append([]string(nil), classes...)
 	all = append(all, stackClasses(stack)...)
+	var buf [256]byte // a class name lower-cased without an allocation
 	for i := len(all) - 1; i >= 0; i-- {
-		c := strings.ToLower(all[i])
+		if all[i] == "" {
+			continue
+		}
+		c := appendLower(buf[:0], all[i])
 		for _, r := range exceptionRules {
-			if c != "" && strings.Contains(c, r.frag) {
+			if bytes.Contains(c, []byte(r.frag)) {
 				return r.code
 			}
 		}
@@ -91,17 +96,36 @@ func ExceptionCode(classes []string, message, stack string) string {
 	return ""
 }
 
+// appendLower appends s with ASCII upper case lowered (class names are
+// ASCII; anything else stays as it is and matches no rule).
+func appendLower(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		dst = append(dst, b)
+	}
+	return dst
+}
+
 // stackClasses returns the exception classes a Java stack trace names: the
 // first line's and every "Caused by:" line's, outermost first.
 func stackClasses(stack string) []string {
 	if stack == "" {
 		return nil
 	}
+	// A scan, not strings.SplitN(stack, "\n", 2000): SplitN allocates
+	// room for all 2000 lines up front, 32 KB a message, which was most
+	// of a Kafka read's allocation.
 	var out []string
-	for i, line := range strings.SplitN(stack, "\n", 2000) {
+	rest := stack
+	for i := 0; i < 2000 && rest != ""; i++ {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
 		line = strings.TrimSpace(line)
-		if rest, ok := strings.CutPrefix(line, "Caused by:"); ok {
-			out = append(out, className(rest))
+		if cause, ok := strings.CutPrefix(line, "Caused by:"); ok {
+			out = append(out, className(cause))
 		} else if i == 0 {
 			out = append(out, className(line))
 		}

@@ -6,8 +6,11 @@
 // Spec: kafka:HOST:PORT[,HOST:PORT...]?topic=DLT_TOPIC&group=GROUP, with
 // optional wait=DURATION (how long a read waits for records it knows are
 // there before it stops, default 5s) and timeout=DURATION (a replay's
-// produce deadline, default 30s). Plain TCP without SASL: a cluster that
-// needs credentials is not supported yet.
+// produce deadline, default 30s). Security (auth.go): tls=1 (the system's
+// roots, or tls_ca=FILE, a PEM bundle to trust) and sasl=plain,
+// scram-sha-256 or scram-sha-512, with the user and password from
+// KAFKA_USERNAME and KAFKA_PASSWORD only (sasl=plain only with tls=1); the
+// Origin keeps the options, never the credentials.
 //
 // Reads: the group's committed offset (else the partition's start) and
 // the partition's end offset are taken when the read starts, so the read

@@ -3,11 +3,12 @@ package kafka
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
 	"net/url"
+	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +64,7 @@ type Conn struct {
 	group   string
 	wait    time.Duration
 	timeout time.Duration
+	sec     security // tls, sasl (auth.go)
 
 	mu       sync.Mutex
 	admin    *kgo.Client
@@ -82,8 +84,12 @@ type partTrack struct {
 
 var _ connector.Connector = (*Conn)(nil)
 
-// Open parses a kafka: spec.
-func Open(spec string) (*Conn, error) {
+// Open parses a kafka: spec; SASL credentials come from the environment
+// (KAFKA_USERNAME, KAFKA_PASSWORD).
+func Open(spec string) (*Conn, error) { return OpenEnv(spec, os.Getenv) }
+
+// OpenEnv is Open with the environment read through getenv.
+func OpenEnv(spec string, getenv func(string) string) (*Conn, error) {
 	rest, ok := strings.CutPrefix(spec, Kind+":")
 	if !ok {
 		return nil, fmt.Errorf("want %s:HOST:PORT[,HOST:PORT...]?topic=DLT_TOPIC&group=GROUP", Kind)
@@ -122,7 +128,12 @@ func Open(spec string) (*Conn, error) {
 			*dst = d
 		}
 	}
-	c.origin = Kind + ":" + strings.Join(c.brokers, ",") + "?" + url.Values{"topic": {c.topic}, "group": {c.group}}.Encode()
+	if c.sec, err = parseSecurity(q, getenv); err != nil {
+		return nil, err
+	}
+	oq := url.Values{"topic": {c.topic}, "group": {c.group}}
+	c.sec.query(oq)
+	c.origin = Kind + ":" + strings.Join(c.brokers, ",") + "?" + oq.Encode()
 	return c, nil
 }
 
@@ -132,6 +143,14 @@ func (c *Conn) String() string { return c.spec }
 // Origin is where this connector's entries say they were read; Open
 // takes it again.
 func (c *Conn) Origin() string { return c.origin }
+
+// Destination names where a replay of e goes: its original topic on this
+// cluster. A run's breaker and --rate are per route, and a broker entry's
+// route is its destination (issue 28: per queue or topic, not per
+// connector).
+func (c *Conn) Destination(e *entry.Entry) string {
+	return Kind + ":" + strings.Join(c.brokers, ",") + "?" + url.Values{"topic": {e.Topic}}.Encode()
+}
 
 // Notes says how many records the DLT held and how many were read.
 func (c *Conn) Notes() []string {
@@ -150,7 +169,11 @@ func (c *Conn) adminClient() (*kadm.Client, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.admin == nil {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.DialTimeout(10*time.Second))
+		o, err := c.opts()
+		if err != nil {
+			return nil, err
+		}
+		cl, err := kgo.NewClient(o...)
 		if err != nil {
 			return nil, err
 		}
@@ -179,7 +202,7 @@ func (c *Conn) Close() error {
 // the end offsets the read began with.
 func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	return func(yield func(entry.Entry, error) bool) {
-		fail := func(err error) { yield(entry.Entry{}, fmt.Errorf("kafka topic %s: %w", c.topic, err)) }
+		fail := func(err error) { yield(entry.Entry{}, fmt.Errorf("kafka topic %s: %w", c.topic, c.redact(err))) }
 		adm, err := c.adminClient()
 		if err != nil {
 			fail(err)
@@ -234,67 +257,173 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 		if held == 0 {
 			return
 		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.DialTimeout(10*time.Second),
-			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.topic: from}),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-		if err != nil {
-			fail(err)
+		c.consume(ctx, from, want, held, yield)
+	}
+}
+
+// batch is one poll's records, converted to entries off the reader's
+// goroutine.
+type batch struct {
+	es    []entry.Entry
+	parts []int32
+	offs  []int64
+	err   error
+}
+
+// consume reads the partitions in from up to the offsets in want. One
+// goroutine polls and converts the records to entries (in parallel when a
+// poll brings many) while the caller's goroutine yields the previous
+// poll's: a read is bounded by the fetch or by the caller's stores, not by
+// building entries. At most three polls (pollMax records each) are in
+// memory at once: one yielded, one waiting, one converting.
+func (c *Conn) consume(ctx context.Context, from map[int32]kgo.Offset, want map[int32]int64, held int64, yield func(entry.Entry, error) bool) {
+	fail := func(err error) { yield(entry.Entry{}, fmt.Errorf("kafka topic %s: %w", c.topic, c.redact(err))) }
+	o, err := c.opts()
+	if err != nil {
+		fail(err)
+		return
+	}
+	cl, err := kgo.NewClient(append(o, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.topic: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	if err != nil {
+		fail(err)
+		return
+	}
+	// Closing a consumer takes 2-5 ms (its fetch loops wind down): once
+	// the records are yielded the read is done, and the client goes away
+	// behind it (the poll goroutine has stopped by then).
+	defer func() { go cl.Close() }()
+	rctx, stop := context.WithCancel(ctx)
+	out := make(chan batch, 1)
+	complete := false
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(out)
+		complete = c.poll(rctx, cl, want, held, out)
+	}()
+	defer wg.Wait()
+	defer stop()
+	read := 0
+	for b := range out {
+		if b.err != nil {
+			fail(fmt.Errorf("fetch after %d records: %w", read, b.err))
 			return
 		}
-		defer cl.Close()
-		read := 0
-		for len(want) > 0 {
-			pctx, cancel := context.WithTimeout(ctx, c.wait)
-			fetches := cl.PollFetches(pctx)
-			cancel()
-			if ctx.Err() != nil {
-				return
-			}
-			progressed := false
-			var fetchErr error
-			fetches.EachError(func(_ string, _ int32, err error) {
-				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && fetchErr == nil {
-					fetchErr = err
-				}
-			})
-			if fetchErr != nil {
-				fail(fmt.Errorf("fetch after %d records: %w", read, fetchErr))
-				return
-			}
-			for _, r := range fetches.Records() {
-				end, open := want[r.Partition]
-				if !open || r.Offset >= end {
-					continue // past what the read began with: the next run's
-				}
-				progressed = true
-				e := c.entryOf(r)
-				c.mu.Lock()
-				t := c.parts[r.Partition]
-				t.pending = append(t.pending, r.Offset)
-				c.mu.Unlock()
-				read++
-				if r.Offset+1 >= end {
-					delete(want, r.Partition)
-				}
-				if !yield(e, nil) {
-					return
-				}
-			}
-			// Transaction markers and compacted-away offsets are never
-			// returned: a partition whose next fetch position reached
-			// its end is done.
-			fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-				if end, ok := want[p.Partition]; ok && p.HighWatermark >= end && len(p.Records) == 0 && p.LastStableOffset >= end {
-					delete(want, p.Partition)
-				}
-			})
-			if !progressed && fetches.Empty() {
-				c.note("kafka topic %s: read %d of %d records: none came for %s (compacted or aborted records, or the topic was truncated)", c.topic, read, held, c.wait)
+		for i := range b.es {
+			c.mu.Lock()
+			t := c.parts[b.parts[i]]
+			t.pending = append(t.pending, b.offs[i])
+			c.mu.Unlock()
+			read++
+			if !yield(b.es[i], nil) {
 				return
 			}
 		}
+	}
+	if ctx.Err() == nil && complete {
 		c.note("kafka topic %s: read %d of %d records", c.topic, read, held)
 	}
+}
+
+// poll fetches until every partition in want reached its end and sends
+// each poll's entries to out. It reports whether the read is complete.
+func (c *Conn) poll(ctx context.Context, cl *kgo.Client, want map[int32]int64, held int64, out chan<- batch) bool {
+	send := func(b batch) bool {
+		select {
+		case out <- b:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	read := 0
+	for len(want) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, c.wait)
+		fetches := cl.PollRecords(pctx, pollMax)
+		cancel()
+		if ctx.Err() != nil {
+			return false
+		}
+		var fetchErr error
+		fetches.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && fetchErr == nil {
+				fetchErr = err
+			}
+		})
+		if fetchErr != nil {
+			send(batch{err: fetchErr})
+			return false
+		}
+		var recs []*kgo.Record
+		for _, r := range fetches.Records() {
+			end, open := want[r.Partition]
+			if !open || r.Offset >= end {
+				continue // past what the read began with: the next run's
+			}
+			recs = append(recs, r)
+			if r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		}
+		if len(recs) > 0 {
+			b := batch{es: c.entriesOf(recs), parts: make([]int32, len(recs)), offs: make([]int64, len(recs))}
+			for i, r := range recs {
+				b.parts[i], b.offs[i] = r.Partition, r.Offset
+			}
+			read += len(recs)
+			if !send(b) {
+				return false
+			}
+		}
+		// Transaction markers and compacted-away offsets are never
+		// returned: a partition whose next fetch position reached
+		// its end is done.
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			if end, ok := want[p.Partition]; ok && p.HighWatermark >= end && len(p.Records) == 0 && p.LastStableOffset >= end {
+				delete(want, p.Partition)
+			}
+		})
+		if len(recs) == 0 && fetches.Empty() {
+			c.note("kafka topic %s: read %d of %d records: none came for %s (compacted or aborted records, or the topic was truncated)", c.topic, read, held, c.wait)
+			return false
+		}
+	}
+	return true
+}
+
+// pollMax bounds one poll's records: a read holds at most three polls of
+// records and their entries (a fetch of 50 partitions can bring 50 MB).
+const pollMax = 1024
+
+// convertChunk is the fewest records worth a goroutine of their own.
+const convertChunk = 64
+
+// entriesOf converts a poll's records, spread over the CPUs.
+func (c *Conn) entriesOf(recs []*kgo.Record) []entry.Entry {
+	es := make([]entry.Entry, len(recs))
+	workers := min(runtime.GOMAXPROCS(0), (len(recs)+convertChunk-1)/convertChunk)
+	if workers <= 1 {
+		for i, r := range recs {
+			es[i] = c.entryOf(r)
+		}
+		return es
+	}
+	per := (len(recs) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(recs); lo += per {
+		hi := min(lo+per, len(recs))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				es[i] = c.entryOf(recs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return es
 }
 
 // commitEvery is how many stored records make a commit before the read
@@ -336,6 +465,10 @@ func (c *Conn) markStored(ctx context.Context, e *entry.Entry) error {
 	return c.commit(ctx, p, next)
 }
 
+// Flush commits every partition's offset past its stored records: the
+// runner calls it when a run ends.
+func (c *Conn) Flush(ctx context.Context) error { return c.flush(ctx) }
+
 // flush commits every partition's offset past its stored records.
 func (c *Conn) flush(ctx context.Context) error {
 	c.mu.Lock()
@@ -367,7 +500,7 @@ func (c *Conn) commit(ctx context.Context, p int32, next int64) error {
 		err = resp.Error()
 	}
 	if err != nil {
-		return fmt.Errorf("kafka: commit %s/%d at %d for group %s: %w (the records after the last commit are read again)", c.topic, p, next, c.group, err)
+		return fmt.Errorf("kafka: commit %s/%d at %d for group %s: %w (the records after the last commit are read again)", c.topic, p, next, c.group, c.redact(err))
 	}
 	c.mu.Lock()
 	if t := c.parts[p]; t != nil && next > t.committed {
@@ -452,27 +585,45 @@ func number(b []byte, size int) (int64, bool) {
 
 const maxMessage = 2000
 
-func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
-	last := map[string][]byte{}
-	env := envelope{Body: brokermsg.NewBody(r.Value), Key: brokermsg.NewBin(r.Key), Topic: r.Topic,
-		Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UTC()}
-	for _, h := range r.Headers {
-		env.Headers = append(env.Headers, header{Key: h.Key, Value: brokermsg.NewBin(h.Value)})
-		last[h.Key] = h.Value
+// headerValue is the value of the record's last header named k (a
+// record is short of headers: a scan beats building a map).
+func headerValue(r *kgo.Record, k string) []byte {
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		if r.Headers[i].Key == k {
+			return r.Headers[i].Value
+		}
 	}
-	str := func(k string) string { return string(last[k]) }
+	return nil
+}
+
+func hasHeader(r *kgo.Record, k string) bool {
+	for i := range r.Headers {
+		if r.Headers[i].Key == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
+	str := func(k string) string { return string(headerValue(r, k)) }
+	id := make([]byte, 0, len(r.Topic)+24)
+	id = append(id, r.Topic...)
+	id = append(append(id, '/'), strconv.FormatInt(int64(r.Partition), 10)...)
+	id = append(append(id, '/'), strconv.FormatInt(r.Offset, 10)...)
 	e := entry.Entry{
-		ID:           fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset),
+		ID:           string(id),
 		Source:       Kind,
 		Origin:       c.origin,
 		Attempts:     1,
 		FirstFailure: r.Timestamp.UTC(),
 		LastFailure:  r.Timestamp.UTC(),
 	}
-	labels := map[string]string{"kafka.dlt": r.Topic}
-	orig, part, off := str(dltTopic), last[dltPartition], last[dltOffset]
+	labels := make(map[string]string, 6)
+	labels["kafka.dlt"] = r.Topic
+	orig, part, off := str(dltTopic), headerValue(r, dltPartition), headerValue(r, dltOffset)
 	if orig == "" {
-		orig, part, off = str(connTopic), last[connPartition], last[connOffset]
+		orig, part, off = str(connTopic), headerValue(r, connPartition), headerValue(r, connOffset)
 	}
 	if orig == "" {
 		// Spring's default DLT name is TOPIC.DLT (TOPIC-dlt for retry topics).
@@ -483,21 +634,35 @@ func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
 			}
 		}
 	}
-	env.OriginalTopic = orig
 	e.Topic = orig
+	var origPart *int32
+	var origOff *int64
 	if n, ok := number(part, 4); ok {
 		p := int32(n)
-		env.OriginalPartition = &p
+		origPart = &p
 		labels["kafka.original_partition"] = strconv.Itoa(int(p))
 	}
 	if n, ok := number(off, 8); ok {
-		env.OriginalOffset = &n
+		origOff = &n
 		labels["kafka.original_offset"] = strconv.FormatInt(n, 10)
 	}
 	if orig != "" {
 		labels["kafka.original_topic"] = orig
 	}
-	classes := []string{str(dltFQCN), str(dltCauseFQCN), str(connClass)}
+	// The sequence whose order replays keep (replay/order.go): the
+	// original partition, else the DLT partition, whose offsets are the
+	// order the records failed in.
+	if orig != "" && origPart != nil {
+		labels[entry.OrderLabel] = Kind + ":" + orig + "/" + strconv.Itoa(int(*origPart))
+	} else {
+		labels[entry.OrderLabel] = Kind + ":" + r.Topic + "/" + strconv.Itoa(int(r.Partition))
+	}
+	if origOff != nil && origPart != nil {
+		labels[entry.OrderPosLabel] = strconv.FormatInt(*origOff, 10)
+	} else {
+		labels[entry.OrderPosLabel] = strconv.FormatInt(r.Offset, 10)
+	}
+	fqcn, cause, connCl := str(dltFQCN), str(dltCauseFQCN), str(connClass)
 	msg := str(dltMessage)
 	if msg == "" {
 		msg = str(connMessage)
@@ -506,10 +671,10 @@ func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
 	if stack == "" {
 		stack = str(connStacktrace)
 	}
-	e.ReasonCode = brokermsg.ExceptionCode(classes, msg, stack)
+	e.ReasonCode = brokermsg.ExceptionCode([]string{fqcn, cause, connCl}, msg, stack)
 	if msg == "" {
 		// The class names something: "ClassName" alone is the error.
-		for _, cl := range []string{str(dltCauseFQCN), str(dltFQCN), str(connClass)} {
+		for _, cl := range []string{cause, fqcn, connCl} {
 			if cl != "" {
 				msg = cl
 				break
@@ -517,7 +682,7 @@ func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
 		}
 	}
 	e.Message = brokermsg.Excerpt(msg, maxMessage)
-	if _, stamped := last[brokermsg.HeaderCount]; stamped {
+	if hasHeader(r, brokermsg.HeaderCount) {
 		labels = brokermsg.SetLineage(labels, str(brokermsg.HeaderKey), str(brokermsg.HeaderCount))
 	} else if k := str(brokermsg.HeaderKey); k != "" {
 		e.IdempotencyKey = k // the application's own key, preserved
@@ -527,10 +692,47 @@ func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
 	if e.IdempotencyKey == "" {
 		e.IdempotencyKey, e.KeyDerived = entry.DeriveKey(Kind, e.ID), true
 	}
-	p, err := json.Marshal(env)
-	if err != nil {
-		e.DecodeError = "encode envelope: " + err.Error()
-	}
-	e.Payload = p
+	e.Payload = appendEnvelope(nil, r, orig, origPart, origOff)
 	return e
+}
+
+// appendEnvelope appends the record's envelope as JSON: what
+// json.Marshal(envelope{...}) writes, without its reflection and copies.
+func appendEnvelope(dst []byte, r *kgo.Record, orig string, part *int32, off *int64) []byte {
+	size := len(r.Value) + len(r.Key) + len(r.Topic) + len(orig) + 160
+	for _, h := range r.Headers {
+		size += len(h.Key) + len(h.Value) + 32
+	}
+	if cap(dst)-len(dst) < size {
+		dst = append(make([]byte, 0, len(dst)+size+size/8), dst...)
+	}
+	dst = append(dst, '{')
+	dst = brokermsg.AppendBody(dst, r.Value) // a null value is "body":"", as NewBody(nil)
+	dst = brokermsg.AppendBin(brokermsg.AppendKey(dst, "key"), r.Key)
+	if len(r.Headers) > 0 {
+		dst = append(brokermsg.AppendKey(dst, "headers"), '[')
+		for i, h := range r.Headers {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = brokermsg.AppendString(append(dst, `{"key":`...), h.Key)
+			dst = brokermsg.AppendBin(append(dst, `,"value":`...), h.Value)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, ']')
+	}
+	dst = brokermsg.AppendString(brokermsg.AppendKey(dst, "topic"), r.Topic)
+	dst = brokermsg.AppendInt(brokermsg.AppendKey(dst, "partition"), int64(r.Partition))
+	dst = brokermsg.AppendInt(brokermsg.AppendKey(dst, "offset"), r.Offset)
+	dst = brokermsg.AppendTime(brokermsg.AppendKey(dst, "timestamp"), r.Timestamp.UTC())
+	if orig != "" {
+		dst = brokermsg.AppendString(brokermsg.AppendKey(dst, "original_topic"), orig)
+	}
+	if part != nil {
+		dst = brokermsg.AppendInt(brokermsg.AppendKey(dst, "original_partition"), int64(*part))
+	}
+	if off != nil {
+		dst = brokermsg.AppendInt(brokermsg.AppendKey(dst, "original_offset"), *off)
+	}
+	return append(dst, '}')
 }

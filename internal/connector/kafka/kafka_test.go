@@ -356,3 +356,37 @@ func TestSpec(t *testing.T) {
 		}
 	}
 }
+
+// A read of more records than one poll takes (pollMax) over three
+// partitions is complete, yields each partition's records in offset
+// order, and once they are all stored the group's offsets are past them:
+// the next read finds nothing.
+func TestReadAcrossPolls(t *testing.T) {
+	c := newCluster(t)
+	const n = 3*pollMax + 7
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, springDLT(fmt.Sprint("k", i), fmt.Sprintf(`{"i":%d}`, i), int32(i%3), int64(i), "x.W", "java.net.SocketTimeoutException", "Read timed out"))
+	}
+	c.produce(rs...)
+	conn := c.open("")
+	got := readAll(t, conn)
+	if len(got) != n {
+		t.Fatalf("read %d of %d", len(got), n)
+	}
+	last := map[int32]int64{0: -1, 1: -1, 2: -1}
+	for i := range got {
+		_, p, off, ok := parseID(got[i].ID)
+		if !ok || off <= last[p] {
+			t.Fatalf("entry %d: %s after offset %d of its partition", i, got[i].ID, last[p])
+		}
+		last[p] = off
+		conn.Stored(context.Background(), &got[i])
+	}
+	if notes := strings.Join(conn.Notes(), "\n"); !strings.Contains(notes, fmt.Sprintf("read %d of %d", n, n)) || strings.Contains(notes, "commit") {
+		t.Fatalf("notes:\n%s", notes)
+	}
+	if again := readAll(t, c.open("")); len(again) != 0 {
+		t.Fatalf("read %d again after every record was stored", len(again))
+	}
+}

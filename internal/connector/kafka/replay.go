@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"syscall"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,9 +24,13 @@ func (c *Conn) producerClient() (*kgo.Client, error) {
 		// own retries carry sequence numbers, so the broker drops a
 		// duplicate; nothing is resent across runs except through the
 		// ledger.
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.DialTimeout(10*time.Second),
+		o, err := c.opts()
+		if err != nil {
+			return nil, err
+		}
+		cl, err := kgo.NewClient(append(o,
 			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(c.timeout),
-			kgo.ProducerLinger(0), kgo.UnknownTopicRetries(2))
+			kgo.ProducerLinger(0), kgo.UnknownTopicRetries(2))...)
 		if err != nil {
 			return nil, err
 		}
@@ -79,14 +82,14 @@ func (c *Conn) Replay(ctx context.Context, req connector.Request) connector.Resu
 	}
 	cl, err := c.producerClient()
 	if err != nil {
-		return connector.Result{Outcome: connector.NotSent, TargetDown: true, Detail: "kafka: " + err.Error()}
+		return connector.Result{Outcome: connector.NotSent, TargetDown: true, Detail: "kafka: " + c.redact(err).Error()}
 	}
 	res, err := cl.ProduceSync(ctx, rec).First()
 	if err == nil {
 		return connector.Result{Outcome: connector.Succeeded,
 			Detail: fmt.Sprintf("kafka: produced to %s/%d at offset %d", res.Topic, res.Partition, res.Offset)}
 	}
-	detail := "kafka: produce to " + rec.Topic + ": " + err.Error()
+	detail := "kafka: produce to " + rec.Topic + ": " + c.redact(err).Error()
 	var ke *kerr.Error
 	switch {
 	case errors.As(err, &ke) && !ke.Retriable:

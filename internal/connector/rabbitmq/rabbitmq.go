@@ -49,6 +49,7 @@ const (
 type Conn struct {
 	spec     string // as given, password redacted
 	origin   string // rabbitmq:amqp://HOST:PORT/VHOST?queue=Q, no credentials
+	base     string // amqp://HOST:PORT/VHOST, no credentials
 	dialURL  string // with credentials: never printed
 	password string
 	queue    string
@@ -59,8 +60,9 @@ type Conn struct {
 
 	mu      sync.Mutex
 	reader  *amqp.Connection
-	pconn   *amqp.Connection           // the publishers' connection
-	held    map[string][]amqp.Delivery // by entry ID, until stored
+	pconn   *amqp.Connection     // the publishers' connection
+	held    map[string][]heldMsg // by entry ID, until stored
+	acks    *acker               // the current read's
 	notes   []string
 	pubs    chan *publisher
 	tagSeq  atomic.Int64
@@ -88,7 +90,7 @@ func OpenEnv(spec string, getenv func(string) string) (*Conn, error) {
 	}
 	q := u.Query()
 	c := &Conn{queue: q.Get("queue"), prefetch: DefaultPrefetch, wait: DefaultWait, timeout: DefaultTimeout,
-		errHdr: q.Get("error_header"), held: map[string][]amqp.Delivery{}, pubs: make(chan *publisher, publishers)}
+		errHdr: q.Get("error_header"), held: map[string][]heldMsg{}, pubs: make(chan *publisher, publishers)}
 	for range publishers {
 		c.pubs <- &publisher{}
 	}
@@ -136,6 +138,8 @@ func OpenEnv(spec string, getenv func(string) string) (*Conn, error) {
 	plain := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath,
 		RawQuery: url.Values{"queue": {c.queue}}.Encode()}
 	c.origin = Kind + ":" + plain.String()
+	plain.RawQuery = ""
+	c.base = plain.String()
 	shown := *u
 	if shown.User != nil {
 		if _, has := shown.User.Password(); has {
@@ -159,6 +163,13 @@ func (c *Conn) String() string { return c.spec }
 // Origin is where this connector's entries say they were read: the spec
 // without credentials, which Open accepts again.
 func (c *Conn) Origin() string { return c.origin }
+
+// Destination names where a replay of e goes: the queue that dead-lettered
+// it, on this broker and vhost. A run's breaker and --rate are per route,
+// and a broker entry's route is its destination (issue 28).
+func (c *Conn) Destination(e *entry.Entry) string {
+	return Kind + ":" + c.base + "?" + url.Values{"queue": {e.Topic}}.Encode()
+}
 
 // Notes says how many messages the queue held and how many were read.
 func (c *Conn) Notes() []string {
@@ -194,9 +205,13 @@ func (c *Conn) dial() (*amqp.Connection, error) {
 // queue (the broker requeues them), to be read by the next run.
 func (c *Conn) Close() error {
 	c.mu.Lock()
-	r, pc := c.reader, c.pconn
-	c.reader, c.pconn, c.held = nil, nil, map[string][]amqp.Delivery{}
+	r, pc, acks := c.reader, c.pconn, c.acks
+	c.reader, c.pconn, c.held, c.acks = nil, nil, map[string][]heldMsg{}, nil
 	c.mu.Unlock()
+	var flushErr error
+	if acks != nil {
+		flushErr = acks.flush()
+	}
 	if pc != nil {
 		_ = pc.Close()
 	}
@@ -206,7 +221,12 @@ func (c *Conn) Close() error {
 		defer func() { c.pubs <- p }()
 	}
 	if r != nil {
-		return r.Close()
+		if err := r.Close(); err != nil {
+			return err
+		}
+	}
+	if flushErr != nil {
+		return fmt.Errorf("rabbitmq: ack in %s: %s (the messages not acked stay in the queue and are read again)", c.queue, c.redact(flushErr.Error()))
 	}
 	return nil
 }
@@ -234,6 +254,10 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 			fail(err)
 			return
 		}
+		acks := newAcker(ch.Ack, c.prefetch)
+		c.mu.Lock()
+		c.acks = acks
+		c.mu.Unlock()
 		if err := ch.Qos(c.prefetch, 0, false); err != nil {
 			fail(err)
 			return
@@ -281,8 +305,9 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 					return
 				}
 				e := c.entryOf(&d)
+				acks.delivered(d.DeliveryTag)
 				c.mu.Lock()
-				c.held[e.ID] = append(c.held[e.ID], d)
+				c.held[e.ID] = append(c.held[e.ID], heldMsg{acks, d.DeliveryTag})
 				c.mu.Unlock()
 				read++
 				if !yield(e, nil) {
@@ -301,6 +326,21 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	}
 }
 
+// Flush acks every stored message not acked yet (those a message never
+// stored holds back): the runner calls it when a run ends.
+func (c *Conn) Flush(context.Context) error {
+	c.mu.Lock()
+	acks := c.acks
+	c.mu.Unlock()
+	if acks == nil {
+		return nil
+	}
+	if err := acks.flush(); err != nil {
+		return fmt.Errorf("rabbitmq: ack in %s: %s (the messages not acked stay in the queue and are read again)", c.queue, c.redact(err.Error()))
+	}
+	return nil
+}
+
 // Stored acks the entry's message in the DLQ: the store has it now, so
 // the broker's retention can no longer lose it. A failed ack is noted;
 // the message stays in the queue and is read again.
@@ -315,11 +355,22 @@ func (c *Conn) ack(_ context.Context, e *entry.Entry) error {
 		return nil
 	}
 	c.mu.Lock()
-	ds := c.held[e.ID]
+	hs := c.held[e.ID]
 	delete(c.held, e.ID)
 	c.mu.Unlock()
-	for _, d := range ds {
-		if err := d.Ack(false); err != nil {
+	for len(hs) > 0 {
+		a := hs[0].a
+		var tags []uint64
+		rest := hs[:0]
+		for _, h := range hs {
+			if h.a == a {
+				tags = append(tags, h.tag)
+			} else {
+				rest = append(rest, h)
+			}
+		}
+		hs = rest
+		if err := a.done(tags); err != nil {
 			return fmt.Errorf("rabbitmq: ack %s in %s: %s (it stays in the queue and is read again)", e.ID, c.queue, c.redact(err.Error()))
 		}
 	}
@@ -554,7 +605,7 @@ func (c *Conn) entryOf(d *amqp.Delivery) entry.Entry {
 		e.IdempotencyKey, e.KeyDerived = entry.DeriveKey(Kind, c.queue+"/"+e.ID), true
 	}
 
-	env := envelope{Body: brokermsg.NewBody(d.Body), Exchange: d.Exchange, RoutingKey: d.RoutingKey, ReplayQueue: replayQueue,
+	env := envelope{Exchange: d.Exchange, RoutingKey: d.RoutingKey, ReplayQueue: replayQueue,
 		Properties: properties{ContentType: d.ContentType, ContentEncoding: d.ContentEncoding, DeliveryMode: d.DeliveryMode,
 			Priority: d.Priority, CorrelationID: d.CorrelationId, ReplyTo: d.ReplyTo, Expiration: d.Expiration,
 			MessageID: d.MessageId, Type: d.Type, UserID: d.UserId, AppID: d.AppId}}
@@ -567,11 +618,26 @@ func (c *Conn) entryOf(d *amqp.Delivery) entry.Entry {
 		e.DecodeError = err.Error()
 		env.Headers = nil
 	}
-	p, err := json.Marshal(env)
+	p, err := marshalEnvelope(d.Body, &env)
 	if err != nil {
 		e.DecodeError = "encode envelope: " + err.Error()
-		p, _ = json.Marshal(envelope{Body: env.Body})
+		p, _ = marshalEnvelope(d.Body, &envelope{})
 	}
 	e.Payload = p
 	return e
+}
+
+// marshalEnvelope is json.Marshal(env) with env.Body = NewBody(body), the
+// body written by brokermsg's appender: encoding/json copied a body twice
+// (to a string, then out of its buffer) and escaped it byte by byte, most
+// of the envelope's cost for a body of a few KB.
+func marshalEnvelope(body []byte, env *envelope) ([]byte, error) {
+	env.Body = brokermsg.Body{}
+	rest, err := json.Marshal(env) // {"properties":...} at least: never "{}"
+	if err != nil {
+		return nil, err
+	}
+	p := make([]byte, 0, len(body)+len(rest)+32)
+	p = brokermsg.AppendBody(append(p, '{'), body)
+	return append(append(p, ','), rest[1:]...), nil
 }

@@ -14,16 +14,19 @@ import (
 // Broker is a message broker's connector (RabbitMQ, Kafka, SQS): it
 // replays its own entries, back where each message came from, and its
 // entries' Origin is its own spec without credentials (Origin), which
-// Open takes again.
+// Open takes again. Destination names the queue or topic a replay of an
+// entry goes to (no credentials): the name of its route, whose breaker
+// and --rate it shares with the entries going there.
 type Broker interface {
 	connector.Connector
 	Origin() string
+	Destination(e *entry.Entry) string
 }
 
 // brokerHints say how each message broker's --source is written.
 var brokerHints = map[string]string{
 	rabbitmq.Kind: "use rabbitmq:amqp://HOST:PORT/VHOST?queue=QUEUE (user and password in the URL or RABBITMQ_USERNAME / RABBITMQ_PASSWORD)",
-	kafka.Kind:    "use kafka:HOST:PORT[,HOST:PORT...]?topic=DLT_TOPIC&group=GROUP",
+	kafka.Kind:    "use kafka:HOST:PORT[,HOST:PORT...]?topic=DLT_TOPIC&group=GROUP[&tls=1][&sasl=scram-sha-256|scram-sha-512|plain] (SASL user and password from KAFKA_USERNAME / KAFKA_PASSWORD)",
 	sqs.Kind:      "use sqs:QUEUE_URL (region from ?region=, AWS_REGION or the sqs.REGION.amazonaws.com host)",
 }
 
@@ -36,7 +39,7 @@ func openBroker(kind, spec string, getenv func(string) string) (b Broker, ok boo
 	case rabbitmq.Kind:
 		b, err = rabbitmq.OpenEnv(spec, getenv)
 	case kafka.Kind:
-		b, err = kafka.Open(spec)
+		b, err = kafka.OpenEnv(spec, getenv)
 	case sqs.Kind:
 		b, err = sqs.OpenEnv(spec, getenv)
 	default:

@@ -159,6 +159,17 @@ func (c *Conn) Origin() string {
 	return Kind + ":" + c.queueURL
 }
 
+// Destination names where a replay of e goes: the DLQ's source queue
+// (named by the message's DeadLetterQueueSourceArn, else the one queue
+// whose dead-letter queue this is). A run's breaker and --rate are per
+// route, and a broker entry's route is its destination (issue 28).
+func (c *Conn) Destination(e *entry.Entry) string {
+	if e.Topic == "" {
+		return Kind + ":the source queue of " + c.queueURL
+	}
+	return Kind + ":" + c.queueURL[:strings.LastIndexByte(c.queueURL, '/')+1] + e.Topic
+}
+
 // Notes says how many messages the DLQ held and how many were read.
 func (c *Conn) Notes() []string {
 	c.mu.Lock()
@@ -387,6 +398,27 @@ func (c *Conn) destination(ctx context.Context, sourceArn string) (string, error
 	return u, nil
 }
 
+// maxAttributes is how many message attributes SQS takes on a message
+// ("Each message can have up to 10 attributes": Amazon SQS Developer
+// Guide, "Message metadata for Amazon SQS"; SendMessage refuses more with
+// InvalidParameterValue).
+const maxAttributes = 10
+
+// stamps are the attributes every replay sets (replacing any the message
+// arrived with).
+var stamps = [...]string{brokermsg.HeaderKey, brokermsg.HeaderCount, brokermsg.HeaderLineage}
+
+// kept counts the attributes a replay keeps besides its stamps.
+func kept(attrs map[string]attribute) int {
+	n := len(attrs)
+	for _, k := range stamps {
+		if _, ok := attrs[k]; ok {
+			n--
+		}
+	}
+	return n
+}
+
 // errNoSource: the DLQ has no single source queue to replay to.
 var errNoSource = errors.New("no single source queue")
 
@@ -413,6 +445,14 @@ func (c *Conn) Replay(ctx context.Context, r connector.Request) connector.Result
 	}
 	if err != nil {
 		return c.failure("find the source queue", err, false) // the message itself was not sent
+	}
+	if n := kept(env.MessageAttributes); n+len(stamps) > maxAttributes {
+		// SQS refuses a message with more than 10 attributes, and one sent
+		// without the stamps would come back unlinked (max_replays could
+		// not count it): a person decides (send it another way, drop
+		// attributes), nothing is sent.
+		return connector.Result{Outcome: connector.Failed, Detail: fmt.Sprintf("sqs: not sent: the message has %d message attributes of its own "+
+			"and a replay adds %d (%s), past SQS's limit of %d a message; a person must replay it another way", n, len(stamps), strings.Join(stamps[:], ", "), maxAttributes)}
 	}
 	attrs := map[string]types.MessageAttributeValue{}
 	for k, a := range env.MessageAttributes {

@@ -280,3 +280,57 @@ func TestSpec(t *testing.T) {
 		}
 	}
 }
+
+// A replay adds three stamps; SQS takes at most 10 message attributes
+// (sqstest refuses more as SQS does). A message with 7 of its own goes
+// (10 with the stamps); one with 8 is not sent at all, and the result
+// says why, for the person who must decide; one that already carries the
+// stamps (a second replay) replaces them and still fits.
+func TestReplayStampsFitSQSAttributeLimit(t *testing.T) {
+	b := newBundle(t, false)
+	attrs := func(n int, extra ...string) map[string]types.MessageAttributeValue {
+		m := map[string]types.MessageAttributeValue{}
+		for i := range n {
+			m[fmt.Sprint("a", i)] = str("v")
+		}
+		for _, k := range extra {
+			m[k] = str("1")
+		}
+		return m
+	}
+	b.deadLetter(`{"o":7}`, attrs(7), "")
+	b.deadLetter(`{"o":8}`, attrs(8), "")
+	b.deadLetter(`{"o":"again"}`, attrs(7, brokermsg.HeaderKey, brokermsg.HeaderCount, brokermsg.HeaderLineage), "")
+	byBody := map[string]entry.Entry{}
+	for _, e := range readAll(t, b.conn) {
+		byBody[e.ID] = e
+		var env envelope
+		if err := jsonUnmarshal(e.Payload, &env); err != nil {
+			t.Fatal(err)
+		}
+		body, _ := env.Bytes()
+		byBody[string(body)] = e
+	}
+	replay := func(body string) connector.Result {
+		e := byBody[body]
+		return b.conn.Replay(context.Background(), connector.Request{Entry: &e, Key: e.IdempotencyKey, Attempt: 1})
+	}
+	sends := b.srv.Calls("SendMessage")
+	res := replay(`{"o":8}`)
+	if res.Outcome != connector.Failed || !strings.Contains(res.Detail, "8 message attributes") || !strings.Contains(res.Detail, "limit of 10") {
+		t.Errorf("8 attributes: %v %q, want failed (for a person) saying why", res.Outcome, res.Detail)
+	}
+	if n := b.srv.Calls("SendMessage") - sends; n != 0 {
+		t.Errorf("8 attributes: %d SendMessage calls, want none", n)
+	}
+	for _, body := range []string{`{"o":7}`, `{"o":"again"}`} {
+		if res := replay(body); res.Outcome != connector.Succeeded {
+			t.Errorf("%s: %v %s", body, res.Outcome, res.Detail)
+		}
+	}
+	for _, m := range b.srv.Messages(b.src) {
+		if len(m.Attributes) != 10 || m.Attributes[brokermsg.HeaderKey].StringValue == nil {
+			t.Errorf("replayed %s with %d attributes, want its 7 and the 3 stamps", m.Body, len(m.Attributes))
+		}
+	}
+}

@@ -314,6 +314,10 @@ func (s *Server) do(op string, in map[string]json.RawMessage) (any, *apiError) {
 		}
 		var attrs map[string]Attribute
 		_ = json.Unmarshal(in["MessageAttributes"], &attrs)
+		// "Each message can have up to 10 attributes" (Amazon SQS
+		// Developer Guide, "Message metadata for Amazon SQS",
+		// sqs-message-metadata); SendMessage answers more with 400
+		// InvalidParameterValue.
 		if len(attrs) > 10 {
 			return nil, errInvalid("Number of message attributes [" + strconv.Itoa(len(attrs)) + "] exceeds the allowed maximum [10].")
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 
 	"github.com/replayctl/replayctl/internal/replay"
-	"github.com/replayctl/replayctl/internal/store"
 )
 
 // ErrSharedStore: recovery by a sweep is for a store one process holds
@@ -22,7 +21,7 @@ var ErrSharedStore = errors.New("recovery sweeps need a store one process holds 
 // this process whose outcome write failed. A dispatch in flight here is
 // left alone.
 func NewRecoverer(st replay.Store, actor string, o Options) (*Periodic, error) {
-	if _, shared := st.(store.Shared); shared {
+	if st.Features().Shared {
 		return nil, ErrSharedStore
 	}
 	o.Immediate = true

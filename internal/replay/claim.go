@@ -24,9 +24,9 @@ import (
 //     owner): a stale outcome is refused, never booked on another attempt.
 
 // instanceOf names the process instance that owns this store's dispatches.
-func instanceOf(s any, fallback string) string {
-	if in, ok := s.(store.Instancer); ok && in.Instance() != "" {
-		return in.Instance()
+func instanceOf(s Store, fallback string) string {
+	if in := s.Instance(); in != "" {
+		return in
 	}
 	return fallback
 }
@@ -35,40 +35,23 @@ func instanceOf(s any, fallback string) string {
 // making: a bbolt store's dispatching record owned by its own instance.
 // (On a shared store the lease decides, and whoever holds the claim may
 // recover.)
-func inFlightHere(s any, rec *idempotency.Record) bool {
-	if rec == nil || rec.State != idempotency.Dispatching {
+func inFlightHere(s Store, rec *idempotency.Record) bool {
+	if rec == nil || rec.State != idempotency.Dispatching || s.Features().Shared {
 		return false
 	}
-	if _, shared := s.(store.Shared); shared {
+	if rec.Owner == "" || rec.Owner != s.Instance() {
 		return false
 	}
-	in, ok := s.(store.Instancer)
-	if !ok || rec.Owner == "" || rec.Owner != in.Instance() {
-		return false
-	}
-	if f, ok := s.(dispatchTracker); ok {
-		// Ours, but only in flight while a dispatch is under way: one whose
-		// outcome write failed is recoverable without a restart.
-		return f.Dispatching(rec.Key)
-	}
-	return true
-}
-
-// dispatchTracker is a store that knows which keys this process is
-// dispatching right now (bbolt).
-type dispatchTracker interface {
-	BeginDispatch(key string) (end func())
-	Dispatching(key string) bool
+	// Ours, but only in flight while a dispatch is under way: one whose
+	// outcome write failed is recoverable without a restart.
+	return s.Dispatching(rec.Key)
 }
 
 // beginDispatch registers a dispatch of key before its claim commits; the
 // returned function ends it once the outcome is written (or the claim
-// failed).
-func beginDispatch(s any, key string) func() {
-	if f, ok := s.(dispatchTracker); ok {
-		return f.BeginDispatch(key)
-	}
-	return func() {}
+// failed). Only bbolt keeps count (Backend.BeginDispatch).
+func beginDispatch(s Store, key string) func() {
+	return s.BeginDispatch(key)
 }
 
 // errInFlight: the entry's key is being dispatched by this process right
@@ -78,7 +61,7 @@ var errInFlight = errors.New("a replay of this entry is in flight")
 
 // recoverRecord turns rec (dispatching, owner gone) into outcome_unknown,
 // audited, unless it changed meanwhile.
-func recoverRecord(ctx context.Context, s store.Store, actor string, rec *idempotency.Record, why string) error {
+func recoverRecord(ctx context.Context, s Store, actor string, rec *idempotency.Record, why string) error {
 	return s.Update(ctx, func(tx store.Tx) error {
 		cur, err := tx.Ledger(rec.Key)
 		if err != nil || cur == nil || cur.State != idempotency.Dispatching || inFlightHere(s, cur) {
@@ -123,7 +106,7 @@ func (r *Reconciler) recoverKey(ctx context.Context, key, ref, why string) error
 	if ref != "" && rec.EntryRef != "" && rec.EntryRef != ref {
 		// Another entry with the same key made this dispatch: it is that
 		// entry's to recover (under its own claim); this one waits.
-		if _, shared := r.Store.(store.Shared); shared {
+		if r.Store.Features().Shared {
 			return errInFlight
 		}
 	}

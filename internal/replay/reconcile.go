@@ -18,12 +18,10 @@ import (
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
-// Store is what the runner needs of the state store.
-type Store interface {
-	store.Store
-	LedgerReader
-	LedgerRecords(ctx context.Context, fn func(*idempotency.Record) error) error
-}
+// Store is what the runner needs of the state store: the one store
+// contract. What differs between a store one process holds and a shared
+// one is keyed on Features().Shared, one path per concern.
+type Store = store.Backend
 
 // DefaultApprovalTTL is how long an approval request stays open.
 const DefaultApprovalTTL = 24 * time.Hour
@@ -1092,17 +1090,17 @@ func (r *Reconciler) handleOne(ctx context.Context, er *store.EntryRecord, pre *
 			src = s
 		}
 	}
-	if sh, ok := r.Store.(store.Shared); ok {
+	if r.Store.Features().Shared {
 		// The same claim as a run's: no other worker handles the entry
 		// while this replay is in flight, and its lease fences our writes.
-		c, ok, cerr := sh.ClaimRef(ctx, e.Ref(), r.Owner, r.Lease)
+		c, ok, cerr := r.Store.ClaimRef(ctx, e.Ref(), r.Owner, r.Lease)
 		if cerr != nil {
 			return EntryResult{}, cerr
 		}
 		if !ok {
 			return EntryResult{}, fmt.Errorf("%w: %s is being handled by another worker; try again later", ErrState, e.Ref())
 		}
-		res, err = r.handleClaim(ctx, sh, c, src, h, pre)
+		res, err = r.handleClaim(ctx, c, src, h, pre)
 	} else {
 		res, err = r.handle(ctx, h, &e, src, pre)
 	}

@@ -48,7 +48,7 @@ func (d serveDuties) build(g *maintenance.Group, srv *server.Server) error {
 		}
 		g.Add(s)
 	}
-	if !d.st.Features().Shared {
+	{
 		o := o
 		o.Every = recoverEvery
 		add(maintenance.NewRecoverer(d.st, "replayctl-recoverer", o))

@@ -1,9 +1,11 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/idempotency"
@@ -80,6 +82,39 @@ func recoverRecord(ctx context.Context, s Store, actor string, rec *idempotency.
 		}
 		return setStatus(tx, cur.EntryRef, store.StatusUnknown, "a replay may or may not have happened: probe or person")
 	})
+}
+
+// recoverLease is how long a recovery on a shared store holds the entry's
+// claim: the time of one transaction, with room.
+const recoverLease = time.Minute
+
+// recoverAbandoned recovers rec, a dispatching record found by a sweep
+// (Recover). On bbolt its owner is gone unless it is this process's
+// (inFlightHere). On a shared store the record may be a live worker's:
+// the sweep first takes the entry's claim, which it gets only when no
+// live lease holds the entry (its worker died, or its lease ran out, and
+// no one claimed it since), and writes the recovery under that claim's
+// fence, as the worker that claims the entry next would (recoverKey);
+// an entry another worker holds gives errInFlight and is left alone.
+func recoverAbandoned(ctx context.Context, s Store, actor string, rec *idempotency.Record) error {
+	const why = "dispatch found without an outcome, its process gone"
+	if !s.Features().Shared {
+		return recoverRecord(ctx, s, actor, rec, why)
+	}
+	if rec.EntryRef == "" {
+		return errInFlight // no entry to claim: the claim of one with its key recovers it
+	}
+	c, ok, err := s.ClaimRef(ctx, rec.EntryRef, s.Instance(), recoverLease)
+	if err != nil || !ok {
+		return cmp.Or(err, errInFlight)
+	}
+	f := store.Fence{Ref: rec.EntryRef, Token: c.Token, Key: c.Entry.Entry.IdempotencyKey}
+	err = recoverRecord(store.WithFence(ctx, f), s, actor, rec, why+" (its lease ended)")
+	if rerr := s.Release(context.WithoutCancel(ctx), rec.EntryRef, c.Token); rerr != nil {
+		// The claim then ends with its lease.
+		err = errors.Join(err, fmt.Errorf("release the recovery's claim on %s: %w", rec.EntryRef, rerr))
+	}
+	return err
 }
 
 func orUnknownOwner(s string) string {

@@ -203,7 +203,8 @@ func (rep *Report) addReplays(res *EntryResult) {
 // Recover turns every dispatching record whose owner is gone (a process
 // that died before writing the outcome) into outcome_unknown: it may or
 // may not have happened, so it is never retried blindly. Dispatches in
-// flight in this process are left alone (see claim.go).
+// flight in this process are left alone, and on a shared store those of
+// a worker whose lease is live (recoverAbandoned, claim.go).
 func Recover(ctx context.Context, s Store, actor string) (int, error) {
 	var keys []idempotency.Record
 	if err := s.LedgerRecords(ctx, func(r *idempotency.Record) error {
@@ -216,9 +217,11 @@ func Recover(ctx context.Context, s Store, actor string) (int, error) {
 	}
 	n := 0
 	for i := range keys {
-		err := recoverRecord(ctx, s, actor, &keys[i], "dispatch found without an outcome, its process gone")
+		err := recoverAbandoned(ctx, s, actor, &keys[i])
 		switch {
-		case errors.Is(err, idempotency.ErrConflict):
+		case errors.Is(err, idempotency.ErrConflict), errors.Is(err, errInFlight), errors.Is(err, store.ErrStaleFence):
+			// Its outcome arrived, a live worker holds it, or another took
+			// its claim meanwhile: not ours to recover.
 		case err != nil:
 			return n, fmt.Errorf("recover %s: %w", keys[i].Key, err)
 		default:

@@ -95,7 +95,7 @@ type Backend interface {
 	// the processes sharing the store; ok is false when another holds it.
 	TryRunLock(ctx context.Context) (release func(), ok bool, err error)
 
-	// Instance names the process instance holding the store (Instancer).
+	// Instance names the process instance holding the store.
 	Instance() string
 	// BeginDispatch marks key as being dispatched by this process until
 	// the returned function is called (call it before the intent commits);

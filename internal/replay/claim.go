@@ -49,13 +49,6 @@ func inFlightHere(s Store, rec *idempotency.Record) bool {
 	return s.Dispatching(rec.Key)
 }
 
-// beginDispatch registers a dispatch of key before its claim commits; the
-// returned function ends it once the outcome is written (or the claim
-// failed). Only bbolt keeps count (Backend.BeginDispatch).
-func beginDispatch(s Store, key string) func() {
-	return s.BeginDispatch(key)
-}
-
 // errInFlight: the entry's key is being dispatched by this process right
 // now (another single replay, a bulk replay or a run); nothing is decided
 // or written until its outcome is known.

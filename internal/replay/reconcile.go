@@ -518,7 +518,9 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 	}
 	attempt, budget := 0, 0
 	res.Status = store.StatusReplaying
-	endDispatch := beginDispatch(r.Store, e.IdempotencyKey)
+	// Registered before the intent commits, ended once the outcome is
+	// written (or the intent failed): bbolt's inFlightHere (claim.go).
+	endDispatch := r.Store.BeginDispatch(e.IdempotencyKey)
 	ends = append(ends, endDispatch)
 	err := spend(h, r.commitIntent(ctx, h, guarded(h, e, r.recordTxLearning(e, res, func(tx store.Tx, er *store.EntryRecord) error {
 		if er.Hold != "" {

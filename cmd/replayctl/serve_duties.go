@@ -48,11 +48,9 @@ func (d serveDuties) build(g *maintenance.Group, srv *server.Server) error {
 		}
 		g.Add(s)
 	}
-	if _, shared := d.st.(store.Shared); !shared {
-		o := o
-		o.Every = recoverEvery
-		add(maintenance.NewRecoverer(d.st, "replayctl-recoverer", o))
-	}
+	ro := o
+	ro.Every = recoverEvery
+	add(maintenance.NewRecoverer(d.st, "replayctl-recoverer", ro))
 	if pg, ok := d.st.(*store.Postgres); ok {
 		pg.StopOwnSealer() // the duty below seals from now on
 		o := o

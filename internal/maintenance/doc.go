@@ -1,7 +1,8 @@
 // Package maintenance holds serve's background duties, each a named
 // Service with Start and Stop: recovery of abandoned dispatches, the audit
-// sealer, lease renewal, approval reminders, retention and the reconcile
-// schedule. A Group starts them in order, stops them in reverse order and
+// sealer, approval reminders, retention and the reconcile schedule. (A
+// claim's lease is renewed by the runner itself, before each dispatch:
+// replay's keepClaim.) A Group starts them in order, stops them in reverse order and
 // keeps each one's last run and error for /readyz and /metrics.
 //
 // A duty only calls the code that owns its work (replay.Recover, the

@@ -2,7 +2,6 @@ package maintenance
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
-	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -169,19 +167,6 @@ func entryOf(t *testing.T, st store.Store, ref string) *store.EntryRecord {
 		t.Fatalf("entry %s: %v %v", ref, er, err)
 	}
 	return er
-}
-
-// On a shared store a dispatching record may be a live worker's: the
-// sweep refuses to be built there.
-func TestRecovererRefusesASharedStore(t *testing.T) {
-	pg, err := store.OpenPostgres(context.Background(), testsvc.Postgres(t), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
-	if _, err := NewRecoverer(pg, "x", Options{Every: time.Hour}); !errors.Is(err, ErrSharedStore) {
-		t.Fatalf("on PostgreSQL: %v, want ErrSharedStore", err)
-	}
 }
 
 // stuckLedger is the real bbolt store whose ledger walk waits until its

@@ -7,12 +7,6 @@ import (
 	"github.com/replayctl/replayctl/internal/store"
 )
 
-// chainReader is a store transaction that can tell whether the audit chain
-// records a key's replay as succeeded (bbolt: from the entry's audit index).
-type chainReader interface {
-	ChainSucceeded(ref, key string) (uint64, error)
-}
-
 // chainAgrees refuses to dispatch a key whose ledger contradicts the audit
 // chain: the ledger says it was sent before and is not succeeded, the
 // chain says it succeeded. An edited ledger (succeeded flipped back to
@@ -20,11 +14,10 @@ type chainReader interface {
 // Only keys already dispatched are looked up: a first dispatch costs
 // nothing. The error is a ledger conflict: the entry goes to a person.
 func chainAgrees(tx store.Tx, ref string, cur *idempotency.Record) error {
-	cr, ok := tx.(chainReader)
-	if !ok || cur == nil || cur.Replays == 0 || cur.State == idempotency.Succeeded {
+	if cur == nil || cur.Replays == 0 || cur.State == idempotency.Succeeded {
 		return nil
 	}
-	seq, err := cr.ChainSucceeded(ref, cur.Key)
+	seq, err := tx.ChainSucceeded(ref, cur.Key)
 	if err != nil || seq == 0 {
 		return err
 	}

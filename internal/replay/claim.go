@@ -1,9 +1,11 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/idempotency"
@@ -24,9 +26,9 @@ import (
 //     owner): a stale outcome is refused, never booked on another attempt.
 
 // instanceOf names the process instance that owns this store's dispatches.
-func instanceOf(s any, fallback string) string {
-	if in, ok := s.(store.Instancer); ok && in.Instance() != "" {
-		return in.Instance()
+func instanceOf(s Store, fallback string) string {
+	if in := s.Instance(); in != "" {
+		return in
 	}
 	return fallback
 }
@@ -35,40 +37,16 @@ func instanceOf(s any, fallback string) string {
 // making: a bbolt store's dispatching record owned by its own instance.
 // (On a shared store the lease decides, and whoever holds the claim may
 // recover.)
-func inFlightHere(s any, rec *idempotency.Record) bool {
-	if rec == nil || rec.State != idempotency.Dispatching {
+func inFlightHere(s Store, rec *idempotency.Record) bool {
+	if rec == nil || rec.State != idempotency.Dispatching || s.Features().Shared {
 		return false
 	}
-	if _, shared := s.(store.Shared); shared {
+	if rec.Owner == "" || rec.Owner != s.Instance() {
 		return false
 	}
-	in, ok := s.(store.Instancer)
-	if !ok || rec.Owner == "" || rec.Owner != in.Instance() {
-		return false
-	}
-	if f, ok := s.(dispatchTracker); ok {
-		// Ours, but only in flight while a dispatch is under way: one whose
-		// outcome write failed is recoverable without a restart.
-		return f.Dispatching(rec.Key)
-	}
-	return true
-}
-
-// dispatchTracker is a store that knows which keys this process is
-// dispatching right now (bbolt).
-type dispatchTracker interface {
-	BeginDispatch(key string) (end func())
-	Dispatching(key string) bool
-}
-
-// beginDispatch registers a dispatch of key before its claim commits; the
-// returned function ends it once the outcome is written (or the claim
-// failed).
-func beginDispatch(s any, key string) func() {
-	if f, ok := s.(dispatchTracker); ok {
-		return f.BeginDispatch(key)
-	}
-	return func() {}
+	// Ours, but only in flight while a dispatch is under way: one whose
+	// outcome write failed is recoverable without a restart.
+	return s.Dispatching(rec.Key)
 }
 
 // errInFlight: the entry's key is being dispatched by this process right
@@ -78,7 +56,7 @@ var errInFlight = errors.New("a replay of this entry is in flight")
 
 // recoverRecord turns rec (dispatching, owner gone) into outcome_unknown,
 // audited, unless it changed meanwhile.
-func recoverRecord(ctx context.Context, s store.Store, actor string, rec *idempotency.Record, why string) error {
+func recoverRecord(ctx context.Context, s Store, actor string, rec *idempotency.Record, why string) error {
 	return s.Update(ctx, func(tx store.Tx) error {
 		cur, err := tx.Ledger(rec.Key)
 		if err != nil || cur == nil || cur.State != idempotency.Dispatching || inFlightHere(s, cur) {
@@ -97,6 +75,39 @@ func recoverRecord(ctx context.Context, s store.Store, actor string, rec *idempo
 		}
 		return setStatus(tx, cur.EntryRef, store.StatusUnknown, "a replay may or may not have happened: probe or person")
 	})
+}
+
+// recoverLease is how long a recovery on a shared store holds the entry's
+// claim: the time of one transaction, with room.
+const recoverLease = time.Minute
+
+// recoverAbandoned recovers rec, a dispatching record found by a sweep
+// (Recover). On bbolt its owner is gone unless it is this process's
+// (inFlightHere). On a shared store the record may be a live worker's:
+// the sweep first takes the entry's claim, which it gets only when no
+// live lease holds the entry (its worker died, or its lease ran out, and
+// no one claimed it since), and writes the recovery under that claim's
+// fence, as the worker that claims the entry next would (recoverKey);
+// an entry another worker holds gives errInFlight and is left alone.
+func recoverAbandoned(ctx context.Context, s Store, actor string, rec *idempotency.Record) error {
+	const why = "dispatch found without an outcome, its process gone"
+	if !s.Features().Shared {
+		return recoverRecord(ctx, s, actor, rec, why)
+	}
+	if rec.EntryRef == "" {
+		return errInFlight // no entry to claim: the claim of one with its key recovers it
+	}
+	c, ok, err := s.ClaimRef(ctx, rec.EntryRef, s.Instance(), recoverLease)
+	if err != nil || !ok {
+		return cmp.Or(err, errInFlight)
+	}
+	f := store.Fence{Ref: rec.EntryRef, Token: c.Token, Key: c.Entry.Entry.IdempotencyKey}
+	err = recoverRecord(store.WithFence(ctx, f), s, actor, rec, why+" (its lease ended)")
+	if rerr := s.Release(context.WithoutCancel(ctx), rec.EntryRef, c.Token); rerr != nil {
+		// The claim then ends with its lease.
+		err = errors.Join(err, fmt.Errorf("release the recovery's claim on %s: %w", rec.EntryRef, rerr))
+	}
+	return err
 }
 
 func orUnknownOwner(s string) string {
@@ -123,7 +134,7 @@ func (r *Reconciler) recoverKey(ctx context.Context, key, ref, why string) error
 	if ref != "" && rec.EntryRef != "" && rec.EntryRef != ref {
 		// Another entry with the same key made this dispatch: it is that
 		// entry's to recover (under its own claim); this one waits.
-		if _, shared := r.Store.(store.Shared); shared {
+		if r.Store.Features().Shared {
 			return errInFlight
 		}
 	}

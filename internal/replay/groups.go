@@ -203,15 +203,14 @@ func (g *Groups) Holds(ctx context.Context) (triage.Holds, []ExpiredHold, error)
 }
 
 // useHolds makes the run decide with the groups' holds (a copy of the
-// engine: a serve shares its engine between runs). A store without groups
-// has none. Expired holds are opened and reported to OnHoldExpired and
+// engine: a serve shares its engine between runs). Without a store there
+// are none. Expired holds are opened and reported to OnHoldExpired and
 // in rep (a run's report; nil elsewhere).
 func (r *Reconciler) useHolds(ctx context.Context, rep *Report) error {
-	gs, ok := r.Store.(GroupStore)
-	if !ok || r.Engine == nil {
+	if r.Engine == nil || r.Store == nil {
 		return nil
 	}
-	holds, expired, err := (&Groups{Store: gs, Clock: r.Clock, Actor: r.Actor}).Holds(ctx)
+	holds, expired, err := (&Groups{Store: r.Store, Clock: r.Clock, Actor: r.Actor}).Holds(ctx)
 	for _, x := range expired {
 		if rep != nil {
 			rep.HoldsExpired = append(rep.HoldsExpired, x)
@@ -230,11 +229,10 @@ func (r *Reconciler) useHolds(ctx context.Context, rep *Report) error {
 // resolveGroups marks the filter's groups resolved once a resolve of
 // their entries ran to the end (dlq resolve --group G).
 func (b *Bulk) resolveGroups(ctx context.Context, f BulkFilter, rep *BulkReport, reason string) error {
-	gs, ok := b.Reconciler.Store.(GroupStore)
-	if !ok || len(f.Groups) == 0 || rep.Stopped != "" {
+	if b.Reconciler.Store == nil || len(f.Groups) == 0 || rep.Stopped != "" {
 		return nil
 	}
-	g := &Groups{Store: gs, Clock: b.Reconciler.Clock, Actor: b.Reconciler.Actor}
+	g := &Groups{Store: b.Reconciler.Store, Clock: b.Reconciler.Clock, Actor: b.Reconciler.Actor}
 	for _, id := range f.Groups {
 		if _, err := g.Resolve(ctx, id, reason); err != nil {
 			return fmt.Errorf("resolve group %s: %w", id, err)

@@ -130,11 +130,10 @@ type PlanRequest struct {
 }
 
 func (b *Bulk) planStore() (PlanStore, error) {
-	ps, ok := b.Reconciler.Store.(PlanStore)
-	if !ok {
-		return nil, fmt.Errorf("%w: this state store keeps no plans", ErrState)
+	if b.Reconciler.Store == nil {
+		return nil, fmt.Errorf("%w: no state store to keep plans in", ErrState)
 	}
-	return ps, nil
+	return b.Reconciler.Store, nil
 }
 
 // RequestPlan previews f, keeps the exact plan and opens its approval

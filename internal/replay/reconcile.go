@@ -18,12 +18,10 @@ import (
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
-// Store is what the runner needs of the state store.
-type Store interface {
-	store.Store
-	LedgerReader
-	LedgerRecords(ctx context.Context, fn func(*idempotency.Record) error) error
-}
+// Store is what the runner needs of the state store: the one store
+// contract. What differs between a store one process holds and a shared
+// one is keyed on Features().Shared, one path per concern.
+type Store = store.Backend
 
 // DefaultApprovalTTL is how long an approval request stays open.
 const DefaultApprovalTTL = 24 * time.Hour
@@ -205,7 +203,8 @@ func (rep *Report) addReplays(res *EntryResult) {
 // Recover turns every dispatching record whose owner is gone (a process
 // that died before writing the outcome) into outcome_unknown: it may or
 // may not have happened, so it is never retried blindly. Dispatches in
-// flight in this process are left alone (see claim.go).
+// flight in this process are left alone, and on a shared store those of
+// a worker whose lease is live (recoverAbandoned, claim.go).
 func Recover(ctx context.Context, s Store, actor string) (int, error) {
 	var keys []idempotency.Record
 	if err := s.LedgerRecords(ctx, func(r *idempotency.Record) error {
@@ -218,9 +217,11 @@ func Recover(ctx context.Context, s Store, actor string) (int, error) {
 	}
 	n := 0
 	for i := range keys {
-		err := recoverRecord(ctx, s, actor, &keys[i], "dispatch found without an outcome, its process gone")
+		err := recoverAbandoned(ctx, s, actor, &keys[i])
 		switch {
-		case errors.Is(err, idempotency.ErrConflict):
+		case errors.Is(err, idempotency.ErrConflict), errors.Is(err, errInFlight), errors.Is(err, store.ErrStaleFence):
+			// Its outcome arrived, a live worker holds it, or another took
+			// its claim meanwhile: not ours to recover.
 		case err != nil:
 			return n, fmt.Errorf("recover %s: %w", keys[i].Key, err)
 		default:
@@ -517,7 +518,9 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 	}
 	attempt, budget := 0, 0
 	res.Status = store.StatusReplaying
-	endDispatch := beginDispatch(r.Store, e.IdempotencyKey)
+	// Registered before the intent commits, ended once the outcome is
+	// written (or the intent failed): bbolt's inFlightHere (claim.go).
+	endDispatch := r.Store.BeginDispatch(e.IdempotencyKey)
 	ends = append(ends, endDispatch)
 	err := spend(h, r.commitIntent(ctx, h, guarded(h, e, r.recordTxLearning(e, res, func(tx store.Tx, er *store.EntryRecord) error {
 		if er.Hold != "" {
@@ -1092,17 +1095,17 @@ func (r *Reconciler) handleOne(ctx context.Context, er *store.EntryRecord, pre *
 			src = s
 		}
 	}
-	if sh, ok := r.Store.(store.Shared); ok {
+	if r.Store.Features().Shared {
 		// The same claim as a run's: no other worker handles the entry
 		// while this replay is in flight, and its lease fences our writes.
-		c, ok, cerr := sh.ClaimRef(ctx, e.Ref(), r.Owner, r.Lease)
+		c, ok, cerr := r.Store.ClaimRef(ctx, e.Ref(), r.Owner, r.Lease)
 		if cerr != nil {
 			return EntryResult{}, cerr
 		}
 		if !ok {
 			return EntryResult{}, fmt.Errorf("%w: %s is being handled by another worker; try again later", ErrState, e.Ref())
 		}
-		res, err = r.handleClaim(ctx, sh, c, src, h, pre)
+		res, err = r.handleClaim(ctx, c, src, h, pre)
 	} else {
 		res, err = r.handle(ctx, h, &e, src, pre)
 	}

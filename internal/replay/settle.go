@@ -24,14 +24,13 @@ const settleBatch = 256
 // request; nothing is sent without one. Before issue 27 they stayed
 // outcome_unknown for good.
 func (r *Reconciler) unknownToSettle(ctx context.Context, seen map[string]bool) ([]work, error) {
-	ix, ok := r.Store.(store.Indexed)
-	if !ok || r.Router == nil {
+	if r.Router == nil {
 		return nil, nil
 	}
 	var out []work
 	cursor := ""
 	for {
-		p, err := ix.Page(ctx, store.EntryFilter{States: []string{store.StatusUnknown}}, cursor, settleBatch)
+		p, err := r.Store.Page(ctx, store.EntryFilter{States: []string{store.StatusUnknown}}, cursor, settleBatch)
 		if err != nil {
 			return out, err
 		}
@@ -109,7 +108,7 @@ func keptAfterReplay(e *entry.Entry, src source.Source, d *triage.Decision, rout
 // run. Before this, four PostgreSQL runs of one Cordum entry sent three
 // DELETEs, each audited as "taken out of the source's DLQ".
 func (r *Reconciler) settleKept(ctx context.Context, h *handling, e *entry.Entry, src source.Source, res *EntryResult, route Route) {
-	if _, shared := r.Store.(store.Shared); shared {
+	if r.Store.Features().Shared {
 		ep, ok := route.Prober.(EntryProber)
 		if !ok {
 			return // cannot tell whether the source still holds it

@@ -78,18 +78,18 @@ func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, er
 			}
 		}
 	}()
-	sh, shared := r.Store.(store.Shared)
+	shared := r.Store.Features().Shared
 	var feed func(ctx context.Context, yield func(work) bool) error
 	var ingested func() error // waits for this worker's ingest, if it leads one
 	var since time.Time       // a shared store's run start, on its clock
 	if shared {
-		start, idx, wait, err := r.ingest(ctx, srcs, sh, rep)
+		start, idx, wait, err := r.ingest(ctx, srcs, r.Store, rep)
 		if err != nil {
 			return r.finish(rep), err
 		}
 		since = start
 		ingested = wait
-		feed = r.claimFeed(sh, since, idx)
+		feed = r.claimFeed(r.Store, since, idx)
 	} else {
 		// On bbolt the file lock keeps every other process out, so any
 		// dispatch left without an outcome is a dead owner's.
@@ -178,25 +178,18 @@ func (r *Reconciler) Run(ctx context.Context, srcs []source.Source) (*Report, er
 	if err == nil && ctx.Err() != nil {
 		rep.Interrupted = true
 	}
-	if h, ok := r.Store.(heldElsewhere); ok && shared && err == nil {
+	if shared && err == nil {
 		// What this run could not take: entries another worker's live
 		// lease holds (one handling them now, or one that died, until
 		// its lease ends). Without this a run over 300 entries of which
 		// a dead worker held 10 reported 290 and said nothing of them.
-		n, until, herr := h.HeldElsewhere(context.WithoutCancel(ctx), r.Owner, since)
+		n, until, herr := r.Store.HeldElsewhere(context.WithoutCancel(ctx), r.Owner, since)
 		if herr != nil {
 			return r.finish(rep), herr
 		}
 		rep.HeldElsewhere, rep.HeldUntil = n, until
 	}
 	return r.finish(rep), err
-}
-
-// heldElsewhere is a shared store that counts the entries not checked
-// since a run began that another owner's live lease holds, and when the
-// last of those leases ends.
-type heldElsewhere interface {
-	HeldElsewhere(ctx context.Context, owner string, since time.Time) (int, time.Time, error)
 }
 
 func (r *Reconciler) finish(rep *Report) *Report {
@@ -210,7 +203,7 @@ func (r *Reconciler) finish(rep *Report) *Report {
 // that stopped the run (one entry's failure never does: it is
 // quarantined and the run goes on).
 func (r *Reconciler) pass(ctx context.Context, feed func(context.Context, func(work) bool) error, account func(done)) error {
-	if _, shared := r.Store.(store.Shared); !shared {
+	if !r.Store.Features().Shared {
 		return r.passWindows(ctx, feed, account)
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -263,12 +256,10 @@ func (r *Reconciler) pass(ctx context.Context, feed func(context.Context, func(w
 	for d := range results {
 		account(d)
 	}
-	if rl, ok := r.Store.(laterReleaser); ok {
-		// Before a retry within the run (taken by ref) and before the run
-		// ends: every entry handled is released.
-		if err := rl.FlushReleases(context.WithoutCancel(ctx)); err != nil && firstErr == nil {
-			firstErr = err
-		}
+	// Before a retry within the run (taken by ref) and before the run
+	// ends: every entry handled is released.
+	if err := r.Store.FlushReleases(context.WithoutCancel(ctx)); err != nil && firstErr == nil {
+		firstErr = err
 	}
 	if firstErr != nil {
 		return firstErr
@@ -290,8 +281,7 @@ func (r *Reconciler) do(ctx context.Context, w work, s *slot) (done, error) {
 
 func (r *Reconciler) doEntry(ctx context.Context, w work, s *slot) (done, error) {
 	e := w.e
-	sh, shared := r.Store.(store.Shared)
-	if !shared {
+	if !r.Store.Features().Shared {
 		res, err := r.handleSafely(ctx, &handling{slot: s}, &e, w.src, w.pre)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -305,7 +295,7 @@ func (r *Reconciler) doEntry(ctx context.Context, w work, s *slot) (done, error)
 	}
 	c := w.claim
 	if c == nil {
-		got, ok, err := sh.ClaimRef(ctx, e.Ref(), r.Owner, r.Lease)
+		got, ok, err := r.Store.ClaimRef(ctx, e.Ref(), r.Owner, r.Lease)
 		if err != nil {
 			return done{}, err
 		}
@@ -315,7 +305,7 @@ func (r *Reconciler) doEntry(ctx context.Context, w work, s *slot) (done, error)
 		c = &got
 		e = c.Entry.Entry
 	}
-	res, err := r.handleClaim(ctx, sh, *c, w.src, &handling{slot: s}, w.pre)
+	res, err := r.handleClaim(ctx, *c, w.src, &handling{slot: s}, w.pre)
 	switch {
 	case errors.Is(err, store.ErrStaleFence):
 		return done{w: w, stale: true}, nil
@@ -323,7 +313,7 @@ func (r *Reconciler) doEntry(ctx context.Context, w work, s *slot) (done, error)
 		// One bad entry never stops the drain: quarantine it, audited,
 		// and free its claim.
 		res = r.isolate(store.WithFence(ctx, store.Fence{Ref: e.Ref(), Token: c.Token, Key: e.IdempotencyKey}), &e, err)
-		if rerr := sh.Release(context.WithoutCancel(ctx), e.Ref(), c.Token); rerr != nil {
+		if rerr := r.Store.Release(context.WithoutCancel(ctx), e.Ref(), c.Token); rerr != nil {
 			// The claim then ends with its lease; the report says so.
 			res.Reason += " (its claim could not be released, it ends with its lease: " + rerr.Error() + ")"
 		}
@@ -468,7 +458,7 @@ func (r *Reconciler) ingest(ctx context.Context, srcs []source.Source, sh store.
 // handleClaim handles the entry under its claim (handle recovers a
 // dispatch its previous owner left: that owner's lease expired, or we
 // could not have claimed it) and releases the claim.
-func (r *Reconciler) handleClaim(ctx context.Context, sh store.Shared, c store.Claim, src source.Source, h *handling, pre *prepared) (EntryResult, error) {
+func (r *Reconciler) handleClaim(ctx context.Context, c store.Claim, src source.Source, h *handling, pre *prepared) (EntryResult, error) {
 	e := c.Entry.Entry
 	fctx := store.WithFence(ctx, store.Fence{Ref: e.Ref(), Token: c.Token, Key: e.IdempotencyKey})
 	if !c.Until.IsZero() {
@@ -478,11 +468,8 @@ func (r *Reconciler) handleClaim(ctx context.Context, sh store.Shared, c store.C
 	if err != nil {
 		return res, err
 	}
-	if rl, ok := sh.(laterReleaser); ok {
-		rl.ReleaseLater(e.Ref(), c.Token) // sent with the next claim, or when the pass ends
-		return res, nil
-	}
-	return res, sh.Release(context.WithoutCancel(ctx), e.Ref(), c.Token)
+	r.Store.ReleaseLater(e.Ref(), c.Token) // sent with the next claim, or when the pass ends
+	return res, nil
 }
 
 // The lease must outlast the dispatch (issue 16, found in review): in a
@@ -504,11 +491,6 @@ func (r *Reconciler) handleClaim(ctx context.Context, sh store.Shared, c store.C
 // process's clock.
 type claimLease struct{ until time.Time }
 
-// leaseRenewer is a shared store that can extend a claim still current.
-type leaseRenewer interface {
-	RenewLease(ctx context.Context, ref string, token int64, lease time.Duration) (bool, error)
-}
-
 // keepClaim makes sure the claim in ctx (if any) outlasts the dispatch
 // about to start: see above.
 func (r *Reconciler) keepClaim(ctx context.Context, h *handling) error {
@@ -519,13 +501,12 @@ func (r *Reconciler) keepClaim(ctx context.Context, h *handling) error {
 	if time.Until(l.until) > r.Lease*3/4 {
 		return nil
 	}
-	lr, ok := r.Store.(leaseRenewer)
 	f, fenced := store.FenceFrom(ctx)
-	if !ok || !fenced {
-		return nil
+	if !fenced {
+		return nil // only a shared store's claims have leases
 	}
 	t0 := time.Now()
-	held, err := lr.RenewLease(context.WithoutCancel(ctx), f.Ref, f.Token, r.Lease)
+	held, err := r.Store.RenewLease(context.WithoutCancel(ctx), f.Ref, f.Token, r.Lease)
 	if err != nil {
 		return err
 	}
@@ -534,11 +515,4 @@ func (r *Reconciler) keepClaim(ctx context.Context, h *handling) error {
 	}
 	l.until = t0.Add(r.Lease)
 	return nil
-}
-
-// laterReleaser is a shared store that sends a run's releases together
-// (PostgreSQL: with its next claim), saving a round trip per entry.
-type laterReleaser interface {
-	ReleaseLater(ref string, token int64)
-	FlushReleases(ctx context.Context) error
 }

@@ -17,7 +17,7 @@ import (
 // sends), and their writes go through one commit queue: whatever intents
 // and outcomes are waiting when a transaction can start are written in
 // it, each part under its own entry's claim (the store checks each
-// part's fence before the part runs: fencedTx). The counters of the
+// part's fence before the part runs: Tx.UnderFence). The counters of the
 // whole transaction are one upsert, its audit records one insert.
 //
 // Unlike a bbolt window, the queue has no fixed members: an entry never
@@ -64,7 +64,7 @@ const queueMost = 64
 // transactions as it can, without waiting for any entry that has not
 // submitted.
 type commitQueue struct {
-	s   store.Store
+	s   Store
 	ctx context.Context // the run's, without a claim: each part brings its own
 	mu  sync.Mutex
 	// pending are the parts waiting for a transaction; flushing counts
@@ -73,7 +73,7 @@ type commitQueue struct {
 	flushing int
 }
 
-func newCommitQueue(ctx context.Context, s store.Store) *commitQueue {
+func newCommitQueue(ctx context.Context, s Store) *commitQueue {
 	return &commitQueue{s: s, ctx: store.WithoutFence(context.WithoutCancel(ctx))}
 }
 

@@ -225,7 +225,7 @@ func outbound(h *handling) (release func()) {
 // commitGroup commits the writes of a known number of members in one
 // transaction, once each member has submitted its write or left.
 type commitGroup struct {
-	s     store.Store
+	s     Store
 	mu    sync.Mutex
 	left  int // members yet to submit or leave
 	calls []*groupCall
@@ -260,21 +260,19 @@ func (c *groupCall) run(tx store.Tx) (err error) {
 		}
 	}()
 	if c.fence != nil {
-		if ft, ok := tx.(fencedTx); ok {
-			return ft.UnderFence(*c.fence, c.fn)
-		}
+		// Only a shared store's claims put a fence in a call's context.
+		return tx.UnderFence(*c.fence, c.fn)
 	}
 	return c.fn(tx)
 }
 
-// checkFences checks the claims of a grouped transaction's calls in one
-// round trip when the store can (PostgreSQL); stale[i] is the error of a
+// checkFences checks the claims of a grouped transaction's calls on a
+// shared store in one round trip (PostgreSQL); stale[i] is the error of a
 // call whose claim is no longer current, which is then left out of the
 // transaction (it writes nothing, and is not dispatched), instead of
 // failing every call's write with it.
 func checkFences(tx store.Tx, calls []*groupCall) (stale []error, err error) {
-	fc, ok := tx.(fencesChecker)
-	if !ok || len(calls) < 2 {
+	if len(calls) < 2 {
 		return nil, nil
 	}
 	var fs []store.Fence
@@ -287,7 +285,7 @@ func checkFences(tx store.Tx, calls []*groupCall) (stale []error, err error) {
 	if len(fs) < 2 {
 		return nil, nil
 	}
-	errs, err := fc.CheckFences(fs)
+	errs, err := tx.CheckFences(fs)
 	if err != nil {
 		return nil, err
 	}
@@ -298,20 +296,7 @@ func checkFences(tx store.Tx, calls []*groupCall) (stale []error, err error) {
 	return stale, nil
 }
 
-// fencesChecker is a shared store's transaction that checks many claims
-// at once.
-type fencesChecker interface {
-	CheckFences(fs []store.Fence) (stale []error, err error)
-}
-
-// fencedTx is a shared store's transaction that writes parts under
-// different claims (PostgreSQL: each part's entry is checked and locked
-// before the part runs).
-type fencedTx interface {
-	UnderFence(f store.Fence, fn func(store.Tx) error) error
-}
-
-func newCommitGroup(s store.Store, members int) *commitGroup {
+func newCommitGroup(s Store, members int) *commitGroup {
 	g := &commitGroup{s: s, left: members, flushed: make(chan struct{})}
 	if members == 0 {
 		close(g.flushed)
@@ -362,14 +347,14 @@ func (g *commitGroup) flush(ctx context.Context, calls []*groupCall) {
 			}
 		}
 	}()
-	if gu, ok := g.s.(groupUpdater); ok {
+	if !g.s.Features().Shared {
 		// bbolt: the store's group commit, now (no timer to wait out);
 		// each call's error is its own there.
 		fns := make([]func(store.Tx) error, len(calls))
 		for i, c := range calls {
 			fns[i] = c.run
 		}
-		for i, err := range gu.UpdateGroup(ctx, fns) {
+		for i, err := range g.s.UpdateGroup(ctx, fns) {
 			calls[i].done <- err
 			answered++
 		}
@@ -407,12 +392,6 @@ func (g *commitGroup) flush(ctx context.Context, calls []*groupCall) {
 		c.done <- err
 		answered++
 	}
-}
-
-// groupUpdater is a store with its own group commit that a caller's
-// group can use at once (bbolt: Bolt.UpdateGroup).
-type groupUpdater interface {
-	UpdateGroup(ctx context.Context, fns []func(store.Tx) error) []error
 }
 
 // soloCall commits one call alone, under its own claim; a panic is that

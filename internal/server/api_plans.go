@@ -59,11 +59,7 @@ func (s *Server) viewPlan(ctx context.Context, id string) (*PlanView, error) {
 	if err != nil {
 		// The plan is still worth showing; it cannot start while the
 		// configuration does not load.
-		ps, ok := s.cfg.Store.(replay.PlanStore)
-		if !ok {
-			return nil, replay.ErrState
-		}
-		if p, a, err = replay.LoadPlan(ctx, ps, id); err != nil {
+		if p, a, err = replay.LoadPlan(ctx, s.cfg.Store, id); err != nil {
 			return nil, err
 		}
 		refusal = errors.New("the rules and policy do not load: " + err.Error())

@@ -15,10 +15,11 @@ import (
 // implemented by both backends (Bolt: one process; Postgres: many
 // workers). Callers take a Backend and call what they need; there is no
 // optional interface to test for. An operation a backend cannot do
-// returns ErrNotImplemented (none today); Features says what differs in
-// kind between them. The work sharing of a shared store (Shared) and the
-// runner's own capabilities are still asserted by the runner
-// (internal/replay) until its refactor folds them in.
+// returns ErrNotImplemented (notimpl.go): the work sharing of a shared
+// store (Shared) on bbolt, a bbolt-only group commit on PostgreSQL.
+// Features says what differs in kind between them, and callers key on it
+// (Features().Shared), never on the type: the runner (internal/replay)
+// never reaches an operation the store's Features rule out.
 //
 // storetest runs the same suite against both backends; a backend whose
 // answers differ fails it.
@@ -30,6 +31,9 @@ type Backend interface {
 	AuditChain
 	Indexed
 	Grouped
+	// Shared: work sharing (claims, leases, fencing, the ingest lead);
+	// ErrNotImplemented where Features().Shared is false.
+	Shared
 
 	// Entries calls fn for every entry in ref order, payload included: a
 	// scan, for exports and reports that read the whole store.
@@ -91,8 +95,21 @@ type Backend interface {
 	// the processes sharing the store; ok is false when another holds it.
 	TryRunLock(ctx context.Context) (release func(), ok bool, err error)
 
-	// Instance names the process instance holding the store (Instancer).
+	// Instance names the process instance holding the store.
 	Instance() string
+	// BeginDispatch marks key as being dispatched by this process until
+	// the returned function is called (call it before the intent commits);
+	// Dispatching reports whether it is now. Only bbolt, which one
+	// process holds, tells from it whether a dispatching record of its own
+	// instance is still in flight; on a shared store the lease decides,
+	// and Dispatching is always false.
+	BeginDispatch(key string) (end func())
+	Dispatching(key string) bool
+	// UpdateGroup commits fns together now, each fn's error its own
+	// (bbolt's group commit, batch.go). A shared store's grouped writes
+	// each need their claim checked, which the runner's commit queue does
+	// (replay/shared_window.go): there every errs[i] is ErrNotImplemented.
+	UpdateGroup(ctx context.Context, fns []func(Tx) error) (errs []error)
 	// Features says what kind of store this is.
 	Features() Features
 }
@@ -193,4 +210,16 @@ type Shared interface {
 	// Ingesting reports whether a worker is ingesting now (its entries
 	// keep arriving to claim).
 	Ingesting(ctx context.Context) (bool, error)
+	// HeldElsewhere counts the entries not checked since a run began
+	// that another owner's live lease holds, and when the last of those
+	// leases ends.
+	HeldElsewhere(ctx context.Context, owner string, since time.Time) (int, time.Time, error)
+	// RenewLease extends a claim still current to lease from now, and
+	// says whether it was current.
+	RenewLease(ctx context.Context, ref string, token int64, lease time.Duration) (bool, error)
+	// ReleaseLater queues Release(ref, token) to go with this process's
+	// next claim (one round trip saved per entry); FlushReleases sends
+	// what is queued now.
+	ReleaseLater(ref string, token int64)
+	FlushReleases(ctx context.Context) error
 }

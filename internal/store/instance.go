@@ -8,13 +8,6 @@ import (
 	"sync"
 )
 
-// Instancer is a store that names the process instance holding it. A
-// dispatching ledger record carries that name, so recovery can tell a
-// dispatch still in flight in this process from one left by a dead one.
-type Instancer interface {
-	Instance() string
-}
-
 // newInstanceID makes a per-open process instance id: host:pid:nonce.
 // The nonce tells apart two processes that reused a pid (a restart after a
 // crash often gets the same pid in a container).
@@ -25,10 +18,12 @@ func newInstanceID() string {
 	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-// Instance implements Instancer: made once when the file was opened.
+// Instance implements Backend: made once when the file was opened. A
+// dispatching ledger record carries that name, so recovery can tell a
+// dispatch still in flight in this process from one left by a dead one.
 func (s *Bolt) Instance() string { return s.instance }
 
-// Instance implements Instancer: made once when the pool was opened.
+// Instance implements Backend: made once when the pool was opened.
 func (p *Postgres) Instance() string { return p.instance }
 
 // inFlight counts the dispatches this process is making, per key. A

@@ -122,6 +122,18 @@ type Tx interface {
 	GroupState(id string) (*GroupState, error)
 	// PutGroupState stores a failure group's lifecycle record.
 	PutGroupState(st *GroupState) error
+
+	// ChainSucceeded returns the first audit record about the entry ref
+	// that says key's replay succeeded (0: none): the runner asks before
+	// dispatching a key the ledger says was sent before but not succeeded.
+	ChainSucceeded(ref, key string) (uint64, error)
+	// UnderFence runs fn as part of this transaction under the claim f
+	// (a shared store checks and locks the claim's entry first);
+	// CheckFences checks many claims at once, stale[i] the error of one
+	// no longer current. ErrNotImplemented where the store has no claims
+	// (Features().Shared false).
+	UnderFence(f Fence, fn func(Tx) error) error
+	CheckFences(fs []Fence) (stale []error, err error)
 }
 
 // Store is the state a replayctl process works on.

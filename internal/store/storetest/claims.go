@@ -25,9 +25,9 @@ import (
 // claim no longer current is refused (store.ErrStaleFence).
 func claims(t *testing.T, s store.Backend) {
 	ctx := context.Background()
-	sh, shared := s.(store.Shared)
-	if shared != s.Features().Shared {
-		t.Fatalf("Features().Shared is %v, but the backend implements store.Shared: %v", s.Features().Shared, shared)
+	sh, shared := store.Shared(s), s.Features().Shared
+	if _, err := sh.Now(ctx); shared == errors.Is(err, store.ErrNotImplemented) {
+		t.Fatalf("Features().Shared is %v, but the store's clock answers %v", shared, err)
 	}
 	release, ok, err := s.TryRunLock(ctx)
 	if err != nil || !ok {
@@ -48,7 +48,16 @@ func claims(t *testing.T, s store.Backend) {
 		r3()
 	}
 	if !shared {
+		notShared(t, s)
 		return
+	}
+	if errs := s.UpdateGroup(ctx, []func(store.Tx) error{func(store.Tx) error { return nil }}); !errors.Is(errs[0], store.ErrNotImplemented) {
+		t.Fatalf("a shared store's UpdateGroup: %v, want ErrNotImplemented (the runner's commit queue checks each claim)", errs[0])
+	}
+	if end := s.BeginDispatch("ck0"); s.Dispatching("ck0") {
+		t.Fatal("a shared store says a dispatch is in flight in this process: its leases decide")
+	} else {
+		end()
 	}
 	var recs []*store.EntryRecord
 	for i := range 5 {
@@ -255,5 +264,37 @@ func pruneArchives(t *testing.T, s store.Backend) {
 	}
 	if seq, _, err := s.AuditHead(ctx); err != nil || seq != 24+12+1 {
 		t.Fatalf("head %d %v after the next append, want 37", seq, err)
+	}
+}
+
+// notShared: a store one process holds answers every work-sharing
+// operation with ErrNotImplemented (the runner never calls them there),
+// and tracks the dispatches of its own process instead.
+func notShared(t *testing.T, s store.Backend) {
+	ctx := context.Background()
+	_, claimErr := s.Claim(ctx, "suite", time.Time{}, 1, time.Minute)
+	_, _, refErr := s.ClaimRef(ctx, "jsonl:x", "suite", time.Minute)
+	_, renewErr := s.RenewLease(ctx, "jsonl:x", 1, time.Minute)
+	var fenceErr, checkErr error
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		fenceErr = tx.UnderFence(store.Fence{Ref: "jsonl:x", Token: 1}, func(store.Tx) error { return nil })
+		_, checkErr = tx.CheckFences([]store.Fence{{Ref: "jsonl:x", Token: 1}})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{"Claim": claimErr, "ClaimRef": refErr, "RenewLease": renewErr,
+		"FlushReleases": s.FlushReleases(ctx), "Release": s.Release(ctx, "jsonl:x", 1), "UnderFence": fenceErr, "CheckFences": checkErr} {
+		if !errors.Is(err, store.ErrNotImplemented) {
+			t.Errorf("%s on a store one process holds: %v, want ErrNotImplemented", name, err)
+		}
+	}
+	end := s.BeginDispatch("k")
+	if !s.Dispatching("k") {
+		t.Error("a dispatch begun is not in flight")
+	}
+	end()
+	if s.Dispatching("k") {
+		t.Error("a dispatch ended is still in flight")
 	}
 }

@@ -289,6 +289,13 @@ type oldEntry struct {
 	// it again), kept apart from the caller's so an in-place edit of the
 	// returned record cannot pass for the stored bytes.
 	payload []byte
+	// rec is a private copy of the record Entry decoded, without its
+	// payload, and raw the stored bytes it decoded: a second Entry of the
+	// key in the transaction (a guarded write checks the entry, then
+	// records it) copies rec while the key still holds raw, instead of
+	// decoding it again. nil: decode.
+	rec *EntryRecord
+	raw []byte
 }
 
 // entryRecord reads and decodes the entry record stored under key.
@@ -424,6 +431,9 @@ func decodeEntry(se *storedEntry, payload []byte) *EntryRecord {
 
 func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
 	key := dbKey(ref)
+	if r := t.entryAgain(key); r != nil {
+		return r, nil
+	}
 	se, err := t.entryRecord(key)
 	if err != nil || se == nil {
 		return nil, err
@@ -447,13 +457,43 @@ func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
 		o := oldEntry{facets: f, exists: true}
 		if payload != nil {
 			o.payload = bytes.Clone(payload)
+			rec := cloneUnpaid(r)
+			o.rec, o.raw = &rec, bytes.Clone(t.bucket(bucketEntries).Get(key))
 		}
 		t.old[string(key)] = o
 	}
 	return r, nil
 }
 
+// entryAgain is the record Entry decoded earlier in this read-write
+// transaction, copied, while the key still holds the bytes it decoded
+// (nil otherwise). Only records whose payload is stored apart are kept:
+// an older file's inline payload is decoded with the record.
+func (t *boltTx) entryAgain(key []byte) *EntryRecord {
+	if !t.tx.Writable() {
+		return nil
+	}
+	o, ok := t.old[string(key)]
+	if !ok || o.rec == nil || !bytes.Equal(o.raw, t.bucket(bucketEntries).Get(key)) {
+		return nil
+	}
+	r := cloneUnpaid(o.rec)
+	r.Entry.Payload = bytes.Clone(o.payload)
+	return &r
+}
+
 func (t *boltTx) PutEntry(r *EntryRecord) error {
+	nf := entryFacets(r)
+	data, err := encodeHotRecord(encodeEntry(r))
+	if err != nil {
+		return err
+	}
+	return t.putEntry(r, data, nf)
+}
+
+// putEntry is PutEntry with r's stored bytes and facets given: worked
+// out here, or ahead of the transaction (PutPrepared).
+func (t *boltTx) putEntry(r *EntryRecord, data []byte, nf facets) error {
 	ref := dbKey(r.Entry.Ref())
 	// The old record tells which index keys and counters to move; a
 	// corrupt one is overwritten and counted as new. Entry or an earlier
@@ -466,7 +506,6 @@ func (t *boltTx) PutEntry(r *EntryRecord) error {
 			o = oldEntry{facets: entryFacets(&se.EntryRecord), exists: true}
 		}
 	}
-	nf := entryFacets(r)
 	if err := reindexFacets(t.tx, t.counters(), o.exists, o.facets, r, nf, t.now().UTC()); err != nil {
 		return err
 	}
@@ -478,10 +517,6 @@ func (t *boltTx) PutEntry(r *EntryRecord) error {
 	eb := t.bucket(bucketEntries)
 	if eb == nil {
 		return ErrReadOnly
-	}
-	data, err := encodeHotRecord(encodeEntry(r))
-	if err != nil {
-		return err
 	}
 	if err := eb.Put(ref, data); err != nil {
 		return err

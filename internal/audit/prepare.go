@@ -57,31 +57,55 @@ func Prepare(r *Record) {
 // keptAt is where SnapshotKept's field goes in body, r's encoding
 // without it: right after the policy snapshot, before the fields that
 // follow it in Record (TestPreparedComparesEveryField holds the order).
-// -1 when body does not read as expected there.
+// The fields around it are written here as json.Marshal writes them and
+// must be what body holds there; -1 when they are not, or when a string
+// would need escaping (the record is then encoded again if it must say
+// the snapshot was kept).
 func keptAt(r *Record, body []byte) int {
-	tail, err := json.Marshal(struct {
-		LedgerBefore string          `json:"ledger_before,omitempty"`
-		LedgerAfter  string          `json:"ledger_after,omitempty"`
-		Outcome      string          `json:"outcome,omitempty"`
-		Detail       json.RawMessage `json:"detail,omitempty"`
-	}{r.LedgerBefore, r.LedgerAfter, r.Outcome, r.Detail})
-	if err != nil {
+	if !plainString(r.PolicySnapshot) {
 		return -1
 	}
-	// In body the tail's fields follow a comma, not a brace.
-	suffix := tail[1:]
-	if len(suffix) > 1 {
-		suffix = append([]byte{','}, suffix...)
+	suffix := make([]byte, 0, 96+len(r.Detail))
+	for _, f := range [...]struct{ name, v string }{
+		{"ledger_before", r.LedgerBefore}, {"ledger_after", r.LedgerAfter}, {"outcome", r.Outcome}} {
+		if f.v == "" {
+			continue
+		}
+		if !plainString(f.v) {
+			return -1
+		}
+		suffix = append(suffix, `,"`+f.name+`":"`...)
+		suffix = append(suffix, f.v...)
+		suffix = append(suffix, '"')
 	}
-	snap, err := json.Marshal(r.PolicySnapshot)
-	if err != nil || !bytes.HasSuffix(body, suffix) {
+	if len(r.Detail) > 0 {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, r.Detail); err != nil {
+			return -1
+		}
+		suffix = append(suffix, `,"detail":`...)
+		suffix = append(suffix, compact.Bytes()...)
+	}
+	suffix = append(suffix, '}')
+	if !bytes.HasSuffix(body, suffix) {
 		return -1
 	}
 	at := len(body) - len(suffix)
-	if !bytes.HasSuffix(body[:at], append([]byte(`"policy_snapshot":`), snap...)) {
+	if !bytes.HasSuffix(body[:at], []byte(`"policy_snapshot":"`+r.PolicySnapshot+`"`)) {
 		return -1
 	}
 	return at
+}
+
+// plainString reports whether json.Marshal writes s as it is between
+// quotes (printable ASCII without quote, backslash or HTML characters).
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // preparedBody returns r's encoding from its Prepared, or nil when r no

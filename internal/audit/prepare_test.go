@@ -56,6 +56,7 @@ func TestPreparedSealIsPlainSeal(t *testing.T) {
 			return &Record{Actor: "a", Kind: KindDispatch, PolicySnapshot: "s", LedgerAfter: "dispatching"}
 		}, true},
 		{"snapshot kept by the caller", func() *Record { r := sample(); r.SnapshotKept = true; return r }, true},
+		{"detail not compact", func() *Record { r := sample(); r.Detail = json.RawMessage(`{ "a" : [1, 2] }`); return r }, true},
 		{"detail that looks like the snapshot", func() *Record {
 			r := sample()
 			r.Detail = json.RawMessage(`{"policy_snapshot":"sha256:abc","snapshot_kept":true}`)

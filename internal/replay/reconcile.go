@@ -529,9 +529,7 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 	dispatchRec.LedgerBefore = string(idempotency.Decided)
 	dispatchRec.Reason = dispatchReason(d.Ledger.Replays+1, d.MaxReplays, route.Name, d.Ledger.Replays+1)
 	audit.Prepare(&dispatchRec)
-	var written *store.EntryRecord // the entry as the intent writes it
 	err := spend(h, r.commitIntent(ctx, h, guarded(h, e, r.recordTxLearning(e, res, func(tx store.Tx, er *store.EntryRecord) error {
-		written = er
 		if er.Hold != "" {
 			// A person resolved or quarantined the entry after it was read
 			// (a window reads ahead): their hold stands, nothing is sent.
@@ -643,15 +641,6 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 		Source: e.Source, Key: e.IdempotencyKey, Outcome: out.Outcome.String(), Reason: out.Detail,
 		LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(to), Detail: detail}
 	audit.Prepare(&outcomeRec)
-	// So is the entry as the outcome leaves it, from the entry as the
-	// intent wrote it; the transaction re-encodes it only if the stored
-	// one has changed since (store.PutPrepared).
-	var outcomeEntry *store.PreparedEntry
-	if written != nil {
-		next := *written
-		applyOutcome(&next, status, reason, due, owesBack)
-		outcomeEntry = store.PrepareEntry(&next)
-	}
 	if err := r.commitOutcome(ctx, h, func(tx store.Tx) error {
 		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching,
 			To: to, Error: out.Detail, Owner: owner, Attempt: attempt, NotSent: out.Outcome == NotSent}); err != nil {
@@ -661,7 +650,7 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 		if _, err := tx.Append(&rec); err != nil {
 			return err
 		}
-		owed, err = setOutcomeStatus(tx, e.Ref(), status, reason, due, owesBack, outcomeEntry)
+		owed, err = setOutcomeStatus(tx, e.Ref(), status, reason, due, owesBack)
 		return err
 	}); err != nil {
 		endDispatch()
@@ -714,8 +703,7 @@ func dispatchReason(budget, maxReplays int, target string, attempt int) string {
 // when no retry is scheduled), reading and writing the entry once; owesBack
 // records the replay's write-back as owed. It returns the write-back the
 // entry still owes, as stored.
-// ahead, when set, is the record encoded before the transaction.
-func setOutcomeStatus(tx store.Tx, ref, status, reason string, due time.Time, owesBack bool, ahead *store.PreparedEntry) (owed string, err error) {
+func setOutcomeStatus(tx store.Tx, ref, status, reason string, due time.Time, owesBack bool) (owed string, err error) {
 	if ref == "" {
 		return "", nil
 	}
@@ -723,12 +711,6 @@ func setOutcomeStatus(tx store.Tx, ref, status, reason string, due time.Time, ow
 	if err != nil || er == nil {
 		return "", err
 	}
-	applyOutcome(er, status, reason, due, owesBack)
-	return er.WriteBackPending, store.PutPrepared(tx, er, ahead)
-}
-
-// applyOutcome sets what a replay's outcome changes in its entry.
-func applyOutcome(er *store.EntryRecord, status, reason string, due time.Time, owesBack bool) {
 	er.Status, er.Reason, er.NextAttemptAt = status, reason, due
 	if owesBack && er.WriteBackPending == "" {
 		er.WriteBackPending = store.WriteBackReplayed
@@ -736,6 +718,7 @@ func applyOutcome(er *store.EntryRecord, status, reason string, due time.Time, o
 	if status == store.StatusFailed {
 		er.Hold = store.HoldFailed
 	}
+	return er.WriteBackPending, tx.PutEntry(er)
 }
 
 // auditBreakers writes one audit record per breaker state change not yet

@@ -483,17 +483,6 @@ func (t *boltTx) entryAgain(key []byte) *EntryRecord {
 }
 
 func (t *boltTx) PutEntry(r *EntryRecord) error {
-	nf := entryFacets(r)
-	data, err := encodeHotRecord(encodeEntry(r))
-	if err != nil {
-		return err
-	}
-	return t.putEntry(r, data, nf)
-}
-
-// putEntry is PutEntry with r's stored bytes and facets given: worked
-// out here, or ahead of the transaction (PutPrepared).
-func (t *boltTx) putEntry(r *EntryRecord, data []byte, nf facets) error {
 	ref := dbKey(r.Entry.Ref())
 	// The old record tells which index keys and counters to move; a
 	// corrupt one is overwritten and counted as new. Entry or an earlier
@@ -506,6 +495,7 @@ func (t *boltTx) putEntry(r *EntryRecord, data []byte, nf facets) error {
 			o = oldEntry{facets: entryFacets(&se.EntryRecord), exists: true}
 		}
 	}
+	nf := entryFacets(r)
 	if err := reindexFacets(t.tx, t.counters(), o.exists, o.facets, r, nf, t.now().UTC()); err != nil {
 		return err
 	}
@@ -517,6 +507,10 @@ func (t *boltTx) putEntry(r *EntryRecord, data []byte, nf facets) error {
 	eb := t.bucket(bucketEntries)
 	if eb == nil {
 		return ErrReadOnly
+	}
+	data, err := encodeHotRecord(encodeEntry(r))
+	if err != nil {
+		return err
 	}
 	if err := eb.Put(ref, data); err != nil {
 		return err

@@ -525,9 +525,8 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 	// differs (audit.Prepare).
 	dispatchRec := audit.Record{Actor: r.Actor, Kind: audit.KindDispatch, EntryRef: e.Ref(), EntryID: e.ID,
 		Source: e.Source, Key: e.IdempotencyKey, Action: triage.AutoReplay, PolicySnapshot: d.PolicySnapshot,
-		LedgerAfter: string(idempotency.Dispatching)}
-	dispatchRec.LedgerBefore = string(idempotency.Decided)
-	dispatchRec.Reason = dispatchReason(d.Ledger.Replays+1, d.MaxReplays, route.Name, d.Ledger.Replays+1)
+		LedgerBefore: string(idempotency.Decided), LedgerAfter: string(idempotency.Dispatching),
+		Reason: dispatchReason(d.Ledger.Replays+1, d.MaxReplays, route.Name, d.Ledger.Replays+1)}
 	audit.Prepare(&dispatchRec)
 	err := spend(h, r.commitIntent(ctx, h, guarded(h, e, r.recordTxLearning(e, res, func(tx store.Tx, er *store.EntryRecord) error {
 		if er.Hold != "" {

@@ -59,6 +59,9 @@ type Record struct {
 	LedgerAfter  string          `json:"ledger_after,omitempty"`
 	Outcome      string          `json:"outcome,omitempty"`
 	Detail       json.RawMessage `json:"detail,omitempty"`
+
+	// prep is the body encoded ahead (Prepare); not part of the record.
+	prep *Prepared
 }
 
 // ID is the user-facing decision id.
@@ -76,8 +79,13 @@ type Sealed struct {
 const Genesis = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
 
 // Seal encodes r (with its Seq already set) and chains it to prev.
+// A record prepared ahead (Prepare) and unchanged since is not encoded
+// again: its seq and time are written before the prepared rest.
 func Seal(r *Record, prev string) (Sealed, error) {
-	body, err := json.Marshal(r)
+	body, err := r.preparedBody()
+	if body == nil && err == nil {
+		body, err = json.Marshal(r)
+	}
 	if err != nil {
 		return Sealed{}, fmt.Errorf("encode audit record: %w", err)
 	}

@@ -522,6 +522,15 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 	// written (or the intent failed): bbolt's inFlightHere (claim.go).
 	endDispatch := r.Store.BeginDispatch(e.IdempotencyKey)
 	ends = append(ends, endDispatch)
+	// The dispatch record is encoded here, outside the write lock, for
+	// the attempt the decision's ledger view makes next; the transaction
+	// sets its reason from the ledger and re-encodes only when that
+	// differs (audit.Prepare).
+	dispatchRec := audit.Record{Actor: r.Actor, Kind: audit.KindDispatch, EntryRef: e.Ref(), EntryID: e.ID,
+		Source: e.Source, Key: e.IdempotencyKey, Action: triage.AutoReplay, PolicySnapshot: d.PolicySnapshot,
+		LedgerBefore: string(idempotency.Decided), LedgerAfter: string(idempotency.Dispatching),
+		Reason: dispatchReason(d.Ledger.Replays+1, d.MaxReplays, route.Name, d.Ledger.Replays+1)}
+	audit.Prepare(&dispatchRec)
 	err := spend(h, r.commitIntent(ctx, h, guarded(h, e, r.recordTxLearning(e, res, func(tx store.Tx, er *store.EntryRecord) error {
 		if er.Hold != "" {
 			// A person resolved or quarantined the entry after it was read
@@ -569,10 +578,9 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 		}
 		er.NextAttemptAt = time.Time{} // this is the attempt that was due
 		attempt, budget = next.Replays, next.Budget()
-		_, err = tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindDispatch, EntryRef: e.Ref(), EntryID: e.ID,
-			Source: e.Source, Key: e.IdempotencyKey, Action: triage.AutoReplay, PolicySnapshot: d.PolicySnapshot,
-			LedgerBefore: string(from), LedgerAfter: string(idempotency.Dispatching),
-			Reason: fmt.Sprintf("replay %d of %d to %s (attempt %d)", next.Budget(), d.MaxReplays, route.Name, next.Replays)})
+		rec := dispatchRec // a copy: the transaction may run again
+		rec.LedgerBefore, rec.Reason = string(from), dispatchReason(next.Budget(), d.MaxReplays, route.Name, next.Replays)
+		_, err = tx.Append(&rec)
 		return err
 	}, false))))
 	if err != nil {
@@ -622,22 +630,26 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 	// write-back owed, and the next run finishes it.
 	_, hasWB := src.(source.WriteBack)
 	owesBack := out.Outcome == Succeeded && !out.SourceUpdated && hasWB
+	dm := map[string]any{"target": route.Name, "attempt": attempt, "status": out.Status}
+	if out.NewJobID != "" {
+		dm["new_job_id"] = out.NewJobID
+	}
+	if !due.IsZero() {
+		dm["next_attempt_at"] = due
+	}
+	detail, _ := json.Marshal(dm)
+	// Encoded here, outside the write lock: the transaction only links it.
+	outcomeRec := audit.Record{Actor: r.Actor, Kind: audit.KindOutcome, EntryRef: e.Ref(), EntryID: e.ID,
+		Source: e.Source, Key: e.IdempotencyKey, Outcome: out.Outcome.String(), Reason: out.Detail,
+		LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(to), Detail: detail}
+	audit.Prepare(&outcomeRec)
 	if err := r.commitOutcome(ctx, h, func(tx store.Tx) error {
 		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching,
 			To: to, Error: out.Detail, Owner: owner, Attempt: attempt, NotSent: out.Outcome == NotSent}); err != nil {
 			return err
 		}
-		dm := map[string]any{"target": route.Name, "attempt": attempt, "status": out.Status}
-		if out.NewJobID != "" {
-			dm["new_job_id"] = out.NewJobID
-		}
-		if !due.IsZero() {
-			dm["next_attempt_at"] = due
-		}
-		detail, _ := json.Marshal(dm)
-		if _, err := tx.Append(&audit.Record{Actor: r.Actor, Kind: audit.KindOutcome, EntryRef: e.Ref(), EntryID: e.ID,
-			Source: e.Source, Key: e.IdempotencyKey, Outcome: out.Outcome.String(), Reason: out.Detail,
-			LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(to), Detail: detail}); err != nil {
+		rec := outcomeRec // a copy: the transaction may run again
+		if _, err := tx.Append(&rec); err != nil {
 			return err
 		}
 		owed, err = setOutcomeStatus(tx, e.Ref(), status, reason, due, owesBack)
@@ -671,6 +683,22 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 		return r.record(ctx, h, e, res, nil)
 	}
 	return nil
+}
+
+// decisionRecord is the audit record of res's decision on e.
+func (r *Reconciler) decisionRecord(e *entry.Entry, res *EntryResult) *audit.Record {
+	d := &res.Decision
+	input := *e
+	input.Payload = nil
+	return &audit.Record{Actor: r.Actor, Kind: audit.KindDecision, EntryRef: e.Ref(), EntryID: e.ID,
+		Source: e.Source, Key: e.IdempotencyKey, Decision: d, Input: &input, Action: res.Final,
+		Reason: lastReason(d.Reasons, res.Reason), PolicySnapshot: d.PolicySnapshot,
+		LedgerBefore: d.Ledger.State, LedgerAfter: d.Ledger.State}
+}
+
+// dispatchReason is a dispatch record's reason.
+func dispatchReason(budget, maxReplays int, target string, attempt int) string {
+	return fmt.Sprintf("replay %d of %d to %s (attempt %d)", budget, maxReplays, target, attempt)
 }
 
 // setOutcomeStatus is setStatus plus the entry's next attempt time (zero
@@ -828,6 +856,14 @@ func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra fu
 		res.Status = statusFor(res.Final, d.Reasons)
 	}
 	now := r.Clock.Now().UTC()
+	var ahead *audit.Record
+	if d.Ledger.State == "" {
+		// A key the ledger never saw: its entry's decision is almost
+		// always new and recorded, so its record is encoded here, outside
+		// the write lock (audit.Prepare; re-encoded only if it changes).
+		ahead = r.decisionRecord(e, res)
+		audit.Prepare(ahead)
+	}
 	return func(tx store.Tx) error {
 		res.Recorded = false
 		er, err := tx.Entry(e.Ref())
@@ -864,11 +900,14 @@ func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra fu
 		}
 		er.Reason = lastReason(d.Reasons, res.Reason)
 		if changed {
-			input := *e
-			input.Payload = nil
-			rec := &audit.Record{Actor: r.Actor, Kind: audit.KindDecision, EntryRef: e.Ref(), EntryID: e.ID,
-				Source: e.Source, Key: e.IdempotencyKey, Decision: d, Input: &input, Action: res.Final, Reason: er.Reason,
-				PolicySnapshot: d.PolicySnapshot, LedgerBefore: d.Ledger.State, LedgerAfter: d.Ledger.State}
+			var rec *audit.Record
+			if ahead != nil {
+				cp := *ahead // a copy: the transaction may run again
+				rec = &cp
+			} else {
+				rec = r.decisionRecord(e, res)
+			}
+			rec.Reason = er.Reason
 			if lifted {
 				// The decision itself stays the engine's, so that it can be
 				// re-run from the record; the record says why it is new.

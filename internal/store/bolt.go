@@ -289,6 +289,13 @@ type oldEntry struct {
 	// it again), kept apart from the caller's so an in-place edit of the
 	// returned record cannot pass for the stored bytes.
 	payload []byte
+	// rec is a private copy of the record Entry decoded, without its
+	// payload, and raw the stored bytes it decoded: a second Entry of the
+	// key in the transaction (a guarded write checks the entry, then
+	// records it) copies rec while the key still holds raw, instead of
+	// decoding it again. nil: decode.
+	rec *EntryRecord
+	raw []byte
 }
 
 // entryRecord reads and decodes the entry record stored under key.
@@ -424,6 +431,9 @@ func decodeEntry(se *storedEntry, payload []byte) *EntryRecord {
 
 func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
 	key := dbKey(ref)
+	if r := t.entryAgain(key); r != nil {
+		return r, nil
+	}
 	se, err := t.entryRecord(key)
 	if err != nil || se == nil {
 		return nil, err
@@ -447,10 +457,29 @@ func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
 		o := oldEntry{facets: f, exists: true}
 		if payload != nil {
 			o.payload = bytes.Clone(payload)
+			rec := cloneUnpaid(r)
+			o.rec, o.raw = &rec, bytes.Clone(t.bucket(bucketEntries).Get(key))
 		}
 		t.old[string(key)] = o
 	}
 	return r, nil
+}
+
+// entryAgain is the record Entry decoded earlier in this read-write
+// transaction, copied, while the key still holds the bytes it decoded
+// (nil otherwise). Only records whose payload is stored apart are kept:
+// an older file's inline payload is decoded with the record.
+func (t *boltTx) entryAgain(key []byte) *EntryRecord {
+	if !t.tx.Writable() {
+		return nil
+	}
+	o, ok := t.old[string(key)]
+	if !ok || o.rec == nil || !bytes.Equal(o.raw, t.bucket(bucketEntries).Get(key)) {
+		return nil
+	}
+	r := cloneUnpaid(o.rec)
+	r.Entry.Payload = bytes.Clone(o.payload)
+	return &r
 }
 
 func (t *boltTx) PutEntry(r *EntryRecord) error {

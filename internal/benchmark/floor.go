@@ -38,15 +38,7 @@ func floor(ctx context.Context, c *Config) ([]Row, error) {
 	n := c.size(10_000, 300)
 	rounds := c.size(3, 1)
 	c.progress("replay floor: bare decode + prepared eval + POST vs plain POSTs")
-	spec, err := c.corpus("replay.jsonl", gen.Options{N: n, Seed: 2, AutoOnly: true})
-	if err != nil {
-		return nil, err
-	}
-	bare, err := c.bareEvalOf(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	lines, err := readLines(strings.TrimPrefix(spec, "jsonl:"))
+	_, bare, lines, err := c.replayCorpus(ctx, n)
 	if err != nil {
 		return nil, err
 	}
@@ -348,6 +340,24 @@ func (b *bareDB) put(tx *bolt.Tx, lo int, payloads [][]byte) error {
 }
 
 // readLines reads a file's non-empty lines.
+// replayCorpus is the floor rows' corpus of n auto-replayable entries:
+// its spec, the bare evaluation of its rules and policy, and its lines.
+func (c *Config) replayCorpus(ctx context.Context, n int) (string, *bareEval, [][]byte, error) {
+	spec, err := c.corpus("replay.jsonl", gen.Options{N: n, Seed: 2, AutoOnly: true})
+	if err != nil {
+		return "", nil, nil, err
+	}
+	bare, err := c.bareEvalOf(ctx, spec)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	lines, err := readLines(strings.TrimPrefix(spec, "jsonl:"))
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return spec, bare, lines, nil
+}
+
 func readLines(path string) ([][]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {

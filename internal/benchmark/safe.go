@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/replayctl/replayctl/internal/gen"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
@@ -25,15 +23,7 @@ func safe(ctx context.Context, c *Config) ([]Row, error) {
 	n := c.size(10_000, 300)
 	rounds := c.size(3, 1)
 	c.progress("reconcile vs the minimal safe replay")
-	spec, err := c.corpus("replay.jsonl", gen.Options{N: n, Seed: 2, AutoOnly: true})
-	if err != nil {
-		return nil, err
-	}
-	bare, err := c.bareEvalOf(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	lines, err := readLines(strings.TrimPrefix(spec, "jsonl:"))
+	spec, bare, lines, err := c.replayCorpus(ctx, n)
 	if err != nil {
 		return nil, err
 	}

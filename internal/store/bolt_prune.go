@@ -386,125 +386,61 @@ func (a *archiver) approvals() error {
 	return nil
 }
 
-// removeArchived removes what the archive holds and still qualifies,
-// moves the base, and clears the pending mark (steps 3-6 of Prune).
-//
-// fresh says this process has just written and synced the archive, whose
-// base is given, so it is not read twice; resuming, the archive is checked
-// to be complete first and its base read from its trailer.
-func (s *Bolt) removeArchived(ctx context.Context, pend *prunePending, o PruneOptions, fresh bool, base *audit.Checkpoint) (*PruneResult, error) {
-	batch := o.Batch
-	res := &PruneResult{Archive: pend.Archive, Base: base}
-	// Nothing is removed unless the archive is all there.
-	if !fresh {
-		b, err := archiveBase(pend.Archive)
-		if err != nil {
-			return nil, err
-		}
-		res.Base = b
-	}
-	f, err := os.Open(pend.Archive)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var refs, approvals []string
-	flush := func() error {
-		if len(refs) == 0 && len(approvals) == 0 {
-			return nil
-		}
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			setFillPercent(tx)
-			eb, apb := tx.Bucket(bucketEntries), tx.Bucket(bucketApprovals)
-			for _, id := range approvals {
-				a, err := getJSON[Approval](apb, dbKey(id))
-				if err != nil || a == nil {
-					continue
-				}
-				if se, err := getJSON[storedEntry](eb, dbKey(a.EntryRef)); err != nil || se != nil && !prunable(tx, &se.EntryRecord, pend.Before) {
-					continue
-				}
-				if err := reindexApproval(tx, a, nil); err != nil {
-					return err
-				}
-				if err := apb.Delete(dbKey(id)); err != nil {
-					return err
-				}
-				res.Approvals++
+// removeBatch removes, in one transaction, the approvals and entries
+// named that still qualify (approvals first: they name their entry, which
+// must still be there to be checked).
+func (s *Bolt) removeBatch(_ context.Context, refs, approvals []string, before time.Time, res *PruneResult) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		setFillPercent(tx)
+		eb, apb := tx.Bucket(bucketEntries), tx.Bucket(bucketApprovals)
+		for _, id := range approvals {
+			a, err := getJSON[Approval](apb, dbKey(id))
+			if err != nil || a == nil {
+				continue
 			}
-			for _, ref := range refs {
-				key := dbKey(ref)
-				se, err := getJSON[storedEntry](eb, key)
-				if err != nil || se == nil || !prunable(tx, &se.EntryRecord, pend.Before) {
-					continue // changed since it was archived: it stays (and is in the archive too)
-				}
-				if err := reindex(tx, &se.EntryRecord, nil, s.now().UTC()); err != nil {
-					return err
-				}
-				if err := eb.Delete(key); err != nil {
-					return err
-				}
-				for _, name := range [][]byte{bucketPayloadsZ, bucketPayloads} {
-					if b := tx.Bucket(name); b != nil {
-						if err := b.Delete(key); err != nil {
-							return err
-						}
+			if se, err := getJSON[storedEntry](eb, dbKey(a.EntryRef)); err != nil || se != nil && !prunable(tx, &se.EntryRecord, before) {
+				continue
+			}
+			if err := reindexApproval(tx, a, nil); err != nil {
+				return err
+			}
+			if err := apb.Delete(dbKey(id)); err != nil {
+				return err
+			}
+			res.Approvals++
+		}
+		for _, ref := range refs {
+			key := dbKey(ref)
+			se, err := getJSON[storedEntry](eb, key)
+			if err != nil || se == nil || !prunable(tx, &se.EntryRecord, before) {
+				continue // changed since it was archived: it stays (and is in the archive too)
+			}
+			if err := reindex(tx, &se.EntryRecord, nil, s.now().UTC()); err != nil {
+				return err
+			}
+			if err := eb.Delete(key); err != nil {
+				return err
+			}
+			for _, name := range [][]byte{bucketPayloadsZ, bucketPayloads} {
+				if b := tx.Bucket(name); b != nil {
+					if err := b.Delete(key); err != nil {
+						return err
 					}
 				}
-				res.Entries++
 			}
-			return nil
-		})
-		refs, approvals = refs[:0], approvals[:0]
-		return err
-	}
-	// Approvals first within a batch (they name their entry, which must
-	// still be there to be checked), entries after.
-	err = audit.ReadArchive(bufio.NewReader(f), func(l *audit.ArchiveLine) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		switch l.Type {
-		case audit.LineEntry:
-			var er EntryRecord
-			if err := json.Unmarshal(l.Entry, &er); err != nil {
-				return fmt.Errorf("archive entry: %w", err)
-			}
-			refs = append(refs, er.Entry.Ref())
-		case audit.LineApproval:
-			var a Approval
-			if err := json.Unmarshal(l.Approval, &a); err != nil {
-				return fmt.Errorf("archive approval: %w", err)
-			}
-			approvals = append(approvals, a.ID)
-		case audit.LineLedger:
-			res.Ledger++
-		}
-		if len(refs)+len(approvals) >= batch {
-			return flush()
+			res.Entries++
 		}
 		return nil
 	})
-	if err == nil {
-		err = flush()
-	}
+}
+
+// sizeNow is the file's size after a prune.
+func (s *Bolt) sizeNow(context.Context) (int64, error) {
+	fi, err := os.Stat(s.path)
 	if err != nil {
-		return nil, fmt.Errorf("prune: %w (run prune again to finish; the archive %s holds everything)", err, pend.Archive)
+		return 0, err
 	}
-	if b := res.Base; b != nil {
-		n, err := s.moveBase(ctx, b, batch, o.AfterBase)
-		res.Audit = n
-		if err != nil {
-			return nil, fmt.Errorf("prune the audit chain: %w (run prune again to finish)", err)
-		}
-	}
-	if err := s.setPending(ctx, nil); err != nil {
-		return nil, err
-	}
-	if fi, err := os.Stat(s.path); err == nil {
-		res.SizeAfter = fi.Size()
-	}
-	return res, nil
+	return fi.Size(), nil
 }
 
 // archiveBase checks that an archive is complete and returns its base:

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bufio"
 	"context"
 	"crypto/md5"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -457,77 +455,11 @@ func (a *pgArchiver) approvals(ctx context.Context) error {
 	return rows.Err()
 }
 
-// removeArchived removes what the archive holds and still qualifies,
-// moves the base, and clears the pending mark (steps 3-6 of prune).
-func (p *Postgres) removeArchived(ctx context.Context, pend *prunePending, o PruneOptions, fresh bool, base *audit.Checkpoint) (*PruneResult, error) {
-	batch := o.Batch
-	res := &PruneResult{Archive: pend.Archive, Base: base}
-	if !fresh {
-		b, err := archiveBase(pend.Archive)
-		if err != nil {
-			return nil, err
-		}
-		res.Base = b
-	}
-	f, err := os.Open(pend.Archive)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var refs, approvals []string
-	flush := func() error {
-		if len(refs) == 0 && len(approvals) == 0 {
-			return nil
-		}
-		err := p.removeBatch(ctx, refs, approvals, pend.Before, res)
-		refs, approvals = refs[:0], approvals[:0]
-		return err
-	}
-	err = audit.ReadArchive(bufio.NewReader(f), func(l *audit.ArchiveLine) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		switch l.Type {
-		case audit.LineEntry:
-			var er EntryRecord
-			if err := json.Unmarshal(l.Entry, &er); err != nil {
-				return fmt.Errorf("archive entry: %w", err)
-			}
-			refs = append(refs, er.Entry.Ref())
-		case audit.LineApproval:
-			var a Approval
-			if err := json.Unmarshal(l.Approval, &a); err != nil {
-				return fmt.Errorf("archive approval: %w", err)
-			}
-			approvals = append(approvals, a.ID)
-		case audit.LineLedger:
-			res.Ledger++
-		}
-		if len(refs)+len(approvals) >= batch {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("prune: %w (run prune again to finish; the archive %s holds everything)", err, pend.Archive)
-	}
-	if b := res.Base; b != nil {
-		n, err := p.moveBase(ctx, b, batch, o.AfterBase)
-		res.Audit = n
-		if err != nil {
-			return nil, fmt.Errorf("prune the audit chain: %w (run prune again to finish)", err)
-		}
-	}
-	if err := p.setPending(ctx, nil); err != nil {
-		return nil, err
-	}
-	if err := p.pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&res.SizeAfter); err != nil {
-		return nil, err
-	}
-	return res, nil
+// sizeNow is the database's size after a prune.
+func (p *Postgres) sizeNow(ctx context.Context) (int64, error) {
+	var n int64
+	err := p.pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&n)
+	return n, err
 }
 
 // removeBatch removes, in one transaction, the approvals and entries

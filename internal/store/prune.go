@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,7 +23,87 @@ type pruner interface {
 	pendingPrune(ctx context.Context) (*prunePending, error)
 	setPending(ctx context.Context, p *prunePending) error
 	writeArchive(ctx context.Context, path string, o PruneOptions) (res *PruneResult, base *audit.Checkpoint, written bool, err error)
-	removeArchived(ctx context.Context, pend *prunePending, o PruneOptions, fresh bool, base *audit.Checkpoint) (*PruneResult, error)
+	// removeBatch removes the entries and approvals named, each only if
+	// it still qualifies, in one transaction, counting them in res.
+	removeBatch(ctx context.Context, refs, approvalIDs []string, before time.Time, res *PruneResult) error
+	moveBase(ctx context.Context, b *audit.Checkpoint, batch int, afterBase func()) (int, error)
+	// sizeNow is the store's size on disk after the prune.
+	sizeNow(ctx context.Context) (int64, error)
+}
+
+// removeArchived removes what the archive holds and still qualifies,
+// moves the base, and clears the pending mark (steps 3-6 of prune). What
+// leaves is read back from the archive, so nothing leaves that it lacks.
+func removeArchived(ctx context.Context, s pruner, pend *prunePending, o PruneOptions, fresh bool, base *audit.Checkpoint) (*PruneResult, error) {
+	batch := o.Batch
+	res := &PruneResult{Archive: pend.Archive, Base: base}
+	// Nothing is removed unless the archive is all there.
+	if !fresh {
+		b, err := archiveBase(pend.Archive)
+		if err != nil {
+			return nil, err
+		}
+		res.Base = b
+	}
+	f, err := os.Open(pend.Archive)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var refs, approvals []string
+	flush := func() error {
+		if len(refs) == 0 && len(approvals) == 0 {
+			return nil
+		}
+		err := s.removeBatch(ctx, refs, approvals, pend.Before, res)
+		refs, approvals = refs[:0], approvals[:0]
+		return err
+	}
+	err = audit.ReadArchive(bufio.NewReader(f), func(l *audit.ArchiveLine) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		switch l.Type {
+		case audit.LineEntry:
+			var er EntryRecord
+			if err := json.Unmarshal(l.Entry, &er); err != nil {
+				return fmt.Errorf("archive entry: %w", err)
+			}
+			refs = append(refs, er.Entry.Ref())
+		case audit.LineApproval:
+			var a Approval
+			if err := json.Unmarshal(l.Approval, &a); err != nil {
+				return fmt.Errorf("archive approval: %w", err)
+			}
+			approvals = append(approvals, a.ID)
+		case audit.LineLedger:
+			res.Ledger++
+		}
+		if len(refs)+len(approvals) >= batch {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("prune: %w (run prune again to finish; the archive %s holds everything)", err, pend.Archive)
+	}
+	if b := res.Base; b != nil {
+		n, err := s.moveBase(ctx, b, batch, o.AfterBase)
+		res.Audit = n
+		if err != nil {
+			return nil, fmt.Errorf("prune the audit chain: %w (run prune again to finish)", err)
+		}
+	}
+	if err := s.setPending(ctx, nil); err != nil {
+		return nil, err
+	}
+	if res.SizeAfter, err = s.sizeNow(ctx); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // prune moves what retention lets go into an archive, then removes it,
@@ -51,7 +133,7 @@ func prune(ctx context.Context, s pruner, o PruneOptions) (*PruneResult, error) 
 		return nil, fmt.Errorf("read pending prune: %w", err)
 	}
 	if pend != nil {
-		res, err := s.removeArchived(ctx, pend, o, false, nil)
+		res, err := removeArchived(ctx, s, pend, o, false, nil)
 		if !errors.Is(err, errNoArchive) {
 			if res != nil {
 				res.Resumed = true
@@ -92,7 +174,7 @@ func prune(ctx context.Context, s pruner, o PruneOptions) (*PruneResult, error) 
 	if o.AfterArchive != nil {
 		o.AfterArchive()
 	}
-	done, err := s.removeArchived(ctx, pend, o, true, base)
+	done, err := removeArchived(ctx, s, pend, o, true, base)
 	if done != nil {
 		done.HeldAt, done.HeldBy = res.HeldAt, res.HeldBy
 	}

@@ -210,6 +210,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 			ids = append(ids, id)
 		}
 	}
+	// ORDER BY failed_at DESC: ties in one fixed order (by id), as a
+	// database answers the same query with the same plan; the map's own
+	// order would differ from one request to the next.
+	sort.Strings(ids)
 	sort.SliceStable(ids, func(i, j int) bool { return failedAt(ids[i]).After(failedAt(ids[j])) })
 	items := []map[string]any{}
 	for i := page * size; i < len(ids) && i < (page+1)*size; i++ {

@@ -243,12 +243,8 @@ func (a *archiver) auditPrefix(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	v, from, prevHead := audit.NewVerifier(), uint64(1), audit.Genesis
-	if prev != nil {
-		v, from, prevHead = audit.VerifierAt(prev.Seq, prev.Head), prev.Seq+1, prev.Head
-	}
-	if err := a.w.Write(&audit.ArchiveLine{Type: audit.LineHeader, Version: audit.ArchiveVersion, Created: now,
-		Before: a.before.UTC(), FromSeq: from, Prev: prevHead}); err != nil {
+	v, from, err := archiveHeader(a.w, prev, a.before, now)
+	if err != nil {
 		return err
 	}
 	var head auditHead

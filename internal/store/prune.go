@@ -250,3 +250,16 @@ func writeArchiveFile(path string, o PruneOptions, fill func(w *audit.ArchiveWri
 	}
 	return res, base, true, nil
 }
+
+// archiveHeader writes an archive's header line and returns the verifier
+// its audit prefix is checked with and the first seq it holds: after the
+// base of an earlier prune (prev), or from genesis.
+func archiveHeader(w *audit.ArchiveWriter, prev *audit.Checkpoint, before, now time.Time) (*audit.Verifier, uint64, error) {
+	v, from, prevHead := audit.NewVerifier(), uint64(1), audit.Genesis
+	if prev != nil {
+		v, from, prevHead = audit.VerifierAt(prev.Seq, prev.Head), prev.Seq+1, prev.Head
+	}
+	err := w.Write(&audit.ArchiveLine{Type: audit.LineHeader, Version: audit.ArchiveVersion, Created: now,
+		Before: before.UTC(), FromSeq: from, Prev: prevHead})
+	return v, from, err
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -39,7 +40,7 @@ func TestOldestEntryAlertCountsFromLastFailure(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			st, err := store.OpenBolt(filepath.Join(dir, "replayctl.db"), store.Options{})
+			st, err := bolt.Open(filepath.Join(dir, "replayctl.db"), store.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -57,7 +58,7 @@ func TestRemoteApproveReplayNowByApprover(t *testing.T) {
 		t.Fatalf("no request for evt-0002 in %s", out)
 	}
 
-	st, err := store.OpenBolt(db, store.Options{})
+	st, err := bolt.Open(db, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

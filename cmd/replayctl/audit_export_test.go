@@ -9,10 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // Issue 29: `audit export` exited 0 on a chain `audit verify` reported
@@ -20,7 +21,7 @@ import (
 // the records before the break, then an error line, and a non-zero exit.
 func TestAuditExportStopsAtTheFirstBrokenLink(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "replayctl.db")
-	st, err := store.OpenBolt(path, store.Options{})
+	st, err := bolt.Open(path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,11 +43,11 @@ func TestAuditExportStopsAtTheFirstBrokenLink(t *testing.T) {
 		t.Fatalf("intact chain: exit %d, %d lines, %s", code, len(lines), stderr)
 	}
 	// Record 4 edited in the file.
-	db, err := bolt.Open(path, 0o600, nil)
+	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
+	if err := db.Update(func(tx *bbolt.Tx) error {
 		var k [8]byte
 		binary.BigEndian.PutUint64(k[:], 4)
 		b := tx.Bucket([]byte("audit"))

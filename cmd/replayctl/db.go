@@ -7,8 +7,8 @@ import (
 	"os"
 
 	"github.com/replayctl/replayctl/internal/connector"
-
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // openLedgerReadOnly opens the ledger for reading if the file exists; with
@@ -25,7 +25,7 @@ func openLedgerReadOnly(path, dsn string) (store.Backend, func(), error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, func() {}, nil
 	}
-	s, err := store.OpenBolt(path, store.Options{ReadOnly: true})
+	s, err := bolt.Open(path, store.Options{ReadOnly: true})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // Issue 29 caps every list the server answers at 1000 a page; the CLI's
@@ -20,7 +21,7 @@ import (
 // through a server still print every record, as they do from the file.
 func TestRemoteListsReadEveryPage(t *testing.T) {
 	dir := t.TempDir()
-	st, err := store.OpenBolt(filepath.Join(dir, "replayctl.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(dir, "replayctl.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

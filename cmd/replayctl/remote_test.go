@@ -19,6 +19,7 @@ import (
 	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -62,7 +63,7 @@ func TestServerModeMatchesLocalMode(t *testing.T) {
 		local[i] = out
 	}
 
-	st, err := store.OpenBolt(db, store.Options{})
+	st, err := bolt.Open(db, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

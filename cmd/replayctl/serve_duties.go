@@ -9,6 +9,7 @@ import (
 	"github.com/replayctl/replayctl/internal/maintenance"
 	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 )
 
 // Intervals of serve's background duties (docs/maintenance.md).
@@ -51,7 +52,7 @@ func (d serveDuties) build(g *maintenance.Group, srv *server.Server) error {
 	ro := o
 	ro.Every = recoverEvery
 	add(maintenance.NewRecoverer(d.st, "replayctl-recoverer", ro))
-	if pg, ok := d.st.(*store.Postgres); ok {
+	if pg, ok := d.st.(*postgres.Postgres); ok {
 		pg.StopOwnSealer() // the duty below seals from now on
 		o := o
 		o.Every = sealEvery

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -80,7 +81,7 @@ func TestServeOnPostgresSealsThroughItsDuty(t *testing.T) {
 			t.Errorf("log lacks %s:\n%s", want, logs)
 		}
 	}
-	pg, err := store.OpenPostgres(context.Background(), dsn, store.Options{ReadOnly: true})
+	pg, err := postgres.Open(context.Background(), dsn, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

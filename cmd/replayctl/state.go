@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -41,7 +43,7 @@ func (f *dbFlags) open() (store.Backend, error) {
 	if f.dsn != "" {
 		return f.openPostgres(store.Options{AuditKey: key, MaxBatchSize: f.writers})
 	}
-	return store.OpenBolt(f.path, store.Options{AuditKey: key, MaxBatchSize: f.writers})
+	return bolt.Open(f.path, store.Options{AuditKey: key, MaxBatchSize: f.writers})
 }
 
 func (f *dbFlags) openPostgres(o store.Options) (store.Backend, error) {
@@ -50,7 +52,7 @@ func (f *dbFlags) openPostgres(o store.Options) (store.Backend, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return store.OpenPostgres(ctx, f.dsn, o)
+	return postgres.Open(ctx, f.dsn, o)
 }
 
 // openExisting opens for reading and fails clearly when there is no state yet.
@@ -61,7 +63,7 @@ func (f *dbFlags) openExisting() (store.Backend, error) {
 	if _, err := os.Stat(f.path); err != nil {
 		return nil, usageError("no state file %s: run `replayctl reconcile` first, or pass --db", f.path)
 	}
-	return store.OpenBolt(f.path, store.Options{ReadOnly: true})
+	return bolt.Open(f.path, store.Options{ReadOnly: true})
 }
 
 // actorFlag is the explicit identity recorded in the audit trail.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -38,7 +39,7 @@ changed.`,
 			if out == "" {
 				return usageError("--out FILE is required: the compacted copy is written there")
 			}
-			before, after, err := store.CompactBolt(dbPath, out)
+			before, after, err := bolt.Compact(dbPath, out)
 			if err != nil {
 				return err
 			}

@@ -13,9 +13,10 @@ import (
 	"strings"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // loadStoreFixture writes a bbolt file from a text dump: bucket -> keys and
@@ -31,12 +32,12 @@ func loadStoreFixture(t *testing.T, fixture, path string) {
 	if err := json.Unmarshal(data, &dump); err != nil {
 		t.Fatalf("%s: %v", fixture, err)
 	}
-	db, err := bolt.Open(path, 0o600, nil)
+	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := db.Update(func(tx *bolt.Tx) error {
+	if err := db.Update(func(tx *bbolt.Tx) error {
 		for name, kvs := range dump {
 			b, err := tx.CreateBucket([]byte(name))
 			if err != nil {
@@ -95,7 +96,7 @@ func TestStoreWrittenInTheOldFormatStillWorks(t *testing.T) {
 	}
 	payloadOf := func(ref string) []byte {
 		t.Helper()
-		s, err := store.OpenBolt(db, store.Options{ReadOnly: true})
+		s, err := bolt.Open(db, store.Options{ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,12 +136,12 @@ func TestStoreWrittenInTheOldFormatStillWorks(t *testing.T) {
 	if got := payloadOf("jsonl:o4"); string(got) != newPayload {
 		t.Fatalf("new payload %q, want %q", got, newPayload)
 	}
-	raw, err := bolt.Open(db, 0o600, &bolt.Options{ReadOnly: true})
+	raw, err := bbolt.Open(db, 0o600, &bbolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	if err := raw.View(func(tx *bolt.Tx) error {
+	if err := raw.View(func(tx *bbolt.Tx) error {
 		seq := func(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
 		if v := tx.Bucket([]byte("audit")).Get(seq(1)); !bytes.HasPrefix(v, []byte(`{"seq":1,`)) {
 			t.Errorf("old record 1 was rewritten: %q", v)
@@ -167,12 +168,12 @@ func TestStoreWrittenInTheOldFormatStillWorks(t *testing.T) {
 func TestAuditVerifyNamesTheRecordOfAChangedSnapshot(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "replayctl.db")
 	loadStoreFixture(t, filepath.Join("testdata", "store", "format0.json"), db)
-	raw, err := bolt.Open(db, 0o600, nil)
+	raw, err := bbolt.Open(db, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var id string
-	if err := raw.Update(func(tx *bolt.Tx) error {
+	if err := raw.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte("snapshots"))
 		k, v := b.Cursor().First()
 		id = string(k)

@@ -12,18 +12,19 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
 type bundle struct {
 	svc *Service
-	st  *store.Bolt
+	st  *bolt.Bolt
 	now time.Time
 }
 
 func newBundle(t *testing.T) *bundle {
 	t.Helper()
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,13 +10,14 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // chain writes n records (actor names the chain, so two chains differ)
 // into the bbolt file at path with key.
 func chain(t *testing.T, path string, key []byte, actor string, n int) {
 	t.Helper()
-	s, err := store.OpenBolt(path, store.Options{AuditKey: key})
+	s, err := bolt.Open(path, store.Options{AuditKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func chain(t *testing.T, path string, key []byte, actor string, n int) {
 
 func verify(t *testing.T, path string, o audit.VerifyOptions) (*audit.VerifyResult, error) {
 	t.Helper()
-	s, err := store.OpenBolt(path, store.Options{ReadOnly: true})
+	s, err := bolt.Open(path, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestCheckpointDetectsRollbackAndDivergence(t *testing.T) {
 	copyFile(t, live, old) // the attacker keeps this copy
 	chain(t, live, key, "alice", 2)
 
-	s, err := store.OpenBolt(live, store.Options{ReadOnly: true})
+	s, err := bolt.Open(live, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,22 +7,23 @@ import (
 	"path/filepath"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // rewrite changes record seq's actor in the file, keeping its stored hash
 // (what someone editing the database would do).
 func rewrite(t *testing.T, path string, seq uint64) {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, nil)
+	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := db.Update(func(tx *bolt.Tx) error {
+	if err := db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte("audit"))
 		var k [8]byte
 		binary.BigEndian.PutUint64(k[:], seq)
@@ -45,7 +46,7 @@ func rewrite(t *testing.T, path string, seq uint64) {
 
 func incremental(t *testing.T, iv *audit.Incremental, path string) *audit.VerifyResult {
 	t.Helper()
-	s, err := store.OpenBolt(path, store.Options{ReadOnly: true})
+	s, err := bolt.Open(path, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

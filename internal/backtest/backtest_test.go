@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
 	_ "github.com/replayctl/replayctl/internal/policy" // merges every connector's reason codes into the taxonomy
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -129,7 +131,7 @@ func direct(base, cand *triage.Engine, es []entry.Entry, since time.Time) (decis
 }
 
 func TestDecisionsAgainstDirectComputation(t *testing.T) {
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "state.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,14 +246,14 @@ func TestEntriesComparesBaselineAndCandidate(t *testing.T) {
 // after a backtest over it (bbolt's dry-run test habit).
 func TestBacktestWritesNothing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	st, err := store.OpenBolt(path, store.Options{})
+	st, err := bolt.Open(path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	record(t, st, engine(t, baselineRules, "b"), history(50))
 	st.Close()
 	before := fileSum(t, path)
-	ro, err := store.OpenBolt(path, store.Options{ReadOnly: true})
+	ro, err := bolt.Open(path, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +284,7 @@ func fileSum(t *testing.T, path string) string {
 // TestDecisionsOnPostgres: the same history in PostgreSQL, read through
 // AuditRange (no raw records), gives the counts of the direct computation.
 func TestDecisionsOnPostgres(t *testing.T) {
-	p, err := store.OpenPostgres(context.Background(), testsvc.Postgres(t), store.Options{})
+	p, err := postgres.Open(context.Background(), testsvc.Postgres(t), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,17 +316,17 @@ func TestDecisionsOnPostgres(t *testing.T) {
 // counted in the report, through either read path, not silently dropped.
 func TestUnreadableRecordsAreCounted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	st, err := store.OpenBolt(path, store.Options{})
+	st, err := bolt.Open(path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	record(t, st, engine(t, baselineRules, "b"), history(10))
 	st.Close()
-	db, err := bolt.Open(path, 0o600, nil)
+	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
+	if err := db.Update(func(tx *bbolt.Tx) error {
 		k := make([]byte, 8)
 		binary.BigEndian.PutUint64(k, 9999)
 		return tx.Bucket([]byte("audit")).Put(k, []byte("not a record"))
@@ -332,7 +334,7 @@ func TestUnreadableRecordsAreCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	ro, err := store.OpenBolt(path, store.Options{ReadOnly: true})
+	ro, err := bolt.Open(path, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/replayctl/replayctl/internal/gen"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -33,7 +34,7 @@ func backtestRows(ctx context.Context, c *Config) ([]Row, error) {
 		return nil, err
 	}
 	path := filepath.Join(c.Dir, fmt.Sprintf("backtest-%d.db", n))
-	st, err := store.OpenBolt(path, store.Options{})
+	st, err := bolt.Open(path, store.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +119,7 @@ func heapPeak(fn func() error) (float64, error) {
 // recordHistory records a decision for every entry of spec, as a
 // reconcile does (the entry without its payload, the decision with its
 // view), 1,000 to a transaction.
-func recordHistory(ctx context.Context, st *store.Bolt, eng *triage.Engine, spec string) error {
+func recordHistory(ctx context.Context, st *bolt.Bolt, eng *triage.Engine, spec string) error {
 	if seq, _, err := st.AuditHead(ctx); err != nil || seq > 0 {
 		return err // recorded by an earlier step of this run
 	}

@@ -8,13 +8,14 @@ import (
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/connector/jsonl"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -40,7 +41,7 @@ func ledger(ctx context.Context, c *Config) ([]Row, error) {
 		run := 0
 		ours := func() (time.Duration, error) {
 			run++
-			st, err := store.OpenBolt(filepath.Join(c.Dir, fmt.Sprintf("ledger-%d-%d.db", workers, run)), store.Options{MaxBatchSize: workers})
+			st, err := bolt.Open(filepath.Join(c.Dir, fmt.Sprintf("ledger-%d-%d.db", workers, run)), store.Options{MaxBatchSize: workers})
 			if err != nil {
 				return 0, err
 			}
@@ -77,13 +78,13 @@ func ledger(ctx context.Context, c *Config) ([]Row, error) {
 		}
 		raw := func() (time.Duration, error) {
 			run++
-			db, err := bolt.Open(filepath.Join(c.Dir, fmt.Sprintf("raw-%d-%d.db", workers, run)), 0o600, nil)
+			db, err := bbolt.Open(filepath.Join(c.Dir, fmt.Sprintf("raw-%d-%d.db", workers, run)), 0o600, nil)
 			if err != nil {
 				return 0, err
 			}
 			defer db.Close()
 			db.MaxBatchSize, db.MaxBatchDelay = workers, time.Millisecond
-			if err := db.Update(func(tx *bolt.Tx) error {
+			if err := db.Update(func(tx *bbolt.Tx) error {
 				for _, b := range []string{"a", "b", "c"} {
 					if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
 						return err
@@ -104,7 +105,7 @@ func ledger(ctx context.Context, c *Config) ([]Row, error) {
 					var seq [8]byte
 					binary.BigEndian.PutUint64(seq[:], uint64(2*i+commit))
 					keys[1] = seq[:]
-					if err := db.Batch(func(tx *bolt.Tx) error {
+					if err := db.Batch(func(tx *bbolt.Tx) error {
 						for j, b := range []string{"a", "b", "c"} {
 							if err := tx.Bucket([]byte(b)).Put(keys[j], vals[j]); err != nil {
 								return err

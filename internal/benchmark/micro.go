@@ -17,6 +17,7 @@ import (
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -50,7 +51,7 @@ func micro(ctx context.Context, c *Config) ([]Row, error) {
 	if err := os.Remove(dbPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	st, err := store.OpenBolt(dbPath, store.Options{})
+	st, err := bolt.Open(dbPath, store.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -37,7 +38,7 @@ func pgReads(ctx context.Context, c *Config) ([]Row, error) {
 			return rows, err
 		}
 		c.progress(fmt.Sprintf("reads on PostgreSQL: storing %d entries", n))
-		st, err := store.OpenPostgres(ctx, dsn, store.Options{})
+		st, err := postgres.Open(ctx, dsn, store.Options{})
 		if err != nil {
 			return rows, err
 		}
@@ -54,7 +55,7 @@ func pgReads(ctx context.Context, c *Config) ([]Row, error) {
 // fillPG ingests n entries as fillStore writes them, one in ten with its
 // decision record (an entry's history reads its own among n/10; a record
 // for each would triple the time to fill 1M entries).
-func fillPG(ctx context.Context, st *store.Postgres, n int) error {
+func fillPG(ctx context.Context, st *postgres.Postgres, n int) error {
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	payload := []byte(`{"order":{"id":"o-XXXXXXX","lines":[` + strings.Repeat(`{"sku":"sku-1234","qty":1,"price":"12.50"},`, 20) + `{"sku":"last"}]}}`)
 	const chunk = 1000
@@ -93,7 +94,7 @@ func fillPG(ctx context.Context, st *store.Postgres, n int) error {
 	return nil
 }
 
-func measurePGReads(ctx context.Context, c *Config, st *store.Postgres, dsn string, n int) ([]Row, error) {
+func measurePGReads(ctx context.Context, c *Config, st *postgres.Postgres, dsn string, n int) ([]Row, error) {
 	if err := fillPG(ctx, st, n); err != nil {
 		return nil, err
 	}
@@ -115,7 +116,7 @@ func measurePGReads(ctx context.Context, c *Config, st *store.Postgres, dsn stri
 
 // pgReadOps are the timed reads of a store of n entries (filled by
 // fillPG) and the bare read they are compared with.
-func pgReadOps(ctx context.Context, st *store.Postgres, pool *pgxpool.Pool, n int) ([]readOp, func() error, error) {
+func pgReadOps(ctx context.Context, st *postgres.Postgres, pool *pgxpool.Pool, n int) ([]readOp, func() error, error) {
 	srv, err := server.New(server.Config{Store: st})
 	if err != nil {
 		return nil, nil, err

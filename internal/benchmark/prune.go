@@ -8,12 +8,13 @@ import (
 	"path/filepath"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/connector/jsonl"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // pruneRows measures `store prune` on a store of n entries, 90% of them
@@ -60,7 +61,7 @@ func pruneRows(ctx context.Context, c *Config) ([]Row, error) {
 			return nil, err
 		}
 		bares = append(bares, d)
-		st, err := store.OpenBolt(ours, store.Options{})
+		st, err := bolt.Open(ours, store.Options{})
 		if err != nil {
 			return nil, err
 		}
@@ -79,7 +80,7 @@ func pruneRows(ctx context.Context, c *Config) ([]Row, error) {
 			afterPrune = fo.Size()
 		}
 		if round == 0 {
-			if _, afterCompact, err = store.CompactBolt(ours, ours+".compact"); err != nil {
+			if _, afterCompact, err = bolt.Compact(ours, ours+".compact"); err != nil {
 				return nil, err
 			}
 		}
@@ -101,7 +102,7 @@ func pruneRows(ctx context.Context, c *Config) ([]Row, error) {
 // pruneSeed writes n entries, every tenth open, the others replayed, each
 // with a decision record, all before the cut it returns with the closed refs.
 func pruneSeed(ctx context.Context, path string, n int) (time.Time, []string, error) {
-	st, err := store.OpenBolt(path, store.Options{})
+	st, err := bolt.Open(path, store.Options{})
 	if err != nil {
 		return time.Time{}, nil, err
 	}
@@ -145,14 +146,14 @@ func pruneSeed(ctx context.Context, path string, n int) (time.Time, []string, er
 // bareDeletes deletes the entry keys from the entries bucket, per of them
 // to a transaction: the floor under prune's removals.
 func bareDeletes(path string, refs []string) (time.Duration, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
 	if err != nil {
 		return 0, err
 	}
 	defer db.Close()
 	t0 := time.Now()
 	for i := 0; i < len(refs); i += store.DefaultPruneBatch {
-		err := db.Update(func(tx *bolt.Tx) error {
+		err := db.Update(func(tx *bbolt.Tx) error {
 			b := tx.Bucket([]byte("entries"))
 			for _, r := range refs[i:min(i+store.DefaultPruneBatch, len(refs))] {
 				if err := b.Delete([]byte(r)); err != nil {

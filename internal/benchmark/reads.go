@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/connector/jsonl"
@@ -19,6 +19,7 @@ import (
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -82,7 +83,7 @@ var (
 func fillStore(ctx context.Context, path string, n int) error {
 	if _, err := os.Stat(path); err == nil {
 		// Reused: a read-write open brings its indexes up to date.
-		st, err := store.OpenBolt(path, store.Options{})
+		st, err := bolt.Open(path, store.Options{})
 		if err != nil {
 			return err
 		}
@@ -90,7 +91,7 @@ func fillStore(ctx context.Context, path string, n int) error {
 	}
 	tmp := path + ".tmp"
 	_ = os.Remove(tmp)
-	st, err := store.OpenBolt(tmp, store.Options{})
+	st, err := bolt.Open(tmp, store.Options{})
 	if err != nil {
 		return err
 	}
@@ -142,7 +143,7 @@ func fillStore(ctx context.Context, path string, n int) error {
 // measureReads alternates each read with the bare baseline and keeps the
 // medians.
 func measureReads(ctx context.Context, c *Config, path string, n int) ([]Row, error) {
-	st, err := store.OpenBolt(path, store.Options{ReadOnly: true})
+	st, err := bolt.Open(path, store.Options{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +152,7 @@ func measureReads(ctx context.Context, c *Config, path string, n int) ([]Row, er
 		return nil, fmt.Errorf("reads: %w", err) // never time the fallback scan
 	}
 	// bbolt takes a shared lock read-only: the bare read opens the same file.
-	raw, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	raw, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +164,7 @@ func measureReads(ctx context.Context, c *Config, path string, n int) ([]Row, er
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	mid := fmt.Sprintf("e%08d", n/2/3*3) // a jsonl entry (sources alternate by 3)
 	bare := func() error {
-		return raw.View(func(tx *bolt.Tx) error {
+		return raw.View(func(tx *bbolt.Tx) error {
 			b := tx.Bucket([]byte("entries"))
 			if b == nil {
 				return fmt.Errorf("no entries bucket")

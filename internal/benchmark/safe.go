@@ -9,6 +9,7 @@ import (
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -64,7 +65,7 @@ func safe(ctx context.Context, c *Config) ([]Row, error) {
 // reconcileOnce runs reconcile over src into a new bbolt file at path,
 // sending every entry to url, and returns how long the run took.
 func reconcileOnce(ctx context.Context, eng *triage.Engine, src source.Source, url string, par, n int, path string) (time.Duration, error) {
-	st, err := store.OpenBolt(path, store.Options{MaxBatchSize: par})
+	st, err := bolt.Open(path, store.Options{MaxBatchSize: par})
 	if err != nil {
 		return 0, err
 	}

@@ -10,12 +10,13 @@ import (
 	"sort"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/gen"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // size reconciles a generated corpus (mixed classes: replays with their
@@ -61,7 +62,7 @@ func sizeRun(ctx context.Context, c *Config, n int, autoOnly bool) (corpus, db s
 	s := sink()
 	defer s.Close()
 	db = filepath.Join(c.Dir, fmt.Sprintf("size-%d-%d.db", n, time.Now().UnixNano()))
-	st, err := store.OpenBolt(db, store.Options{MaxBatchSize: 8})
+	st, err := bolt.Open(db, store.Options{MaxBatchSize: 8})
 	if err != nil {
 		return "", "", err
 	}
@@ -88,18 +89,18 @@ func Breakdown(w io.Writer, dbPath string) error {
 		return err
 	}
 	// Read-write (nothing is written): a read-only open skips the freelist.
-	db, err := bolt.Open(dbPath, 0o600, &bolt.Options{FreelistType: bolt.FreelistMapType})
+	db, err := bbolt.Open(dbPath, 0o600, &bbolt.Options{FreelistType: bbolt.FreelistMapType})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	return db.View(func(tx *bolt.Tx) error {
+	return db.View(func(tx *bbolt.Tx) error {
 		st := db.Stats()
 		fmt.Fprintf(w, "file %d bytes, %d pages of %d; free pages %d (+%d pending), freelist %d bytes\n",
 			fi.Size(), fi.Size()/int64(db.Info().PageSize), db.Info().PageSize, st.FreePageN, st.PendingPageN, st.FreelistInuse)
 		fmt.Fprintf(w, "| bucket | keys | key+value bytes | leaf in use | leaf alloc | leaf fill | overflow pages | branch alloc |\n|---|---|---|---|---|---|---|---|\n")
 		var totalAlloc int
-		err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+		err := tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
 			s := b.Stats()
 			var kv int
 			_ = b.ForEach(func(k, v []byte) error { kv += len(k) + len(v); return nil })

@@ -15,6 +15,7 @@ import (
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -118,9 +119,9 @@ func runWorkers(ctx context.Context, eng *triage.Engine, src source.Source, targ
 	}
 	// The pool's default: a connection per slot, plus the sealer's, the
 	// ingest lead's and the claim feed's.
-	stores := make([]*store.Postgres, w)
+	stores := make([]*postgres.Postgres, w)
 	for i := range w {
-		if stores[i], err = store.OpenPostgres(ctx, dsn, store.Options{MaxBatchSize: workerParallel}); err != nil {
+		if stores[i], err = postgres.Open(ctx, dsn, store.Options{MaxBatchSize: workerParallel}); err != nil {
 			return 0, 0, err
 		}
 		defer stores[i].Close()

@@ -9,6 +9,7 @@ import (
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // BenchmarkRecoverSweep is one round of the recovery duty on a bbolt
@@ -17,7 +18,7 @@ import (
 // keys), which sets the duty's 10-minute interval.
 func BenchmarkRecoverSweep(b *testing.B) {
 	ctx := context.Background()
-	st, err := store.OpenBolt(filepath.Join(b.TempDir(), "replayctl.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(b.TempDir(), "replayctl.db"), store.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

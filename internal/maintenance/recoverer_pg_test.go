@@ -18,6 +18,7 @@ import (
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -31,7 +32,7 @@ func TestRecovererWorkerChild(t *testing.T) {
 		t.Skip("worker process of TestRecovererOnPostgresRecoversOnlyADeadWorkersDispatch")
 	}
 	ctx := context.Background()
-	pg, err := store.OpenPostgres(ctx, os.Getenv("REPLAYCTL_STORE"), store.Options{})
+	pg, err := postgres.Open(ctx, os.Getenv("REPLAYCTL_STORE"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestRecovererWorkerChild(t *testing.T) {
 	}
 }
 
-func pgReplayer(t *testing.T, pg *store.Postgres, rules, target, owner string, lease time.Duration) *replay.Reconciler {
+func pgReplayer(t *testing.T, pg *postgres.Postgres, rules, target, owner string, lease time.Duration) *replay.Reconciler {
 	t.Helper()
 	eng, _, err := policy.LoadEngine(context.Background(), rules, "../../policies", 0)
 	if err != nil {
@@ -80,7 +81,7 @@ func TestRecovererOnPostgresRecoversOnlyADeadWorkersDispatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pg, err := store.OpenPostgres(ctx, dsn, store.Options{})
+	pg, err := postgres.Open(ctx, dsn, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -56,7 +57,7 @@ func TestRecovererRecoversAKilledBulkReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := filepath.Join(dir, "live.db")
-	st, err := store.OpenBolt(live, store.Options{})
+	st, err := bolt.Open(live, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestRecovererRecoversAKilledBulkReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	after, err := store.OpenBolt(killed, store.Options{})
+	after, err := bolt.Open(killed, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func entryOf(t *testing.T, st store.Store, ref string) *store.EntryRecord {
 // stuckLedger is the real bbolt store whose ledger walk waits until its
 // context ends, as a walk of a very large ledger would outlast a stop.
 type stuckLedger struct {
-	*store.Bolt
+	*bolt.Bolt
 	entered chan struct{}
 }
 
@@ -185,7 +186,7 @@ func (s stuckLedger) LedgerRecords(ctx context.Context, fn func(*idempotency.Rec
 // A stop while the recovery sweep walks the ledger cancels the walk and
 // returns; the cut-short round is not reported as a failure.
 func TestRecovererStopDuringASweepReturns(t *testing.T) {
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

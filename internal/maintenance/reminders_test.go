@@ -20,6 +20,7 @@ import (
 	"github.com/replayctl/replayctl/internal/policy"
 	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -34,7 +35,7 @@ func TestRemindersDutyRemindsWithoutARun(t *testing.T) {
 	if err := os.WriteFile(rules, []byte("version: v1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.OpenBolt(filepath.Join(dir, "replayctl.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(dir, "replayctl.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

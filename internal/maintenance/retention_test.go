@@ -13,6 +13,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // TestPruneOnce: serve's scheduled prune reads the retention from the
@@ -20,7 +21,7 @@ import (
 // directory, and leaves a chain that verifies with the archive.
 func TestPruneOnce(t *testing.T) {
 	dir := t.TempDir()
-	st, err := store.OpenBolt(filepath.Join(dir, "replayctl.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(dir, "replayctl.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestPruneOnce(t *testing.T) {
 func TestRetentionDutyPrunesOnTick(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := store.OpenBolt(filepath.Join(dir, "replayctl.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(dir, "replayctl.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

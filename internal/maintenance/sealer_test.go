@@ -8,6 +8,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -17,7 +18,7 @@ import (
 // serve that stops leaves no unsealed record behind.
 func TestAuditSealerSealsOnTickAndAtStop(t *testing.T) {
 	ctx := context.Background()
-	pg, err := store.OpenPostgres(ctx, testsvc.Postgres(t), store.Options{})
+	pg, err := postgres.Open(ctx, testsvc.Postgres(t), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // failingStore refuses every write, as a full disk or a lost database would.
@@ -22,7 +23,7 @@ func (failingStore) Update(context.Context, func(store.Tx) error) error {
 // error used to be discarded with `_ =`).
 func TestBreakerChangeKeptWhenItsAuditFails(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "s.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "s.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/replayctl/replayctl/internal/policy"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -27,7 +28,7 @@ type testBundle struct {
 	t      *testing.T
 	dir    string
 	engine *triage.Engine
-	store  *store.Bolt
+	store  *bolt.Bolt
 	sink   *sink
 	clock  *fakeClock
 }
@@ -73,7 +74,7 @@ func newBundle(t *testing.T, rules string) *testBundle {
 		t.Fatal(err)
 	}
 	clk := &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}
-	st, err := store.OpenBolt(filepath.Join(dir, "replayctl.db"), store.Options{Now: clk.Now})
+	st, err := bolt.Open(filepath.Join(dir, "replayctl.db"), store.Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

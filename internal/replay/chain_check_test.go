@@ -9,12 +9,14 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -42,11 +44,11 @@ func TestEditedLedgerIsNotReplayedAgain(t *testing.T) {
 	if err := b.store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bolt.Open(path, 0o600, nil)
+	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
+	if err := db.Update(func(tx *bbolt.Tx) error {
 		lb := tx.Bucket([]byte("ledger"))
 		return lb.ForEach(func(k, v []byte) error {
 			var r idempotency.Record
@@ -61,7 +63,7 @@ func TestEditedLedgerIsNotReplayedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	st, err := store.OpenBolt(path, store.Options{Now: b.clock.Now})
+	st, err := bolt.Open(path, store.Options{Now: b.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +88,7 @@ func TestEditedLedgerIsNotReplayedAgain(t *testing.T) {
 func TestEditedLedgerIsNotReplayedAgainPostgres(t *testing.T) {
 	b := newBundle(t, baseRules)
 	dsn := testsvc.Postgres(t)
-	pg, err := store.OpenPostgres(context.Background(), dsn, store.Options{})
+	pg, err := postgres.Open(context.Background(), dsn, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

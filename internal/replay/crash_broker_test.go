@@ -29,6 +29,7 @@ import (
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -51,7 +52,7 @@ func TestBrokerCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.OpenBolt(os.Getenv(brokerDBEnv), store.Options{})
+	st, err := bolt.Open(os.Getenv(brokerDBEnv), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestBrokerReconcileSurvivesSIGKILL(t *testing.T) {
 			}
 			t.Logf("%d kills, %d of them after the first dispatch", kills, midDispatch)
 
-			st, err := store.OpenBolt(db, store.Options{})
+			st, err := bolt.Open(db, store.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 )
 
 // crashFigures is what checkCrashInvariants counted.
@@ -50,7 +51,7 @@ func checkCrashInvariants(t *testing.T, st store.Backend, delivered map[string]i
 	if f.states[idempotency.Dispatching] != 0 {
 		t.Errorf("%d dispatching records left without an outcome", f.states[idempotency.Dispatching])
 	}
-	pg, shared := st.(*store.Postgres)
+	pg, shared := st.(*postgres.Postgres)
 	stored, leased := 0, 0
 	_ = st.Entries(ctx, func(er *store.EntryRecord) error {
 		stored++

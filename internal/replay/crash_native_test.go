@@ -21,6 +21,7 @@ import (
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // The native crash child's environment: set only by
@@ -43,7 +44,7 @@ func TestNativeCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.OpenBolt(os.Getenv(crashDBEnv), store.Options{})
+	st, err := bolt.Open(os.Getenv(crashDBEnv), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func TestCrashBetweenCordumRetryAndOutcome(t *testing.T) {
 	}
 	close(f.release)
 
-	st, err := store.OpenBolt(paths.db, store.Options{})
+	st, err := bolt.Open(paths.db, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,14 @@ import (
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // crashChildReplays is the child of TestCrashSingleAndBulkReplaysSurviveSIGKILL:
 // it stores the source's entries it has not seen (as ingest does), then
 // replays them one by one as `dlq replay ID` / the API would, or in one
 // bulk replay. Every path goes through the same claim as a run.
-func crashChildReplays(t *testing.T, r *replay.Reconciler, st *store.Bolt, src source.Source, mode string) {
+func crashChildReplays(t *testing.T, r *replay.Reconciler, st *bolt.Bolt, src source.Source, mode string) {
 	ctx := context.Background()
 	var refs []string
 	if err := st.Update(ctx, func(tx store.Tx) error {
@@ -133,7 +134,7 @@ func TestCrashSingleAndBulkReplaysSurviveSIGKILL(t *testing.T) {
 		}
 	}
 	delivered := sink.stop()
-	st, err := store.OpenBolt(paths.db, store.Options{ReadOnly: true})
+	st, err := bolt.Open(paths.db, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // TestCrashChild is the reconcile process of
@@ -32,7 +33,7 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.OpenBolt(os.Getenv(crashDBEnv), store.Options{})
+	st, err := bolt.Open(os.Getenv(crashDBEnv), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestCrashReconcileSurvivesSIGKILL(t *testing.T) {
 	}
 	delivered := sink.stop() // waits for requests still in flight
 
-	st, err := store.OpenBolt(paths.db, store.Options{ReadOnly: true})
+	st, err := bolt.Open(paths.db, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ type crashFigures struct {
 
 // checkCrashRun checks the store and the sink's counts against every
 // invariant a kill must not break.
-func checkCrashRun(t *testing.T, st *store.Bolt, entries []crashEntry, delivered map[string]int) crashFigures {
+func checkCrashRun(t *testing.T, st *bolt.Bolt, entries []crashEntry, delivered map[string]int) crashFigures {
 	ctx := context.Background()
 	var f crashFigures
 

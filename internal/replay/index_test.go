@@ -8,16 +8,17 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // noScan is the real store with its whole-store reads refused: a listing,
 // stats or lookup that still scans fails (issue 16: every read scanned).
 type noScan struct {
-	*store.Bolt
+	*bolt.Bolt
 	t *testing.T
 }
 
@@ -229,11 +230,11 @@ func TestUnindexedReadOnlyFileSaysHowToIndexIt(t *testing.T) {
 	ctx := context.Background()
 	path := b.store.Path()
 	b.store.Close()
-	db, err := bolt.Open(path, 0o600, nil)
+	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(tx *bolt.Tx) error {
+	if err := db.Update(func(tx *bbolt.Tx) error {
 		for _, name := range []string{"idx", "counters", "sigmeta"} {
 			if err := tx.DeleteBucket([]byte(name)); err != nil {
 				return err
@@ -244,7 +245,7 @@ func TestUnindexedReadOnlyFileSaysHowToIndexIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	ro, err := store.OpenBolt(path, store.Options{ReadOnly: true})
+	ro, err := bolt.Open(path, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +264,7 @@ func TestUnindexedReadOnlyFileSaysHowToIndexIt(t *testing.T) {
 	}
 	ro.Close()
 	// Any read-write open builds them; then everything reads again.
-	rw, err := store.OpenBolt(path, store.Options{})
+	rw, err := bolt.Open(path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -67,7 +68,7 @@ func TestCordumRetryChainStopsAtMaxReplays(t *testing.T) {
 // store: the lineage count is read from PostgreSQL.
 func TestCordumRetryChainStopsAtMaxReplaysPostgres(t *testing.T) {
 	b := newBundle(t, bundledRules(t))
-	pg, err := store.OpenPostgres(context.Background(), testsvc.Postgres(t), store.Options{})
+	pg, err := postgres.Open(context.Background(), testsvc.Postgres(t), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -131,7 +132,7 @@ func loadEngine(t *testing.T) *triage.Engine {
 func TestKafkaReplaysKeepPartitionOrder(t *testing.T) {
 	f := newOrderFixture(t)
 	eng := loadEngine(t)
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "s.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "s.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func (downDispatch) Dispatch(context.Context, replay.Request) replay.Result {
 func TestKafkaBulkReplaysKeepPartitionOrder(t *testing.T) {
 	f := newOrderFixture(t)
 	eng := loadEngine(t)
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "s.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "s.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

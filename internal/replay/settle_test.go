@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/replayctl/replayctl/internal/audit"
-
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -122,7 +122,7 @@ func TestLiveNexoraUnknownOutcomeIsSettled(t *testing.T) {
 // store.
 func TestLiveNexoraUnknownOutcomeIsSettledPostgres(t *testing.T) {
 	b := newBundle(t, "version: v1\ntaxonomy: {transient: [step_failed]}\n")
-	pg, err := store.OpenPostgres(context.Background(), testsvc.Postgres(t), store.Options{})
+	pg, err := postgres.Open(context.Background(), testsvc.Postgres(t), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

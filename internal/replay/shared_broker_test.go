@@ -13,6 +13,7 @@ import (
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -43,7 +44,7 @@ func TestSharedIngestCommitsBrokerOffsets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pg, err := store.OpenPostgres(ctx, testsvc.Postgres(t), store.Options{})
+	pg, err := postgres.Open(ctx, testsvc.Postgres(t), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/replayctl/replayctl/internal/policy"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -34,7 +35,7 @@ func TestSharedWorkerChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pg, err := store.OpenPostgres(ctx, os.Getenv("REPLAYCTL_STORE"), store.Options{})
+	pg, err := postgres.Open(ctx, os.Getenv("REPLAYCTL_STORE"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func TestFourWorkersSurviveSIGKILL(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	pg, err := store.OpenPostgres(ctx, dsn, store.Options{})
+	pg, err := postgres.Open(ctx, dsn, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

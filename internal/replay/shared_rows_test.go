@@ -13,6 +13,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -117,7 +118,7 @@ func TestPostgresRowsWrittenPerReplay(t *testing.T) {
 	b := newBundle(t, baseRules)
 	dsn := testsvc.Postgres(t)
 	ctx := context.Background()
-	pg, err := store.OpenPostgres(ctx, dsn, store.Options{})
+	pg, err := postgres.Open(ctx, dsn, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -22,9 +23,9 @@ func TestMain(m *testing.M) {
 }
 
 // sharedBundle is a bundle whose state is in PostgreSQL.
-func sharedBundle(t *testing.T) (*testBundle, *store.Postgres) {
+func sharedBundle(t *testing.T) (*testBundle, *postgres.Postgres) {
 	b := newBundle(t, baseRules)
-	pg, err := store.OpenPostgres(context.Background(), testsvc.Postgres(t), store.Options{})
+	pg, err := postgres.Open(context.Background(), testsvc.Postgres(t), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func sharedBundle(t *testing.T) (*testBundle, *store.Postgres) {
 	return b, pg
 }
 
-func (b *testBundle) worker(pg *store.Postgres, name string) *Reconciler {
+func (b *testBundle) worker(pg *postgres.Postgres, name string) *Reconciler {
 	r := b.reconciler(4)
 	r.Store, r.Owner, r.Clock = pg, name, SystemClock{}
 	return r

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/replayctl/replayctl/internal/source"
-	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 )
 
 // Issue 16: a worker on PostgreSQL made ~25 statements in 4-5
@@ -52,7 +52,7 @@ func TestPostgresRoundTripsPerReplay(t *testing.T) {
 	}
 }
 
-func logStatements(t *testing.T, before, after store.Trips, n int) {
+func logStatements(t *testing.T, before, after postgres.Trips, n int) {
 	type kv struct {
 		k string
 		v float64

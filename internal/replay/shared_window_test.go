@@ -16,6 +16,7 @@ import (
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -63,7 +64,7 @@ func takeOver(t *testing.T, dsn string, ref string) {
 func TestSharedWindowEntryWhoseLeaseWasTakenOverFailsAlone(t *testing.T) {
 	b := newBundle(t, baseRules)
 	dsn := testsvc.Postgres(t)
-	pg, err := store.OpenPostgres(context.Background(), dsn, store.Options{})
+	pg, err := postgres.Open(context.Background(), dsn, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestSharedWindowStaleClaimIsLeftOutOfItsTransaction(t *testing.T) {
 	ctx := context.Background()
 	b := newBundle(t, baseRules)
 	dsn := testsvc.Postgres(t)
-	pg, err := store.OpenPostgres(ctx, dsn, store.Options{})
+	pg, err := postgres.Open(ctx, dsn, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/replayctl/replayctl/internal/policy"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // BenchmarkReconcileTransient reconciles b.N fresh transient entries (each
@@ -36,7 +37,7 @@ func BenchmarkReconcileTransient(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			st, err := store.OpenBolt(filepath.Join(dir, "replayctl.db"), store.Options{MaxBatchSize: par})
+			st, err := bolt.Open(filepath.Join(dir, "replayctl.db"), store.Options{MaxBatchSize: par})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // One entry's write that panics inside a window's grouped transaction is
@@ -16,7 +17,7 @@ import (
 // entries quarantined for one bug). The others now commit, each alone.
 func TestWindowPanicInOnePartFailsOnlyThatPart(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "w.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "w.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,13 +13,14 @@ import (
 
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // countingStore counts the read-write transactions a run commits; its Tx
 // can be told to refuse one key's dispatch intent.
 type countingStore struct {
-	*store.Bolt
+	*bolt.Bolt
 	updates atomic.Int64
 	failKey string
 }
@@ -175,7 +176,7 @@ func TestWindowSendsAtMostMaxParallelAtOnce(t *testing.T) {
 // viewSignal is the bbolt store, closing read when its nth read transaction
 // (through the runner's Store) is done.
 type viewSignal struct {
-	*store.Bolt
+	*bolt.Bolt
 	views atomic.Int64
 	nth   int64
 	read  chan struct{}
@@ -268,7 +269,7 @@ func TestWindowReadsOncePerWindowAndDecidesOncePerEntry(t *testing.T) {
 // intentSignal is the bbolt store, closing written once a grouped
 // transaction that wrote key's dispatch intent was committed.
 type intentSignal struct {
-	*store.Bolt
+	*bolt.Bolt
 	key     string
 	once    sync.Once
 	written chan struct{}

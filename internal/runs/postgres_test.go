@@ -8,6 +8,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/runs"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -23,8 +24,8 @@ func TestMain(m *testing.M) {
 func TestPostgresRunFollowedAndCancelledElsewhere(t *testing.T) {
 	dsn := testsvc.Postgres(t)
 	ctx := context.Background()
-	open := func() *store.Postgres {
-		p, err := store.OpenPostgres(ctx, dsn, store.Options{})
+	open := func() *postgres.Postgres {
+		p, err := postgres.Open(ctx, dsn, store.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

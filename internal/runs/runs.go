@@ -38,7 +38,7 @@ var (
 	ErrFinished = errors.New("run already finished")
 )
 
-// Store is what runs need of the state store (store.Bolt, store.Postgres).
+// Store is what runs need of the state store (bolt.Bolt, postgres.Postgres).
 // Records are opaque JSON to the store.
 type Store interface {
 	UpdateRun(ctx context.Context, id string, fn func(cur []byte) ([]byte, error)) error

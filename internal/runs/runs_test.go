@@ -9,15 +9,16 @@ import (
 
 	"github.com/replayctl/replayctl/internal/runs"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time          { return c.t }
 func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
-func openBolt(t *testing.T) *store.Bolt {
+func openBolt(t *testing.T) *bolt.Bolt {
 	t.Helper()
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -27,7 +28,7 @@ type apiBundle struct {
 	t      *testing.T
 	srv    *Server
 	http   *httptest.Server
-	store  *store.Bolt
+	store  *bolt.Bolt
 	tokens map[string]string // role or user -> secret
 	sink   *httptest.Server
 	mu     sync.Mutex
@@ -64,7 +65,7 @@ func newAPIBundle(t *testing.T, entries []string, opts ...func(*Config)) *apiBun
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.OpenBolt(filepath.Join(dir, "replayctl.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(dir, "replayctl.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/replayctl/replayctl/internal/server"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -130,7 +131,7 @@ func startBrowser(t *testing.T, execPath string, timeout time.Duration) context.
 type browserFixture struct {
 	srv    *server.Server
 	http   *httptest.Server
-	store  *store.Bolt
+	store  *bolt.Bolt
 	tokens map[string]string // user -> secret
 	// tokenFile is the server's token set (addToken adds to it).
 	tokenFile *server.Tokens
@@ -186,7 +187,7 @@ func newBrowserFixtureWith(t *testing.T, configure func(*server.Config), entries
 		t.Fatal(err)
 	}
 
-	st, err := store.OpenBolt(filepath.Join(dir, "replayctl.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(dir, "replayctl.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

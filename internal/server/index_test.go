@@ -12,13 +12,14 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // noScanStore is the real store with its whole-store reads refused: a
 // scrape or a listing that still walks every entry fails (issue 16: a
 // scrape took 3 s at 100k entries, issue 19: no store scan per scrape).
 type noScanStore struct {
-	*store.Bolt
+	*bolt.Bolt
 	t *testing.T
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/replayctl/replayctl/internal/approval"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -52,9 +53,9 @@ func (c countingStore) PendingApprovals(ctx context.Context, fn func(*store.Appr
 // fillMetricsStore writes the same open entries and requests into every
 // store, then closed entries that each bring a new failure signature and
 // day (what grows with a store's age), and as many decided requests.
-func fillMetricsStore(t *testing.T, now time.Time, closed int) *store.Bolt {
+func fillMetricsStore(t *testing.T, now time.Time, closed int) *bolt.Bolt {
 	t.Helper()
-	st, err := store.OpenBolt(filepath.Join(t.TempDir(), "state.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func gatherValues(t *testing.T, reg *prometheus.Registry, families ...string) ma
 
 // recount is what a scrape must say, from a full read of the store: the
 // entries one by one and the requests as approval.Service lists them.
-func recount(t *testing.T, st *store.Bolt, now time.Time) map[string]float64 {
+func recount(t *testing.T, st *bolt.Bolt, now time.Time) map[string]float64 {
 	t.Helper()
 	ctx := context.Background()
 	want := map[string]float64{}

@@ -15,6 +15,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -44,7 +45,7 @@ func BenchmarkConsolePages(b *testing.B) {
 
 func benchConsole(b *testing.B, n int) {
 	ctx := context.Background()
-	st, err := store.OpenBolt(filepath.Join(b.TempDir(), "bench.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(b.TempDir(), "bench.db"), store.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

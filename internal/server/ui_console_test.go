@@ -12,6 +12,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // chainReader is an audit.Chain over records held in memory, written by
@@ -228,7 +229,7 @@ func TestLoginKeepsTheFilteredPage(t *testing.T) {
 // one another whatever the store order, and the total counts every match.
 func TestEntryPageSortsAcrossPages(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.OpenBolt(t.TempDir()+"/s.db", store.Options{})
+	st, err := bolt.Open(t.TempDir()+"/s.db", store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/replayctl/replayctl/internal/audit"
-	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 )
 
 // TestConsolePagesReadTheIndexesNotTheStore: the overview, the entries
@@ -42,7 +42,7 @@ func TestConsolePagesReadTheIndexesNotTheStore(t *testing.T) {
 
 // countingReader counts the audit records a read visits.
 type countingReader struct {
-	*store.Bolt
+	*bolt.Bolt
 	visited int
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/replay"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -51,11 +52,11 @@ var viewsNow = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 // failures hours to weeks old, some never failed), audit records by
 // several actors and kinds over two weeks, and approval requests in every
 // state, some pending past their expiry.
-func mixedConsoleStore(t *testing.T) *store.Bolt {
+func mixedConsoleStore(t *testing.T) *bolt.Bolt {
 	t.Helper()
 	ctx := context.Background()
 	now := viewsNow.Add(-30 * 24 * time.Hour)
-	s, err := store.OpenBolt(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{Now: func() time.Time { return now }})
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,11 +132,6 @@ type Features struct {
 // riverdriver.ErrNotImplemented). Callers pass it on as any error.
 var ErrNotImplemented = errors.New("not implemented by this store backend")
 
-var (
-	_ Backend = (*Bolt)(nil)
-	_ Backend = (*Postgres)(nil)
-)
-
 // ErrStaleFence: a worker's claim on an entry is no longer current (its
 // lease expired, or another worker claimed the entry since). The ledger
 // rejects its transitions, so it can neither record nor dispatch.

@@ -13,7 +13,6 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
-	bolt "go.etcd.io/bbolt"
 )
 
 // Record values in the bbolt file (entries, ledger, approvals, audit,
@@ -105,24 +104,24 @@ var (
 	})
 )
 
-// jsonBuffers holds the buffers records are encoded into before they are
+// JSONBuffers holds the buffers records are encoded into before they are
 // compressed: the JSON is garbage once compressed (most records), so it
 // need not be allocated per record (GC was an eighth of reconcile's CPU).
 // Like the codecs above it is shared and safe for concurrent use.
-var jsonBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+var JSONBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // maxPooledBuffer: a buffer grown by an unusually large record is dropped
 // rather than kept.
 const maxPooledBuffer = 1 << 20
 
-// encodeRecord is a value as stored: v's JSON, compressed when smaller.
-func encodeRecord(v any) ([]byte, error) { return encodeWith(v, compressRecord) }
+// EncodeRecord is a value as stored: v's JSON, compressed when smaller.
+func EncodeRecord(v any) ([]byte, error) { return encodeWith(v, CompressRecord) }
 
 // encodeWith encodes v's JSON into a pooled buffer and hands it to
 // compress, which returns a new slice.
 func encodeWith(v any, compress func([]byte) ([]byte, error)) ([]byte, error) {
-	buf := jsonBuffers.Get().(*bytes.Buffer)
-	defer putJSONBuffer(buf)
+	buf := JSONBuffers.Get().(*bytes.Buffer)
+	defer PutJSONBuffer(buf)
 	// Encoder output is json.Marshal's (HTML escaped) plus a newline.
 	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		return nil, err
@@ -131,16 +130,16 @@ func encodeWith(v any, compress func([]byte) ([]byte, error)) ([]byte, error) {
 	return compress(buf.Bytes())
 }
 
-func putJSONBuffer(buf *bytes.Buffer) {
+func PutJSONBuffer(buf *bytes.Buffer) {
 	if buf.Cap() <= maxPooledBuffer {
 		buf.Reset()
-		jsonBuffers.Put(buf)
+		JSONBuffers.Put(buf)
 	}
 }
 
-// compressRecord is a record's JSON as stored, in a new slice (bbolt keeps
+// CompressRecord is a record's JSON as stored, in a new slice (bbolt keeps
 // the value until commit): compressed when that is smaller.
-func compressRecord(data []byte) ([]byte, error) {
+func CompressRecord(data []byte) ([]byte, error) {
 	if len(data) < minCompress {
 		return bytes.Clone(data), nil
 	}
@@ -161,17 +160,17 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // copied out at its exact size.
 var s2Buffers = sync.Pool{New: func() any { return new([]byte) }}
 
-// encodeHotRecord is encodeRecord for the records a replay writes (ledger,
+// EncodeHotRecord is encodeRecord for the records a replay writes (ledger,
 // entry and audit records): s2 against dictionary 1 instead of zstd.
-func encodeHotRecord(v any) ([]byte, error) { return encodeWith(v, compressHotRecord) }
+func EncodeHotRecord(v any) ([]byte, error) { return encodeWith(v, CompressHotRecord) }
 
-// compressHotRecord is compressRecord with s2 (see encodeHotRecord).
-func compressHotRecord(data []byte) ([]byte, error) {
+// CompressHotRecord is compressRecord with s2 (see encodeHotRecord).
+func CompressHotRecord(data []byte) ([]byte, error) {
 	if len(data) < minCompress {
 		return bytes.Clone(data), nil
 	}
 	if len(data) > maxS2Record {
-		return compressRecord(data)
+		return CompressRecord(data)
 	}
 	d := recordDictS2()
 	if d == nil {
@@ -200,28 +199,28 @@ func compressHotRecord(data []byte) ([]byte, error) {
 	return bytes.Clone(data), nil
 }
 
-// errRecordCodec says a stored record is damaged or in a format this
+// ErrRecordCodec says a stored record is damaged or in a format this
 // version does not know.
-var errRecordCodec = errors.New("record codec")
+var ErrRecordCodec = errors.New("record codec")
 
 func decodeS2Record(raw []byte) ([]byte, error) {
 	if len(raw) < s2Header {
-		return nil, fmt.Errorf("%w: s2 record of %d bytes", errRecordCodec, len(raw))
+		return nil, fmt.Errorf("%w: s2 record of %d bytes", ErrRecordCodec, len(raw))
 	}
 	if id := raw[len(s2Magic)]; id != s2DictV1ID {
-		return nil, fmt.Errorf("%w: s2 record names dictionary %d, unknown to this version", errRecordCodec, id)
+		return nil, fmt.Errorf("%w: s2 record names dictionary %d, unknown to this version", ErrRecordCodec, id)
 	}
 	block := raw[s2Header:]
 	n, err := s2.DecodedLen(block)
 	if err != nil {
-		return nil, fmt.Errorf("%w: s2: %w", errRecordCodec, err)
+		return nil, fmt.Errorf("%w: s2: %w", ErrRecordCodec, err)
 	}
 	// No s2 record larger than maxS2Record is written (larger ones take
 	// zstd), and the decoder allocates what the block claims before it
 	// finds a damaged block: a claim above that is damage, refused before
 	// a 15-byte record costs a GiB.
 	if n > maxS2Record {
-		return nil, fmt.Errorf("%w: s2 record claims %d bytes, more than the %d an s2 record holds", errRecordCodec, n, maxS2Record)
+		return nil, fmt.Errorf("%w: s2 record claims %d bytes, more than the %d an s2 record holds", ErrRecordCodec, n, maxS2Record)
 	}
 	d := recordDictS2()
 	if d == nil {
@@ -229,18 +228,18 @@ func decodeS2Record(raw []byte) ([]byte, error) {
 	}
 	data, err := d.Decode(nil, block)
 	if err != nil {
-		return nil, fmt.Errorf("%w: s2: %w", errRecordCodec, err)
+		return nil, fmt.Errorf("%w: s2: %w", ErrRecordCodec, err)
 	}
 	if crc32.Checksum(data, castagnoli) != binary.LittleEndian.Uint32(raw[len(s2Magic)+1:]) {
-		return nil, fmt.Errorf("%w: s2 record fails its checksum", errRecordCodec)
+		return nil, fmt.Errorf("%w: s2 record fails its checksum", ErrRecordCodec)
 	}
 	return data, nil
 }
 
-// recordJSON is a stored value's JSON, whichever of the three formats it
+// RecordJSON is a stored value's JSON, whichever of the three formats it
 // is in: plain JSON (files written before compression), a zstd frame, or
 // an s2 record.
-func recordJSON(raw []byte) ([]byte, error) {
+func RecordJSON(raw []byte) ([]byte, error) {
 	if bytes.HasPrefix(raw, s2Magic) {
 		return decodeS2Record(raw)
 	}
@@ -261,7 +260,7 @@ func recordJSON(raw []byte) ([]byte, error) {
 // DecodeValue decodes a record value as the bbolt store keeps it (plain or
 // compressed JSON), for tools and tests that read the file directly.
 func DecodeValue(raw []byte, out any) error {
-	data, err := recordJSON(raw)
+	data, err := RecordJSON(raw)
 	if err != nil {
 		return err
 	}
@@ -269,21 +268,7 @@ func DecodeValue(raw []byte, out any) error {
 }
 
 // EncodeValue is DecodeValue's inverse.
-func EncodeValue(v any) ([]byte, error) { return encodeRecord(v) }
-
-// putRecord encodes v (zstd) under key. Ledger and entry records are
-// encoded by encodeHotRecord where they are written (their bytes go to the
-// write memo too), audit records by encodeSealed.
-func putRecord(b *bolt.Bucket, key []byte, v any) error {
-	if b == nil {
-		return ErrReadOnly
-	}
-	data, err := encodeRecord(v)
-	if err != nil {
-		return err
-	}
-	return b.Put(key, data)
-}
+func EncodeValue(v any) ([]byte, error) { return EncodeRecord(v) }
 
 // Payload codec tags (the first byte of a value in bucketPayloadsZ).
 const (
@@ -302,16 +287,12 @@ const (
 // damaged length cannot make it allocate a GiB.
 const maxS2Payload = 1 << 20
 
-// bucketPayloadsZ holds payloads with a codec tag; bucketPayloads (older
-// files) holds them raw and is still read.
-var bucketPayloadsZ = []byte("payloads_z")
-
-// encodePayload is a payload as stored: s2 (issue 16: zstd reset its
+// EncodePayload is a payload as stored: s2 (issue 16: zstd reset its
 // 128 KB match table for every payload, ~26 us for a 2.5 KB payload
 // against ~4 us for s2, a tenth of reconcile's CPU per entry; s2 stores
 // ~0.32 of a generated payload against zstd's ~0.26), zstd above
 // maxS2Payload, raw when neither is smaller.
-func encodePayload(p []byte) ([]byte, error) {
+func EncodePayload(p []byte) ([]byte, error) {
 	if len(p) >= minCompress && len(p) <= maxS2Payload {
 		out := make([]byte, s2PayloadHeader+s2.MaxEncodedLen(len(p)))
 		out[0] = payloadS2
@@ -334,13 +315,14 @@ func encodePayload(p []byte) ([]byte, error) {
 	return append([]byte{payloadRaw}, p...), nil
 }
 
-// errPayloadCodec says a stored payload carries a tag this version does
+// ErrPayloadCodec says a stored payload carries a tag this version does
 // not know (written by a newer replayctl, or damaged).
-var errPayloadCodec = errors.New("unknown payload codec")
+var ErrPayloadCodec = errors.New("unknown payload codec")
 
-func decodePayload(v []byte) ([]byte, error) {
+// DecodePayload is the payload a stored value holds (EncodePayload).
+func DecodePayload(v []byte) ([]byte, error) {
 	if len(v) == 0 {
-		return nil, fmt.Errorf("%w: empty value", errPayloadCodec)
+		return nil, fmt.Errorf("%w: empty value", ErrPayloadCodec)
 	}
 	switch v[0] {
 	case payloadRaw:
@@ -360,7 +342,7 @@ func decodePayload(v []byte) ([]byte, error) {
 		return p, nil
 	case payloadS2:
 		if len(v) < s2PayloadHeader {
-			return nil, fmt.Errorf("%w: s2 payload of %d bytes", errPayloadCodec, len(v))
+			return nil, fmt.Errorf("%w: s2 payload of %d bytes", ErrPayloadCodec, len(v))
 		}
 		n, err := s2.DecodedLen(v[s2PayloadHeader:])
 		if err != nil {
@@ -378,67 +360,5 @@ func decodePayload(v []byte) ([]byte, error) {
 		}
 		return p, nil
 	}
-	return nil, fmt.Errorf("%w %d", errPayloadCodec, v[0])
-}
-
-// readPayload returns a copy of the payload stored under key, from either
-// bucket (nil when there is none).
-func readPayload(tx *bolt.Tx, key []byte) ([]byte, error) {
-	if b := tx.Bucket(bucketPayloadsZ); b != nil {
-		if v := b.Get(key); v != nil {
-			p, err := decodePayload(v)
-			if err != nil {
-				return nil, fmt.Errorf("payload of %q: %w", key, err)
-			}
-			return p, nil
-		}
-	}
-	if b := tx.Bucket(bucketPayloads); b != nil {
-		if v := b.Get(key); v != nil {
-			return bytes.Clone(v), nil
-		}
-	}
-	return nil, nil
-}
-
-// writePayload stores p under key unless the same bytes are there; a
-// copy an older version kept in the raw bucket is moved over.
-func writePayload(tx *bolt.Tx, key, p []byte) error {
-	zb := tx.Bucket(bucketPayloadsZ)
-	if zb == nil {
-		return ErrReadOnly
-	}
-	if cur, err := readPayload(tx, key); err == nil && cur != nil && bytes.Equal(cur, p) {
-		return nil
-	}
-	v, err := encodePayload(p)
-	if err != nil {
-		return err
-	}
-	if err := zb.Put(key, v); err != nil {
-		return err
-	}
-	if ob := tx.Bucket(bucketPayloads); ob != nil && ob.Get(key) != nil {
-		return ob.Delete(key)
-	}
-	return nil
-}
-
-// setFillPercent sets how full bbolt packs the pages it splits. Its
-// default, 0.5, leaves every split page half empty, and pages whose keys
-// only grow at the end are never filled again: the audit chain (keys are
-// sequence numbers) is packed full; payloads, entries and ledger records
-// (keyed by ref and key, arriving mostly in source order), the indexes and
-// approvals almost full, so that an insert into the middle of a full page
-// does not split it at once. Measured at 10k entries: page fill 0.46-0.54
-// -> 0.81-0.97.
-func setFillPercent(tx *bolt.Tx) {
-	for _, f := range []struct {
-		name []byte
-		fill float64
-	}{{bucketAudit, 1.0}, {bucketPayloadsZ, 0.95}, {bucketEntries, 0.9}, {bucketLedger, 0.9}, {bucketIdx, 0.9}, {bucketApprovals, 0.9}} {
-		if b := tx.Bucket(f.name); b != nil {
-			b.FillPercent = f.fill
-		}
-	}
+	return nil, fmt.Errorf("%w %d", ErrPayloadCodec, v[0])
 }

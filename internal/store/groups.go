@@ -103,14 +103,9 @@ type Grouped interface {
 	GroupStates(ctx context.Context, fn func(*GroupState) error) error
 }
 
-var (
-	_ Grouped = (*Bolt)(nil)
-	_ Grouped = (*Postgres)(nil)
-)
-
 // finish fills in what is derived: the sample's key and message, the
 // trend totals, the state.
-func (g *GroupSummary) finish(sample *EntryRecord, st *GroupState, now time.Time) {
+func (g *GroupSummary) Finish(sample *EntryRecord, st *GroupState, now time.Time) {
 	if sample != nil {
 		g.Key = GroupKey(sample)
 		g.Sample = sample.Entry.Ref()
@@ -139,8 +134,8 @@ func (g *GroupSummary) finish(sample *EntryRecord, st *GroupState, now time.Time
 	}
 }
 
-// trendHours are the starts of the 24 hours Hourly counts, oldest first.
-func trendHours(now time.Time) []time.Time {
+// TrendHours are the starts of the 24 hours Hourly counts, oldest first.
+func TrendHours(now time.Time) []time.Time {
 	cur := now.UTC().Truncate(time.Hour)
 	out := make([]time.Time, 24)
 	for i := range out {
@@ -149,8 +144,8 @@ func trendHours(now time.Time) []time.Time {
 	return out
 }
 
-// topGroups sorts gs and keeps the first limit (0: all).
-func topGroups(gs []GroupSummary, limit int) []GroupSummary {
+// TopGroups sorts gs and keeps the first limit (0: all).
+func TopGroups(gs []GroupSummary, limit int) []GroupSummary {
 	sortGroups(gs)
 	if limit > 0 && len(gs) > limit {
 		gs = gs[:limit]

@@ -10,18 +10,16 @@ import (
 // digests are sha256sum of the inputs, computed outside Go.
 func TestHashedKeysKeepTheirStoredForm(t *testing.T) {
 	for _, c := range []struct{ name, got, want string }{
-		{"dbKey of a 40000-byte key", string(dbKey(strings.Repeat("k", 40000))),
+		{"DBKey of a 40000-byte key", string(DBKey(strings.Repeat("k", 40000))),
 			"\x00sha256:dc38936f0a46a179d2348f37e9c069d9b36bd368297a2665c48a85bcb32908e5"},
-		{"dbKey of a key that looks hashed", string(dbKey("\x00sha256:abc")),
+		{"DBKey of a key that looks hashed", string(DBKey("\x00sha256:abc")),
 			"\x00sha256:8aaf7fba0d72c4ef628d7adb1007d23849598e562195c6eed3fef1cf9c736e33"},
-		{"valKey of a 1025-byte topic", valKey(strings.Repeat("t", 1025)),
+		{"ValKey of a 1025-byte topic", ValKey(strings.Repeat("t", 1025)),
 			"\x00sha256:d6e072035fe102d4d5acc3b665f8b14b926bfed68b6133d32172d3e04a92c235"},
-		{"ikey of a 2100-byte ref", string(ikey(strings.Repeat("r", 2100))),
+		{"IKey of a 2100-byte ref", string(IKey(strings.Repeat("r", 2100))),
 			"\x00sha256:9a12407951304313f4f909d1efe5c01f6d54393b311fb3a148f53c26625535af"},
-		{"pgKey of a 40000-byte key", pgKey(strings.Repeat("k", 40000)),
-			"\x01sha256:dc38936f0a46a179d2348f37e9c069d9b36bd368297a2665c48a85bcb32908e5"},
-		{"short keys stay as they are", string(dbKey("k1")) + valKey("orders") + string(ikey("jsonl:e1")) + pgKey("k1"),
-			"k1ordersjsonl:e1k1"},
+		{"short keys stay as they are", string(DBKey("k1")) + ValKey("orders") + string(IKey("jsonl:e1")),
+			"k1ordersjsonl:e1"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, c.got, c.want)

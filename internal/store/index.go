@@ -35,11 +35,6 @@ type Indexed interface {
 	Series(ctx context.Context, from, to time.Time) ([]HourCount, error)
 }
 
-var (
-	_ Indexed = (*Bolt)(nil)
-	_ Indexed = (*Postgres)(nil)
-)
-
 // EntryFilter selects entries for Page. Empty fields select everything.
 // States, classes, actions and sources compare case-insensitively.
 type EntryFilter struct {
@@ -71,13 +66,13 @@ type EntryFilter struct {
 }
 
 // hasTopic reports whether the filter names any topic glob.
-func (f *EntryFilter) hasTopic() bool { return f.Topic != "" || len(f.Topics) > 0 }
+func (f *EntryFilter) HasTopic() bool { return f.Topic != "" || len(f.Topics) > 0 }
 
 // ErrBadFilter: a filter that cannot be applied (a malformed topic glob).
 var ErrBadFilter = errors.New("bad filter")
 
 // prepare compiles the topic glob once.
-func (f *EntryFilter) prepare() error {
+func (f *EntryFilter) Prepare() error {
 	if f.Topic != "" && f.topic == nil {
 		g, err := glob.Compile(f.Topic, '.')
 		if err != nil {
@@ -99,10 +94,10 @@ func (f *EntryFilter) prepare() error {
 
 // TopicMatch reports whether topic passes the filter's topic glob.
 func (f *EntryFilter) TopicMatch(topic string) bool {
-	if !f.hasTopic() {
+	if !f.HasTopic() {
 		return true
 	}
-	if f.prepare() != nil {
+	if f.Prepare() != nil {
 		return false
 	}
 	if f.topic != nil && f.topic.Match(topic) {

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/json"
 	"slices"
 	"time"
 )
@@ -32,35 +31,4 @@ func (l *Lineage) Join(ref string) bool {
 	}
 	l.Members = append(l.Members, ref)
 	return true
-}
-
-// bucketLineages holds lineage root -> Lineage (bbolt).
-var bucketLineages = []byte("lineages")
-
-// pgLineageMigration holds lineage root -> Lineage (PostgreSQL).
-const pgLineageMigration = `CREATE TABLE lineages (root text PRIMARY KEY, rec bytea NOT NULL);`
-
-func (t *boltTx) Lineage(root string) (*Lineage, error) {
-	return getJSON[Lineage](t.bucket(bucketLineages), dbKey(root))
-}
-
-func (t *boltTx) PutLineage(l *Lineage) error {
-	return putJSON(t.bucket(bucketLineages), dbKey(l.Root), l)
-}
-
-func (t *pgTx) Lineage(root string) (*Lineage, error) {
-	return scanJSON[Lineage](t.queryRow(`SELECT rec FROM lineages WHERE root = $1`+t.lockClause(), pgKey(root)))
-}
-
-func (t *pgTx) PutLineage(l *Lineage) error {
-	if t.ro {
-		return ErrReadOnly
-	}
-	data, err := json.Marshal(l)
-	if err != nil {
-		return err
-	}
-	t.queue("write lineage "+l.Root, nil, `INSERT INTO lineages (root, rec) VALUES ($1, $2)
-		ON CONFLICT (root) DO UPDATE SET rec = excluded.rec`, pgKey(l.Root), data)
-	return nil
 }

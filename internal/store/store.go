@@ -147,12 +147,8 @@ type Store interface {
 	Close() error
 }
 
-// LedgerView reads the ledger for triage (replay.LedgerReader).
-func (s *Bolt) LedgerView(ctx context.Context, key string) (triage.LedgerView, error) {
-	return ledgerView(ctx, s, key)
-}
-
-func ledgerView(ctx context.Context, s Store, key string) (triage.LedgerView, error) {
+// LedgerView reads key's ledger record from s for triage.
+func LedgerView(ctx context.Context, s Store, key string) (triage.LedgerView, error) {
 	var v triage.LedgerView
 	err := s.View(ctx, func(tx Tx) error {
 		r, err := tx.Ledger(key)

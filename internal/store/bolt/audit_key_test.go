@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"context"
@@ -6,11 +6,11 @@ import (
 	"testing"
 
 	"github.com/replayctl/replayctl/internal/audit"
-	"github.com/replayctl/replayctl/internal/testsvc"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
-func appendOne(s Backend) error {
-	return s.Update(context.Background(), func(tx Tx) error {
+func appendOne(s store.Backend) error {
+	return s.Update(context.Background(), func(tx store.Tx) error {
 		_, err := tx.Append(&audit.Record{Actor: "mallory", Kind: audit.KindDecision, EntryRef: "jsonl:x", Action: "auto_replay"})
 		return err
 	})
@@ -23,11 +23,11 @@ func appendOne(s Backend) error {
 func TestSignedBoltRefusesKeylessWriter(t *testing.T) {
 	key := []byte("k1")
 	path := chainFile(t, 2, key)
-	s, err := OpenBolt(path, Options{})
+	s, err := Open(path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := appendOne(s); !errors.Is(err, ErrAuditKeyRequired) {
+	if err := appendOne(s); !errors.Is(err, store.ErrAuditKeyRequired) {
 		t.Fatalf("keyless append to a signed chain: %v, want ErrAuditKeyRequired", err)
 	}
 	if err := s.Close(); err != nil {
@@ -38,37 +38,12 @@ func TestSignedBoltRefusesKeylessWriter(t *testing.T) {
 	}
 	// A store never signed still takes keyless writers.
 	plain := chainFile(t, 1, nil)
-	s, err = OpenBolt(plain, Options{})
+	s, err = Open(plain, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	if err := appendOne(s); err != nil {
 		t.Fatalf("keyless append to an unsigned chain: %v", err)
-	}
-}
-
-func TestSignedPostgresRefusesKeylessWriter(t *testing.T) {
-	dsn := testsvc.Postgres(t)
-	ctx := context.Background()
-	signed, err := OpenPostgres(ctx, dsn, Options{AuditKey: []byte("k1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer signed.Close()
-	if err := appendOne(signed); err != nil {
-		t.Fatal(err)
-	}
-	keyless, err := OpenPostgres(ctx, dsn, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer keyless.Close()
-	if err := appendOne(keyless); !errors.Is(err, ErrAuditKeyRequired) {
-		t.Fatalf("keyless append to a signed chain: %v, want ErrAuditKeyRequired", err)
-	}
-	res, err := audit.Verify(ctx, signed, []byte("k1"))
-	if err != nil || !res.OK() || !res.Signed {
-		t.Fatalf("after the refused write: %+v %v", res, err)
 	}
 }

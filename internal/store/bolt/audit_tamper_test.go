@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"bytes"
@@ -13,18 +13,19 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // chainFile writes n audit records into a fresh db file and closes it.
 func chainFile(t *testing.T, n int, key []byte) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "replayctl.db")
-	s, err := OpenBolt(path, Options{AuditKey: key})
+	s, err := Open(path, store.Options{AuditKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if err := s.Update(context.Background(), func(tx Tx) error {
+		if err := s.Update(context.Background(), func(tx store.Tx) error {
 			_, err := tx.Append(&audit.Record{Actor: "alice", Kind: audit.KindDecision, EntryRef: "jsonl:e" + string(rune('a'+i)), Action: "auto_replay"})
 			return err
 		}); err != nil {
@@ -52,7 +53,7 @@ func tamper(t *testing.T, path string, fn func(b, meta *bolt.Bucket) error) {
 
 func verifyFile(t *testing.T, path string, key []byte) *audit.VerifyResult {
 	t.Helper()
-	s, err := OpenBolt(path, Options{ReadOnly: true})
+	s, err := Open(path, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestAuditVerifyFindsTampering(t *testing.T) {
 		{"change", func(t *testing.T, b, _ *bolt.Bucket) error {
 			// Records are stored compressed: the editor decompresses,
 			// edits and writes the JSON back (plain JSON still reads).
-			data, err := recordJSON(b.Get(seqKey(3)))
+			data, err := store.RecordJSON(b.Get(seqKey(3)))
 			if err != nil {
 				return err
 			}
@@ -132,7 +133,7 @@ func TestSignedHeadCatchesAConsistentRewrite(t *testing.T) {
 		prev := audit.Genesis
 		for seq := uint64(1); seq <= 4; seq++ {
 			var s audit.Sealed
-			if err := DecodeValue(b.Get(seqKey(seq)), &s); err != nil {
+			if err := store.DecodeValue(b.Get(seqKey(seq)), &s); err != nil {
 				return err
 			}
 			rec, err := s.Open()
@@ -168,7 +169,7 @@ func TestSignedHeadCatchesAConsistentRewrite(t *testing.T) {
 // break verify reports, its last line the error trailer.
 func exportBreaks(t *testing.T, path string, wantSeq uint64) {
 	t.Helper()
-	s, err := OpenBolt(path, Options{ReadOnly: true})
+	s, err := Open(path, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/store"
+
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -14,14 +16,14 @@ import (
 // bbolt's Batch: for a caller that has already grouped its writes (a
 // replay window) and would otherwise wait out MaxBatchDelay for writers
 // that are not coming. fn runs once; its error rolls everything back.
-func (s *Bolt) UpdateNow(ctx context.Context, fn func(Tx) error) error {
+func (s *Bolt) UpdateNow(ctx context.Context, fn func(store.Tx) error) error {
 	if s.ro {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.tamper.count(s.db.Update(func(btx *bolt.Tx) error { return s.runWrite(btx, fn) }))
+	return s.tamper.Count(s.db.Update(func(btx *bolt.Tx) error { return s.runWrite(btx, fn) }))
 }
 
 // UpdateGroup commits fns together in one read-write transaction, now:
@@ -31,12 +33,12 @@ func (s *Bolt) UpdateNow(ctx context.Context, fn func(Tx) error) error {
 // commit as Update's (writeGroup.commit), so each fn's error is its own:
 // one that fails (or panics) is run again alone, and the others commit
 // without it. errs[i] is fns[i]'s; a panic is its fn's error.
-func (s *Bolt) UpdateGroup(ctx context.Context, fns []func(Tx) error) []error {
+func (s *Bolt) UpdateGroup(ctx context.Context, fns []func(store.Tx) error) []error {
 	errs := make([]error, len(fns))
 	var early error
 	switch {
 	case s.ro:
-		early = ErrReadOnly
+		early = store.ErrReadOnly
 	case ctx.Err() != nil:
 		early = ctx.Err()
 	}
@@ -57,7 +59,7 @@ func (s *Bolt) UpdateGroup(ctx context.Context, fns []func(Tx) error) []error {
 		// Alone, a panic is this fn's error, not its caller's (who waits
 		// for the others' answers too).
 		fn := fns[i]
-		errs[i] = s.tamper.count(s.answer(<-ch, func(t Tx) error { return safelyCall(fn, t) }))
+		errs[i] = s.tamper.Count(s.answer(<-ch, func(t store.Tx) error { return safelyCall(fn, t) }))
 	}
 	return errs
 }
@@ -84,7 +86,7 @@ type writeGroup struct {
 }
 
 type groupCall struct {
-	fn  func(Tx) error
+	fn  func(store.Tx) error
 	err chan<- error
 }
 
@@ -93,7 +95,7 @@ type groupCall struct {
 var errTrySolo = errors.New("run the write alone")
 
 // batch runs fn in the next group commit.
-func (s *Bolt) batch(fn func(Tx) error) error {
+func (s *Bolt) batch(fn func(store.Tx) error) error {
 	errCh := make(chan error, 1)
 	s.group.mu.Lock()
 	if s.group.pending == nil || len(s.group.pending.calls) >= s.db.MaxBatchSize {
@@ -111,7 +113,7 @@ func (s *Bolt) batch(fn func(Tx) error) error {
 }
 
 // answer is a grouped call's result: errTrySolo runs fn again alone.
-func (s *Bolt) answer(err error, fn func(Tx) error) error {
+func (s *Bolt) answer(err error, fn func(store.Tx) error) error {
 	if errors.Is(err, errTrySolo) {
 		err = s.db.Update(func(btx *bolt.Tx) error { return s.runWrite(btx, fn) })
 	}
@@ -146,7 +148,7 @@ func (g *writeGroup) commit() {
 					return err
 				}
 			}
-			if err := safelyCall(func(Tx) error { return t.flush() }, t); err != nil {
+			if err := safelyCall(func(store.Tx) error { return t.flush() }, t); err != nil {
 				flushFailed = true
 				return err
 			}
@@ -176,7 +178,7 @@ func (g *writeGroup) commit() {
 
 // safelyCall runs fn, its panic an error: the caller runs it again alone,
 // where the panic is its own.
-func safelyCall(fn func(Tx) error, t Tx) (err error) {
+func safelyCall(fn func(store.Tx) error, t store.Tx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic in a grouped write: %v", p)

@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -30,7 +31,7 @@ func TestGroupCommitMembersFailAloneAndCountersEqualARebuild(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "replayctl.db")
 	now := time.Date(2026, 11, 2, 8, 59, 0, 0, time.UTC)
 	// A long delay: the intents of all 8 writers likely make one group.
-	s, err := OpenBolt(path, Options{Now: func() time.Time { return now }, MaxBatchSize: 8, MaxBatchDelay: 200 * time.Millisecond})
+	s, err := Open(path, store.Options{Now: func() time.Time { return now }, MaxBatchSize: 8, MaxBatchDelay: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestGroupCommitMembersFailAloneAndCountersEqualARebuild(t *testing.T) {
 					errs[w][0] = fmt.Errorf("panicked: %v", p)
 				}
 			}()
-			errs[w][0] = s.Update(ctx, func(tx Tx) error {
+			errs[w][0] = s.Update(ctx, func(tx store.Tx) error {
 				if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, To: idempotency.Decided, EntryRef: e.Ref(), PayloadHash: "sha256:x"}); err != nil {
 					return err
 				}
@@ -65,7 +66,7 @@ func TestGroupCommitMembersFailAloneAndCountersEqualARebuild(t *testing.T) {
 					Decision: &triage.Decision{ProposedAction: triage.AutoReplay}, Action: triage.AutoReplay}); err != nil {
 					return err
 				}
-				if err := tx.PutEntry(&EntryRecord{Entry: e, Status: StatusReplaying, Class: triage.Transient, FirstSeen: now}); err != nil {
+				if err := tx.PutEntry(&store.EntryRecord{Entry: e, Status: store.StatusReplaying, Class: triage.Transient, FirstSeen: now}); err != nil {
 					return err
 				}
 				switch w {
@@ -79,7 +80,7 @@ func TestGroupCommitMembersFailAloneAndCountersEqualARebuild(t *testing.T) {
 			if w == 3 || w == 5 {
 				return
 			}
-			errs[w][1] = s.Update(ctx, func(tx Tx) error {
+			errs[w][1] = s.Update(ctx, func(tx store.Tx) error {
 				if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Decided, To: idempotency.Succeeded}); err != nil {
 					return err
 				}
@@ -90,7 +91,7 @@ func TestGroupCommitMembersFailAloneAndCountersEqualARebuild(t *testing.T) {
 				if err != nil || er == nil {
 					return fmt.Errorf("entry %s: %v", e.Ref(), err)
 				}
-				er.Status = StatusReplayed
+				er.Status = store.StatusReplayed
 				return tx.PutEntry(er)
 			})
 		}()
@@ -119,7 +120,7 @@ func TestGroupCommitMembersFailAloneAndCountersEqualARebuild(t *testing.T) {
 	if got.Entries != 6 || got.Decisions != 6 || got.Outcomes["succeeded"] != 6 || len(got.Open) != 0 {
 		t.Errorf("counters %+v, want 6 entries, 6 decisions, 6 succeeded, none open", got)
 	}
-	err = s.View(ctx, func(tx Tx) error {
+	err = s.View(ctx, func(tx store.Tx) error {
 		for _, w := range []int{3, 5} {
 			e := entry.Entry{ID: fmt.Sprintf("e%d", w), Source: "jsonl"}
 			ref := e.Ref()
@@ -143,7 +144,7 @@ func TestGroupCommitMembersFailAloneAndCountersEqualARebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	s, err = OpenBolt(path, Options{Now: func() time.Time { return now }})
+	s, err = Open(path, store.Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestGroupCommitMembersFailAloneAndCountersEqualARebuild(t *testing.T) {
 // alone, so only that one fails.
 func TestGroupCommitFlushErrorIsOnlyItsMembers(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenBolt(filepath.Join(t.TempDir(), "r.db"), Options{MaxBatchSize: 4, MaxBatchDelay: 300 * time.Millisecond})
+	s, err := Open(filepath.Join(t.TempDir(), "r.db"), store.Options{MaxBatchSize: 4, MaxBatchDelay: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestGroupCommitFlushErrorIsOnlyItsMembers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[w] = s.Update(ctx, func(tx Tx) error {
+			errs[w] = s.Update(ctx, func(tx store.Tx) error {
 				key := fmt.Sprintf("k%d", w)
 				if w == 2 {
 					key = "" // refused by bbolt when the ledger records are flushed

@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 var (
@@ -32,23 +33,6 @@ var (
 	keyAuditHead = []byte("audit_head")
 	keyAuditMAC  = []byte("audit_head_mac")
 )
-
-// Options configure OpenBolt.
-type Options struct {
-	// ReadOnly opens without creating or changing the file (plan).
-	ReadOnly bool
-	// LockTimeout bounds the wait for another process's lock (default 1s).
-	LockTimeout time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
-	// AuditKey, when set, signs the audit chain head with HMAC-SHA256 on
-	// every append (REPLAYCTL_AUDIT_KEY or --audit-key-file).
-	AuditKey []byte
-	// MaxBatchSize and MaxBatchDelay tune group commit of concurrent
-	// Updates (defaults 8 and 1ms): one fsync serves many workers.
-	MaxBatchSize  int
-	MaxBatchDelay time.Duration
-}
 
 // InUseError says another process holds the database.
 type InUseError struct {
@@ -77,17 +61,17 @@ type Bolt struct {
 	group    groupCommit
 	memo     writeMemo
 	// tamper counts the appends refused on a forged head (audit_guard.go).
-	tamper tamperCount
+	tamper store.TamperCount
 	// onEntryDecode, when set (tests), is called for every entry record
 	// a transaction decodes: proves PutEntry reuses what Entry read.
 	onEntryDecode func()
 }
 
-var _ Store = (*Bolt)(nil)
+var _ store.Store = (*Bolt)(nil)
 
-// OpenBolt opens (creating unless read-only) the database file. Another
+// Open opens (creating unless read-only) the database file. Another
 // process holding it gives an *InUseError naming its pid, not a hang.
-func OpenBolt(path string, o Options) (*Bolt, error) {
+func Open(path string, o store.Options) (*Bolt, error) {
 	if o.LockTimeout <= 0 {
 		o.LockTimeout = time.Second
 	}
@@ -116,7 +100,7 @@ func OpenBolt(path string, o Options) (*Bolt, error) {
 	if o.MaxBatchDelay > 0 {
 		db.MaxBatchDelay = o.MaxBatchDelay
 	}
-	s := &Bolt{db: db, path: path, now: o.Now, ro: o.ReadOnly, key: o.AuditKey, instance: newInstanceID()}
+	s := &Bolt{db: db, path: path, now: o.Now, ro: o.ReadOnly, key: o.AuditKey, instance: store.NewInstanceID()}
 	if !o.ReadOnly {
 		if err := db.Update(func(tx *bolt.Tx) error {
 			for _, b := range allBuckets {
@@ -164,19 +148,19 @@ func (s *Bolt) Close() error {
 
 // Update runs fn in a batched read-write transaction (group commit, see
 // groupCommit).
-func (s *Bolt) Update(ctx context.Context, fn func(Tx) error) error {
+func (s *Bolt) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if s.ro {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.tamper.count(s.batch(fn))
+	return s.tamper.Count(s.batch(fn))
 }
 
 // runWrite runs fn in a read-write bbolt transaction, then writes what fn
 // left pending (ledger records, the audit head, counter deltas).
-func (s *Bolt) runWrite(btx *bolt.Tx, fn func(Tx) error) error {
+func (s *Bolt) runWrite(btx *bolt.Tx, fn func(store.Tx) error) error {
 	setFillPercent(btx)
 	t := s.writeTx(btx)
 	if err := fn(t); err != nil {
@@ -191,7 +175,7 @@ func (s *Bolt) writeTx(btx *bolt.Tx) *boltTx {
 }
 
 // View runs fn in a read-only transaction.
-func (s *Bolt) View(ctx context.Context, fn func(Tx) error) error {
+func (s *Bolt) View(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -256,7 +240,7 @@ func (t *boltTx) flush() error {
 		b := t.bucket(bucketLedger)
 		for k, sl := range t.ledger {
 			if sl.dirty {
-				data, err := encodeHotRecord(sl.rec)
+				data, err := store.EncodeHotRecord(sl.rec)
 				if err != nil {
 					return fmt.Errorf("ledger %q: %w", k, err)
 				}
@@ -294,18 +278,18 @@ type oldEntry struct {
 	// key in the transaction (a guarded write checks the entry, then
 	// records it) copies rec while the key still holds raw, instead of
 	// decoding it again. nil: decode.
-	rec *EntryRecord
+	rec *store.EntryRecord
 	raw []byte
 }
 
 // entryRecord reads and decodes the entry record stored under key.
-func (t *boltTx) entryRecord(key []byte) (*storedEntry, error) {
+func (t *boltTx) entryRecord(key []byte) (*store.StoredEntry, error) {
 	if t.onDecode != nil {
 		if b := t.bucket(bucketEntries); b != nil && b.Get(key) != nil {
 			t.onDecode()
 		}
 	}
-	return getJSON[storedEntry](t.bucket(bucketEntries), key)
+	return getJSON[store.StoredEntry](t.bucket(bucketEntries), key)
 }
 
 // bucket returns a bucket, or nil when a read-only file predates it.
@@ -320,7 +304,7 @@ func getJSON[T any](b *bolt.Bucket, key []byte) (*T, error) {
 		return nil, nil
 	}
 	var out T
-	if err := DecodeValue(v, &out); err != nil {
+	if err := store.DecodeValue(v, &out); err != nil {
 		return nil, fmt.Errorf("decode record %q: %w", key, err)
 	}
 	return &out, nil
@@ -328,7 +312,7 @@ func getJSON[T any](b *bolt.Bucket, key []byte) (*T, error) {
 
 func putJSON(b *bolt.Bucket, key []byte, v any) error {
 	if b == nil {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -337,27 +321,11 @@ func putJSON(b *bolt.Bucket, key []byte, v any) error {
 	return b.Put(key, data)
 }
 
-// hashedKeyPrefix marks a bbolt key that is the hash of a longer one.
-const hashedKeyPrefix = "\x00sha256:"
-
-// dbKey is the bbolt key for an idempotency key, entry ref or approval id.
-// bbolt refuses keys over bolt.MaxKeySize (32 KiB), and a DLQ entry may
-// carry a key or id that long (issue 14: one such entry stopped every
-// run); those are stored under their SHA-256, the original kept in the
-// record. Shorter keys stay as they are, so existing files read the same;
-// a raw key that looks like a hashed one is hashed too, so none collide.
-func dbKey(s string) []byte {
-	if len(s) <= bolt.MaxKeySize && !strings.HasPrefix(s, hashedKeyPrefix) {
-		return []byte(s)
-	}
-	return []byte(hashKey(hashedKeyPrefix, []byte(s)))
-}
-
 func (t *boltTx) Ledger(key string) (*idempotency.Record, error) {
 	if !t.tx.Writable() {
-		return getJSON[idempotency.Record](t.bucket(bucketLedger), dbKey(key))
+		return getJSON[idempotency.Record](t.bucket(bucketLedger), store.DBKey(key))
 	}
-	k := string(dbKey(key))
+	k := string(store.DBKey(key))
 	sl, ok := t.ledger[k]
 	if !ok {
 		b := t.bucket(bucketLedger)
@@ -391,46 +359,15 @@ func (t *boltTx) Transition(tr idempotency.Transition) (idempotency.Record, erro
 		return idempotency.Record{}, err
 	}
 	if !t.tx.Writable() {
-		return idempotency.Record{}, ErrReadOnly
+		return idempotency.Record{}, store.ErrReadOnly
 	}
 	stored := next
-	t.ledger[string(dbKey(tr.Key))] = ledgerSlot{rec: &stored, dirty: true}
+	t.ledger[string(store.DBKey(tr.Key))] = ledgerSlot{rec: &stored, dirty: true}
 	return next, nil
 }
 
-// storedEntry is an entry record as JSON without its payload. The payload
-// is kept apart, byte for byte (encoding/json would compact a RawMessage,
-// and a replay must send the payload verbatim: a signature over it must
-// still hold); apart, it is also not re-encoded on every status change.
-type storedEntry struct {
-	EntryRecord
-	// PayloadBytes holds the payload where a backend keeps it inline
-	// (older bbolt files did; read for compatibility).
-	PayloadBytes []byte `json:"payload_bytes,omitempty"`
-}
-
-func encodeEntry(r *EntryRecord) any {
-	se := storedEntry{EntryRecord: *r}
-	se.Entry.Payload = nil
-	return &se
-}
-
-func decodeEntry(se *storedEntry, payload []byte) *EntryRecord {
-	if se == nil {
-		return nil
-	}
-	r := se.EntryRecord
-	switch {
-	case payload != nil:
-		r.Entry.Payload = payload
-	case se.PayloadBytes != nil:
-		r.Entry.Payload = se.PayloadBytes
-	}
-	return &r
-}
-
-func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
-	key := dbKey(ref)
+func (t *boltTx) Entry(ref string) (*store.EntryRecord, error) {
+	key := store.DBKey(ref)
 	if r := t.entryAgain(key); r != nil {
 		return r, nil
 	}
@@ -442,7 +379,7 @@ func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := decodeEntry(se, payload)
+	r := store.DecodeEntry(se, payload)
 	if t.tx.Writable() {
 		if t.old == nil {
 			t.old = make(map[string]oldEntry, 4)
@@ -469,7 +406,7 @@ func (t *boltTx) Entry(ref string) (*EntryRecord, error) {
 // transaction, copied, while the key still holds the bytes it decoded
 // (nil otherwise). Only records whose payload is stored apart are kept:
 // an older file's inline payload is decoded with the record.
-func (t *boltTx) entryAgain(key []byte) *EntryRecord {
+func (t *boltTx) entryAgain(key []byte) *store.EntryRecord {
 	if !t.tx.Writable() {
 		return nil
 	}
@@ -482,8 +419,8 @@ func (t *boltTx) entryAgain(key []byte) *EntryRecord {
 	return &r
 }
 
-func (t *boltTx) PutEntry(r *EntryRecord) error {
-	ref := dbKey(r.Entry.Ref())
+func (t *boltTx) PutEntry(r *store.EntryRecord) error {
+	ref := store.DBKey(r.Entry.Ref())
 	// The old record tells which index keys and counters to move; a
 	// corrupt one is overwritten and counted as new. Entry or an earlier
 	// PutEntry in this transaction already knows them.
@@ -506,9 +443,9 @@ func (t *boltTx) PutEntry(r *EntryRecord) error {
 	}
 	eb := t.bucket(bucketEntries)
 	if eb == nil {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
-	data, err := encodeHotRecord(encodeEntry(r))
+	data, err := store.EncodeHotRecord(store.EncodeEntry(r))
 	if err != nil {
 		return err
 	}
@@ -523,19 +460,19 @@ func (t *boltTx) PutEntry(r *EntryRecord) error {
 	return nil
 }
 
-func (t *boltTx) Approval(id string) (*Approval, error) {
-	return getJSON[Approval](t.bucket(bucketApprovals), dbKey(id))
+func (t *boltTx) Approval(id string) (*store.Approval, error) {
+	return getJSON[store.Approval](t.bucket(bucketApprovals), store.DBKey(id))
 }
 
-func (t *boltTx) PutApproval(a *Approval) error {
-	old, err := getJSON[Approval](t.bucket(bucketApprovals), dbKey(a.ID))
+func (t *boltTx) PutApproval(a *store.Approval) error {
+	old, err := getJSON[store.Approval](t.bucket(bucketApprovals), store.DBKey(a.ID))
 	if err != nil {
 		old = nil // a corrupt record is overwritten
 	}
 	if err := reindexApproval(t.tx, old, a); err != nil {
 		return err
 	}
-	return putRecord(t.bucket(bucketApprovals), dbKey(a.ID), a)
+	return putRecord(t.bucket(bucketApprovals), store.DBKey(a.ID), a)
 }
 
 type auditHead struct {
@@ -552,10 +489,10 @@ func seqKey(seq uint64) []byte {
 func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	meta, b := t.bucket(bucketMeta), t.bucket(bucketAudit)
 	if meta == nil || b == nil {
-		return audit.Sealed{}, ErrReadOnly
+		return audit.Sealed{}, store.ErrReadOnly
 	}
 	if len(t.key) == 0 && len(meta.Get(keyAuditMAC)) > 0 {
-		return audit.Sealed{}, ErrAuditKeyRequired
+		return audit.Sealed{}, store.ErrAuditKeyRequired
 	}
 	if t.head == nil {
 		head := auditHead{Hash: audit.Genesis}
@@ -566,8 +503,8 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 		}
 		// The head is authenticated before it is extended: flush signs
 		// the new one, so extending a forged head would launder it.
-		if !checkHeadMAC(t.key, head.Seq, head.Hash, string(meta.Get(keyAuditMAC))) {
-			return audit.Sealed{}, (*tamperCount)(nil).refuse(head.Seq, "the stored head is not signed with this key (records were removed, rewritten or re-chained since the last keyed write)")
+		if !store.CheckHeadMAC(t.key, head.Seq, head.Hash, string(meta.Get(keyAuditMAC))) {
+			return audit.Sealed{}, (*store.TamperCount)(nil).Refuse(head.Seq, "the stored head is not signed with this key (records were removed, rewritten or re-chained since the last keyed write)")
 		}
 		t.head = &head
 	}
@@ -611,10 +548,10 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 // general path.
 func encodeSealed(s *audit.Sealed) ([]byte, error) {
 	if !plainJSONString(s.Prev) || !plainJSONString(s.Hash) || len(s.Body) == 0 {
-		return encodeHotRecord(s)
+		return store.EncodeHotRecord(s)
 	}
-	buf := jsonBuffers.Get().(*bytes.Buffer)
-	defer putJSONBuffer(buf)
+	buf := store.JSONBuffers.Get().(*bytes.Buffer)
+	defer store.PutJSONBuffer(buf)
 	buf.WriteString(`{"seq":`)
 	buf.Write(strconv.AppendUint(buf.AvailableBuffer(), s.Seq, 10))
 	buf.WriteString(`,"prev":"`)
@@ -624,7 +561,7 @@ func encodeSealed(s *audit.Sealed) ([]byte, error) {
 	buf.WriteString(`","body":`)
 	buf.Write(s.Body)
 	buf.WriteByte('}')
-	return compressHotRecord(buf.Bytes())
+	return store.CompressHotRecord(buf.Bytes())
 }
 
 // plainJSONString reports whether encoding/json writes s as it is between
@@ -668,7 +605,7 @@ func (s *Bolt) AuditRange(ctx context.Context, from uint64, fn func(keySeq uint6
 			var derr error
 			if len(k) != 8 {
 				derr = fmt.Errorf("bad audit key %x", k)
-			} else if err := DecodeValue(v, &sealed); err != nil {
+			} else if err := store.DecodeValue(v, &sealed); err != nil {
 				derr = err
 			}
 			seq := uint64(0)
@@ -704,7 +641,7 @@ func (s *Bolt) AuditHead(ctx context.Context) (seq uint64, hash string, err erro
 }
 
 // Entries calls fn for every stored entry in ref order.
-func (s *Bolt) Entries(ctx context.Context, fn func(*EntryRecord) error) error {
+func (s *Bolt) Entries(ctx context.Context, fn func(*store.EntryRecord) error) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketEntries)
 		if b == nil {
@@ -714,21 +651,21 @@ func (s *Bolt) Entries(ctx context.Context, fn func(*EntryRecord) error) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			var se storedEntry
-			if err := DecodeValue(v, &se); err != nil {
+			var se store.StoredEntry
+			if err := store.DecodeValue(v, &se); err != nil {
 				return fmt.Errorf("decode entry %q: %w", k, err)
 			}
 			payload, err := readPayload(tx, k)
 			if err != nil {
 				return err
 			}
-			return fn(decodeEntry(&se, payload))
+			return fn(store.DecodeEntry(&se, payload))
 		})
 	})
 }
 
 // Approvals calls fn for every approval request.
-func (s *Bolt) Approvals(ctx context.Context, fn func(*Approval) error) error {
+func (s *Bolt) Approvals(ctx context.Context, fn func(*store.Approval) error) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketApprovals)
 		if b == nil {
@@ -738,8 +675,8 @@ func (s *Bolt) Approvals(ctx context.Context, fn func(*Approval) error) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			var a Approval
-			if err := DecodeValue(v, &a); err != nil {
+			var a store.Approval
+			if err := store.DecodeValue(v, &a); err != nil {
 				return fmt.Errorf("decode approval %q: %w", k, err)
 			}
 			return fn(&a)
@@ -759,7 +696,7 @@ func (s *Bolt) LedgerRecords(ctx context.Context, fn func(*idempotency.Record) e
 				return err
 			}
 			var r idempotency.Record
-			if err := DecodeValue(v, &r); err != nil {
+			if err := store.DecodeValue(v, &r); err != nil {
 				return fmt.Errorf("decode ledger %q: %w", k, err)
 			}
 			return fn(&r)
@@ -770,7 +707,7 @@ func (s *Bolt) LedgerRecords(ctx context.Context, fn func(*idempotency.Record) e
 // PutSnapshot keeps the rules and policy text of a snapshot (once).
 func (s *Bolt) PutSnapshot(ctx context.Context, id string, snapshot any) error {
 	if s.ro {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
 	return s.db.Update(func(tx *bolt.Tx) error {
 		if err := markSnapshotsKept(tx); err != nil { // snapshot_check.go
@@ -789,13 +726,13 @@ func (s *Bolt) Snapshot(ctx context.Context, id string, out any) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSnapshots)
 		if b == nil {
-			return ErrNotFound
+			return store.ErrNotFound
 		}
 		v := b.Get([]byte(id))
 		if v == nil {
-			return ErrNotFound
+			return store.ErrNotFound
 		}
-		data, err := recordJSON(v)
+		data, err := store.RecordJSON(v)
 		if err != nil {
 			return fmt.Errorf("snapshot %s: %w", id, err)
 		}

@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"fmt"
@@ -9,12 +9,12 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// CompactBolt copies the bbolt file at src into a new file at dst without
+// Compact copies the bbolt file at src into a new file at dst without
 // its free pages (bbolt's own Compact, as `bbolt compact` runs it): after
 // a prune the file keeps its size, its freed pages reused by later
 // writes, and this gives the space back. src must not be in use; dst must
 // not exist. The copy is synced before it is reported done.
-func CompactBolt(src, dst string) (before, after int64, err error) {
+func Compact(src, dst string) (before, after int64, err error) {
 	if _, err := os.Stat(dst); err == nil {
 		return 0, 0, fmt.Errorf("compact: %s already exists", dst)
 	}

@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // What bbolt answers of the contract (Backend) that only PostgreSQL's
@@ -43,7 +44,7 @@ func (s *Bolt) AuditUnsealed(context.Context) (int, error) { return 0, nil }
 func (s *Bolt) AuditTailForged(context.Context, []byte) (uint64, error) { return 0, nil }
 
 // Features implements Backend: one process holds a bbolt file.
-func (s *Bolt) Features() Features { return Features{} }
+func (s *Bolt) Features() store.Features { return store.Features{} }
 
 // TryRunLock implements Backend: the file lock bbolt takes on open already
 // keeps every other process out, so the scheduler lock is always this
@@ -51,3 +52,10 @@ func (s *Bolt) Features() Features { return Features{} }
 func (s *Bolt) TryRunLock(context.Context) (release func(), ok bool, err error) {
 	return func() {}, true, nil
 }
+
+var (
+	_ store.Backend     = (*Bolt)(nil)
+	_ store.Grouped     = (*Bolt)(nil)
+	_ store.Indexed     = (*Bolt)(nil)
+	_ audit.BlobChecker = (*Bolt)(nil)
+)

@@ -1,6 +1,7 @@
-package store
+package bolt
 
 import (
+	"github.com/replayctl/replayctl/internal/store"
 	"maps"
 	"slices"
 )
@@ -8,7 +9,7 @@ import (
 // cloneUnpaid is a copy of r sharing nothing with it, without its
 // payload (boltTx.entryAgain). TestCloneUnpaidCopiesEveryReference holds
 // the list of the record's maps, slices and pointers to the type.
-func cloneUnpaid(r *EntryRecord) EntryRecord {
+func cloneUnpaid(r *store.EntryRecord) store.EntryRecord {
 	c := *r
 	c.Entry.Payload = nil
 	c.Entry.Labels = maps.Clone(r.Entry.Labels)

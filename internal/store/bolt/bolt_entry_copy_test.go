@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"context"
@@ -11,14 +11,15 @@ import (
 
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/group"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
-func copySample() *EntryRecord {
+func copySample() *store.EntryRecord {
 	at := time.Date(2026, 11, 27, 11, 0, 0, 123456789, time.UTC)
-	return &EntryRecord{Entry: entry.Entry{ID: "e1", Source: "jsonl", Topic: "orders", IdempotencyKey: "order-1:email",
+	return &store.EntryRecord{Entry: entry.Entry{ID: "e1", Source: "jsonl", Topic: "orders", IdempotencyKey: "order-1:email",
 		Attempts: 3, Labels: map[string]string{"tenant": "acme"}, Ancestors: []string{"e0"}, LastFailure: at,
 		History: []entry.Failure{{Attempt: 1, Time: at, Message: "503"}}, Payload: json.RawMessage(`{"to":"a@b.c"}`)},
-		Status: StatusReplaying, Class: "transient", Action: "auto_replay", Reason: "5xx", FirstSeen: at, LastSeen: at,
+		Status: store.StatusReplaying, Class: "transient", Action: "auto_replay", Reason: "5xx", FirstSeen: at, LastSeen: at,
 		Group: &group.Key{Source: "jsonl", Topic: "orders", Class: "transient", Error: "503"}}
 }
 
@@ -49,7 +50,7 @@ func TestCloneUnpaidCopiesEveryReference(t *testing.T) {
 			}
 		}
 	}
-	walk(reflect.TypeFor[EntryRecord](), "")
+	walk(reflect.TypeFor[store.EntryRecord](), "")
 	if !slices.Equal(got, want) {
 		t.Fatalf("EntryRecord's references are %v; cloneUnpaid copies %v: copy the new one there", got, want)
 	}
@@ -62,19 +63,19 @@ func TestCloneUnpaidCopiesEveryReference(t *testing.T) {
 // next read gives the record put.
 func TestEntryTwiceInATxDecodesOnce(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenBolt(filepath.Join(t.TempDir(), "replayctl.db"), Options{})
+	s, err := Open(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	stored := copySample()
-	if err := s.Update(ctx, func(tx Tx) error { return tx.PutEntry(stored) }); err != nil {
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutEntry(stored) }); err != nil {
 		t.Fatal(err)
 	}
 	decodes := 0
 	s.onEntryDecode = func() { decodes++ }
 	ref := stored.Entry.Ref()
-	if err := s.UpdateNow(ctx, func(tx Tx) error {
+	if err := s.UpdateNow(ctx, func(tx store.Tx) error {
 		first, err := tx.Entry(ref)
 		if err != nil {
 			return err
@@ -92,7 +93,7 @@ func TestEntryTwiceInATxDecodesOnce(t *testing.T) {
 		if !reflect.DeepEqual(second, stored) {
 			t.Errorf("second read\n%+v\nnot the stored record\n%+v", second, stored)
 		}
-		second.Status = StatusFailed
+		second.Status = store.StatusFailed
 		if err := tx.PutEntry(second); err != nil {
 			return err
 		}
@@ -100,7 +101,7 @@ func TestEntryTwiceInATxDecodesOnce(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if third.Status != StatusFailed || !reflect.DeepEqual(third.Entry.Payload, stored.Entry.Payload) {
+		if third.Status != store.StatusFailed || !reflect.DeepEqual(third.Entry.Payload, stored.Entry.Payload) {
 			t.Errorf("after PutEntry read status %q payload %s", third.Status, third.Entry.Payload)
 		}
 		return nil

@@ -1,30 +1,21 @@
-package store
+package bolt
 
 import (
 	"context"
-	"time"
+
+	"github.com/replayctl/replayctl/internal/store"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// Gauges are the counts a metrics scrape exposes: entries by cell, open
-// entries by source and topic, and the oldest open entry. Their size is
-// bounded by the label values in use, never by how many entries, days or
-// failure signatures the store has seen (Counters carries those too).
-type Gauges struct {
-	Cells      []Cell
-	Open       []Depth
-	OldestOpen time.Time // last failure of the oldest open entry (Counters.OldestOpen)
-}
-
 // Gauges reads the scrape's counts in one read transaction: the cell and
 // open-depth counters and the oldest open entry's last failure
 // (bolt_lastfail.go; ErrNotIndexed on an old file opened read-only).
-func (s *Bolt) Gauges(ctx context.Context) (*Gauges, error) {
-	out := &Gauges{}
+func (s *Bolt) Gauges(ctx context.Context) (*store.Gauges, error) {
+	out := &store.Gauges{}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if !indexed(tx) {
-			return ErrNotIndexed
+			return store.ErrNotIndexed
 		}
 		cnt := tx.Bucket(bucketCounters)
 		out.Cells = readCells(cnt)
@@ -39,14 +30,14 @@ func (s *Bolt) Gauges(ctx context.Context) (*Gauges, error) {
 }
 
 // readOpen reads the open-depth counters ('o' lp(source) lp(topic)).
-func readOpen(cnt *bolt.Bucket) []Depth {
-	var out []Depth
+func readOpen(cnt *bolt.Bucket) []store.Depth {
+	var out []store.Depth
 	c := cnt.Cursor()
 	for k, v := c.Seek([]byte{'o'}); k != nil && k[0] == 'o'; k, v = c.Next() {
 		src, rest, ok1 := readLP(k[1:])
 		topic, _, ok2 := readLP(rest)
 		if ok1 && ok2 {
-			out = append(out, Depth{Source: src, Topic: topic, N: readCount(v)})
+			out = append(out, store.Depth{Source: src, Topic: topic, N: readCount(v)})
 		}
 	}
 	return out

@@ -1,10 +1,12 @@
-package store
+package bolt
 
 import (
 	"bytes"
 	"context"
 	"encoding/binary"
 	"time"
+
+	"github.com/replayctl/replayctl/internal/store"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -30,18 +32,18 @@ const (
 )
 
 func groupCounterKey(gid string, kind byte) string {
-	return string(append(appendLP([]byte{cntGroup}, gid), kind))
+	return string(append(store.AppendLP([]byte{cntGroup}, gid), kind))
 }
 
 func groupHourKey(gid string, hour time.Time) []byte {
 	var k [8]byte
 	binary.BigEndian.PutUint64(k[:], uint64(hour.UTC().Truncate(time.Hour).Unix()))
-	return append(appendLP([]byte{cntGroupHour}, gid), k[:]...)
+	return append(store.AppendLP([]byte{cntGroupHour}, gid), k[:]...)
 }
 
 // groupFacets adds the entry's group keys to f.
-func groupFacets(r *EntryRecord, ik, val []byte, f *facets) {
-	gid := GroupID(r)
+func groupFacets(r *store.EntryRecord, ik, val []byte, f *facets) {
+	gid := store.GroupID(r)
 	f.counters = append(f.counters, groupCounterKey(gid, 'n'))
 	if f.open {
 		f.counters = append(f.counters, groupCounterKey(gid, 'o'))
@@ -49,15 +51,15 @@ func groupFacets(r *EntryRecord, ik, val []byte, f *facets) {
 	if !r.FirstSeen.IsZero() {
 		f.counters = append(f.counters, string(groupHourKey(gid, r.FirstSeen)))
 	}
-	f.idx[string(append(append(appendLP([]byte{dimGroupMember}, gid), orderKey(r.FirstSeen)...), ik...))] = val
+	f.idx[string(append(append(store.AppendLP([]byte{dimGroupMember}, gid), store.OrderKey(r.FirstSeen)...), ik...))] = val
 }
 
 // Groups lists the groups with entries, largest open count first.
-func (s *Bolt) Groups(ctx context.Context, now time.Time, limit int) ([]GroupSummary, error) {
-	var out []GroupSummary
+func (s *Bolt) Groups(ctx context.Context, now time.Time, limit int) ([]store.GroupSummary, error) {
+	var out []store.GroupSummary
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if !indexed(tx) {
-			return ErrNotIndexed
+			return store.ErrNotIndexed
 		}
 		cnt := tx.Bucket(bucketCounters)
 		c := cnt.Cursor()
@@ -67,7 +69,7 @@ func (s *Bolt) Groups(ctx context.Context, now time.Time, limit int) ([]GroupSum
 				continue
 			}
 			if len(out) == 0 || out[len(out)-1].ID != gid {
-				out = append(out, GroupSummary{ID: gid})
+				out = append(out, store.GroupSummary{ID: gid})
 			}
 			switch rest[0] {
 			case 'n':
@@ -76,7 +78,7 @@ func (s *Bolt) Groups(ctx context.Context, now time.Time, limit int) ([]GroupSum
 				out[len(out)-1].Open = readCount(v)
 			}
 		}
-		out = topGroups(out, limit)
+		out = store.TopGroups(out, limit)
 		for i := range out {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -91,20 +93,20 @@ func (s *Bolt) Groups(ctx context.Context, now time.Time, limit int) ([]GroupSum
 }
 
 // Group reads one group.
-func (s *Bolt) Group(ctx context.Context, id string, now time.Time) (*GroupSummary, error) {
-	var out *GroupSummary
+func (s *Bolt) Group(ctx context.Context, id string, now time.Time) (*store.GroupSummary, error) {
+	var out *store.GroupSummary
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if !indexed(tx) {
-			return ErrNotIndexed
+			return store.ErrNotIndexed
 		}
 		cnt := tx.Bucket(bucketCounters)
-		g := GroupSummary{ID: id, Total: readCount(cnt.Get([]byte(groupCounterKey(id, 'n')))),
+		g := store.GroupSummary{ID: id, Total: readCount(cnt.Get([]byte(groupCounterKey(id, 'n')))),
 			Open: readCount(cnt.Get([]byte(groupCounterKey(id, 'o'))))}
 		if err := groupDetail(tx, &g, now); err != nil {
 			return err
 		}
 		if g.Total == 0 && g.Lifecycle == nil {
-			return ErrNotFound
+			return store.ErrNotFound
 		}
 		out = &g
 		return nil
@@ -113,9 +115,9 @@ func (s *Bolt) Group(ctx context.Context, id string, now time.Time) (*GroupSumma
 }
 
 // groupDetail reads a group's trend, first and last member and state.
-func groupDetail(tx *bolt.Tx, g *GroupSummary, now time.Time) error {
+func groupDetail(tx *bolt.Tx, g *store.GroupSummary, now time.Time) error {
 	cnt, idx := tx.Bucket(bucketCounters), tx.Bucket(bucketIdx)
-	hours := trendHours(now)
+	hours := store.TrendHours(now)
 	g.Hourly = make([]int64, len(hours))
 	// One seek and a walk over the group's hours in range (at most 24
 	// keys, in hour order), not 24 lookups from the root.
@@ -130,9 +132,9 @@ func groupDetail(tx *bolt.Tx, g *GroupSummary, now time.Time) error {
 			g.Hourly[i] = readCount(v)
 		}
 	}
-	prefix := appendLP([]byte{dimGroupMember}, g.ID)
+	prefix := store.AppendLP([]byte{dimGroupMember}, g.ID)
 	c := idx.Cursor()
-	var sample *EntryRecord
+	var sample *store.EntryRecord
 	if k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) >= len(prefix)+8 {
 		g.First = orderTime(k[len(prefix) : len(prefix)+8])
 		end := append(bytes.Clone(prefix), 0xff)
@@ -148,17 +150,17 @@ func groupDetail(tx *bolt.Tx, g *GroupSummary, now time.Time) error {
 			if len(lv) > 0 {
 				ek = lv
 			}
-			se, err := getJSON[storedEntry](tx.Bucket(bucketEntries), ek)
+			se, err := getJSON[store.StoredEntry](tx.Bucket(bucketEntries), ek)
 			if err == nil && se != nil {
 				sample = &se.EntryRecord
 			}
 		}
 	}
-	st, err := getJSON[GroupState](tx.Bucket(bucketGroups), []byte(g.ID))
+	st, err := getJSON[store.GroupState](tx.Bucket(bucketGroups), []byte(g.ID))
 	if err != nil {
 		st = nil // an unreadable record reads as none; the next change replaces it
 	}
-	g.finish(sample, st, now)
+	g.Finish(sample, st, now)
 	return nil
 }
 
@@ -171,7 +173,7 @@ func orderTime(k []byte) time.Time {
 }
 
 // GroupStates calls fn with every lifecycle record.
-func (s *Bolt) GroupStates(ctx context.Context, fn func(*GroupState) error) error {
+func (s *Bolt) GroupStates(ctx context.Context, fn func(*store.GroupState) error) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketGroups)
 		if b == nil {
@@ -181,8 +183,8 @@ func (s *Bolt) GroupStates(ctx context.Context, fn func(*GroupState) error) erro
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			var st GroupState
-			if err := DecodeValue(v, &st); err != nil {
+			var st store.GroupState
+			if err := store.DecodeValue(v, &st); err != nil {
 				return nil // unreadable: the next change replaces it
 			}
 			return fn(&st)
@@ -191,18 +193,18 @@ func (s *Bolt) GroupStates(ctx context.Context, fn func(*GroupState) error) erro
 }
 
 // GroupState reads a group's lifecycle record (nil: none).
-func (t *boltTx) GroupState(id string) (*GroupState, error) {
-	return getJSON[GroupState](t.bucket(bucketGroups), []byte(id))
+func (t *boltTx) GroupState(id string) (*store.GroupState, error) {
+	return getJSON[store.GroupState](t.bucket(bucketGroups), []byte(id))
 }
 
 // PutGroupState writes a group's lifecycle record.
-func (t *boltTx) PutGroupState(st *GroupState) error {
-	if err := ValidGroupState(st); err != nil {
+func (t *boltTx) PutGroupState(st *store.GroupState) error {
+	if err := store.ValidGroupState(st); err != nil {
 		return err
 	}
 	b := t.bucket(bucketGroups)
 	if b == nil {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
 	return putJSON(b, []byte(st.ID), st)
 }

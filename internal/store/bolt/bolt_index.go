@@ -1,9 +1,8 @@
-package store
+package bolt
 
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // The indexes and counters live in three buckets, written in the same
@@ -42,49 +42,6 @@ var (
 
 const indexVersion = "5" // 5: failure groups (bolt_groups.go)
 
-// Dimensions of the entry index.
-const (
-	dimState  = 's'
-	dimClass  = 'c'
-	dimAction = 'a'
-	dimSource = 'o'
-	dimTopic  = 't'
-	dimOldest = 'f'
-	dimID     = 'i' // the source's id, for a bare-id lookup
-	// Audit records by entry: 'r' lp(ikey(ref)) seq, and 'k' lp(key) seq
-	// for records that name only a key.
-	dimAuditRef = 'r'
-	dimAuditKey = 'k'
-	// Open approval requests, oldest first: 'q' + 8-byte requested-at + ikey(id).
-	dimPendingApproval = 'q'
-)
-
-// maxIndexValue bounds an indexed value; longer ones (a pathological
-// topic) are indexed under their hash so no key passes bbolt's limit.
-const maxIndexValue = 1024
-
-func valKey(v string) string {
-	if len(v) <= maxIndexValue {
-		return v
-	}
-	return hashKey(hashedKeyPrefix, []byte(v))
-}
-
-// ikey is the sort key of a ref in the indexes: its bbolt key, hashed
-// when too long to sit beside an indexed value.
-func ikey(ref string) []byte {
-	k := dbKey(ref)
-	if len(k) <= 2048 {
-		return k
-	}
-	return []byte(hashKey(hashedKeyPrefix, k))
-}
-
-func appendLP(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
 // readLP reads one lp value from b, returning it and the rest.
 func readLP(b []byte) (string, []byte, bool) {
 	n, w := binary.Uvarint(b)
@@ -92,14 +49,6 @@ func readLP(b []byte) (string, []byte, bool) {
 		return "", nil, false
 	}
 	return string(b[w : w+int(n)]), b[w+int(n):], true
-}
-
-func dimPrefix(dim byte, v string) []byte { return appendLP([]byte{dim}, valKey(v)) }
-
-func timeKey(t time.Time) []byte {
-	var k [8]byte
-	binary.BigEndian.PutUint64(k[:], uint64(t.UnixNano())^(1<<63))
-	return k[:]
 }
 
 func timeFromKey(k []byte) time.Time {
@@ -114,32 +63,32 @@ type facets struct {
 	open     bool
 }
 
-func entryFacets(r *EntryRecord) facets {
+func entryFacets(r *store.EntryRecord) facets {
 	if r == nil {
 		return facets{}
 	}
 	e := &r.Entry
 	ref := e.Ref()
-	ik, ek := ikey(ref), dbKey(ref)
+	ik, ek := store.IKey(ref), store.DBKey(ref)
 	var val []byte
 	if !bytes.Equal(ik, ek) {
 		val = ek
 	}
-	f := facets{idx: map[string][]byte{}, sig: Signature(r), open: IsOpen(r.Status)}
+	f := facets{idx: map[string][]byte{}, sig: store.Signature(r), open: store.IsOpen(r.Status)}
 	for _, d := range []struct {
 		dim byte
 		v   string
-	}{{dimState, r.Status}, {dimClass, string(r.Class)}, {dimAction, string(r.Action)}, {dimSource, e.Source}, {dimTopic, e.Topic}, {dimID, e.ID}} {
-		f.idx[string(append(dimPrefix(d.dim, d.v), ik...))] = val
+	}{{store.DimState, r.Status}, {store.DimClass, string(r.Class)}, {store.DimAction, string(r.Action)}, {store.DimSource, e.Source}, {store.DimTopic, e.Topic}, {store.DimID, e.ID}} {
+		f.idx[string(append(store.DimPrefix(d.dim, d.v), ik...))] = val
 	}
-	cell := appendLP(appendLP(appendLP(appendLP([]byte{'c'}, e.Source), string(r.Class)), string(r.Action)), r.Status)
-	f.counters = append(f.counters, "n", string(cell), string(appendLP([]byte{'t'}, valKey(e.Topic))),
-		"d"+r.FirstSeen.UTC().Format("2006-01-02"), string(appendLP([]byte{'g'}, valKey(f.sig))))
+	cell := store.AppendLP(store.AppendLP(store.AppendLP(store.AppendLP([]byte{'c'}, e.Source), string(r.Class)), string(r.Action)), r.Status)
+	f.counters = append(f.counters, "n", string(cell), string(store.AppendLP([]byte{'t'}, store.ValKey(e.Topic))),
+		"d"+r.FirstSeen.UTC().Format("2006-01-02"), string(store.AppendLP([]byte{'g'}, store.ValKey(f.sig))))
 	if f.open {
 		if !r.FirstSeen.IsZero() { // an age needs a first-seen time
-			f.idx[string(append(append([]byte{dimOldest}, timeKey(r.FirstSeen)...), ik...))] = val
+			f.idx[string(append(append([]byte{store.DimOldest}, store.TimeKey(r.FirstSeen)...), ik...))] = val
 		}
-		f.counters = append(f.counters, string(appendLP(appendLP([]byte{'o'}, e.Source), valKey(e.Topic))))
+		f.counters = append(f.counters, string(store.AppendLP(store.AppendLP([]byte{'o'}, e.Source), store.ValKey(e.Topic))))
 	}
 	f.counters = append(f.counters, classInflowKeys(r)...)
 	viewFacets(r, ik, val, f.idx)
@@ -226,10 +175,10 @@ func readCount(v []byte) int64 {
 
 // reindex moves the entry's index keys and counters from old to new (nil
 // old: a new entry; nil new: none) in the caller's transaction.
-func reindex(tx *bolt.Tx, old, new *EntryRecord, now time.Time) error {
+func reindex(tx *bolt.Tx, old, new *store.EntryRecord, now time.Time) error {
 	cnt := tx.Bucket(bucketCounters)
 	if cnt == nil {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
 	return reindexFacets(tx, &counts{b: cnt}, old != nil, entryFacets(old), new, entryFacets(new), now)
 }
@@ -237,10 +186,10 @@ func reindex(tx *bolt.Tx, old, new *EntryRecord, now time.Time) error {
 // reindexFacets is reindex with the facets already known: a write
 // transaction keeps those of the entry records it read (boltTx.old), so
 // PutEntry does not decode the old record again.
-func reindexFacets(tx *bolt.Tx, cnt *counts, hadOld bool, of facets, new *EntryRecord, nf facets, now time.Time) error {
+func reindexFacets(tx *bolt.Tx, cnt *counts, hadOld bool, of facets, new *store.EntryRecord, nf facets, now time.Time) error {
 	idx, sm := tx.Bucket(bucketIdx), tx.Bucket(bucketSigMeta)
 	if idx == nil || cnt == nil || sm == nil {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
 	for k := range of.idx {
 		if _, keep := nf.idx[k]; !keep {
@@ -292,27 +241,27 @@ func reindexFacets(tx *bolt.Tx, cnt *counts, hadOld bool, of facets, new *EntryR
 	return nil
 }
 
-func pendingApprovalKey(a *Approval) []byte {
-	return append(append([]byte{dimPendingApproval}, timeKey(a.RequestedAt)...), ikey(a.ID)...)
+func pendingApprovalKey(a *store.Approval) []byte {
+	return append(append([]byte{store.DimPendingApproval}, store.TimeKey(a.RequestedAt)...), store.IKey(a.ID)...)
 }
 
 // reindexApproval keeps the index of open approval requests.
-func reindexApproval(tx *bolt.Tx, old, new *Approval) error {
+func reindexApproval(tx *bolt.Tx, old, new *store.Approval) error {
 	idx := tx.Bucket(bucketIdx)
 	if idx == nil {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
 	if err := reindexApprovalState(idx, old, new); err != nil {
 		return err
 	}
-	if old != nil && old.State == ApprovalPending {
+	if old != nil && old.State == store.ApprovalPending {
 		if err := idx.Delete(pendingApprovalKey(old)); err != nil {
 			return err
 		}
 	}
-	if new != nil && new.State == ApprovalPending {
+	if new != nil && new.State == store.ApprovalPending {
 		var val []byte
-		if ik, ek := ikey(new.ID), dbKey(new.ID); !bytes.Equal(ik, ek) {
+		if ik, ek := store.IKey(new.ID), store.DBKey(new.ID); !bytes.Equal(ik, ek) {
 			val = ek
 		}
 		return idx.Put(pendingApprovalKey(new), val)
@@ -323,14 +272,14 @@ func reindexApproval(tx *bolt.Tx, old, new *Approval) error {
 // PendingApprovals calls fn with the open approval requests, oldest
 // first, from their index: a scrape reads the open ones, not every
 // request ever made.
-func (s *Bolt) PendingApprovals(ctx context.Context, fn func(*Approval) error) error {
+func (s *Bolt) PendingApprovals(ctx context.Context, fn func(*store.Approval) error) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		if !indexed(tx) {
-			return ErrNotIndexed
+			return store.ErrNotIndexed
 		}
 		idx, ab := tx.Bucket(bucketIdx), tx.Bucket(bucketApprovals)
 		c := idx.Cursor()
-		for k, v := c.Seek([]byte{dimPendingApproval}); len(k) > 9 && k[0] == dimPendingApproval; k, v = c.Next() {
+		for k, v := c.Seek([]byte{store.DimPendingApproval}); len(k) > 9 && k[0] == store.DimPendingApproval; k, v = c.Next() {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -342,8 +291,8 @@ func (s *Bolt) PendingApprovals(ctx context.Context, fn func(*Approval) error) e
 			if raw == nil {
 				continue
 			}
-			var a Approval
-			if err := DecodeValue(raw, &a); err != nil {
+			var a store.Approval
+			if err := store.DecodeValue(raw, &a); err != nil {
 				return fmt.Errorf("decode approval %q: %w", ak, err)
 			}
 			if err := fn(&a); err != nil {
@@ -376,28 +325,14 @@ type sigMeta struct {
 	Example string `json:"example"`
 }
 
-// auditCounts says what an audit record adds to the decision counters
-// (the same rule as the replayctl_replays_denied_total metric): a skip is
-// not a denied replay, nothing was left to replay.
-func auditCounts(r *audit.Record) (decision, denied bool, outcome string) {
-	switch r.Kind {
-	case audit.KindDecision:
-		decision, denied = r.ReplayProposal()
-		return decision, denied, ""
-	case audit.KindOutcome:
-		return false, false, r.Outcome
-	}
-	return false, false, ""
-}
-
 // auditIndexKey is the index key naming the entry an audit record is
 // about (nil when it names none).
 func auditIndexKey(r *audit.Record) []byte {
 	switch {
 	case r.EntryRef != "":
-		return appendLP([]byte{dimAuditRef}, string(ikey(r.EntryRef)))
+		return store.AppendLP([]byte{store.DimAuditRef}, string(store.IKey(r.EntryRef)))
 	case r.Key != "":
-		return appendLP([]byte{dimAuditKey}, string(ikey(r.Key)))
+		return store.AppendLP([]byte{store.DimAuditKey}, string(store.IKey(r.Key)))
 	}
 	return nil
 }
@@ -406,7 +341,7 @@ func auditIndexKey(r *audit.Record) []byte {
 func countAudit(tx *bolt.Tx, cnt *counts, r *audit.Record) error {
 	idx := tx.Bucket(bucketIdx)
 	if cnt == nil || idx == nil {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
 	if k := auditIndexKey(r); k != nil {
 		if err := idx.Put(append(k, seqKey(r.Seq)...), nil); err != nil {
@@ -418,7 +353,7 @@ func countAudit(tx *bolt.Tx, cnt *counts, r *audit.Record) error {
 			return err
 		}
 	}
-	dec, den, out := auditCounts(r)
+	dec, den, out := store.AuditCounts(r)
 	var keys [][]byte
 	if dec {
 		keys = append(keys, []byte("D"), hourKey(r.Time, "D"))
@@ -491,7 +426,7 @@ func (s *Bolt) ensureIndex(ctx context.Context) error {
 			eb, pb := tx.Bucket(bucketEntries), tx.Bucket(bucketPayloads)
 			type item struct {
 				k  []byte
-				se storedEntry
+				se store.StoredEntry
 			}
 			var items []item
 			c := eb.Cursor()
@@ -503,8 +438,8 @@ func (s *Bolt) ensureIndex(ctx context.Context) error {
 				}
 			}
 			for ; k != nil && len(items) < migrateChunk; k, v = c.Next() {
-				var se storedEntry
-				if err := DecodeValue(v, &se); err != nil {
+				var se store.StoredEntry
+				if err := store.DecodeValue(v, &se); err != nil {
 					return fmt.Errorf("decode entry %q: %w", k, err)
 				}
 				items = append(items, item{bytes.Clone(k), se})
@@ -539,8 +474,8 @@ func (s *Bolt) ensureIndex(ctx context.Context) error {
 	}
 	if err := s.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketApprovals).ForEach(func(k, v []byte) error {
-			var a Approval
-			if err := DecodeValue(v, &a); err != nil {
+			var a store.Approval
+			if err := store.DecodeValue(v, &a); err != nil {
 				return nil // unreadable: listed by Approvals, never indexed
 			}
 			return reindexApproval(tx, nil, &a)
@@ -592,8 +527,8 @@ func (stopErr) Error() string { return "stop" }
 var errStop error = stopErr{}
 
 // cellRow is a decoded cell counter.
-func readCells(cnt *bolt.Bucket) []Cell {
-	var cells []Cell
+func readCells(cnt *bolt.Bucket) []store.Cell {
+	var cells []store.Cell
 	c := cnt.Cursor()
 	for k, v := c.Seek([]byte{'c'}); k != nil && k[0] == 'c'; k, v = c.Next() {
 		src, rest, ok1 := readLP(k[1:])
@@ -601,7 +536,7 @@ func readCells(cnt *bolt.Bucket) []Cell {
 		action, rest, ok3 := readLP(rest)
 		state, _, ok4 := readLP(rest)
 		if ok1 && ok2 && ok3 && ok4 {
-			cells = append(cells, Cell{Source: src, Class: class, Action: action, State: state, N: readCount(v)})
+			cells = append(cells, store.Cell{Source: src, Class: class, Action: action, State: state, N: readCount(v)})
 		}
 	}
 	return cells
@@ -620,11 +555,11 @@ func readTopics(cnt *bolt.Bucket) map[string]int64 {
 
 // Counters returns the running counts (ErrNotIndexed on an old file
 // opened read-only).
-func (s *Bolt) Counters(ctx context.Context) (*Counters, error) {
-	out := &Counters{Topics: map[string]int64{}, Days: map[string]int64{}, Outcomes: map[string]int64{}, Cells: []Cell{}, Open: []Depth{}, Signatures: []SignatureCount{}}
+func (s *Bolt) Counters(ctx context.Context) (*store.Counters, error) {
+	out := &store.Counters{Topics: map[string]int64{}, Days: map[string]int64{}, Outcomes: map[string]int64{}, Cells: []store.Cell{}, Open: []store.Depth{}, Signatures: []store.SignatureCount{}}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if !indexed(tx) {
-			return ErrNotIndexed
+			return store.ErrNotIndexed
 		}
 		cnt, sm, idx := tx.Bucket(bucketCounters), tx.Bucket(bucketSigMeta), tx.Bucket(bucketIdx)
 		out.Entries = readCount(cnt.Get([]byte("n")))
@@ -645,7 +580,7 @@ func (s *Bolt) Counters(ctx context.Context) (*Counters, error) {
 			if !ok {
 				continue
 			}
-			sc := SignatureCount{Signature: sig, N: readCount(v)}
+			sc := store.SignatureCount{Signature: sig, N: readCount(v)}
 			var m sigMeta
 			if mv := sm.Get(k[1:]); mv != nil && json.Unmarshal(mv, &m) == nil {
 				sc.Class, sc.Example = m.Class, m.Example
@@ -669,18 +604,18 @@ func (s *Bolt) Counters(ctx context.Context) (*Counters, error) {
 }
 
 // Series returns the hours in [from, to] that saw any activity.
-func (s *Bolt) Series(ctx context.Context, from, to time.Time) ([]HourCount, error) {
-	var out []HourCount
+func (s *Bolt) Series(ctx context.Context, from, to time.Time) ([]store.HourCount, error) {
+	var out []store.HourCount
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if !indexed(tx) {
-			return ErrNotIndexed
+			return store.ErrNotIndexed
 		}
 		end := hourKey(to, "\xff")
 		c := tx.Bucket(bucketCounters).Cursor()
 		for k, v := c.Seek(hourKey(from, "")); k != nil && len(k) > 9 && k[0] == 'h' && bytes.Compare(k, end) <= 0; k, v = c.Next() {
 			hour := time.Unix(int64(binary.BigEndian.Uint64(k[1:9])), 0).UTC()
 			if len(out) == 0 || !out[len(out)-1].Hour.Equal(hour) {
-				out = append(out, HourCount{Hour: hour})
+				out = append(out, store.HourCount{Hour: hour})
 			}
 			h, n := &out[len(out)-1], readCount(v)
 			switch kind := string(k[9:]); {
@@ -689,9 +624,9 @@ func (s *Bolt) Series(ctx context.Context, from, to time.Time) ([]HourCount, err
 			case kind == "r":
 				h.Drained = n
 			case strings.HasPrefix(kind, "I"):
-				h.addClass(&h.InflowByClass, kind[1:], n)
+				h.AddClass(&h.InflowByClass, kind[1:], n)
 			case strings.HasPrefix(kind, "R"):
-				h.addClass(&h.DrainedByClass, kind[1:], n)
+				h.AddClass(&h.DrainedByClass, kind[1:], n)
 			case kind == "D":
 				h.Decisions = n
 			case kind == "X":
@@ -706,91 +641,6 @@ func (s *Bolt) Series(ctx context.Context, from, to time.Time) ([]HourCount, err
 		return ctx.Err()
 	})
 	return out, err
-}
-
-// EncodeCursor and decodeCursor keep a cursor printable (API, CLI).
-func encodeCursor(ik []byte) string { return base64.RawURLEncoding.EncodeToString(ik) }
-
-func decodeCursor(c string) ([]byte, error) {
-	if c == "" {
-		return nil, nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %v", ErrBadCursor, c, err)
-	}
-	return b, nil
-}
-
-// dimChoice is a set of values of one dimension, and how many entries
-// they hold.
-type dimChoice struct {
-	dim    byte
-	values []string
-	n      int64
-	set    bool
-}
-
-// resolveDims maps the filter onto the indexed dimensions, case-insensitively
-// against the values present.
-func resolveDims(f *EntryFilter, cells []Cell, topics map[string]int64) (choices []dimChoice, total int64, exact bool) {
-	type dim struct {
-		b    byte
-		want []string
-		get  func(Cell) string
-	}
-	dims := []dim{
-		{dimState, f.States, func(c Cell) string { return c.State }},
-		{dimClass, f.Classes, func(c Cell) string { return c.Class }},
-		{dimAction, f.Actions, func(c Cell) string { return c.Action }},
-		{dimSource, f.Sources, func(c Cell) string { return c.Source }},
-	}
-	match := func(want []string, v string) bool {
-		for _, w := range want {
-			if strings.EqualFold(w, v) {
-				return true
-			}
-		}
-		return len(want) == 0
-	}
-	for _, d := range dims {
-		ch := dimChoice{dim: d.b, set: len(d.want) > 0}
-		seen := map[string]bool{}
-		for _, c := range cells {
-			v := d.get(c)
-			if match(d.want, v) {
-				ch.n += c.N
-				if !seen[v] {
-					seen[v] = true
-					ch.values = append(ch.values, v)
-				}
-			}
-		}
-		choices = append(choices, ch)
-	}
-	for _, c := range cells {
-		if match(f.States, c.State) && match(f.Classes, c.Class) && match(f.Actions, c.Action) && match(f.Sources, c.Source) {
-			total += c.N
-		}
-	}
-	exact = !f.residual()
-	if f.hasTopic() {
-		ch := dimChoice{dim: dimTopic, set: true}
-		for t, n := range topics {
-			if f.TopicMatch(t) {
-				ch.values = append(ch.values, t)
-				ch.n += n
-			}
-		}
-		if !choices[0].set && !choices[1].set && !choices[2].set && !choices[3].set {
-			total = ch.n
-		} else {
-			exact = false
-			total = min(total, ch.n)
-		}
-		choices = append(choices, ch)
-	}
-	return choices, total, exact
 }
 
 // valueCursor walks the index range of one value of a dimension.
@@ -858,16 +708,16 @@ func (d dimCursor) seek(target []byte) {
 // pageDims reads what a page of f starts from (Page, SortedPage): the
 // index and entry buckets, each dimension's values and the counters'
 // total, which it also sets as the page's total.
-func pageDims(tx *bolt.Tx, f *EntryFilter, page *EntryPage) (idx, eb *bolt.Bucket, choices []dimChoice, total int64, err error) {
+func pageDims(tx *bolt.Tx, f *store.EntryFilter, page *store.EntryPage) (idx, eb *bolt.Bucket, choices []store.DimChoice, total int64, err error) {
 	if !indexed(tx) {
-		return nil, nil, nil, 0, ErrNotIndexed
+		return nil, nil, nil, 0, store.ErrNotIndexed
 	}
 	cnt := tx.Bucket(bucketCounters)
 	var topics map[string]int64
-	if f.hasTopic() {
+	if f.HasTopic() {
 		topics = readTopics(cnt)
 	}
-	choices, total, exact := resolveDims(f, readCells(cnt), topics)
+	choices, total, exact := store.ResolveDims(f, readCells(cnt), topics)
 	page.Total, page.TotalExact = total, exact
 	return tx.Bucket(bucketIdx), tx.Bucket(bucketEntries), choices, total, nil
 }
@@ -878,26 +728,26 @@ func pageDims(tx *bolt.Tx, f *EntryFilter, page *EntryPage) (idx, eb *bolt.Bucke
 // the largest ref another one proposes), reads only the payload-less
 // records that are in all of them, and stops at limit+1 matches: its cost
 // follows the page, not the store.
-func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int) (*EntryPage, error) {
+func (s *Bolt) Page(ctx context.Context, f store.EntryFilter, cursor string, limit int) (*store.EntryPage, error) {
 	if limit <= 0 {
 		limit = 20
 	}
-	after, err := decodeCursor(cursor)
+	after, err := store.DecodeCursor(cursor)
 	if err != nil {
 		return nil, err
 	}
-	if err := f.prepare(); err != nil {
+	if err := f.Prepare(); err != nil {
 		return nil, err
 	}
-	page := &EntryPage{Items: []*EntryRecord{}}
+	page := &store.EntryPage{Items: []*store.EntryRecord{}}
 	err = s.db.View(func(tx *bolt.Tx) error {
 		idx, eb, choices, total, err := pageDims(tx, &f, page)
 		if err != nil {
 			return err
 		}
-		var use []dimChoice
+		var use []store.DimChoice
 		for _, ch := range choices {
-			if ch.set {
+			if ch.Set {
 				use = append(use, ch)
 			}
 		}
@@ -908,12 +758,12 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 		// decode, so the age stays a check on the walk.
 		ageLimit := min(int64(ageSetCap), total/4)
 		var ages []*valueCursor
-		for _, a := range []*valueCursor{ageDim(idx, &f, after, int(ageLimit)), failedByDim(idx, &f, choices[0].values, after, int(ageLimit))} {
+		for _, a := range []*valueCursor{ageDim(idx, &f, after, int(ageLimit)), failedByDim(idx, &f, choices[0].Values, after, int(ageLimit))} {
 			if a == nil {
 				continue
 			}
 			ages = append(ages, a)
-			if len(use) == 0 && len(ages) == 1 && !f.hasTopic() && len(f.Labels) == 0 && f.Q == "" &&
+			if len(use) == 0 && len(ages) == 1 && !f.HasTopic() && len(f.Labels) == 0 && f.Q == "" &&
 				(f.FirstSeenBefore.IsZero() || f.LastFailedBy.IsZero()) {
 				page.Total, page.TotalExact = int64(len(a.mem)), true
 			} else {
@@ -929,8 +779,8 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 		}
 		for _, ch := range use {
 			var d dimCursor
-			for _, v := range ch.values {
-				h := &valueCursor{c: idx.Cursor(), prefix: dimPrefix(ch.dim, v)}
+			for _, v := range ch.Values {
+				h := &valueCursor{c: idx.Cursor(), prefix: store.DimPrefix(ch.Dim, v)}
 				h.seek(after, after != nil)
 				d = append(d, h)
 			}
@@ -977,12 +827,12 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 			if v := at.val(); len(v) > 0 {
 				ek = v
 			}
-			added, full, err := page.take(eb, ek, &f, limit)
+			added, full, err := take(page, eb, ek, &f, limit)
 			if err != nil {
 				return err
 			}
 			if full {
-				page.Next = encodeCursor(last)
+				page.Next = store.EncodeCursor(last)
 				return nil
 			}
 			if added {
@@ -1010,7 +860,7 @@ func (s *Bolt) Page(ctx context.Context, f EntryFilter, cursor string, limit int
 func (s *Bolt) EntryAudit(ctx context.Context, ref, key string, fn func(seq uint64, rec audit.Sealed, decodeErr error) error) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		if !indexed(tx) {
-			return ErrNotIndexed
+			return store.ErrNotIndexed
 		}
 		idx, ab := tx.Bucket(bucketIdx), tx.Bucket(bucketAudit)
 		var seqs []uint64
@@ -1037,18 +887,18 @@ func (s *Bolt) RefsByID(ctx context.Context, id string) ([]string, error) {
 	var refs []string
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if !indexed(tx) {
-			return ErrNotIndexed
+			return store.ErrNotIndexed
 		}
 		idx, eb := tx.Bucket(bucketIdx), tx.Bucket(bucketEntries)
-		prefix := dimPrefix(dimID, id)
+		prefix := store.DimPrefix(store.DimID, id)
 		c := idx.Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			ek := k[len(prefix):]
 			if len(v) > 0 {
 				ek = v
 			}
-			var se storedEntry
-			if raw := eb.Get(ek); raw != nil && DecodeValue(raw, &se) == nil && se.Entry.ID == id {
+			var se store.StoredEntry
+			if raw := eb.Get(ek); raw != nil && store.DecodeValue(raw, &se) == nil && se.Entry.ID == id {
 				refs = append(refs, se.Entry.Ref())
 			}
 		}
@@ -1057,17 +907,17 @@ func (s *Bolt) RefsByID(ctx context.Context, id string) ([]string, error) {
 	return refs, err
 }
 
-// take adds the stored entry ek to the page when f matches it (added). A
+// take adds the stored entry ek to page when f matches it (added). A
 // match found when the page already holds limit items is not added: full
 // says the page is complete, and the caller sets its cursor. No entry at
 // ek (an index row left by an entry rewritten meanwhile) adds nothing.
-func (page *EntryPage) take(eb *bolt.Bucket, ek []byte, f *EntryFilter, limit int) (added, full bool, err error) {
+func take(page *store.EntryPage, eb *bolt.Bucket, ek []byte, f *store.EntryFilter, limit int) (added, full bool, err error) {
 	v := eb.Get(ek)
 	if v == nil {
 		return false, false, nil
 	}
-	var se storedEntry
-	if err := DecodeValue(v, &se); err != nil {
+	var se store.StoredEntry
+	if err := store.DecodeValue(v, &se); err != nil {
 		return false, false, fmt.Errorf("decode entry %q: %w", ek, err)
 	}
 	r := se.EntryRecord

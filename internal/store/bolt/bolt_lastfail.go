@@ -1,8 +1,10 @@
-package store
+package bolt
 
 import (
 	"bytes"
 	"time"
+
+	"github.com/replayctl/replayctl/internal/store"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -25,8 +27,8 @@ import (
 func oldestOpenFailure(idx *bolt.Bucket) time.Time {
 	var oldest time.Time
 	c := idx.Cursor()
-	for _, st := range OpenStates() {
-		p := dimPrefix(dimLastFailure, st)
+	for _, st := range store.OpenStates() {
+		p := store.DimPrefix(dimLastFailure, st)
 		// Past every key whose order is eight zero bytes (a zero time).
 		from := append(append(make([]byte, 0, len(p)+8), p...), 0, 0, 0, 0, 0, 0, 0, 1)
 		k, _ := c.Seek(from)

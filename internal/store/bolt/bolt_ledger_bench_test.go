@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkLedgerDispatch(b *testing.B) {
 	const workers = 32
 	b.Run("ours", func(b *testing.B) {
 		ctx := context.Background()
-		st, err := OpenBolt(filepath.Join(b.TempDir(), "l.db"), Options{MaxBatchSize: workers})
+		st, err := Open(filepath.Join(b.TempDir(), "l.db"), store.Options{MaxBatchSize: workers})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -155,13 +156,13 @@ func BenchmarkLedgerInLock(b *testing.B) {
 	const group = 32
 	for _, mode := range []string{"percaller", "shared"} {
 		b.Run(mode, func(b *testing.B) {
-			st, err := OpenBolt(filepath.Join(b.TempDir(), "l.db"), Options{})
+			st, err := Open(filepath.Join(b.TempDir(), "l.db"), store.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer st.Close()
 			st.db.NoSync = true
-			commit := func(fns []func(Tx) error) error {
+			commit := func(fns []func(store.Tx) error) error {
 				return st.db.Update(func(btx *bolt.Tx) error {
 					if mode == "percaller" {
 						for _, fn := range fns {
@@ -183,7 +184,7 @@ func BenchmarkLedgerInLock(b *testing.B) {
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i += group {
-				var in, out []func(Tx) error
+				var in, out []func(store.Tx) error
 				for j := i; j < min(i+group, b.N); j++ {
 					e := entry.Entry{ID: fmt.Sprintf("e%08d", j), Source: "jsonl", Payload: payload, Topic: "tool.email.send"}
 					e.EnsureKey()
@@ -264,8 +265,8 @@ var benchDecision = triage.Decision{Class: triage.Transient, Rule: "default:tran
 // benchIntent is a dispatch's intent commit, as the ledger row of
 // `replayctl bench` writes it: decided -> dispatching, an audit record
 // with the decision, the entry replaying.
-func benchIntent(e entry.Entry) func(Tx) error {
-	return func(tx Tx) error {
+func benchIntent(e entry.Entry) func(store.Tx) error {
+	return func(tx store.Tx) error {
 		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, To: idempotency.Decided, EntryRef: e.Ref(), PayloadHash: "sha256:x"}); err != nil {
 			return err
 		}
@@ -275,19 +276,19 @@ func benchIntent(e entry.Entry) func(Tx) error {
 		if _, err := tx.Append(&audit.Record{Actor: "bench", Kind: audit.KindDispatch, EntryRef: e.Ref(), Key: e.IdempotencyKey, Decision: &benchDecision}); err != nil {
 			return err
 		}
-		return tx.PutEntry(&EntryRecord{Entry: e, Status: StatusReplaying})
+		return tx.PutEntry(&store.EntryRecord{Entry: e, Status: store.StatusReplaying})
 	}
 }
 
 // benchOutcome is the same dispatch's outcome commit.
-func benchOutcome(e entry.Entry) func(Tx) error {
-	return func(tx Tx) error {
+func benchOutcome(e entry.Entry) func(store.Tx) error {
+	return func(tx store.Tx) error {
 		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching, To: idempotency.Succeeded}); err != nil {
 			return err
 		}
 		if _, err := tx.Append(&audit.Record{Actor: "bench", Kind: audit.KindOutcome, EntryRef: e.Ref(), Key: e.IdempotencyKey, Outcome: "succeeded"}); err != nil {
 			return err
 		}
-		return tx.PutEntry(&EntryRecord{Entry: e, Status: StatusReplayed})
+		return tx.PutEntry(&store.EntryRecord{Entry: e, Status: store.StatusReplayed})
 	}
 }

@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // writeMemo gives back only what the file holds: a ledger record read
@@ -17,13 +18,13 @@ import (
 func TestWriteMemoGivesOnlyWhatTheFileHolds(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 24, 4, 30, 0, 123456789, time.UTC)
-	s, err := OpenBolt(filepath.Join(t.TempDir(), "replayctl.db"), Options{Now: func() time.Time { return now }})
+	s, err := Open(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	const key = "order-1:email"
-	if err := s.Update(ctx, func(tx Tx) error {
+	if err := s.Update(ctx, func(tx store.Tx) error {
 		if _, err := tx.Transition(idempotency.Transition{Key: key, To: idempotency.Decided, EntryRef: "jsonl:e1", PayloadHash: "sha256:x"}); err != nil {
 			return err
 		}
@@ -34,7 +35,7 @@ func TestWriteMemoGivesOnlyWhatTheFileHolds(t *testing.T) {
 	}
 	read := func() *idempotency.Record {
 		var rec *idempotency.Record
-		if err := s.UpdateNow(ctx, func(tx Tx) error {
+		if err := s.UpdateNow(ctx, func(tx store.Tx) error {
 			var err error
 			rec, err = tx.Ledger(key)
 			return err
@@ -44,7 +45,7 @@ func TestWriteMemoGivesOnlyWhatTheFileHolds(t *testing.T) {
 		return rec
 	}
 	var decoded *idempotency.Record
-	if err := s.View(ctx, func(tx Tx) error { // a read transaction never uses the memo
+	if err := s.View(ctx, func(tx store.Tx) error { // a read transaction never uses the memo
 		var err error
 		decoded, err = tx.Ledger(key)
 		return err

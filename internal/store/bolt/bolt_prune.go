@@ -1,14 +1,11 @@
-package store
+package bolt
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"time"
 
@@ -16,6 +13,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 var (
@@ -25,56 +23,6 @@ var (
 	// finished; the next prune finishes them first.
 	keyPrunePending = []byte("prune_pending")
 )
-
-// DefaultPruneBatch bounds what one prune transaction removes: bbolt's
-// single writer is held for milliseconds, not for the whole prune.
-const DefaultPruneBatch = 1000
-
-// ErrArchiveExists: prune never overwrites an archive (it may hold the
-// only copy of records already removed).
-var ErrArchiveExists = errors.New("archive file already exists")
-
-// PruneOptions say what leaves the live store.
-type PruneOptions struct {
-	// Before: closed entries (replayed, resolved) whose last activity
-	// (last seen, last audit record) is before it leave, with their
-	// approvals; so do the audit records before it, as one prefix of the
-	// chain that stops at the first record of an entry that stays.
-	Before time.Time
-	// Archive is the file the removed records are written to first.
-	Archive string
-	// Key signs the archive's base (the live chain's new start).
-	Key []byte
-	// Batch bounds the removals of one transaction (DefaultPruneBatch).
-	Batch int
-	// AfterArchive, when set, is called once the archive is durable and
-	// the prune is marked pending, before anything is removed (tests).
-	AfterArchive func()
-	// AfterBase, when set, is called once the chain's base has moved,
-	// before the records up to it are removed (tests).
-	AfterBase func()
-}
-
-// PruneResult says what a prune did.
-type PruneResult struct {
-	Archive   string            `json:"archive"`
-	Resumed   bool              `json:"resumed,omitempty"`
-	Entries   int               `json:"entries"`
-	Ledger    int               `json:"ledger_records_archived"`
-	Approvals int               `json:"approvals"`
-	Audit     int               `json:"audit_records"`
-	Base      *audit.Checkpoint `json:"base,omitempty"`
-	// HeldAt is the audit record the chain's prefix stopped at (an entry
-	// that stays, open or closed too recently), 0 when none did.
-	HeldAt    uint64 `json:"held_at,omitempty"`
-	HeldBy    string `json:"held_by,omitempty"`
-	SizeAfter int64  `json:"file_bytes"`
-}
-
-type prunePending struct {
-	Archive string    `json:"archive"`
-	Before  time.Time `json:"before"`
-}
 
 // AuditBase implements audit.BaseReader: the base of a pruned chain, nil
 // when nothing was pruned.
@@ -106,20 +54,20 @@ func readBase(tx *bolt.Tx) (*audit.Checkpoint, error) {
 
 // Prune moves what retention lets go into an archive, then removes it
 // (prune.go says in which order, so that a kill loses nothing).
-func (s *Bolt) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error) {
+func (s *Bolt) Prune(ctx context.Context, o store.PruneOptions) (*store.PruneResult, error) {
 	if s.ro {
-		return nil, ErrReadOnly
+		return nil, store.ErrReadOnly
 	}
-	return prune(ctx, s, o)
+	return store.Prune(ctx, s, o)
 }
 
 // pendingPrune reads the mark of a prune whose removals are not finished.
-func (s *Bolt) pendingPrune(context.Context) (*prunePending, error) {
-	var pend *prunePending
+func (s *Bolt) PendingPrune(context.Context) (*store.PrunePending, error) {
+	var pend *store.PrunePending
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if meta := tx.Bucket(bucketMeta); meta != nil {
 			if v := meta.Get(keyPrunePending); v != nil {
-				pend = &prunePending{}
+				pend = &store.PrunePending{}
 				return json.Unmarshal(v, pend)
 			}
 		}
@@ -128,11 +76,8 @@ func (s *Bolt) pendingPrune(context.Context) (*prunePending, error) {
 	return pend, err
 }
 
-// errNoArchive: a pending prune's archive is missing or unfinished.
-var errNoArchive = errors.New("the pending prune's archive is missing or unfinished")
-
 // setPending writes (nil: clears) the pending prune's mark.
-func (s *Bolt) setPending(_ context.Context, p *prunePending) error {
+func (s *Bolt) SetPending(_ context.Context, p *store.PrunePending) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if p == nil {
@@ -153,12 +98,12 @@ func (s *Bolt) setPending(_ context.Context, p *prunePending) error {
 // prunable reports whether a stored entry may leave: closed, owing its
 // source no write-back (the next run retries it from the entry), and
 // nothing happened to it since before.
-func prunable(tx *bolt.Tx, r *EntryRecord, before time.Time) bool {
-	if r == nil || IsOpen(r.Status) || r.WriteBackPending != "" {
+func prunable(tx *bolt.Tx, r *store.EntryRecord, before time.Time) bool {
+	if r == nil || store.IsOpen(r.Status) || r.WriteBackPending != "" {
 		return false
 	}
 	t, ok := lastAuditTime(tx, r.Entry.Ref())
-	return closedBefore(r, t, ok, before)
+	return store.ClosedBefore(r, t, ok, before)
 }
 
 // lastAuditTime is the time of the last audit record naming ref, from the
@@ -191,7 +136,7 @@ func lastAuditTime(tx *bolt.Tx, ref string) (time.Time, bool) {
 				Time time.Time `json:"time"`
 			} `json:"body"`
 		}
-		if DecodeValue(v, &sealed) != nil {
+		if store.DecodeValue(v, &sealed) != nil {
 			return time.Time{}, false
 		}
 		return sealed.Body.Time, true
@@ -202,8 +147,8 @@ func lastAuditTime(tx *bolt.Tx, ref string) (time.Time, bool) {
 // writeArchive writes, from one consistent read, the audit prefix, the
 // prunable entries, their ledger records and approvals, and the trailer
 // (writeArchiveFile).
-func (s *Bolt) writeArchive(ctx context.Context, path string, o PruneOptions) (res *PruneResult, base *audit.Checkpoint, written bool, err error) {
-	return writeArchiveFile(path, o, func(w *audit.ArchiveWriter, res *PruneResult) (*audit.Checkpoint, error) {
+func (s *Bolt) WriteArchive(ctx context.Context, path string, o store.PruneOptions) (res *store.PruneResult, base *audit.Checkpoint, written bool, err error) {
+	return store.WriteArchiveFile(path, o, func(w *audit.ArchiveWriter, res *store.PruneResult) (*audit.Checkpoint, error) {
 		var base *audit.Checkpoint
 		err := s.db.View(func(tx *bolt.Tx) error {
 			a := &archiver{tx: tx, w: w, before: o.Before, res: res}
@@ -228,7 +173,7 @@ type archiver struct {
 	tx     *bolt.Tx
 	w      *audit.ArchiveWriter
 	before time.Time
-	res    *PruneResult
+	res    *store.PruneResult
 	base   *audit.Checkpoint // the last audit record archived
 }
 
@@ -243,7 +188,7 @@ func (a *archiver) auditPrefix(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	v, from, err := archiveHeader(a.w, prev, a.before, now)
+	v, from, err := store.ArchiveHeader(a.w, prev, a.before, now)
 	if err != nil {
 		return err
 	}
@@ -267,7 +212,7 @@ func (a *archiver) auditPrefix(ctx context.Context, now time.Time) error {
 			return fmt.Errorf("audit record with a bad key %x: run audit verify; nothing was pruned", k)
 		}
 		var sealed audit.Sealed
-		if err := DecodeValue(val, &sealed); err != nil {
+		if err := store.DecodeValue(val, &sealed); err != nil {
 			return fmt.Errorf("audit record %d undecodable (%v): run audit verify; nothing was pruned", binary.BigEndian.Uint64(k), err)
 		}
 		if b := v.Next(binary.BigEndian.Uint64(k), sealed); b != nil {
@@ -283,7 +228,7 @@ func (a *archiver) auditPrefix(ctx context.Context, now time.Time) error {
 		if ref := rec.EntryRef; ref != "" {
 			st, seen := stays[ref]
 			if !seen {
-				se, err := getJSON[storedEntry](eb, dbKey(ref))
+				se, err := getJSON[store.StoredEntry](eb, store.DBKey(ref))
 				if err != nil {
 					return err
 				}
@@ -319,15 +264,15 @@ func (a *archiver) entries(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var se storedEntry
-		if DecodeValue(val, &se) != nil || !prunable(a.tx, &se.EntryRecord, a.before) {
+		var se store.StoredEntry
+		if store.DecodeValue(val, &se) != nil || !prunable(a.tx, &se.EntryRecord, a.before) {
 			continue
 		}
 		payload, err := readPayload(a.tx, k)
 		if err != nil {
 			continue
 		}
-		er := decodeEntry(&se, payload)
+		er := store.DecodeEntry(&se, payload)
 		data, err := json.Marshal(er)
 		if err != nil {
 			return err
@@ -340,7 +285,7 @@ func (a *archiver) entries(ctx context.Context) error {
 		if key == "" || lb == nil {
 			continue
 		}
-		if lr, err := getJSON[idempotency.Record](lb, dbKey(key)); err == nil && lr != nil {
+		if lr, err := getJSON[idempotency.Record](lb, store.DBKey(key)); err == nil && lr != nil {
 			data, err := json.Marshal(lr)
 			if err != nil {
 				return err
@@ -362,11 +307,11 @@ func (a *archiver) approvals() error {
 	}
 	c := apb.Cursor()
 	for _, val := c.First(); val != nil; _, val = c.Next() {
-		var ap Approval
-		if DecodeValue(val, &ap) != nil {
+		var ap store.Approval
+		if store.DecodeValue(val, &ap) != nil {
 			continue
 		}
-		se, err := getJSON[storedEntry](eb, dbKey(ap.EntryRef))
+		se, err := getJSON[store.StoredEntry](eb, store.DBKey(ap.EntryRef))
 		if err != nil || se == nil || !prunable(a.tx, &se.EntryRecord, a.before) {
 			continue // an approval of an entry that stays (or is gone already) stays
 		}
@@ -385,29 +330,29 @@ func (a *archiver) approvals() error {
 // removeBatch removes, in one transaction, the approvals and entries
 // named that still qualify (approvals first: they name their entry, which
 // must still be there to be checked).
-func (s *Bolt) removeBatch(_ context.Context, refs, approvals []string, before time.Time, res *PruneResult) error {
+func (s *Bolt) RemoveBatch(_ context.Context, refs, approvals []string, before time.Time, res *store.PruneResult) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		setFillPercent(tx)
 		eb, apb := tx.Bucket(bucketEntries), tx.Bucket(bucketApprovals)
 		for _, id := range approvals {
-			a, err := getJSON[Approval](apb, dbKey(id))
+			a, err := getJSON[store.Approval](apb, store.DBKey(id))
 			if err != nil || a == nil {
 				continue
 			}
-			if se, err := getJSON[storedEntry](eb, dbKey(a.EntryRef)); err != nil || se != nil && !prunable(tx, &se.EntryRecord, before) {
+			if se, err := getJSON[store.StoredEntry](eb, store.DBKey(a.EntryRef)); err != nil || se != nil && !prunable(tx, &se.EntryRecord, before) {
 				continue
 			}
 			if err := reindexApproval(tx, a, nil); err != nil {
 				return err
 			}
-			if err := apb.Delete(dbKey(id)); err != nil {
+			if err := apb.Delete(store.DBKey(id)); err != nil {
 				return err
 			}
 			res.Approvals++
 		}
 		for _, ref := range refs {
-			key := dbKey(ref)
-			se, err := getJSON[storedEntry](eb, key)
+			key := store.DBKey(ref)
+			se, err := getJSON[store.StoredEntry](eb, key)
 			if err != nil || se == nil || !prunable(tx, &se.EntryRecord, before) {
 				continue // changed since it was archived: it stays (and is in the archive too)
 			}
@@ -431,7 +376,7 @@ func (s *Bolt) removeBatch(_ context.Context, refs, approvals []string, before t
 }
 
 // sizeNow is the file's size after a prune.
-func (s *Bolt) sizeNow(context.Context) (int64, error) {
+func (s *Bolt) SizeNow(context.Context) (int64, error) {
 	fi, err := os.Stat(s.path)
 	if err != nil {
 		return 0, err
@@ -439,37 +384,10 @@ func (s *Bolt) sizeNow(context.Context) (int64, error) {
 	return fi.Size(), nil
 }
 
-// archiveBase checks that an archive is complete and returns its base:
-// errNoArchive when it is missing or was never finished.
-func archiveBase(path string) (*audit.Checkpoint, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errNoArchive
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var base *audit.Checkpoint
-	err = audit.ReadArchive(bufio.NewReader(f), func(l *audit.ArchiveLine) error {
-		if l.Type == audit.LineTrailer {
-			base = l.Base
-		}
-		return nil
-	})
-	switch {
-	case errors.Is(err, audit.ErrArchiveIncomplete):
-		return nil, errNoArchive
-	case err != nil:
-		return nil, fmt.Errorf("the pending prune's archive %s is unreadable (%w): nothing more is removed until it reads whole (restore it from a copy)", path, err)
-	}
-	return base, nil
-}
-
 // moveBase makes b the chain's base (when it is ahead of the current one)
 // and removes the records up to it, with their index keys, in bounded
 // transactions.
-func (s *Bolt) moveBase(ctx context.Context, b *audit.Checkpoint, batch int, afterBase func()) (int, error) {
+func (s *Bolt) MoveBase(ctx context.Context, b *audit.Checkpoint, batch int, afterBase func()) (int, error) {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		cur, err := readBase(tx)
 		if err != nil || cur != nil && cur.Seq >= b.Seq {
@@ -480,7 +398,7 @@ func (s *Bolt) moveBase(ctx context.Context, b *audit.Checkpoint, batch int, aft
 		ab := tx.Bucket(bucketAudit)
 		if v := ab.Get(seqKey(b.Seq)); v != nil {
 			var sealed audit.Sealed
-			if err := DecodeValue(v, &sealed); err != nil || sealed.Hash != b.Head {
+			if err := store.DecodeValue(v, &sealed); err != nil || sealed.Hash != b.Head {
 				return fmt.Errorf("record %d is not the archive's base any more: nothing of the chain was removed", b.Seq)
 			}
 		}
@@ -511,7 +429,7 @@ func (s *Bolt) moveBase(ctx context.Context, b *audit.Checkpoint, batch int, aft
 					break // past the base, or a key this code does not understand: left alone
 				}
 				var sealed audit.Sealed
-				if DecodeValue(v, &sealed) == nil && idx != nil {
+				if store.DecodeValue(v, &sealed) == nil && idx != nil {
 					if rec, err := sealed.Open(); err == nil {
 						rec.Seq = binary.BigEndian.Uint64(k)
 						keys := auditViewKeys(&rec)

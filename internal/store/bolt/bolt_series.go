@@ -1,8 +1,10 @@
-package store
+package bolt
 
 import (
 	"bytes"
 	"time"
+
+	"github.com/replayctl/replayctl/internal/store"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -19,7 +21,7 @@ import (
 
 // classInflowKeys is the entry's per-class inflow counter (none without a
 // first-seen time: the hour total then counts it at the write's time).
-func classInflowKeys(r *EntryRecord) []string {
+func classInflowKeys(r *store.EntryRecord) []string {
 	if r.FirstSeen.IsZero() {
 		return nil
 	}
@@ -27,7 +29,7 @@ func classInflowKeys(r *EntryRecord) []string {
 }
 
 // drainedClassKey is the per-class drained counter of the hour of now.
-func drainedClassKey(now time.Time, r *EntryRecord) []byte {
+func drainedClassKey(now time.Time, r *store.EntryRecord) []byte {
 	return hourKey(now, "R"+string(r.Class))
 }
 
@@ -46,12 +48,4 @@ func keptSeries(tx *bolt.Tx) map[string][]byte {
 		}
 	}
 	return out
-}
-
-// addClass adds n to m[class], creating the map.
-func (h *HourCount) addClass(m *map[string]int64, class string, n int64) {
-	if *m == nil {
-		*m = map[string]int64{}
-	}
-	(*m)[class] += n
 }

@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -26,21 +27,21 @@ func TestSeriesByClassEqualsRecount(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "replayctl.db")
 	base := time.Date(2026, 11, 20, 6, 0, 0, 0, time.UTC)
 	now := base
-	s, err := OpenBolt(path, Options{Now: func() time.Time { return now }})
+	s, err := Open(path, store.Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	classes := []triage.Class{triage.Transient, triage.Poison, triage.Governance}
-	put := func(r *EntryRecord) {
+	put := func(r *store.EntryRecord) {
 		t.Helper()
-		if err := s.Update(ctx, func(tx Tx) error { return tx.PutEntry(r) }); err != nil {
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutEntry(r) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	get := func(ref string) *EntryRecord {
+	get := func(ref string) *store.EntryRecord {
 		t.Helper()
-		var r *EntryRecord
-		if err := s.View(ctx, func(tx Tx) error { var err error; r, err = tx.Entry(ref); return err }); err != nil || r == nil {
+		var r *store.EntryRecord
+		if err := s.View(ctx, func(tx store.Tx) error { var err error; r, err = tx.Entry(ref); return err }); err != nil || r == nil {
 			t.Fatalf("entry %s: %v", ref, err)
 		}
 		return r
@@ -49,7 +50,7 @@ func TestSeriesByClassEqualsRecount(t *testing.T) {
 	drain := func(ref, status string) {
 		t.Helper()
 		r := get(ref)
-		if !IsOpen(r.Status) {
+		if !store.IsOpen(r.Status) {
 			t.Fatalf("%s is not open", ref)
 		}
 		r.Status = status
@@ -63,8 +64,8 @@ func TestSeriesByClassEqualsRecount(t *testing.T) {
 	var refs []string
 	for i := range 30 {
 		now = base.Add(time.Duration(i%5)*time.Hour + time.Duration(i)*time.Minute)
-		r := &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%02d", i), Source: "jsonl", Topic: "orders.created", Payload: []byte(`{}`)},
-			Status: StatusPending, Class: classes[i%3], Action: triage.AutoReplay, FirstSeen: now}
+		r := &store.EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%02d", i), Source: "jsonl", Topic: "orders.created", Payload: []byte(`{}`)},
+			Status: store.StatusPending, Class: classes[i%3], Action: triage.AutoReplay, FirstSeen: now}
 		put(r)
 		refs = append(refs, r.Entry.Ref())
 	}
@@ -74,23 +75,23 @@ func TestSeriesByClassEqualsRecount(t *testing.T) {
 	r.Class = triage.Transient
 	put(r)
 	for i := 0; i < 30; i += 4 {
-		drain(refs[i], StatusReplayed)
+		drain(refs[i], store.StatusReplayed)
 	}
 	now = base.Add(7*time.Hour + 30*time.Minute)
 	for i := 1; i < 30; i += 6 {
-		drain(refs[i], StatusResolved)
+		drain(refs[i], store.StatusResolved)
 	}
 	// Reopened (it failed again) and drained again an hour later: two events.
 	r = get(refs[0])
-	r.Status = StatusPending
+	r.Status = store.StatusPending
 	put(r)
 	now = base.Add(8 * time.Hour)
-	drain(refs[0], StatusResolved)
+	drain(refs[0], store.StatusResolved)
 
 	check := func(what string) {
 		t.Helper()
 		wantIn := map[time.Time]map[string]int64{}
-		if err := s.Entries(ctx, func(r *EntryRecord) error {
+		if err := s.Entries(ctx, func(r *store.EntryRecord) error {
 			h := r.FirstSeen.UTC().Truncate(time.Hour)
 			if wantIn[h] == nil {
 				wantIn[h] = map[string]int64{}
@@ -145,7 +146,7 @@ func TestSeriesByClassEqualsRecount(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	s, err = OpenBolt(path, Options{Now: func() time.Time { return now }})
+	s, err = Open(path, store.Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"context"
@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 func openTemp(t *testing.T) (*Bolt, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "replayctl.db")
-	s, err := OpenBolt(path, Options{})
+	s, err := Open(path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func openTemp(t *testing.T) (*Bolt, string) {
 
 func TestSecondOpenNamesTheHolder(t *testing.T) {
 	_, path := openTemp(t)
-	_, err := OpenBolt(path, Options{LockTimeout: 50 * time.Millisecond})
+	_, err := Open(path, store.Options{LockTimeout: 50 * time.Millisecond})
 	var inUse *InUseError
 	if !errors.As(err, &inUse) {
 		t.Fatalf("got %v, want *InUseError", err)
@@ -52,7 +53,7 @@ func fileSum(t *testing.T, path string) [32]byte {
 func TestReadOnlyOpenChangesNothing(t *testing.T) {
 	s, path := openTemp(t)
 	ctx := context.Background()
-	if err := s.Update(ctx, func(tx Tx) error {
+	if err := s.Update(ctx, func(tx store.Tx) error {
 		_, err := tx.Transition(idempotency.Transition{Key: "k", To: idempotency.Decided})
 		return err
 	}); err != nil {
@@ -60,7 +61,7 @@ func TestReadOnlyOpenChangesNothing(t *testing.T) {
 	}
 	s.Close()
 	before, st := fileSum(t, path), mustStat(t, path)
-	ro, err := OpenBolt(path, Options{ReadOnly: true})
+	ro, err := Open(path, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestReadOnlyOpenChangesNothing(t *testing.T) {
 	if err != nil || v.State != "decided" {
 		t.Fatalf("view %+v err %v", v, err)
 	}
-	if err := ro.Update(ctx, func(Tx) error { return nil }); !errors.Is(err, ErrReadOnly) {
+	if err := ro.Update(ctx, func(store.Tx) error { return nil }); !errors.Is(err, store.ErrReadOnly) {
 		t.Fatalf("update on read-only: %v", err)
 	}
 	ro.Close()

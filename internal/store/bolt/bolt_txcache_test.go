@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -32,7 +33,7 @@ func TestPutEntryReusesTheRecordEntryDecoded(t *testing.T) {
 	ctx := context.Background()
 	clock := func() time.Time { return time.Date(2026, 11, 23, 21, 0, 0, 0, time.UTC) }
 	open := func(name string) (*Bolt, *int) {
-		s, err := OpenBolt(filepath.Join(t.TempDir(), name), Options{Now: clock})
+		s, err := Open(filepath.Join(t.TempDir(), name), store.Options{Now: clock})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,23 +42,23 @@ func TestPutEntryReusesTheRecordEntryDecoded(t *testing.T) {
 		s.onEntryDecode = func() { *decodes++ }
 		return s, decodes
 	}
-	first := func(i int) *EntryRecord {
-		return &EntryRecord{
+	first := func(i int) *store.EntryRecord {
+		return &store.EntryRecord{
 			Entry: entry.Entry{ID: fmt.Sprintf("e%d", i), Source: "jsonl", Topic: "orders.t1", ReasonCode: "TIMEOUT",
 				Message: "upstream timed out after 30s", Payload: []byte(fmt.Sprintf(`{"order":%d,"note":"%s"}`, i, bytes.Repeat([]byte("x"), 200)))},
-			Class: triage.Transient, Action: triage.AutoReplay, Status: StatusPending, FirstSeen: clock().Add(-time.Hour),
+			Class: triage.Transient, Action: triage.AutoReplay, Status: store.StatusPending, FirstSeen: clock().Add(-time.Hour),
 		}
 	}
 	seed := func(s *Bolt) {
 		for i := range 3 {
-			if err := s.Update(ctx, func(tx Tx) error { return tx.PutEntry(first(i)) }); err != nil {
+			if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutEntry(first(i)) }); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	final := func(i int) *EntryRecord {
+	final := func(i int) *store.EntryRecord {
 		r := first(i)
-		r.Status = StatusReplayed
+		r.Status = store.StatusReplayed
 		r.Probe = "absent"
 		r.Entry.Payload[0] = '['
 		return r
@@ -66,14 +67,14 @@ func TestPutEntryReusesTheRecordEntryDecoded(t *testing.T) {
 	a, aDecodes := open("a.db")
 	seed(a)
 	*aDecodes = 0
-	if err := a.UpdateNow(ctx, func(tx Tx) error {
+	if err := a.UpdateNow(ctx, func(tx store.Tx) error {
 		for i := range 3 {
 			ref := first(i).Entry.Ref()
 			er, err := tx.Entry(ref)
 			if err != nil {
 				return err
 			}
-			er.Status = StatusReplaying
+			er.Status = store.StatusReplaying
 			if err := tx.PutEntry(er); err != nil {
 				return err
 			}
@@ -81,7 +82,7 @@ func TestPutEntryReusesTheRecordEntryDecoded(t *testing.T) {
 				return err
 			}
 			before := *aDecodes
-			er.Status, er.Probe = StatusReplayed, "absent"
+			er.Status, er.Probe = store.StatusReplayed, "absent"
 			er.Entry.Payload[0] = '[' // in place: must still be written
 			if err := tx.PutEntry(er); err != nil {
 				return err
@@ -99,7 +100,7 @@ func TestPutEntryReusesTheRecordEntryDecoded(t *testing.T) {
 	}
 
 	putFinal := func(s *Bolt) {
-		if err := s.UpdateNow(ctx, func(tx Tx) error {
+		if err := s.UpdateNow(ctx, func(tx store.Tx) error {
 			for i := range 3 {
 				if err := tx.PutEntry(final(i)); err != nil {
 					return err
@@ -137,7 +138,7 @@ func TestPutEntryReusesTheRecordEntryDecoded(t *testing.T) {
 			t.Errorf("bucket %s, facets from writeMemo, differs from the decode-again path:\n got %s\nwant %s", name, got, want)
 		}
 	}
-	if err := a.View(ctx, func(tx Tx) error {
+	if err := a.View(ctx, func(tx store.Tx) error {
 		er, err := tx.Entry(first(0).Entry.Ref())
 		if err != nil {
 			return err
@@ -177,12 +178,12 @@ func TestWriteTransactionsWriteLedgerAndHeadOnce(t *testing.T) {
 	ctx := context.Background()
 	key := []byte("k1")
 	path := filepath.Join(t.TempDir(), "replayctl.db")
-	s, err := OpenBolt(path, Options{AuditKey: key, MaxBatchSize: 4, MaxBatchDelay: 50 * time.Millisecond})
+	s, err := Open(path, store.Options{AuditKey: key, MaxBatchSize: 4, MaxBatchDelay: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	step := func(k string, fail bool) error {
-		return s.Update(ctx, func(tx Tx) error {
+		return s.Update(ctx, func(tx store.Tx) error {
 			if _, err := tx.Transition(idempotency.Transition{Key: k, To: idempotency.Decided, EntryRef: "jsonl:" + k, PayloadHash: "sha256:1"}); err != nil {
 				return err
 			}
@@ -216,7 +217,7 @@ func TestWriteTransactionsWriteLedgerAndHeadOnce(t *testing.T) {
 	if failed != 1 {
 		t.Fatalf("%d Updates failed, want the one that refused", failed)
 	}
-	if err := s.View(ctx, func(tx Tx) error {
+	if err := s.View(ctx, func(tx store.Tx) error {
 		for i := range 4 {
 			rec, err := tx.Ledger(fmt.Sprintf("k%d", i))
 			if err != nil {
@@ -273,14 +274,14 @@ func TestEncodeSealedIsJSONMarshal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := recordJSON(raw)
+			got, err := store.RecordJSON(raw)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(got, want) {
 				t.Errorf("record %d (prev %q):\n got %s\nwant %s", i, prev, got, want)
 			}
-			if viaRecord, _ := encodeHotRecord(&sealed); !bytes.Equal(raw, viaRecord) {
+			if viaRecord, _ := store.EncodeHotRecord(&sealed); !bytes.Equal(raw, viaRecord) {
 				t.Errorf("record %d: stored bytes differ from encodeHotRecord's", i)
 			}
 		}
@@ -297,11 +298,11 @@ func TestDecisionCountersOfWindowsAndBatches(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "replayctl.db")
 	now := time.Date(2026, 11, 2, 8, 59, 0, 0, time.UTC)
-	s, err := OpenBolt(path, Options{Now: func() time.Time { return now }, MaxBatchSize: 3, MaxBatchDelay: 50 * time.Millisecond})
+	s, err := Open(path, store.Options{Now: func() time.Time { return now }, MaxBatchSize: 3, MaxBatchDelay: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendWindow := func(tx Tx, prefix string, n int) error {
+	appendWindow := func(tx store.Tx, prefix string, n int) error {
 		for i := range n {
 			ref := fmt.Sprintf("jsonl:%s%d", prefix, i)
 			recs := []*audit.Record{
@@ -321,13 +322,13 @@ func TestDecisionCountersOfWindowsAndBatches(t *testing.T) {
 		}
 		return nil
 	}
-	if err := s.UpdateNow(ctx, func(tx Tx) error { return appendWindow(tx, "w", 16) }); err != nil {
+	if err := s.UpdateNow(ctx, func(tx store.Tx) error { return appendWindow(tx, "w", 16) }); err != nil {
 		t.Fatal(err)
 	}
 	errs := make(chan error, 3)
 	for i := range 3 {
 		go func() {
-			errs <- s.Update(ctx, func(tx Tx) error {
+			errs <- s.Update(ctx, func(tx store.Tx) error {
 				if err := appendWindow(tx, fmt.Sprintf("b%d-", i), 5); err != nil {
 					return err
 				}
@@ -368,7 +369,7 @@ func TestDecisionCountersOfWindowsAndBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	s, err = OpenBolt(path, Options{Now: func() time.Time { return now }})
+	s, err = Open(path, store.Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"bytes"
@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // The console's views, kept in the idx bucket in the same transaction as
@@ -29,12 +29,11 @@ import (
 //
 // order(t) is timeKey(t), and eight zero bytes for a zero time (first).
 const (
-	dimLastFailure   = 'L'
-	dimFirstSeen     = 'F'
-	dimAuditActor    = 'A'
-	dimAuditKind     = 'K'
-	dimAuditTime     = 'T'
-	dimApprovalState = 'P'
+	dimLastFailure = 'L'
+	dimFirstSeen   = 'F'
+	dimAuditActor  = 'A'
+	dimAuditKind   = 'K'
+	dimAuditTime   = 'T'
 )
 
 // ageSetCap bounds an age range (first seen, last failure) that Page
@@ -45,46 +44,26 @@ const (
 // range that wide rules out few entries.
 const ageSetCap = 16_384
 
-// LastFailure is when an entry last failed (or, when the source does not
-// say, was first seen): the order of sort=oldest|newest.
-func LastFailure(r *EntryRecord) time.Time {
-	if !r.Entry.LastFailure.IsZero() {
-		return r.Entry.LastFailure
-	}
-	return r.FirstSeen
-}
-
-func orderKey(t time.Time) []byte {
-	if t.IsZero() {
-		return make([]byte, 8)
-	}
-	return timeKey(t)
-}
-
 // viewFacets adds the entry's view keys to idx (see entryFacets).
-func viewFacets(r *EntryRecord, ik, val []byte, idx map[string][]byte) {
-	idx[string(append(append(dimPrefix(dimLastFailure, r.Status), orderKey(LastFailure(r))...), ik...))] = val
-	idx[string(append(append([]byte{dimFirstSeen}, orderKey(r.FirstSeen)...), ik...))] = val
+func viewFacets(r *store.EntryRecord, ik, val []byte, idx map[string][]byte) {
+	idx[string(append(append(store.DimPrefix(dimLastFailure, r.Status), store.OrderKey(store.LastFailure(r))...), ik...))] = val
+	idx[string(append(append([]byte{dimFirstSeen}, store.OrderKey(r.FirstSeen)...), ik...))] = val
 }
 
 // auditViewKeys are the view keys of one audit record.
 func auditViewKeys(r *audit.Record) [][]byte {
 	seq := seqKey(r.Seq)
 	return [][]byte{
-		append(dimPrefix(dimAuditActor, r.Actor), seq...),
-		append(dimPrefix(dimAuditKind, r.Kind), seq...),
-		append(append([]byte{dimAuditTime}, orderKey(r.Time)...), seq...),
+		append(store.DimPrefix(dimAuditActor, r.Actor), seq...),
+		append(store.DimPrefix(dimAuditKind, r.Kind), seq...),
+		append(append([]byte{dimAuditTime}, store.OrderKey(r.Time)...), seq...),
 	}
 }
 
-func approvalStateKey(a *Approval) []byte {
-	return append(append(dimPrefix(dimApprovalState, a.State), orderKey(a.RequestedAt)...), ikey(a.ID)...)
-}
-
 // reindexApprovalState moves the request's state key.
-func reindexApprovalState(idx *bolt.Bucket, old, new *Approval) error {
+func reindexApprovalState(idx *bolt.Bucket, old, new *store.Approval) error {
 	if old != nil {
-		if err := idx.Delete(approvalStateKey(old)); err != nil {
+		if err := idx.Delete(store.ApprovalStateKey(old)); err != nil {
 			return err
 		}
 	}
@@ -92,10 +71,10 @@ func reindexApprovalState(idx *bolt.Bucket, old, new *Approval) error {
 		return nil
 	}
 	var val []byte
-	if ik, ek := ikey(new.ID), dbKey(new.ID); !bytes.Equal(ik, ek) {
+	if ik, ek := store.IKey(new.ID), store.DBKey(new.ID); !bytes.Equal(ik, ek) {
 		val = ek
 	}
-	return idx.Put(approvalStateKey(new), val)
+	return idx.Put(store.ApprovalStateKey(new), val)
 }
 
 // memRef is one ref of a range read into memory.
@@ -129,11 +108,11 @@ func (h *valueCursor) val() []byte {
 // ageDim reads the entries first seen before f.FirstSeenBefore from the
 // first-seen index, in ref order, positioned after `after`; nil when the
 // filter has no age or the range holds more than limit entries.
-func ageDim(idx *bolt.Bucket, f *EntryFilter, after []byte, limit int) *valueCursor {
+func ageDim(idx *bolt.Bucket, f *store.EntryFilter, after []byte, limit int) *valueCursor {
 	if f.FirstSeenBefore.IsZero() || limit <= 0 {
 		return nil
 	}
-	end := orderKey(f.FirstSeenBefore)
+	end := store.OrderKey(f.FirstSeenBefore)
 	var mem []memRef
 	c := idx.Cursor()
 	for k, v := c.Seek([]byte{dimFirstSeen}); len(k) > 9 && k[0] == dimFirstSeen && bytes.Compare(k[1:9], end) < 0; k, v = c.Next() {
@@ -154,15 +133,15 @@ func ageDim(idx *bolt.Bucket, f *EntryFilter, after []byte, limit int) *valueCur
 // or before f.LastFailedBy from the last-failure index, in ref order,
 // positioned after `after`; nil when the filter has no such age or the
 // ranges hold more than limit entries.
-func failedByDim(idx *bolt.Bucket, f *EntryFilter, states []string, after []byte, limit int) *valueCursor {
+func failedByDim(idx *bolt.Bucket, f *store.EntryFilter, states []string, after []byte, limit int) *valueCursor {
 	if f.LastFailedBy.IsZero() || limit <= 0 {
 		return nil
 	}
-	end := orderKey(f.LastFailedBy)
+	end := store.OrderKey(f.LastFailedBy)
 	var mem []memRef
 	c := idx.Cursor()
 	for _, st := range states {
-		prefix := dimPrefix(dimLastFailure, st)
+		prefix := store.DimPrefix(dimLastFailure, st)
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) >= len(prefix)+8; k, v = c.Next() {
 			if bytes.Compare(k[len(prefix):len(prefix)+8], end) > 0 {
 				break
@@ -267,49 +246,29 @@ func (r *rangeCursor) advance() {
 	r.clip()
 }
 
-// sortedPageArgs checks a SortedPage request as both stores take it: the
-// page size (20 by default), the cursor (a last-failure key of 8 bytes and
-// the ref after it) and the filter.
-func sortedPageArgs(f *EntryFilter, cursor string, limit int) (int, []byte, error) {
-	if limit <= 0 {
-		limit = 20
-	}
-	after, err := decodeCursor(cursor)
-	if err != nil {
-		return 0, nil, err
-	}
-	if after != nil && len(after) < 8 {
-		return 0, nil, fmt.Errorf("%w: %q", ErrBadCursor, cursor)
-	}
-	if err := f.prepare(); err != nil {
-		return 0, nil, err
-	}
-	return limit, after, nil
-}
-
 // SortedPage returns up to limit entries matching f after cursor, by last
 // failure (oldest first, or newest first), ties by ref. It merges the
 // per-state ranges of the last-failure index the filter's states select
 // and reads only the entries it walks past: a page's cost follows how
 // many entries it skips, not the store. The total is the counters' (as
 // Page's).
-func (s *Bolt) SortedPage(ctx context.Context, f EntryFilter, newest bool, cursor string, limit int) (*EntryPage, error) {
-	limit, after, err := sortedPageArgs(&f, cursor, limit)
+func (s *Bolt) SortedPage(ctx context.Context, f store.EntryFilter, newest bool, cursor string, limit int) (*store.EntryPage, error) {
+	limit, after, err := store.SortedPageArgs(&f, cursor, limit)
 	if err != nil {
 		return nil, err
 	}
-	page := &EntryPage{Items: []*EntryRecord{}}
+	page := &store.EntryPage{Items: []*store.EntryRecord{}}
 	err = s.db.View(func(tx *bolt.Tx) error {
 		idx, eb, choices, _, err := pageDims(tx, &f, page)
 		if err != nil {
 			return err
 		}
 		var heads []*rangeCursor
-		for _, st := range choices[0].values {
-			h := &rangeCursor{c: idx.Cursor(), prefix: dimPrefix(dimLastFailure, st), back: newest}
+		for _, st := range choices[0].Values {
+			h := &rangeCursor{c: idx.Cursor(), prefix: store.DimPrefix(dimLastFailure, st), back: newest}
 			if !f.LastFailedBy.IsZero() {
 				// An age is a bound on this very order.
-				h.upTo = orderKey(f.LastFailedBy)
+				h.upTo = store.OrderKey(f.LastFailedBy)
 			}
 			h.start(after)
 			heads = append(heads, h)
@@ -340,12 +299,12 @@ func (s *Bolt) SortedPage(ctx context.Context, f EntryFilter, newest bool, curso
 			if len(at.v) > 0 {
 				ek = at.v
 			}
-			added, full, err := page.take(eb, ek, &f, limit)
+			added, full, err := take(page, eb, ek, &f, limit)
 			if err != nil {
 				return err
 			}
 			if full {
-				page.Next = encodeCursor(after)
+				page.Next = store.EncodeCursor(after)
 				return nil
 			}
 			if added {
@@ -360,36 +319,29 @@ func (s *Bolt) SortedPage(ctx context.Context, f EntryFilter, newest bool, curso
 	return page, nil
 }
 
-// AuditFilter selects audit records by the indexed fields; empty fields
-// select every record. Until is inclusive.
-type AuditFilter struct {
-	Actor, Kind  string
-	Since, Until time.Time
-}
-
 // AuditSeqs returns the seqs of the audit records matching f, oldest
 // first, from the audit indexes: it walks one index range (the time
 // range's, else the actor's, else the kind's) and checks the others by
 // key, reading no record.
-func (s *Bolt) AuditSeqs(ctx context.Context, f AuditFilter) ([]uint64, error) {
+func (s *Bolt) AuditSeqs(ctx context.Context, f store.AuditFilter) ([]uint64, error) {
 	var seqs []uint64
 	err := s.db.View(func(tx *bolt.Tx) error {
 		if !indexed(tx) {
-			return ErrNotIndexed
+			return store.ErrNotIndexed
 		}
 		idx := tx.Bucket(bucketIdx)
 		timed := !f.Since.IsZero() || !f.Until.IsZero()
 		inTime := func(tk []byte) bool {
-			return (f.Since.IsZero() || bytes.Compare(tk, orderKey(f.Since)) >= 0) &&
-				(f.Until.IsZero() || bytes.Compare(tk, orderKey(f.Until)) <= 0)
+			return (f.Since.IsZero() || bytes.Compare(tk, store.OrderKey(f.Since)) >= 0) &&
+				(f.Until.IsZero() || bytes.Compare(tk, store.OrderKey(f.Until)) <= 0)
 		}
 		// One range is walked; the actor and kind are checked by key.
 		keep := func(seq uint64) bool {
 			sk := seqKey(seq)
-			if f.Actor != "" && idx.Get(append(dimPrefix(dimAuditActor, f.Actor), sk...)) == nil {
+			if f.Actor != "" && idx.Get(append(store.DimPrefix(dimAuditActor, f.Actor), sk...)) == nil {
 				return false
 			}
-			return f.Kind == "" || idx.Get(append(dimPrefix(dimAuditKind, f.Kind), sk...)) != nil
+			return f.Kind == "" || idx.Get(append(store.DimPrefix(dimAuditKind, f.Kind), sk...)) != nil
 		}
 		c := idx.Cursor()
 		walkSeqs := func(prefix []byte) error {
@@ -410,7 +362,7 @@ func (s *Bolt) AuditSeqs(ctx context.Context, f AuditFilter) ([]uint64, error) {
 		case timed:
 			from := []byte{dimAuditTime}
 			if !f.Since.IsZero() {
-				from = append(from, orderKey(f.Since)...)
+				from = append(from, store.OrderKey(f.Since)...)
 			}
 			for k, _ := c.Seek(from); len(k) == 17 && k[0] == dimAuditTime && inTime(k[1:9]); k, _ = c.Next() {
 				if err := ctx.Err(); err != nil {
@@ -423,9 +375,9 @@ func (s *Bolt) AuditSeqs(ctx context.Context, f AuditFilter) ([]uint64, error) {
 			sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
 			return nil
 		case f.Actor != "":
-			return walkSeqs(dimPrefix(dimAuditActor, f.Actor))
+			return walkSeqs(store.DimPrefix(dimAuditActor, f.Actor))
 		case f.Kind != "":
-			return walkSeqs(dimPrefix(dimAuditKind, f.Kind))
+			return walkSeqs(store.DimPrefix(dimAuditKind, f.Kind))
 		}
 		return fmt.Errorf("audit seqs: no indexed filter given")
 	})
@@ -436,10 +388,10 @@ func (s *Bolt) AuditSeqs(ctx context.Context, f AuditFilter) ([]uint64, error) {
 // of states (case-insensitive; none: every state), each state's oldest
 // first, from the index by state. A pending request past its expiry is
 // stored as pending: callers that show "expired" ask for both.
-func (s *Bolt) ApprovalsByState(ctx context.Context, states []string, fn func(*Approval) error) error {
+func (s *Bolt) ApprovalsByState(ctx context.Context, states []string, fn func(*store.Approval) error) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		if !indexed(tx) {
-			return ErrNotIndexed
+			return store.ErrNotIndexed
 		}
 		idx, ab := tx.Bucket(bucketIdx), tx.Bucket(bucketApprovals)
 		want := func(st string) bool {
@@ -454,7 +406,7 @@ func (s *Bolt) ApprovalsByState(ctx context.Context, states []string, fn func(*A
 			return false
 		}
 		c := idx.Cursor()
-		for k, v := c.Seek([]byte{dimApprovalState}); k != nil && k[0] == dimApprovalState; {
+		for k, v := c.Seek([]byte{store.DimApprovalState}); k != nil && k[0] == store.DimApprovalState; {
 			st, rest, ok := readLP(k[1:])
 			if !ok || len(rest) < 8 {
 				k, v = c.Next()
@@ -478,8 +430,8 @@ func (s *Bolt) ApprovalsByState(ctx context.Context, states []string, fn func(*A
 				ak = v
 			}
 			if raw := ab.Get(ak); raw != nil {
-				var a Approval
-				if err := DecodeValue(raw, &a); err != nil {
+				var a store.Approval
+				if err := store.DecodeValue(raw, &a); err != nil {
 					return fmt.Errorf("decode approval %q: %w", ak, err)
 				}
 				if err := fn(&a); err != nil {
@@ -518,7 +470,7 @@ func eachAuditSeq(ctx context.Context, ab *bolt.Bucket, seqs []uint64, fn func(s
 			continue
 		}
 		var sealed audit.Sealed
-		derr := DecodeValue(v, &sealed)
+		derr := store.DecodeValue(v, &sealed)
 		if err := fn(seq, sealed, derr); err != nil {
 			return err
 		}

@@ -1,9 +1,8 @@
-package store
+package bolt
 
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -14,134 +13,20 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
-	"github.com/replayctl/replayctl/internal/entry"
-	"github.com/replayctl/replayctl/internal/triage"
+	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/storetest"
 )
 
-// viewsBase is the mixed store's clock origin.
-var viewsBase = time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
-
-// mixedViewsStore writes entries of several states, classes and topics
-// (some without a first-seen or last-failure time, some sharing one), then
-// moves some of them (state and last failure change, as a reconcile
-// does); audit records by several actors and kinds over 30 days; approval
-// requests in every state, some decided after they were asked.
+// mixedViewsStore is storetest.MixedViews in a new bbolt file at path.
 func mixedViewsStore(t *testing.T, path string) *Bolt {
 	t.Helper()
-	ctx := context.Background()
-	now := viewsBase
-	s, err := OpenBolt(path, Options{Now: func() time.Time { return now }})
+	now := storetest.ViewsBase
+	s, err := Open(path, store.Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	states := []string{StatusPending, StatusReplayed, StatusQuarantined, StatusAwaitingApproval, StatusResolved}
-	classes := []triage.Class{triage.Transient, triage.Poison, triage.Governance}
-	topics := []string{"orders.created", "orders.paid.eu", "billing.invoice", "tool.email.send", "tool.alpha.send"}
-	if err := s.Update(ctx, func(tx Tx) error {
-		for i := range 240 {
-			r := &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("v%03d", (i*37)%240), Source: []string{"jsonl", "prodigy"}[i%2],
-				Topic: topics[i%len(topics)], Payload: []byte(`{}`)},
-				Status: states[i%len(states)], Class: classes[i%3], Action: triage.AutoReplay}
-			if i%11 != 0 {
-				r.FirstSeen = viewsBase.Add(time.Duration(i%30) * 24 * time.Hour)
-			}
-			switch {
-			case i%7 == 0: // no last failure: sorted by first seen
-			case i%5 == 0:
-				r.Entry.LastFailure = viewsBase.Add(48 * time.Hour) // ties
-			default:
-				r.Entry.LastFailure = viewsBase.Add(time.Duration((i*13)%500) * time.Hour)
-			}
-			if err := tx.PutEntry(r); err != nil {
-				return err
-			}
-		}
-		actors := []string{"ops-bot", "alice", "bob"}
-		kinds := []string{audit.KindDecision, audit.KindOutcome, audit.KindResolve, audit.KindApproval}
-		for i := range 300 {
-			if _, err := tx.Append(&audit.Record{Kind: kinds[i%len(kinds)], Actor: actors[(i/2)%len(actors)],
-				EntryRef: fmt.Sprintf("jsonl:v%03d", i%240), Time: viewsBase.Add(time.Duration(i) * 137 * time.Minute)}); err != nil {
-				return err
-			}
-		}
-		for i := range 60 {
-			a := &Approval{ID: fmt.Sprintf("ap%02d", i), EntryRef: fmt.Sprintf("jsonl:v%03d", i), ApproverGroup: []string{"oncall", "payments"}[i%2],
-				State: ApprovalPending, RequestedAt: viewsBase.Add(time.Duration(60-i) * time.Hour), ExpiresAt: viewsBase.Add(time.Duration(100+i) * time.Hour)}
-			if err := tx.PutApproval(a); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	// A second pass moves entries and decides requests.
-	now = viewsBase.Add(40 * 24 * time.Hour)
-	if err := s.Update(ctx, func(tx Tx) error {
-		for i := 0; i < 240; i += 3 {
-			ref := fmt.Sprintf("%s:v%03d", []string{"jsonl", "prodigy"}[i%2], (i*37)%240)
-			r, err := tx.Entry(ref)
-			if err != nil || r == nil {
-				return fmt.Errorf("entry %s: %v", ref, err)
-			}
-			r.Status = states[(i+2)%len(states)]
-			r.Entry.LastFailure = viewsBase.Add(time.Duration(i) * 90 * time.Minute)
-			if err := tx.PutEntry(r); err != nil {
-				return err
-			}
-		}
-		astates := []string{ApprovalApproved, ApprovalRejected, ApprovalExpired, ApprovalStale}
-		for i := 0; i < 60; i += 2 {
-			a, err := tx.Approval(fmt.Sprintf("ap%02d", i))
-			if err != nil || a == nil {
-				return fmt.Errorf("approval ap%02d: %v", i, err)
-			}
-			a.State = astates[(i/2)%len(astates)]
-			if err := tx.PutApproval(a); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.MixedViews(t, s, func(at time.Time) { now = at })
 	return s
-}
-
-func allEntries(t *testing.T, s *Bolt) []*EntryRecord {
-	t.Helper()
-	var out []*EntryRecord
-	if err := s.Entries(context.Background(), func(r *EntryRecord) error { out = append(out, r); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func refsOf(rs []*EntryRecord) []string {
-	out := make([]string, 0, len(rs))
-	for _, r := range rs {
-		out = append(out, r.Entry.Ref())
-	}
-	return out
-}
-
-// viewFilters are the entry filters each view test runs.
-func viewFilters() map[string]EntryFilter {
-	return map[string]EntryFilter{
-		"all":              {},
-		"open states":      {States: []string{StatusPending, StatusQuarantined, StatusAwaitingApproval}},
-		"class":            {Classes: []string{"POISON"}},
-		"state and source": {States: []string{StatusReplayed}, Sources: []string{"prodigy"}},
-		"two topic globs":  {Topics: []string{"orders.**", "tool.*.send"}},
-		"topic and globs":  {Topic: "billing.*", Topics: []string{"orders.paid.*"}, States: []string{StatusPending, StatusResolved}},
-		"age":              {FirstSeenBefore: viewsBase.Add(5 * 24 * time.Hour)},
-		"age and class":    {FirstSeenBefore: viewsBase.Add(20 * 24 * time.Hour), Classes: []string{string(triage.Transient)}},
-		"age and q":        {FirstSeenBefore: viewsBase.Add(20 * 24 * time.Hour), Q: "v1"},
-		"nothing":          {States: []string{"no-such-state"}},
-		"failed by":        {LastFailedBy: viewsBase.Add(60 * time.Hour)},
-		"failed by, state": {LastFailedBy: viewsBase.Add(200 * time.Hour), States: []string{StatusPending, StatusResolved}},
-		"failed by, glob":  {LastFailedBy: viewsBase.Add(300 * time.Hour), Topics: []string{"tool.**"}},
-	}
 }
 
 // TestPageTopicsAndAgeMatchScan: several topic globs (a union of the topic
@@ -153,15 +38,15 @@ func TestPageTopicsAndAgeMatchScan(t *testing.T) {
 	ctx := context.Background()
 	s := mixedViewsStore(t, filepath.Join(t.TempDir(), "replayctl.db"))
 	defer s.Close()
-	all := allEntries(t, s)
-	for name, f := range viewFilters() {
+	all := storetest.AllEntries(t, s)
+	for name, f := range storetest.ViewFilters() {
 		var want []string
 		for _, r := range all {
 			if f.Match(r) {
 				want = append(want, r.Entry.Ref())
 			}
 		}
-		slices.SortFunc(want, func(a, b string) int { return bytes.Compare(ikey(a), ikey(b)) })
+		slices.SortFunc(want, func(a, b string) int { return bytes.Compare(store.IKey(a), store.IKey(b)) })
 		if (len(want) == 0) != (name == "nothing") || len(want) == len(all) && name != "all" {
 			t.Fatalf("%s: the mixed store has %d of %d entries matching: the case proves nothing", name, len(want), len(all))
 		}
@@ -172,7 +57,7 @@ func TestPageTopicsAndAgeMatchScan(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			got = append(got, refsOf(p.Items)...)
+			got = append(got, storetest.RefsOf(p.Items)...)
 			if p.TotalExact && p.Total != int64(len(want)) || p.Total < int64(len(want)) {
 				t.Fatalf("%s: total %d (exact %v), scan finds %d", name, p.Total, p.TotalExact, len(want))
 			}
@@ -190,15 +75,15 @@ func TestPageTopicsAndAgeMatchScan(t *testing.T) {
 	// A first-seen range larger than the cap is no dimension: the filter
 	// then stays a check on the walk (the path above without the range).
 	if err := s.db.View(func(tx *bolt.Tx) error {
-		f := EntryFilter{FirstSeenBefore: viewsBase.Add(9 * 24 * time.Hour)}
+		f := store.EntryFilter{FirstSeenBefore: storetest.ViewsBase.Add(9 * 24 * time.Hour)}
 		if ageDim(tx.Bucket(bucketIdx), &f, nil, 5) != nil {
 			t.Fatalf("a range over the cap was held in memory")
 		}
 		if h := ageDim(tx.Bucket(bucketIdx), &f, nil, 1000); h == nil || len(h.mem) == 0 {
 			t.Fatalf("a small range was not held")
 		}
-		f = EntryFilter{LastFailedBy: viewsBase.Add(100 * time.Hour)}
-		if failedByDim(tx.Bucket(bucketIdx), &f, []string{StatusPending, StatusReplayed}, nil, 3) != nil {
+		f = store.EntryFilter{LastFailedBy: storetest.ViewsBase.Add(100 * time.Hour)}
+		if failedByDim(tx.Bucket(bucketIdx), &f, []string{store.StatusPending, store.StatusReplayed}, nil, 3) != nil {
 			t.Fatalf("a last-failure range over the cap was held in memory")
 		}
 		return nil
@@ -214,10 +99,10 @@ func TestSortedPageMatchesScan(t *testing.T) {
 	ctx := context.Background()
 	s := mixedViewsStore(t, filepath.Join(t.TempDir(), "replayctl.db"))
 	defer s.Close()
-	all := allEntries(t, s)
-	for name, f := range viewFilters() {
+	all := storetest.AllEntries(t, s)
+	for name, f := range storetest.ViewFilters() {
 		for _, newest := range []bool{false, true} {
-			want := sortedByLastFailure(all, &f, newest)
+			want := storetest.SortedByLastFailure(all, &f, newest)
 			var got []string
 			cursor := ""
 			for range 100 {
@@ -225,7 +110,7 @@ func TestSortedPageMatchesScan(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
-				got = append(got, refsOf(p.Items)...)
+				got = append(got, storetest.RefsOf(p.Items)...)
 				if p.Total < int64(len(want)) || p.TotalExact && p.Total != int64(len(want)) {
 					t.Fatalf("%s: total %d (exact %v), scan finds %d", name, p.Total, p.TotalExact, len(want))
 				}
@@ -233,7 +118,7 @@ func TestSortedPageMatchesScan(t *testing.T) {
 					break
 				}
 			}
-			if w := refsOf(want); !slices.Equal(got, w) {
+			if w := storetest.RefsOf(want); !slices.Equal(got, w) {
 				t.Fatalf("%s newest=%v:\n got %v\nwant %v", name, newest, got, w)
 			}
 		}
@@ -247,8 +132,8 @@ func TestAuditSeqsMatchScan(t *testing.T) {
 	ctx := context.Background()
 	s := mixedViewsStore(t, filepath.Join(t.TempDir(), "replayctl.db"))
 	defer s.Close()
-	since, until := viewsBase.Add(100*time.Hour), viewsBase.Add(300*time.Hour)
-	for name, f := range map[string]AuditFilter{
+	since, until := storetest.ViewsBase.Add(100*time.Hour), storetest.ViewsBase.Add(300*time.Hour)
+	for name, f := range map[string]store.AuditFilter{
 		"actor":            {Actor: "alice"},
 		"kind":             {Kind: audit.KindOutcome},
 		"since":            {Since: since},
@@ -288,9 +173,9 @@ func TestApprovalsByStateMatchScan(t *testing.T) {
 	ctx := context.Background()
 	s := mixedViewsStore(t, filepath.Join(t.TempDir(), "replayctl.db"))
 	defer s.Close()
-	for _, states := range [][]string{{ApprovalPending}, {ApprovalApproved}, {"REJECTED"}, {ApprovalExpired, ApprovalPending}, {ApprovalStale}, nil} {
+	for _, states := range [][]string{{store.ApprovalPending}, {store.ApprovalApproved}, {"REJECTED"}, {store.ApprovalExpired, store.ApprovalPending}, {store.ApprovalStale}, nil} {
 		var want, got []string
-		if err := s.Approvals(ctx, func(a *Approval) error {
+		if err := s.Approvals(ctx, func(a *store.Approval) error {
 			if len(states) == 0 || slices.ContainsFunc(states, func(st string) bool { return strings.EqualFold(st, a.State) }) {
 				want = append(want, a.ID)
 			}
@@ -298,7 +183,7 @@ func TestApprovalsByStateMatchScan(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.ApprovalsByState(ctx, states, func(a *Approval) error { got = append(got, a.ID); return nil }); err != nil {
+		if err := s.ApprovalsByState(ctx, states, func(a *store.Approval) error { got = append(got, a.ID); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		slices.Sort(want)
@@ -316,12 +201,12 @@ func TestViewsBuiltOnFirstReadWriteOpen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "replayctl.db")
 	s := mixedViewsStore(t, path)
-	f := EntryFilter{States: []string{StatusPending, StatusQuarantined}}
+	f := store.EntryFilter{States: []string{store.StatusPending, store.StatusQuarantined}}
 	live, err := s.SortedPage(ctx, f, true, "", 500)
 	if err != nil {
 		t.Fatal(err)
 	}
-	liveSeqs, err := s.AuditSeqs(ctx, AuditFilter{Actor: "alice"})
+	liveSeqs, err := s.AuditSeqs(ctx, store.AuditFilter{Actor: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +230,7 @@ func TestViewsBuiltOnFirstReadWriteOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	s, err = OpenBolt(path, Options{Now: func() time.Time { return viewsBase.Add(50 * 24 * time.Hour) }})
+	s, err = Open(path, store.Options{Now: func() time.Time { return storetest.ViewsBase.Add(50 * 24 * time.Hour) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,33 +239,11 @@ func TestViewsBuiltOnFirstReadWriteOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(refsOf(got.Items), refsOf(live.Items)) || len(got.Items) == 0 {
-		t.Fatalf("sorted page after the rebuild\n got %v\nwant %v", refsOf(got.Items), refsOf(live.Items))
+	if !reflect.DeepEqual(storetest.RefsOf(got.Items), storetest.RefsOf(live.Items)) || len(got.Items) == 0 {
+		t.Fatalf("sorted page after the rebuild\n got %v\nwant %v", storetest.RefsOf(got.Items), storetest.RefsOf(live.Items))
 	}
-	seqs, err := s.AuditSeqs(ctx, AuditFilter{Actor: "alice"})
+	seqs, err := s.AuditSeqs(ctx, store.AuditFilter{Actor: "alice"})
 	if err != nil || !slices.Equal(seqs, liveSeqs) {
 		t.Fatalf("audit seqs after the rebuild: %v %v, want %v", seqs, err, liveSeqs)
 	}
-}
-
-// sortedByLastFailure is what a sorted page must list, by a scan: the
-// entries f matches, by last failure then stored ref (reversed for newest).
-func sortedByLastFailure(all []*EntryRecord, f *EntryFilter, newest bool) []*EntryRecord {
-	var want []*EntryRecord
-	for _, r := range all {
-		if f.Match(r) {
-			want = append(want, r)
-		}
-	}
-	slices.SortFunc(want, func(a, b *EntryRecord) int {
-		c := LastFailure(a).Compare(LastFailure(b))
-		if c == 0 {
-			c = bytes.Compare(ikey(a.Entry.Ref()), ikey(b.Entry.Ref()))
-		}
-		if newest {
-			c = -c
-		}
-		return c
-	})
-	return want
 }

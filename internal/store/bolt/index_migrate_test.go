@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -21,18 +22,18 @@ import (
 // layout replayctl wrote before indexes existed: no idx, counters or
 // sigmeta bucket, no index_version, and one entry with its payload inline
 // (payload_bytes, as the first bbolt files kept it).
-func writeUnindexed(t *testing.T, path string) *Counters {
+func writeUnindexed(t *testing.T, path string) *store.Counters {
 	t.Helper()
 	ctx := context.Background()
-	s, err := OpenBolt(path, Options{})
+	s, err := Open(path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	base := time.Date(2026, 11, 2, 8, 0, 0, 0, time.UTC)
-	if err := s.Update(ctx, func(tx Tx) error {
+	if err := s.Update(ctx, func(tx store.Tx) error {
 		for i := 0; i < 12; i++ {
-			st := []string{StatusPending, StatusReplayed, StatusAwaitingApproval}[i%3]
-			r := &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("m%d", i), Source: "jsonl", Topic: []string{"a", "b"}[i%2],
+			st := []string{store.StatusPending, store.StatusReplayed, store.StatusAwaitingApproval}[i%3]
+			r := &store.EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("m%d", i), Source: "jsonl", Topic: []string{"a", "b"}[i%2],
 				Message: fmt.Sprintf("timeout %d", i), Payload: []byte(fmt.Sprintf(`{"i": %d}`, i))},
 				Status: st, Class: triage.Transient, Action: triage.AutoReplay, FirstSeen: base.Add(time.Duration(i) * time.Hour)}
 			if err := tx.PutEntry(r); err != nil {
@@ -68,8 +69,8 @@ func writeUnindexed(t *testing.T, path string) *Counters {
 		}
 		// The inline payload of an older file.
 		k := []byte("jsonl:m0")
-		var se storedEntry
-		if err := DecodeValue(tx.Bucket(bucketEntries).Get(k), &se); err != nil {
+		var se store.StoredEntry
+		if err := store.DecodeValue(tx.Bucket(bucketEntries).Get(k), &se); err != nil {
 			return err
 		}
 		se.PayloadBytes = []byte(`{"i":  0, "inline": true}`)
@@ -92,19 +93,19 @@ func TestUnindexedFileIsIndexedOnceOnOpen(t *testing.T) {
 	want := writeUnindexed(t, path)
 
 	// Read-only (dlq list, stats) cannot build them: callers fall back.
-	ro, err := OpenBolt(path, Options{ReadOnly: true})
+	ro, err := Open(path, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ro.Page(ctx, EntryFilter{}, "", 5); !errors.Is(err, ErrNotIndexed) {
+	if _, err := ro.Page(ctx, store.EntryFilter{}, "", 5); !errors.Is(err, store.ErrNotIndexed) {
 		t.Fatalf("read-only page of an unindexed file: %v, want ErrNotIndexed", err)
 	}
-	if _, err := ro.Counters(ctx); !errors.Is(err, ErrNotIndexed) {
+	if _, err := ro.Counters(ctx); !errors.Is(err, store.ErrNotIndexed) {
 		t.Fatalf("read-only counters of an unindexed file: %v, want ErrNotIndexed", err)
 	}
 	ro.Close()
 
-	s, err := OpenBolt(path, Options{})
+	s, err := Open(path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,21 +119,21 @@ func TestUnindexedFileIsIndexedOnceOnOpen(t *testing.T) {
 	if got.Decisions != 12 || got.Denied != 6 {
 		t.Fatalf("decisions %d denied %d, want 12 6", got.Decisions, got.Denied)
 	}
-	p, err := s.Page(ctx, EntryFilter{States: []string{StatusPending}}, "", 10)
+	p, err := s.Page(ctx, store.EntryFilter{States: []string{store.StatusPending}}, "", 10)
 	if err != nil || len(p.Items) != 4 || !p.TotalExact || p.Total != 4 {
 		t.Fatalf("page after migration: %+v %v", p, err)
 	}
 	// The inline payload moved to the payloads bucket, byte for byte.
-	var er *EntryRecord
-	if err := s.View(ctx, func(tx Tx) error { er, err = tx.Entry("jsonl:m0"); return err }); err != nil {
+	var er *store.EntryRecord
+	if err := s.View(ctx, func(tx store.Tx) error { er, err = tx.Entry("jsonl:m0"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if string(er.Entry.Payload) != `{"i":  0, "inline": true}` {
 		t.Fatalf("payload %q", er.Entry.Payload)
 	}
 	if err := s.db.View(func(tx *bolt.Tx) error {
-		var se storedEntry
-		if err := DecodeValue(tx.Bucket(bucketEntries).Get([]byte("jsonl:m0")), &se); err != nil {
+		var se store.StoredEntry
+		if err := store.DecodeValue(tx.Bucket(bucketEntries).Get([]byte("jsonl:m0")), &se); err != nil {
 			return err
 		}
 		if se.PayloadBytes != nil {
@@ -158,7 +159,7 @@ func TestUnindexedFileIsIndexedOnceOnOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	s, err = OpenBolt(path, Options{})
+	s, err = Open(path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestInterruptedIndexingStartsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	s, err := OpenBolt(path, Options{})
+	s, err := Open(path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,21 +207,21 @@ func TestPendingApprovalsComeFromTheirIndex(t *testing.T) {
 	ctx := context.Background()
 	s, path := openTemp(t)
 	base := time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)
-	put := func(a *Approval) {
+	put := func(a *store.Approval) {
 		t.Helper()
-		if err := s.Update(ctx, func(tx Tx) error { return tx.PutApproval(a) }); err != nil {
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutApproval(a) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	put(&Approval{ID: "a-new", State: ApprovalPending, ApproverGroup: "ops", RequestedAt: base.Add(time.Hour)})
-	put(&Approval{ID: "a-old", State: ApprovalPending, ApproverGroup: "ops", RequestedAt: base})
-	put(&Approval{ID: "a-done", State: ApprovalApproved, RequestedAt: base.Add(-time.Hour)})
-	put(&Approval{ID: "a-mid", State: ApprovalPending, ApproverGroup: "sec", RequestedAt: base.Add(30 * time.Minute)})
-	put(&Approval{ID: "a-mid", State: ApprovalRejected, ApproverGroup: "sec", RequestedAt: base.Add(30 * time.Minute)})
+	put(&store.Approval{ID: "a-new", State: store.ApprovalPending, ApproverGroup: "ops", RequestedAt: base.Add(time.Hour)})
+	put(&store.Approval{ID: "a-old", State: store.ApprovalPending, ApproverGroup: "ops", RequestedAt: base})
+	put(&store.Approval{ID: "a-done", State: store.ApprovalApproved, RequestedAt: base.Add(-time.Hour)})
+	put(&store.Approval{ID: "a-mid", State: store.ApprovalPending, ApproverGroup: "sec", RequestedAt: base.Add(30 * time.Minute)})
+	put(&store.Approval{ID: "a-mid", State: store.ApprovalRejected, ApproverGroup: "sec", RequestedAt: base.Add(30 * time.Minute)})
 	pending := func(s *Bolt) []string {
 		t.Helper()
 		var ids []string
-		if err := s.PendingApprovals(ctx, func(a *Approval) error { ids = append(ids, a.ID); return nil }); err != nil {
+		if err := s.PendingApprovals(ctx, func(a *store.Approval) error { ids = append(ids, a.ID); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		return ids
@@ -243,7 +244,7 @@ func TestPendingApprovalsComeFromTheirIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	s2, err := OpenBolt(path, Options{})
+	s2, err := Open(path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,19 +261,19 @@ func TestLongRefsAreIndexed(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openTemp(t)
 	long := strings.Repeat("x", 5000)
-	put := func(r *EntryRecord) {
+	put := func(r *store.EntryRecord) {
 		t.Helper()
-		if err := s.Update(ctx, func(tx Tx) error { return tx.PutEntry(r) }); err != nil {
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutEntry(r) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r := &EntryRecord{Entry: entry.Entry{ID: long, Source: "jsonl", Topic: "t"}, Status: StatusPending, FirstSeen: time.Now()}
+	r := &store.EntryRecord{Entry: entry.Entry{ID: long, Source: "jsonl", Topic: "t"}, Status: store.StatusPending, FirstSeen: time.Now()}
 	put(r)
-	put(&EntryRecord{Entry: entry.Entry{ID: "short", Source: "jsonl", Topic: "t"}, Status: StatusPending, FirstSeen: time.Now()})
+	put(&store.EntryRecord{Entry: entry.Entry{ID: "short", Source: "jsonl", Topic: "t"}, Status: store.StatusPending, FirstSeen: time.Now()})
 	var got []string
 	cursor := ""
 	for {
-		p, err := s.Page(ctx, EntryFilter{States: []string{StatusPending}, Topic: "t"}, cursor, 1)
+		p, err := s.Page(ctx, store.EntryFilter{States: []string{store.StatusPending}, Topic: "t"}, cursor, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,13 +291,13 @@ func TestLongRefsAreIndexed(t *testing.T) {
 	if refs, err := s.RefsByID(ctx, long); err != nil || len(refs) != 1 || refs[0] != r.Entry.Ref() {
 		t.Fatalf("by id: %d refs %v", len(refs), err)
 	}
-	r.Status = StatusReplayed
+	r.Status = store.StatusReplayed
 	put(r)
-	p, err := s.Page(ctx, EntryFilter{States: []string{StatusReplayed}}, "", 5)
+	p, err := s.Page(ctx, store.EntryFilter{States: []string{store.StatusReplayed}}, "", 5)
 	if err != nil || len(p.Items) != 1 || p.Items[0].Entry.ID != long || p.Total != 1 {
 		t.Fatalf("after the move: %+v %v", p, err)
 	}
-	if p, _ := s.Page(ctx, EntryFilter{States: []string{StatusPending}}, "", 5); len(p.Items) != 1 || p.Items[0].Entry.ID != "short" {
+	if p, _ := s.Page(ctx, store.EntryFilter{States: []string{store.StatusPending}}, "", 5); len(p.Items) != 1 || p.Items[0].Entry.ID != "short" {
 		t.Fatalf("pending after the move: %+v", p.Items)
 	}
 }

@@ -1,9 +1,8 @@
-package store_test
+package bolt_test
 
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,81 +15,19 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
-	"github.com/replayctl/replayctl/internal/entry"
-	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
+	"github.com/replayctl/replayctl/internal/store/storetest"
 )
 
-var (
-	pruneKey = []byte("prune-test-key")
-	pruneT0  = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	// pruneCut: closed entries last active before it leave.
-	pruneCut = pruneT0.Add(10 * 24 * time.Hour)
-)
-
-// pruneFixture writes a store of closed entries failed before the cut
-// (replayed or resolved, some with an approval), then open ones, then
-// closed ones active after the cut, each with a decision and an outcome
-// record, in that order in the chain.
-type pruneFixture struct {
-	closedOld, open, closedNew []string
-	approvals                  []string
-}
-
-func makePruneStore(t *testing.T, path string, closedOld, open, closedNew int) *pruneFixture {
+func makePruneStore(t *testing.T, path string, closedOld, open, closedNew int) *storetest.PruneFixture {
 	t.Helper()
-	st, err := store.OpenBolt(path, store.Options{AuditKey: pruneKey})
+	st, err := bolt.Open(path, store.Options{AuditKey: storetest.PruneKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	return fillPruneStore(t, st, closedOld, open, closedNew)
-}
-
-// fillPruneStore writes the prune fixture into st (either backend).
-func fillPruneStore(t *testing.T, st store.Backend, closedOld, open, closedNew int) *pruneFixture {
-	t.Helper()
-	fx := &pruneFixture{}
-	add := func(n int, prefix, status string, at time.Time, list *[]string) {
-		err := st.Update(context.Background(), func(tx store.Tx) error {
-			for i := range n {
-				when := at.Add(time.Duration(i) * time.Minute)
-				e := entry.Entry{ID: fmt.Sprintf("%s-%04d", prefix, i), Source: "jsonl", Topic: "tool.email.send",
-					ReasonCode: "timeout", IdempotencyKey: fmt.Sprintf("key-%s-%04d", prefix, i), Payload: []byte(`{"n":1}`),
-					FirstFailure: when}
-				ref := e.Ref()
-				*list = append(*list, ref)
-				if err := tx.PutEntry(&store.EntryRecord{Entry: e, Status: status, FirstSeen: when, LastSeen: when}); err != nil {
-					return err
-				}
-				if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.None, To: idempotency.Decided, EntryRef: ref}); err != nil {
-					return err
-				}
-				if _, err := tx.Append(&audit.Record{Time: when, Actor: "test", Kind: audit.KindDecision, EntryRef: ref, Key: e.IdempotencyKey}); err != nil {
-					return err
-				}
-				if _, err := tx.Append(&audit.Record{Time: when.Add(time.Second), Actor: "test", Kind: audit.KindOutcome, EntryRef: ref, Outcome: "succeeded"}); err != nil {
-					return err
-				}
-				if i%5 == 0 {
-					id := "apr-" + e.ID
-					fx.approvals = append(fx.approvals, id)
-					if err := tx.PutApproval(&store.Approval{ID: id, EntryRef: ref, EntryID: e.ID, Key: e.IdempotencyKey,
-						State: store.ApprovalPending, RequestedAt: when}); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	add(closedOld, "old", store.StatusReplayed, pruneT0, &fx.closedOld)
-	add(open, "open", store.StatusQuarantined, pruneT0.Add(5*24*time.Hour), &fx.open)
-	add(closedNew, "new", store.StatusResolved, pruneT0.Add(20*24*time.Hour), &fx.closedNew)
-	return fx
+	return storetest.FillPruneStore(t, st, closedOld, open, closedNew)
 }
 
 // TestPruneKeepsOwedWriteBacks: a closed entry whose source has not yet
@@ -99,12 +36,12 @@ func TestPruneKeepsOwedWriteBacks(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "replayctl.db")
 	fx := makePruneStore(t, path, 3, 0, 0)
-	st, err := store.OpenBolt(path, store.Options{AuditKey: pruneKey})
+	st, err := bolt.Open(path, store.Options{AuditKey: storetest.PruneKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	owed := fx.closedOld[1]
+	owed := fx.ClosedOld[1]
 	if err := st.Update(context.Background(), func(tx store.Tx) error {
 		er, err := tx.Entry(owed)
 		if err != nil {
@@ -115,138 +52,52 @@ func TestPruneKeepsOwedWriteBacks(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := st.Prune(context.Background(), store.PruneOptions{Before: pruneCut, Archive: filepath.Join(dir, "a.jsonl.gz"), Key: pruneKey})
+	res, err := st.Prune(context.Background(), store.PruneOptions{Before: storetest.PruneCut, Archive: filepath.Join(dir, "a.jsonl.gz"), Key: storetest.PruneKey})
 	if err != nil || res.Entries != 2 || res.HeldBy != owed {
 		t.Fatalf("prune: %+v %v", res, err)
 	}
-	if live := liveRefs(t, st); !live[owed] || len(live) != 1 {
+	if live := storetest.LiveRefs(t, st); !live[owed] || len(live) != 1 {
 		t.Fatalf("live %v, want only %s", live, owed)
 	}
-}
-
-// liveRefs reads the refs of the stored entries.
-func liveRefs(t *testing.T, st store.Backend) map[string]bool {
-	t.Helper()
-	out := map[string]bool{}
-	if err := st.Entries(context.Background(), func(er *store.EntryRecord) error {
-		out[er.Entry.Ref()] = true
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// archivedRefs reads the entry refs an archive holds (nil, nil when the
-// archive is not there or not finished: then nothing may be gone).
-func archivedRefs(t *testing.T, path string) map[string]bool {
-	t.Helper()
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]bool{}
-	err = audit.ReadArchive(f, func(l *audit.ArchiveLine) error {
-		if l.Type == audit.LineEntry {
-			var er store.EntryRecord
-			if err := json.Unmarshal(l.Entry, &er); err != nil {
-				return err
-			}
-			out[er.Entry.Ref()] = true
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("archive %s: %v", path, err)
-	}
-	return out
 }
 
 // checkPruned asserts what must hold after a prune, finished or killed:
 // the live chain verifies with the key (from its base); with the archive
 // it verifies end to end; no entry is lost (each is live or archived);
 // no open or recent entry left.
-func checkPruned(t *testing.T, path string, archives []string, fx *pruneFixture) (live map[string]bool) {
+func checkPruned(t *testing.T, path string, archives []string, fx *storetest.PruneFixture) (live map[string]bool) {
 	t.Helper()
-	st, err := store.OpenBolt(path, store.Options{ReadOnly: true})
+	st, err := bolt.Open(path, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	return checkPrunedStore(t, st, archives, fx)
-}
-
-// checkPrunedStore is checkPruned on an open store (either backend).
-func checkPrunedStore(t *testing.T, st store.Backend, archives []string, fx *pruneFixture) (live map[string]bool) {
-	t.Helper()
-	res, err := audit.VerifyWith(context.Background(), st, audit.VerifyOptions{Key: pruneKey})
-	if err != nil || !res.OK() {
-		t.Fatalf("live chain: %v %+v", err, res)
-	}
-	arch := map[string]bool{}
-	var readers []io.Reader
-	for _, a := range archives {
-		refs := archivedRefs(t, a)
-		if refs == nil {
-			continue
-		}
-		for r := range refs {
-			arch[r] = true
-		}
-		f, err := os.Open(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		readers = append(readers, f)
-	}
-	if len(readers) > 0 {
-		res, err := audit.VerifyArchived(context.Background(), readers, st, audit.VerifyOptions{Key: pruneKey})
-		if err != nil || !res.OK() {
-			t.Fatalf("archives + live: %v %+v", err, res)
-		}
-	}
-	live = liveRefs(t, st)
-	for _, ref := range fx.closedOld {
-		if !live[ref] && !arch[ref] {
-			t.Fatalf("%s is neither live nor archived: lost", ref)
-		}
-	}
-	for _, ref := range append(append([]string{}, fx.open...), fx.closedNew...) {
-		if !live[ref] {
-			t.Fatalf("%s (open, or closed after the cut) was removed", ref)
-		}
-	}
-	return live
+	return storetest.CheckPrunedStore(t, st, archives, fx)
 }
 
 func TestPruneArchivesAndVerifies(t *testing.T) {
 	dir := t.TempDir()
 	path, archive := filepath.Join(dir, "replayctl.db"), filepath.Join(dir, "prune-1.jsonl.gz")
 	fx := makePruneStore(t, path, 30, 5, 5)
-	st, err := store.OpenBolt(path, store.Options{AuditKey: pruneKey})
+	st, err := bolt.Open(path, store.Options{AuditKey: storetest.PruneKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := st.Prune(context.Background(), store.PruneOptions{Before: pruneCut, Archive: archive, Key: pruneKey, Batch: 7})
+	res, err := st.Prune(context.Background(), store.PruneOptions{Before: storetest.PruneCut, Archive: archive, Key: storetest.PruneKey, Batch: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 30 closed entries before the cut, 2 records each; the chain's prefix
 	// stops at the first open entry's record.
-	if res.Entries != 30 || res.Audit != 60 || res.Approvals != 6 || res.Ledger != 30 || res.HeldBy != fx.open[0] {
+	if res.Entries != 30 || res.Audit != 60 || res.Approvals != 6 || res.Ledger != 30 || res.HeldBy != fx.Open[0] {
 		t.Fatalf("result %+v", res)
 	}
-	if _, err := st.Prune(context.Background(), store.PruneOptions{Before: pruneCut, Archive: archive, Key: pruneKey}); !errors.Is(err, store.ErrArchiveExists) {
+	if _, err := st.Prune(context.Background(), store.PruneOptions{Before: storetest.PruneCut, Archive: archive, Key: storetest.PruneKey}); !errors.Is(err, store.ErrArchiveExists) {
 		t.Fatalf("second prune into the same archive: %v", err)
 	}
 	// Nothing more to prune: no archive is written.
 	again := filepath.Join(dir, "prune-2.jsonl.gz")
-	if res, err := st.Prune(context.Background(), store.PruneOptions{Before: pruneCut, Archive: again, Key: pruneKey}); err != nil || res.Entries+res.Audit != 0 {
+	if res, err := st.Prune(context.Background(), store.PruneOptions{Before: storetest.PruneCut, Archive: again, Key: storetest.PruneKey}); err != nil || res.Entries+res.Audit != 0 {
 		t.Fatalf("second prune: %+v %v", res, err)
 	}
 	if _, err := os.Stat(again); !errors.Is(err, os.ErrNotExist) {
@@ -254,7 +105,7 @@ func TestPruneArchivesAndVerifies(t *testing.T) {
 	}
 	// The chain goes on after a prune, and verifies.
 	if err := st.Update(context.Background(), func(tx store.Tx) error {
-		_, err := tx.Append(&audit.Record{Time: pruneCut, Actor: "test", Kind: audit.KindBulk})
+		_, err := tx.Append(&audit.Record{Time: storetest.PruneCut, Actor: "test", Kind: audit.KindBulk})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -265,13 +116,13 @@ func TestPruneArchivesAndVerifies(t *testing.T) {
 	}
 	st.Close()
 	live := checkPruned(t, path, []string{archive}, fx)
-	for _, ref := range fx.closedOld {
+	for _, ref := range fx.ClosedOld {
 		if live[ref] {
 			t.Errorf("%s was not pruned", ref)
 		}
 	}
 
-	ro, err := store.OpenBolt(path, store.Options{ReadOnly: true})
+	ro, err := bolt.Open(path, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +137,7 @@ func TestPruneArchivesAndVerifies(t *testing.T) {
 		t.Fatalf("verify with another key: %+v %v", res3, err)
 	}
 	// An archive left out is a gap.
-	if res4, err := audit.VerifyArchived(context.Background(), nil, ro, audit.VerifyOptions{Key: pruneKey}); err != nil || res4.OK() || !strings.Contains(res4.Break.Reason, "an archive is missing") {
+	if res4, err := audit.VerifyArchived(context.Background(), nil, ro, audit.VerifyOptions{Key: storetest.PruneKey}); err != nil || res4.OK() || !strings.Contains(res4.Break.Reason, "an archive is missing") {
 		t.Fatalf("verify without the archive: %+v %v", res4, err)
 	}
 }
@@ -297,31 +148,27 @@ func TestPruneRefusesABrokenChain(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "replayctl.db")
 	makePruneStore(t, path, 4, 0, 0)
-	st, err := store.OpenBolt(path, store.Options{AuditKey: pruneKey})
+	st, err := bolt.Open(path, store.Options{AuditKey: storetest.PruneKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if err := store.TamperAuditForTest(st, 3); err != nil {
+	if err := bolt.TamperAuditForTest(st, 3); err != nil {
 		t.Fatal(err)
 	}
 	archive := filepath.Join(dir, "a.jsonl.gz")
-	if _, err := st.Prune(context.Background(), store.PruneOptions{Before: pruneCut, Archive: archive, Key: pruneKey}); err == nil || !strings.Contains(err.Error(), "nothing was pruned") {
+	if _, err := st.Prune(context.Background(), store.PruneOptions{Before: storetest.PruneCut, Archive: archive, Key: storetest.PruneKey}); err == nil || !strings.Contains(err.Error(), "nothing was pruned") {
 		t.Fatalf("prune of a broken chain: %v", err)
 	}
 	if _, err := os.Stat(archive); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("an archive was written from a broken chain")
 	}
-	if n := len(liveRefs(t, st)); n != 4 {
+	if n := len(storetest.LiveRefs(t, st)); n != 4 {
 		t.Fatalf("%d entries left, want 4", n)
 	}
 }
 
-const (
-	pruneChildEnv   = "REPLAYCTL_PRUNE_CHILD"
-	pruneArchiveEnv = "REPLAYCTL_PRUNE_ARCHIVE"
-	markArchived    = "prune-child: archived"
-)
+const pruneChildEnv = "REPLAYCTL_PRUNE_CHILD"
 
 // TestPruneChild is the process TestPruneSurvivesSIGKILL kills: it prunes
 // one transaction per record (Batch 1), so a kill lands in the middle.
@@ -330,13 +177,13 @@ func TestPruneChild(t *testing.T) {
 	if path == "" {
 		t.Skip("run by TestPruneSurvivesSIGKILL")
 	}
-	st, err := store.OpenBolt(path, store.Options{AuditKey: pruneKey})
+	st, err := bolt.Open(path, store.Options{AuditKey: storetest.PruneKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("prune-child: ready")
-	_, err = st.Prune(context.Background(), store.PruneOptions{Before: pruneCut, Archive: os.Getenv(pruneArchiveEnv), Key: pruneKey, Batch: 1,
-		AfterArchive: func() { fmt.Println(markArchived) }})
+	_, err = st.Prune(context.Background(), store.PruneOptions{Before: storetest.PruneCut, Archive: os.Getenv(storetest.PruneArchiveEnv), Key: storetest.PruneKey, Batch: 1,
+		AfterArchive: func() { fmt.Println(storetest.MarkArchived) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +215,7 @@ func TestPruneSurvivesSIGKILL(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd := exec.Command(os.Args[0], "-test.run=^TestPruneChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), pruneChildEnv+"="+path, pruneArchiveEnv+"="+archive)
+		cmd.Env = append(os.Environ(), pruneChildEnv+"="+path, storetest.PruneArchiveEnv+"="+archive)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -392,14 +239,14 @@ func TestPruneSurvivesSIGKILL(t *testing.T) {
 		return time.Since(t0), werr != nil
 	}
 	// How long the removals take here: the kills are spread over them.
-	span, _ := child(filepath.Join(dir, "measure.db"), filepath.Join(dir, "measure.jsonl.gz"), markArchived, -1)
+	span, _ := child(filepath.Join(dir, "measure.db"), filepath.Join(dir, "measure.jsonl.gz"), storetest.MarkArchived, -1)
 	kills := map[string]int{}
 	for round := range 10 {
 		path := filepath.Join(dir, fmt.Sprintf("round-%d.db", round))
 		archive := filepath.Join(dir, fmt.Sprintf("round-%d.jsonl.gz", round))
 		// A few kills count from the start (the archive being written),
 		// the others from the archive's mark (removals under way).
-		mark := markArchived
+		mark := storetest.MarkArchived
 		if round%4 == 0 {
 			mark = "prune-child: ready"
 		}
@@ -411,7 +258,7 @@ func TestPruneSurvivesSIGKILL(t *testing.T) {
 		}
 		kills[phase]++
 		live := checkPruned(t, path, []string{archive}, fx)
-		st, err := store.OpenBolt(path, store.Options{ReadOnly: true})
+		st, err := bolt.Open(path, store.Options{ReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -423,17 +270,17 @@ func TestPruneSurvivesSIGKILL(t *testing.T) {
 		t.Logf("round %d: %s at %v of %v; %d entries live, base %+v", round, phase, delay, span, len(live), base)
 
 		// A prune run again finishes (or, with no archive yet, starts).
-		rw, err := store.OpenBolt(path, store.Options{AuditKey: pruneKey})
+		rw, err := bolt.Open(path, store.Options{AuditKey: storetest.PruneKey})
 		if err != nil {
 			t.Fatal(err)
 		}
 		again := filepath.Join(dir, fmt.Sprintf("round-%d-again.jsonl.gz", round))
-		if _, err := rw.Prune(context.Background(), store.PruneOptions{Before: pruneCut, Archive: again, Key: pruneKey}); err != nil {
+		if _, err := rw.Prune(context.Background(), store.PruneOptions{Before: storetest.PruneCut, Archive: again, Key: storetest.PruneKey}); err != nil {
 			t.Fatalf("round %d: prune again: %v", round, err)
 		}
 		rw.Close()
 		live = checkPruned(t, path, []string{archive, again}, fx)
-		for _, ref := range fx.closedOld {
+		for _, ref := range fx.ClosedOld {
 			if live[ref] {
 				t.Fatalf("round %d: %s still live after the prune finished", round, ref)
 			}
@@ -449,18 +296,18 @@ func TestPruneKeepsTheHead(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "replayctl.db")
 	fx := makePruneStore(t, path, 6, 0, 0)
-	st, err := store.OpenBolt(path, store.Options{AuditKey: pruneKey})
+	st, err := bolt.Open(path, store.Options{AuditKey: storetest.PruneKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	archive := filepath.Join(dir, "a.jsonl.gz")
-	res, err := st.Prune(context.Background(), store.PruneOptions{Before: pruneCut, Archive: archive, Key: pruneKey})
+	res, err := st.Prune(context.Background(), store.PruneOptions{Before: storetest.PruneCut, Archive: archive, Key: storetest.PruneKey})
 	if err != nil || res.Entries != 6 || res.Audit != 11 || res.Base.Seq != 11 {
 		t.Fatalf("prune: %+v %v", res, err)
 	}
 	if err := st.Update(context.Background(), func(tx store.Tx) error {
-		_, err := tx.Append(&audit.Record{Time: pruneCut, Actor: "test", Kind: audit.KindBulk})
+		_, err := tx.Append(&audit.Record{Time: storetest.PruneCut, Actor: "test", Kind: audit.KindBulk})
 		return err
 	}); err != nil {
 		t.Fatal(err)

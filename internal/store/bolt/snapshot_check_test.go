@@ -1,4 +1,4 @@
-package store
+package bolt
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -18,7 +19,7 @@ import (
 func snapshotChain(t *testing.T, keep bool) (string, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "replayctl.db")
-	s, err := OpenBolt(path, Options{})
+	s, err := Open(path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func snapshotChain(t *testing.T, keep bool) (string, string) {
 		if i > 0 {
 			r.PolicySnapshot = snap.ID
 		}
-		if err := s.Update(ctx, func(tx Tx) error { _, err := tx.Append(r); return err }); err != nil {
+		if err := s.Update(ctx, func(tx store.Tx) error { _, err := tx.Append(r); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,7 +74,7 @@ func TestAuditVerifyFindsAChangedSnapshot(t *testing.T) {
 			return v
 		},
 		"change the policy text": func(v []byte) []byte {
-			data, err := recordJSON(v)
+			data, err := store.RecordJSON(v)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +143,7 @@ func TestAuditVerifyFindsADeletedSnapshot(t *testing.T) {
 // records written since count.
 func TestAuditVerifyOlderFileThenADeletedSnapshot(t *testing.T) {
 	path, oldID := snapshotChain(t, false) // records 2-4 name a snapshot never stored
-	s, err := OpenBolt(path, Options{})
+	s, err := Open(path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestAuditVerifyOlderFileThenADeletedSnapshot(t *testing.T) {
 	}
 	for _, id := range []string{snap.ID, snap.ID} {
 		r := &audit.Record{Actor: "alice", Kind: audit.KindDecision, EntryRef: "jsonl:new", PolicySnapshot: id}
-		if err := s.Update(ctx, func(tx Tx) error { _, err := tx.Append(r); return err }); err != nil {
+		if err := s.Update(ctx, func(tx store.Tx) error { _, err := tx.Append(r); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // The PostgreSQL audit chain, without a global row lock.
@@ -52,7 +53,7 @@ const KindVoid = "void"
 // Append writes r unchained; its number is final, its link comes later.
 func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 	if t.ro {
-		return audit.Sealed{}, ErrReadOnly
+		return audit.Sealed{}, store.ErrReadOnly
 	}
 	// The transaction id is taken before the number: the sealer's proof
 	// that a gap is void rests on every holder of a number having one. A
@@ -70,7 +71,7 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 		return audit.Sealed{}, fmt.Errorf("number audit record: %w", err)
 	}
 	if signed && len(t.key) == 0 {
-		return audit.Sealed{}, ErrAuditKeyRequired
+		return audit.Sealed{}, store.ErrAuditKeyRequired
 	}
 	t.start = now.UTC()
 	r.Seq = uint64(seq)
@@ -90,7 +91,7 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 	// (commitWrites): nothing reads the audit table in a transaction.
 	mac := ""
 	if len(t.key) > 0 {
-		mac = rowMAC(t.key, uint64(seq), body)
+		mac = store.RowMAC(t.key, uint64(seq), body)
 	}
 	t.auditSeqs, t.auditBodies, t.auditMACs = append(t.auditSeqs, seq), append(t.auditBodies, body), append(t.auditMACs, mac)
 	t.auditActors, t.auditKinds, t.auditAts = append(t.auditActors, pgKey(r.Actor)), append(t.auditKinds, pgKey(r.Kind)), append(t.auditAts, auditAt(r.Time))
@@ -226,7 +227,7 @@ func (p *Postgres) sealRound(ctx context.Context, wait bool) (sealed int, more b
 			return nil
 		}
 		if signed && len(p.key) == 0 {
-			return ErrAuditKeyRequired
+			return store.ErrAuditKeyRequired
 		}
 		if err := p.checkTail(signed, uint64(headSeq), head, headMAC, tail); err != nil {
 			return err
@@ -305,8 +306,8 @@ func (p *Postgres) checkTail(signed bool, headSeq uint64, head, headMAC string, 
 	if len(p.key) == 0 {
 		return nil
 	}
-	if headSeq > 0 && signed && headMAC == "" || !checkHeadMAC(p.key, headSeq, head, headMAC) {
-		return p.tamper.refuse(headSeq, "the sealed head is not signed with this key (moved, or records under it rewritten)")
+	if headSeq > 0 && signed && headMAC == "" || !store.CheckHeadMAC(p.key, headSeq, head, headMAC) {
+		return p.tamper.Refuse(headSeq, "the sealed head is not signed with this key (moved, or records under it rewritten)")
 	}
 	for _, r := range tail {
 		// On an unsigned chain a row may carry no MAC (its writer had no
@@ -314,8 +315,8 @@ func (p *Postgres) checkTail(signed bool, headSeq uint64, head, headMAC string, 
 		if !signed && r.mac == "" {
 			continue
 		}
-		if r.mac == "" || !hmac.Equal([]byte(r.mac), []byte(rowMAC(p.key, r.seq, r.body))) {
-			return p.tamper.refuse(r.seq, "an unsealed record is not signed with this key (inserted or changed outside replayctl)")
+		if r.mac == "" || !hmac.Equal([]byte(r.mac), []byte(store.RowMAC(p.key, r.seq, r.body))) {
+			return p.tamper.Refuse(r.seq, "an unsealed record is not signed with this key (inserted or changed outside replayctl)")
 		}
 	}
 	return nil
@@ -454,7 +455,7 @@ func (p *Postgres) AuditTailForged(ctx context.Context, key []byte) (uint64, err
 			return err
 		}
 		for _, r := range tail {
-			if r.mac == "" || !hmac.Equal([]byte(r.mac), []byte(rowMAC(key, r.seq, r.body))) {
+			if r.mac == "" || !hmac.Equal([]byte(r.mac), []byte(store.RowMAC(key, r.seq, r.body))) {
 				found = r.seq
 				return nil
 			}

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // The audit indexes on PostgreSQL: audit records by actor, kind and time,
@@ -102,7 +103,7 @@ func setAuditCols(ctx context.Context, tx pgx.Tx, seqs []int64, actors, kinds []
 // AuditSeqs returns the seqs of the sealed audit records matching f,
 // oldest first, from the audit indexes (as store.Bolt.AuditSeqs), reading
 // no record.
-func (p *Postgres) AuditSeqs(ctx context.Context, f AuditFilter) ([]uint64, error) {
+func (p *Postgres) AuditSeqs(ctx context.Context, f store.AuditFilter) ([]uint64, error) {
 	if f.Actor == "" && f.Kind == "" && f.Since.IsZero() && f.Until.IsZero() {
 		return nil, fmt.Errorf("audit seqs: no indexed filter given")
 	}

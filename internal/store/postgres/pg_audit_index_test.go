@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -19,7 +20,7 @@ import (
 func appendSpread(t testing.TB, p *Postgres, base time.Time, n int) {
 	t.Helper()
 	for done := 0; done < n; {
-		if err := p.Update(context.Background(), func(tx Tx) error {
+		if err := p.Update(context.Background(), func(tx store.Tx) error {
 			for i := done; i < min(n, done+500); i++ {
 				if _, err := tx.Append(&audit.Record{Time: base.Add(time.Duration(i) * time.Minute), Actor: []string{"ops-bot", "alice", "bob", "carol"}[i%4],
 					Kind: []string{audit.KindDecision, audit.KindOutcome, audit.KindResolve}[i%3], EntryRef: fmt.Sprintf("jsonl:e%d", i%50)}); err != nil {
@@ -46,7 +47,7 @@ func TestPostgresMigratesAuditIndex(t *testing.T) {
 	ctx := context.Background()
 	dsn := testsvc.Postgres(t)
 	base := time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC)
-	old := openPG(t, dsn, Options{})
+	old := openPG(t, dsn, store.Options{})
 	appendSpread(t, old, base, 1200)
 	if _, err := old.pool.Exec(ctx, `DROP INDEX audit_actor, audit_kind, audit_at;
 		ALTER TABLE audit DROP COLUMN actor, DROP COLUMN kind, DROP COLUMN at;
@@ -57,7 +58,7 @@ func TestPostgresMigratesAuditIndex(t *testing.T) {
 	}
 	old.Close()
 
-	p := openPG(t, dsn, Options{})
+	p := openPG(t, dsn, store.Options{})
 	if v, err := p.SchemaVersion(ctx); err != nil || v != len(migrations) {
 		t.Fatalf("schema version %d %v, want %d", v, err, len(migrations))
 	}
@@ -77,7 +78,7 @@ func TestPostgresMigratesAuditIndex(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []AuditFilter{{Actor: "alice"}, {Actor: "dave"}, {Kind: audit.KindOutcome, Since: base.Add(10 * time.Hour)},
+	for _, f := range []store.AuditFilter{{Actor: "alice"}, {Actor: "dave"}, {Kind: audit.KindOutcome, Since: base.Add(10 * time.Hour)},
 		{Since: base.Add(90 * time.Minute), Until: base.Add(95 * time.Minute)}, {Kind: audit.KindApproval}} {
 		var want []uint64
 		for _, r := range chain {
@@ -103,7 +104,7 @@ func TestPostgresMigratesAuditIndex(t *testing.T) {
 // read before migration 16.
 func BenchmarkPostgresFilteredAuditPage(b *testing.B) {
 	ctx := context.Background()
-	p, err := OpenPostgres(ctx, testsvc.Postgres(b), Options{})
+	p, err := Open(ctx, testsvc.Postgres(b), store.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func BenchmarkPostgresFilteredAuditPage(b *testing.B) {
 	})
 	b.Run("audit-index", func(b *testing.B) {
 		for b.Loop() {
-			seqs, err := p.AuditSeqs(ctx, AuditFilter{Actor: "alice"})
+			seqs, err := p.AuditSeqs(ctx, store.AuditFilter{Actor: "alice"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -142,7 +143,7 @@ func BenchmarkPostgresFilteredAuditPage(b *testing.B) {
 // pattern), not only by reading every entry.
 func TestPostgresRefsByIDUsesTheIndex(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)

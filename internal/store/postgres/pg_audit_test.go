@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"bytes"
@@ -13,13 +13,14 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
-func openPG(t *testing.T, dsn string, o Options) *Postgres {
+func openPG(t *testing.T, dsn string, o store.Options) *Postgres {
 	t.Helper()
-	p, err := OpenPostgres(context.Background(), dsn, o)
+	p, err := Open(context.Background(), dsn, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,9 +28,9 @@ func openPG(t *testing.T, dsn string, o Options) *Postgres {
 	return p
 }
 
-func appendRef(ctx context.Context, s Backend, ref string) (uint64, error) {
+func appendRef(ctx context.Context, s store.Backend, ref string) (uint64, error) {
 	var seq uint64
-	err := s.Update(ctx, func(tx Tx) error {
+	err := s.Update(ctx, func(tx store.Tx) error {
 		sealed, err := tx.Append(&audit.Record{Actor: "alice", Kind: audit.KindDecision, EntryRef: ref, Action: "auto_replay"})
 		seq = sealed.Seq
 		return err
@@ -44,12 +45,12 @@ func appendRef(ctx context.Context, s Backend, ref string) (uint64, error) {
 // one commits, then both are sealed into one chain.
 func TestPostgresWritersDoNotWaitOnTheAuditHead(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	p.settleWait = 20 * time.Millisecond
 	holding, release := make(chan uint64), make(chan struct{})
 	firstErr := make(chan error, 1)
 	go func() {
-		firstErr <- p.Update(ctx, func(tx Tx) error {
+		firstErr <- p.Update(ctx, func(tx store.Tx) error {
 			sealed, err := tx.Append(&audit.Record{Actor: "slow", Kind: audit.KindDecision, EntryRef: "jsonl:slow"})
 			if err != nil {
 				return err
@@ -102,14 +103,14 @@ func TestPostgresSealerChainsConcurrentWritersAndVoidsRollbacks(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range 4 {
 		// Each worker has its own store, as separate processes do.
-		p := openPG(t, dsn, Options{})
+		p := openPG(t, dsn, store.Options{})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range 15 {
 				ref := fmt.Sprintf("jsonl:w%d-%d", w, i)
 				var seq uint64
-				err := p.Update(ctx, func(tx Tx) error {
+				err := p.Update(ctx, func(tx store.Tx) error {
 					sealed, err := tx.Append(&audit.Record{Actor: "alice", Kind: audit.KindDecision, EntryRef: ref})
 					seq = sealed.Seq
 					if err == nil && i%5 == 4 {
@@ -131,7 +132,7 @@ func TestPostgresSealerChainsConcurrentWritersAndVoidsRollbacks(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	p := openPG(t, dsn, Options{})
+	p := openPG(t, dsn, store.Options{})
 	res, err := audit.Verify(ctx, p, nil)
 	if err != nil || !res.OK() || res.Unsealed != 0 {
 		t.Fatalf("verify: %+v %v", res, err)
@@ -180,7 +181,7 @@ func TestPostgresAuditVerifyFindsTampering(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			p := openPG(t, testsvc.Postgres(t), Options{})
+			p := openPG(t, testsvc.Postgres(t), store.Options{})
 			for i := range 5 {
 				if _, err := appendRef(ctx, p, fmt.Sprintf("jsonl:e%d", i)); err != nil {
 					t.Fatal(err)
@@ -213,7 +214,7 @@ func TestPostgresAuditVerifyFindsTampering(t *testing.T) {
 // With a key, the sealer signs each head it seals.
 func TestPostgresSealedHeadIsSigned(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{AuditKey: []byte("k1")})
+	p := openPG(t, testsvc.Postgres(t), store.Options{AuditKey: []byte("k1")})
 	for i := range 3 {
 		if _, err := appendRef(ctx, p, fmt.Sprintf("jsonl:e%d", i)); err != nil {
 			t.Fatal(err)
@@ -234,9 +235,9 @@ func TestPostgresSealedHeadIsSigned(t *testing.T) {
 // is now run again and sees the key as the first left it.
 func TestPostgresSecondWriterOfANewKeySeesTheFirst(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	decide := func(saw *bool, hold chan struct{}, inserted chan struct{}) error {
-		return p.Update(ctx, func(tx Tx) error {
+		return p.Update(ctx, func(tx store.Tx) error {
 			cur, err := tx.Ledger("k")
 			if err != nil {
 				return err
@@ -286,12 +287,12 @@ func TestPostgresSecondWriterOfANewKeySeesTheFirst(t *testing.T) {
 // waits, V takes the next number and commits: the gap is W's, still live.
 func TestPostgresSealerNeverVoidsALiveRecord(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	p.settleWait = 50 * time.Millisecond
 	vHasID, wHasNumber, wRelease := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	vDone, wDone := make(chan error, 1), make(chan error, 1)
 	go func() {
-		vDone <- p.Update(ctx, func(tx Tx) error {
+		vDone <- p.Update(ctx, func(tx store.Tx) error {
 			if _, err := tx.Transition(idempotency.Transition{Key: "v", To: idempotency.Decided}); err != nil {
 				return err
 			}
@@ -303,7 +304,7 @@ func TestPostgresSealerNeverVoidsALiveRecord(t *testing.T) {
 	}()
 	<-vHasID
 	go func() {
-		wDone <- p.Update(ctx, func(tx Tx) error {
+		wDone <- p.Update(ctx, func(tx store.Tx) error {
 			if _, err := tx.Append(&audit.Record{Actor: "w", Kind: audit.KindDecision, EntryRef: "jsonl:w"}); err != nil {
 				return err
 			}
@@ -351,16 +352,16 @@ func TestPostgresSealerNeverVoidsALiveRecord(t *testing.T) {
 // chained by the sealer, the counters equal to a recount.
 func TestPostgresTransactionInsertsItsRecordsAndCountersInOneStatement(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
-	if _, err := p.Ingest(ctx, []*EntryRecord{mixedEntry(0, base), mixedEntry(1, base)}); err != nil {
+	if _, err := p.Ingest(ctx, []*store.EntryRecord{mixedEntry(0, base), mixedEntry(1, base)}); err != nil {
 		t.Fatal(err)
 	}
 	ref := mixedEntry(1, base).Entry.Ref()
 	replay := &triage.Decision{ProposedAction: triage.AutoReplay}
 	before := p.Trips()
 	var sealed []audit.Sealed
-	if err := p.Update(ctx, func(tx Tx) error {
+	if err := p.Update(ctx, func(tx store.Tx) error {
 		sealed = nil
 		for _, r := range []audit.Record{
 			{Kind: audit.KindDecision, Decision: replay, Action: triage.AutoReplay},
@@ -378,7 +379,7 @@ func TestPostgresTransactionInsertsItsRecordsAndCountersInOneStatement(t *testin
 		if err != nil || r == nil {
 			return fmt.Errorf("read %s: %v", ref, err)
 		}
-		r.Status, r.LastDecision = StatusReplayed, sealed[0].Seq
+		r.Status, r.LastDecision = store.StatusReplayed, sealed[0].Seq
 		return tx.PutEntry(r)
 	}); err != nil {
 		t.Fatal(err)

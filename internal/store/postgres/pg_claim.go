@@ -1,10 +1,12 @@
-package store
+package postgres
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/replayctl/replayctl/internal/store"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -147,7 +149,7 @@ const pgClaimFuncsMigration = `CREATE FUNCTION replayctl_claim(p_since timestamp
 // checksClaim says whether writing r under a claim ends its handling, so
 // the write marks the entry checked: any state but replaying (a dispatch
 // under way, or a retry this run may take again).
-func checksClaim(r *EntryRecord) bool { return r.Status != StatusReplaying }
+func checksClaim(r *store.EntryRecord) bool { return r.Status != store.StatusReplaying }
 
 // markChecked notes whether the last committed write under the claim
 // token left its entry checked (a write in the replaying state clears

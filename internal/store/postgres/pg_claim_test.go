@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -26,7 +27,7 @@ import (
 func TestPostgresIngestsOncePerRun(t *testing.T) {
 	ctx := context.Background()
 	dsn := testsvc.Postgres(t)
-	a, b := openPG(t, dsn, Options{}), openPG(t, dsn, Options{})
+	a, b := openPG(t, dsn, store.Options{}), openPG(t, dsn, store.Options{})
 	since, err := a.Now(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -82,11 +83,11 @@ func TestPostgresIngestsOncePerRun(t *testing.T) {
 // update: it changes no indexed column).
 func TestPostgresClaimKeepsTheEntryOnItsPage(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
-	var recs []*EntryRecord
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
+	var recs []*store.EntryRecord
 	for i := range 300 {
-		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%03d", i), Source: "jsonl", Topic: "orders",
-			IdempotencyKey: fmt.Sprintf("k%03d", i), Message: "upstream timeout", Payload: []byte(`{"order":1}`)}, Status: StatusPending})
+		recs = append(recs, &store.EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%03d", i), Source: "jsonl", Topic: "orders",
+			IdempotencyKey: fmt.Sprintf("k%03d", i), Message: "upstream timeout", Payload: []byte(`{"order":1}`)}, Status: store.StatusPending})
 	}
 	if _, err := p.Ingest(ctx, recs); err != nil {
 		t.Fatal(err)
@@ -131,17 +132,17 @@ func TestPostgresClaimKeepsTheEntryOnItsPage(t *testing.T) {
 func TestPostgresFenceCheckLocksTheLedgerRowInItsStatement(t *testing.T) {
 	ctx := context.Background()
 	dsn := testsvc.Postgres(t)
-	p := openPG(t, dsn, Options{})
+	p := openPG(t, dsn, store.Options{})
 	const ref, key = "jsonl:e1", "k1"
-	if _, err := p.Ingest(ctx, []*EntryRecord{{Entry: entry.Entry{ID: "e1", Source: "jsonl", IdempotencyKey: key,
-		Payload: []byte(`{"order":1}`)}, Status: StatusPending}}); err != nil {
+	if _, err := p.Ingest(ctx, []*store.EntryRecord{{Entry: entry.Entry{ID: "e1", Source: "jsonl", IdempotencyKey: key,
+		Payload: []byte(`{"order":1}`)}, Status: store.StatusPending}}); err != nil {
 		t.Fatal(err)
 	}
 	c, ok, err := p.ClaimRef(ctx, ref, "w0", time.Minute)
 	if err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
-	fenced := WithFence(ctx, Fence{Ref: ref, Token: c.Token, Key: key})
+	fenced := store.WithFence(ctx, store.Fence{Ref: ref, Token: c.Token, Key: key})
 	reads := func(before, after Trips) (n int64) {
 		for sql, k := range after.ByStatement {
 			if strings.Contains(sql, "from ledger") || strings.Contains(sql, "from entries") {
@@ -152,7 +153,7 @@ func TestPostgresFenceCheckLocksTheLedgerRowInItsStatement(t *testing.T) {
 	}
 	// The key is not in the ledger yet: the fence check says so.
 	before := p.Trips()
-	if err := p.Update(fenced, func(tx Tx) error {
+	if err := p.Update(fenced, func(tx store.Tx) error {
 		cur, err := tx.Ledger(key)
 		if err != nil || cur != nil {
 			return fmt.Errorf("ledger of a new key: %+v, %v", cur, err)
@@ -173,7 +174,7 @@ func TestPostgresFenceCheckLocksTheLedgerRowInItsStatement(t *testing.T) {
 	}
 	defer other.Close(ctx)
 	before = p.Trips()
-	if err := p.Update(fenced, func(tx Tx) error {
+	if err := p.Update(fenced, func(tx store.Tx) error {
 		cur, err := tx.Ledger(key)
 		if err != nil || cur == nil || cur.State != idempotency.Decided {
 			return fmt.Errorf("ledger of %s: %+v, %v", key, cur, err)
@@ -193,13 +194,13 @@ func TestPostgresFenceCheckLocksTheLedgerRowInItsStatement(t *testing.T) {
 	// A stale claim writes nothing, and its mark (as a checked write under
 	// it had left) is forgotten: such a claim is never released by this
 	// process, so the mark would stay for the life of a serve.
-	stale := WithFence(ctx, Fence{Ref: ref, Token: c.Token - 1, Key: key})
+	stale := store.WithFence(ctx, store.Fence{Ref: ref, Token: c.Token - 1, Key: key})
 	p.markChecked(c.Token-1, true)
-	if err := p.Update(stale, func(tx Tx) error {
+	if err := p.Update(stale, func(tx store.Tx) error {
 		_, err := tx.Transition(idempotency.Transition{Key: key, From: idempotency.Decided, To: idempotency.Dispatching})
 		return err
-	}); !errors.Is(err, ErrStaleFence) {
-		t.Fatalf("a stale claim's write: %v, want %v", err, ErrStaleFence)
+	}); !errors.Is(err, store.ErrStaleFence) {
+		t.Fatalf("a stale claim's write: %v, want %v", err, store.ErrStaleFence)
 	}
 	if p.takeChecked(c.Token - 1) {
 		t.Error("a claim found stale is still marked checked")
@@ -217,9 +218,9 @@ func TestPostgresFenceCheckLocksTheLedgerRowInItsStatement(t *testing.T) {
 // run does.
 func TestPostgresReleaseKeepsTheOutcomesCheck(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
-	var recs []*EntryRecord
+	var recs []*store.EntryRecord
 	for i := range 3 {
 		recs = append(recs, mixedEntry(i, base))
 	}
@@ -243,17 +244,17 @@ func TestPostgresReleaseKeepsTheOutcomesCheck(t *testing.T) {
 		return at
 	}
 	// 0: an outcome; 1: a dispatch under way; 2: nothing written.
-	write := func(c Claim, status string) {
+	write := func(c store.Claim, status string) {
 		t.Helper()
 		r := c.Entry
 		r.Status = status
-		fctx := WithFence(ctx, Fence{Ref: r.Entry.Ref(), Token: c.Token})
-		if err := p.Update(fctx, func(tx Tx) error { return tx.PutEntry(r) }); err != nil {
+		fctx := store.WithFence(ctx, store.Fence{Ref: r.Entry.Ref(), Token: c.Token})
+		if err := p.Update(fctx, func(tx store.Tx) error { return tx.PutEntry(r) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(claims[1], StatusReplaying)
-	write(claims[0], StatusReplayed)
+	write(claims[1], store.StatusReplaying)
+	write(claims[0], store.StatusReplayed)
 	atOutcome := checked(claims[0].Entry.Entry.Ref())
 	if !atOutcome.Valid {
 		t.Fatal("the outcome's write did not mark its entry checked")
@@ -300,9 +301,9 @@ func TestPostgresReleaseKeepsTheOutcomesCheck(t *testing.T) {
 // own statement (from pg_proc) is explained as its generic plan.
 func TestPostgresClaimUsesItsGenericPlan(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
-	var recs []*EntryRecord
+	var recs []*store.EntryRecord
 	for i := range 3000 {
 		recs = append(recs, mixedEntry(i, base))
 	}
@@ -369,10 +370,10 @@ func TestPostgresClaimUsesItsGenericPlan(t *testing.T) {
 // kept (reviewer's finding: the marks were OR-ed, so the probe's stood).
 func TestPostgresIntentAfterACheckedWriteLeavesTheEntryUnchecked(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	r0 := mixedEntry(0, time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC))
-	r0.Status = StatusUnknown
-	if _, err := p.Ingest(ctx, []*EntryRecord{r0}); err != nil {
+	r0.Status = store.StatusUnknown
+	if _, err := p.Ingest(ctx, []*store.EntryRecord{r0}); err != nil {
 		t.Fatal(err)
 	}
 	since, err := p.Now(ctx)
@@ -384,7 +385,7 @@ func TestPostgresIntentAfterACheckedWriteLeavesTheEntryUnchecked(t *testing.T) {
 		t.Fatalf("claimed %d, %v", len(claims), err)
 	}
 	c := claims[0]
-	fctx := WithFence(ctx, Fence{Ref: c.Entry.Entry.Ref(), Token: c.Token})
+	fctx := store.WithFence(ctx, store.Fence{Ref: c.Entry.Entry.Ref(), Token: c.Token})
 	r := c.Entry
 	checked := func() pgtype.Timestamptz {
 		t.Helper()
@@ -395,14 +396,14 @@ func TestPostgresIntentAfterACheckedWriteLeavesTheEntryUnchecked(t *testing.T) {
 		return at
 	}
 	r.Probe = "not_committed"
-	if err := p.Update(fctx, func(tx Tx) error { return tx.PutEntry(r) }); err != nil {
+	if err := p.Update(fctx, func(tx store.Tx) error { return tx.PutEntry(r) }); err != nil {
 		t.Fatal(err)
 	}
 	if !checked().Valid {
 		t.Fatal("the probe's write (outcome_unknown) did not mark the entry checked")
 	}
-	r.Status = StatusReplaying
-	if err := p.Update(fctx, func(tx Tx) error { return tx.PutEntry(r) }); err != nil {
+	r.Status = store.StatusReplaying
+	if err := p.Update(fctx, func(tx store.Tx) error { return tx.PutEntry(r) }); err != nil {
 		t.Fatal(err)
 	}
 	if at := checked(); at.Valid && !at.Time.Before(since) {
@@ -424,10 +425,10 @@ func TestPostgresIntentAfterACheckedWriteLeavesTheEntryUnchecked(t *testing.T) {
 func TestPostgresClaimRetriesWhenItsReleasesDeadlock(t *testing.T) {
 	ctx := context.Background()
 	dsn := testsvc.Postgres(t)
-	p := openPG(t, dsn, Options{})
-	var recs []*EntryRecord
+	p := openPG(t, dsn, store.Options{})
+	var recs []*store.EntryRecord
 	for _, id := range []string{"x", "y"} {
-		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: id, Source: "jsonl", IdempotencyKey: "k-" + id}, Status: StatusPending})
+		recs = append(recs, &store.EntryRecord{Entry: entry.Entry{ID: id, Source: "jsonl", IdempotencyKey: "k-" + id}, Status: store.StatusPending})
 	}
 	if _, err := p.Ingest(ctx, recs); err != nil {
 		t.Fatal(err)
@@ -440,7 +441,7 @@ func TestPostgresClaimRetriesWhenItsReleasesDeadlock(t *testing.T) {
 	if err != nil || len(claims) != 2 {
 		t.Fatal(claims, err)
 	}
-	slices.SortFunc(claims, func(a, b Claim) int { return strings.Compare(a.Entry.Entry.Ref(), b.Entry.Entry.Ref()) })
+	slices.SortFunc(claims, func(a, b store.Claim) int { return strings.Compare(a.Entry.Entry.Ref(), b.Entry.Entry.Ref()) })
 	for _, c := range claims { // x, then y
 		p.ReleaseLater(c.Entry.Entry.Ref(), c.Token)
 	}

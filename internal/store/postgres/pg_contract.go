@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // What PostgreSQL answers of the contract (Backend) that bbolt answers
@@ -48,7 +49,7 @@ func (p *Postgres) RefsByID(ctx context.Context, id string) ([]string, error) {
 		if err := rows.Scan(&b); err != nil {
 			return nil, err
 		}
-		var r EntryRecord
+		var r store.EntryRecord
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Errorf("entries by id: %w", err)
 		}
@@ -66,9 +67,9 @@ func (p *Postgres) RefsByID(ctx context.Context, id string) ([]string, error) {
 // ApprovalsByState calls fn with the requests whose stored state is one
 // of states (case-insensitive; none: every state), in bbolt's order (its
 // index by state: the state's key, then the oldest request first).
-func (p *Postgres) ApprovalsByState(ctx context.Context, states []string, fn func(*Approval) error) error {
-	var list []*Approval
-	err := p.Approvals(ctx, func(a *Approval) error {
+func (p *Postgres) ApprovalsByState(ctx context.Context, states []string, fn func(*store.Approval) error) error {
+	var list []*store.Approval
+	err := p.Approvals(ctx, func(a *store.Approval) error {
 		if len(states) == 0 || slices.ContainsFunc(states, func(s string) bool { return strings.EqualFold(s, a.State) }) {
 			list = append(list, a)
 		}
@@ -77,7 +78,9 @@ func (p *Postgres) ApprovalsByState(ctx context.Context, states []string, fn fun
 	if err != nil {
 		return err
 	}
-	slices.SortStableFunc(list, func(a, b *Approval) int { return bytes.Compare(approvalStateKey(a), approvalStateKey(b)) })
+	slices.SortStableFunc(list, func(a, b *store.Approval) int {
+		return bytes.Compare(store.ApprovalStateKey(a), store.ApprovalStateKey(b))
+	})
 	for _, a := range list {
 		if err := fn(a); err != nil {
 			return err
@@ -106,4 +109,11 @@ func (p *Postgres) AuditRangeRaw(ctx context.Context, from uint64, fn func(seq u
 }
 
 // Features implements Backend: many workers share a PostgreSQL store.
-func (p *Postgres) Features() Features { return Features{Shared: true} }
+func (p *Postgres) Features() store.Features { return store.Features{Shared: true} }
+
+var (
+	_ store.Backend     = (*Postgres)(nil)
+	_ store.Grouped     = (*Postgres)(nil)
+	_ store.Indexed     = (*Postgres)(nil)
+	_ audit.BlobChecker = (*Postgres)(nil)
+)

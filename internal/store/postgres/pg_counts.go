@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // Decision and outcome counters on PostgreSQL (issue 16, "reads
@@ -38,7 +39,7 @@ type countKey struct {
 
 // countAppend notes what r adds to the counters, for commit.
 func (t *pgTx) countAppend(r *audit.Record) {
-	dec, den, out := auditCounts(r)
+	dec, den, out := store.AuditCounts(r)
 	if !dec && !den && out == "" {
 		return
 	}
@@ -122,7 +123,7 @@ func addCounted(what string, n int64, decisions, denied *int64, outcomes *map[st
 }
 
 // auditTotals reads the decision counters' totals.
-func (p *Postgres) auditTotals(ctx context.Context, out *Counters) error {
+func (p *Postgres) auditTotals(ctx context.Context, out *store.Counters) error {
 	rows, err := p.pool.Query(ctx, `SELECT what, sum(n)::bigint FROM audit_counts WHERE hour = '-infinity' GROUP BY what`)
 	if err != nil {
 		return fmt.Errorf("read decision counters: %w", err)
@@ -140,7 +141,7 @@ func (p *Postgres) auditTotals(ctx context.Context, out *Counters) error {
 }
 
 // auditHours reads the decision counters of the hours from..to.
-func (p *Postgres) auditHours(ctx context.Context, from, to time.Time, hour func(time.Time) *HourCount) error {
+func (p *Postgres) auditHours(ctx context.Context, from, to time.Time, hour func(time.Time) *store.HourCount) error {
 	err := p.hourCounts(ctx, `SELECT hour, what, sum(n)::bigint FROM audit_counts WHERE hour >= $1 AND hour <= $2 GROUP BY hour, what`,
 		from, to, func(h time.Time, what string, n int64) {
 			if hc := hour(h); hc != nil {

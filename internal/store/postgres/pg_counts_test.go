@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -13,18 +13,19 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // recount is what Counters and Series read from the audit chain before
 // they had counters: every record, counted by auditCounts.
-func recount(t *testing.T, p *Postgres, from, to time.Time) (Counters, map[time.Time]HourCount) {
+func recount(t *testing.T, p *Postgres, from, to time.Time) (store.Counters, map[time.Time]store.HourCount) {
 	t.Helper()
-	c := Counters{Outcomes: map[string]int64{}}
-	hours := map[time.Time]HourCount{}
+	c := store.Counters{Outcomes: map[string]int64{}}
+	hours := map[time.Time]store.HourCount{}
 	err := audit.Each(context.Background(), p, audit.Query{}, func(r audit.Record) error {
-		dec, den, o := auditCounts(&r)
+		dec, den, o := store.AuditCounts(&r)
 		h := r.Time.UTC().Truncate(time.Hour)
 		hc := hours[h]
 		hc.Hour = h
@@ -62,7 +63,7 @@ func recount(t *testing.T, p *Postgres, from, to time.Time) (Counters, map[time.
 // reads the audit table.
 func TestPostgresCountersEqualARecountWithoutReadingTheAudit(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{MaxBatchSize: 4})
+	p := openPG(t, testsvc.Postgres(t), store.Options{MaxBatchSize: 4})
 	base := time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC)
 	replay := &triage.Decision{ProposedAction: triage.AutoReplay}
 	kinds := []audit.Record{
@@ -81,7 +82,7 @@ func TestPostgresCountersEqualARecountWithoutReadingTheAudit(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 40 {
-				err := p.Update(ctx, func(tx Tx) error {
+				err := p.Update(ctx, func(tx store.Tx) error {
 					// Two records a transaction, in hours 0..4.
 					for j := range 2 {
 						r := kinds[(w+i+j)%len(kinds)]
@@ -134,7 +135,7 @@ func TestPostgresCountersEqualARecountWithoutReadingTheAudit(t *testing.T) {
 		t.Errorf("counters: decisions %d denied %d outcomes %v; recount: %d %d %v",
 			got.Decisions, got.Denied, got.Outcomes, want.Decisions, want.Denied, want.Outcomes)
 	}
-	gotHours := map[time.Time]HourCount{}
+	gotHours := map[time.Time]store.HourCount{}
 	for _, h := range series {
 		h.Inflow, h.Drained = 0, 0
 		if h.Decisions != 0 || h.Denied != 0 || len(h.Outcomes) > 0 {

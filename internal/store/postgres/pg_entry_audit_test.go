@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -23,11 +24,11 @@ import (
 // found too.
 func TestPostgresEntryAuditReadsTheEntrysRecordsNotTheChain(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	type owner struct{ ref, key string }
 	owners := []owner{{"jsonl:a", "k-a"}, {"jsonl:b", "k-b"}, {"cordum:" + strings.Repeat("c", 3000), "k-c"},
 		{"jsonl:n\x00ul", "k-nul"}, {"jsonl:d", ""}, {"nexora:e", strings.Repeat("k", 3000)}}
-	if err := p.Update(ctx, func(tx Tx) error {
+	if err := p.Update(ctx, func(tx store.Tx) error {
 		for i := range 120 {
 			o := owners[i%len(owners)]
 			r := &audit.Record{Kind: audit.KindDecision, Actor: "test", EntryRef: o.ref, Key: o.key, Reason: fmt.Sprintf("r%d", i)}

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 // Filter columns (schema version 10, issue 16: PostgreSQL workers that
 // scale). Migration 2 indexed the filtered fields as expressions over the

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -21,7 +22,7 @@ import (
 // and entries_topic read replayctl_doc(rec).
 func TestPostgresEntryIndexesReadNoRecord(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	rows, err := p.pool.Query(ctx, `SELECT c.relname, pg_get_indexdef(i.indexrelid)
 		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 		WHERE i.indrelid = 'entries'::regclass
@@ -47,11 +48,11 @@ func TestPostgresEntryIndexesReadNoRecord(t *testing.T) {
 // actions, a topic and a source in other scripts and cases (lower() in
 // the filter), a topic that is not valid UTF-8 (stored as encoding/json
 // writes it, each bad byte as U+FFFD).
-func colsEntry(i int, base time.Time) *EntryRecord {
+func colsEntry(i int, base time.Time) *store.EntryRecord {
 	r := mixedEntry(i, base)
 	r.Class = []triage.Class{triage.Transient, triage.Poison, triage.Governance, triage.UnknownCommit}[i%4]
 	r.Action = []triage.Action{triage.AutoReplay, triage.Quarantine, triage.RequireApproval}[i%3]
-	r.Status = []string{StatusPending, StatusReplaying, StatusReplayed, StatusQuarantined, StatusFailed}[i%5]
+	r.Status = []string{store.StatusPending, store.StatusReplaying, store.StatusReplayed, store.StatusQuarantined, store.StatusFailed}[i%5]
 	switch i % 6 {
 	case 1:
 		r.Entry.Source = "Cordum"
@@ -84,19 +85,19 @@ func assertColsMatchRecord(t *testing.T, p *Postgres) {
 }
 
 // colsFilters are filters on every filtered field.
-var colsFilters = []EntryFilter{
+var colsFilters = []store.EntryFilter{
 	{Classes: []string{"transient"}},
-	{Classes: []string{"POISON", "governance"}, States: []string{StatusPending, StatusReplayed}},
+	{Classes: []string{"POISON", "governance"}, States: []string{store.StatusPending, store.StatusReplayed}},
 	{Actions: []string{"quarantine"}},
 	{Sources: []string{"cordum"}},
 	{Sources: []string{"jsonl"}, Actions: []string{"auto_replay"}},
-	{States: OpenStates()},
+	{States: store.OpenStates()},
 	{Topic: "orders.*"},
 	{Topic: "Ünïcode.Topic"},
 }
 
 // pagedRefs pages f through to the end.
-func pagedRefs(t *testing.T, p *Postgres, f EntryFilter) []string {
+func pagedRefs(t *testing.T, p *Postgres, f store.EntryFilter) []string {
 	t.Helper()
 	out := []string{}
 	cursor := ""
@@ -116,16 +117,16 @@ func pagedRefs(t *testing.T, p *Postgres, f EntryFilter) []string {
 }
 
 // scannedRefs filters every entry in Go (EntryFilter.Match).
-func scannedRefs(t *testing.T, p *Postgres, f EntryFilter) []string {
+func scannedRefs(t *testing.T, p *Postgres, f store.EntryFilter) []string {
 	t.Helper()
-	if err := f.prepare(); err != nil {
+	if err := f.Prepare(); err != nil {
 		t.Fatal(err)
 	}
-	all := pagedRefs(t, p, EntryFilter{})
+	all := pagedRefs(t, p, store.EntryFilter{})
 	out := []string{}
 	for _, ref := range all {
-		var r *EntryRecord
-		if err := p.View(context.Background(), func(tx Tx) error {
+		var r *store.EntryRecord
+		if err := p.View(context.Background(), func(tx store.Tx) error {
 			var err error
 			r, err = tx.Entry(ref)
 			return err
@@ -164,7 +165,7 @@ func TestPostgresMigratesVersion9To10(t *testing.T) {
 	ctx := context.Background()
 	dsn := testsvc.Postgres(t)
 	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
-	v9 := openPG(t, dsn, Options{})
+	v9 := openPG(t, dsn, store.Options{})
 	if _, err := v9.pool.Exec(ctx, `DROP TRIGGER entries_cols ON entries; DROP FUNCTION replayctl_entry_cols();
 		DROP INDEX entries_status, entries_class, entries_action, entries_source, entries_topic;
 		ALTER TABLE entries DROP COLUMN class, DROP COLUMN action, DROP COLUMN source, DROP COLUMN topic;
@@ -181,7 +182,7 @@ func TestPostgresMigratesVersion9To10(t *testing.T) {
 		write(colsEntry(i, base))
 	}
 
-	p := openPG(t, dsn, Options{})
+	p := openPG(t, dsn, store.Options{})
 	if v, err := p.SchemaVersion(ctx); err != nil || v != len(migrations) {
 		t.Fatalf("after opening: schema version %d, %v; want %d", v, err, len(migrations))
 	}
@@ -190,7 +191,7 @@ func TestPostgresMigratesVersion9To10(t *testing.T) {
 
 	// The newer replayctl writes and moves entries, some the older one
 	// wrote; the older one moves one the newer one wrote and adds more.
-	var recs []*EntryRecord
+	var recs []*store.EntryRecord
 	for i := 30; i < 42; i++ {
 		recs = append(recs, colsEntry(i, base))
 	}
@@ -198,8 +199,8 @@ func TestPostgresMigratesVersion9To10(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, i := range []int{0, 3, 31, 35} {
-		changeEntry(t, p, colsEntry(i, base).Entry.Ref(), func(r *EntryRecord) {
-			r.Status, r.Class, r.Action, r.Entry.Topic = StatusQuarantined, triage.Poison, triage.Quarantine, "orders.moved"
+		changeEntry(t, p, colsEntry(i, base).Entry.Ref(), func(r *store.EntryRecord) {
+			r.Status, r.Class, r.Action, r.Entry.Topic = store.StatusQuarantined, triage.Poison, triage.Quarantine, "orders.moved"
 		})
 	}
 	moved := colsEntry(32, base)
@@ -227,13 +228,13 @@ func TestPostgresMigratesVersion9To10(t *testing.T) {
 // PutEntry, a PutEntry replacing a row, a fenced one.
 func TestPostgresFilterColumnsWrittenFromGo(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
 	// The trigger would hide a wrong value from Go: take it away.
 	if _, err := p.pool.Exec(ctx, `DROP TRIGGER entries_cols ON entries`); err != nil {
 		t.Fatal(err)
 	}
-	var recs []*EntryRecord
+	var recs []*store.EntryRecord
 	for i := range 24 {
 		recs = append(recs, colsEntry(i, base))
 	}
@@ -241,14 +242,14 @@ func TestPostgresFilterColumnsWrittenFromGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 24; i < 36; i++ {
-		if err := p.Update(ctx, func(tx Tx) error { return tx.PutEntry(colsEntry(i, base)) }); err != nil {
+		if err := p.Update(ctx, func(tx store.Tx) error { return tx.PutEntry(colsEntry(i, base)) }); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range 12 {
 		r := colsEntry(i+1, base)
 		r.Entry.ID = colsEntry(i, base).Entry.ID
-		if err := p.Update(ctx, func(tx Tx) error { return tx.PutEntry(r) }); err != nil {
+		if err := p.Update(ctx, func(tx store.Tx) error { return tx.PutEntry(r) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -257,10 +258,10 @@ func TestPostgresFilterColumnsWrittenFromGo(t *testing.T) {
 		t.Fatalf("claim: %d, %v", len(claims), err)
 	}
 	for _, c := range claims {
-		fctx := WithFence(ctx, Fence{Ref: c.Entry.Entry.Ref(), Token: c.Token})
+		fctx := store.WithFence(ctx, store.Fence{Ref: c.Entry.Entry.Ref(), Token: c.Token})
 		r := c.Entry
-		r.Class, r.Action, r.Status, r.Entry.Topic = triage.Governance, triage.RequireApproval, StatusAwaitingApproval, fmt.Sprintf("claimed.%d", c.Token)
-		if err := p.Update(fctx, func(tx Tx) error { return tx.PutEntry(r) }); err != nil {
+		r.Class, r.Action, r.Status, r.Entry.Topic = triage.Governance, triage.RequireApproval, store.StatusAwaitingApproval, fmt.Sprintf("claimed.%d", c.Token)
+		if err := p.Update(fctx, func(tx store.Tx) error { return tx.PutEntry(r) }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/group"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // Entry counters on PostgreSQL (issue 16, "reads independent of store
@@ -65,7 +66,7 @@ const pgEntryCountsMigration = `ALTER TABLE entries ADD COLUMN sig text, ADD COL
 	     ('open', '-infinity', ARRAY[coalesce(d->'entry'->>'source', ''), coalesce(d->'entry'->>'topic', '')])
 	   ) AS x(dim, at, key)
 	   WHERE (x.dim <> 'inflow' OR seen IS NOT NULL)
-	     AND (x.dim <> 'open' OR coalesce(d->>'status', '') NOT IN ('` + StatusReplayed + `', '` + StatusResolved + `'))
+	     AND (x.dim <> 'open' OR coalesce(d->>'status', '') NOT IN ('` + store.StatusReplayed + `', '` + store.StatusResolved + `'))
 	 $$;
 	 -- What a row change adds to the counters: the new row's keys minus the
 	 -- old row's, none when they are the same (most writes: a decision that
@@ -139,13 +140,13 @@ func (c *entryCols) values(head ...any) []any {
 	return append(head, c.sig, c.seen, c.openSeen, c.state, c.lastFailed, c.class, c.action, c.source, c.topic, c.grp)
 }
 
-func colsOf(r *EntryRecord) entryCols {
-	c := entryCols{sig: pgText(Signature(r)), state: r.Status, lastFailed: lastFailedKey(r),
+func colsOf(r *store.EntryRecord) entryCols {
+	c := entryCols{sig: pgText(store.Signature(r)), state: r.Status, lastFailed: lastFailedKey(r),
 		class: pgText(string(r.Class)), action: pgText(string(r.Action)), source: pgText(r.Entry.Source), topic: pgText(r.Entry.Topic),
-		grp: GroupID(r)}
+		grp: store.GroupID(r)}
 	if !r.FirstSeen.IsZero() {
 		c.seen = pgtype.Timestamptz{Time: r.FirstSeen.UTC(), Valid: true}
-		if IsOpen(r.Status) {
+		if store.IsOpen(r.Status) {
 			c.openSeen = c.seen
 		}
 	}
@@ -153,8 +154,8 @@ func colsOf(r *EntryRecord) entryCols {
 }
 
 // approvalCols are an approval's indexed columns: pending, requested_at.
-func approvalCols(a *Approval) (bool, pgtype.Timestamptz) {
-	return a.State == ApprovalPending, pgtype.Timestamptz{Time: a.RequestedAt.UTC(), Valid: true}
+func approvalCols(a *store.Approval) (bool, pgtype.Timestamptz) {
+	return a.State == store.ApprovalPending, pgtype.Timestamptz{Time: a.RequestedAt.UTC(), Valid: true}
 }
 
 // backfillEntryCounts fills the columns of the rows written before them,
@@ -218,7 +219,7 @@ func backfillEntryCounts(ctx context.Context, tx pgx.Tx) error {
 			rows.Close()
 			return err
 		}
-		var a Approval
+		var a store.Approval
 		if err := json.Unmarshal(rec, &a); err != nil {
 			rows.Close()
 			return fmt.Errorf("backfill approval columns: decode approval %q: %w", id, err)
@@ -268,18 +269,18 @@ func (p *Postgres) entryCounts(ctx context.Context, dims []string, fn func(dim s
 
 // cellsAndOpen reads the cell and open-depth counters, sorted as
 // Counters always returned them.
-func (p *Postgres) cellsAndOpen(ctx context.Context, out *Counters) error {
+func (p *Postgres) cellsAndOpen(ctx context.Context, out *store.Counters) error {
 	err := p.entryCounts(ctx, []string{"cell", "topic", "day", "open"}, func(dim string, key []string, n int64) {
 		switch {
 		case dim == "cell" && len(key) == 4:
 			out.Entries += n
-			out.Cells = append(out.Cells, Cell{Source: key[0], Class: key[1], Action: key[2], State: key[3], N: n})
+			out.Cells = append(out.Cells, store.Cell{Source: key[0], Class: key[1], Action: key[2], State: key[3], N: n})
 		case dim == "topic" && len(key) == 1:
-			out.Topics[valKey(key[0])] += n
+			out.Topics[store.ValKey(key[0])] += n
 		case dim == "day" && len(key) == 1:
 			out.Days[key[0]] += n
 		case dim == "open" && len(key) == 2:
-			out.Open = append(out.Open, Depth{Source: key[0], Topic: valKey(key[1]), N: n})
+			out.Open = append(out.Open, store.Depth{Source: key[0], Topic: store.ValKey(key[1]), N: n})
 		}
 	})
 	if err != nil {
@@ -292,7 +293,7 @@ func (p *Postgres) cellsAndOpen(ctx context.Context, out *Counters) error {
 
 // signatures reads the signature counters; each signature's example and
 // its class are its smallest ref's, one probe of entries_sig each.
-func (p *Postgres) signatures(ctx context.Context) ([]SignatureCount, error) {
+func (p *Postgres) signatures(ctx context.Context) ([]store.SignatureCount, error) {
 	rows, err := p.pool.Query(ctx, `SELECT s.key[1], s.n, coalesce(e.ref, ''), coalesce(e.class, '')
 		FROM (SELECT key, sum(n)::bigint AS n FROM entry_counts WHERE dim = 'sig' AND at = '-infinity' GROUP BY key HAVING sum(n) <> 0) s
 		LEFT JOIN LATERAL (SELECT ref, class FROM entries
@@ -302,9 +303,9 @@ func (p *Postgres) signatures(ctx context.Context) ([]SignatureCount, error) {
 		return nil, fmt.Errorf("read signature counters: %w", err)
 	}
 	defer rows.Close()
-	out := []SignatureCount{}
+	out := []store.SignatureCount{}
 	for rows.Next() {
-		var sc SignatureCount
+		var sc store.SignatureCount
 		if err := rows.Scan(&sc.Signature, &sc.N, &sc.Example, &sc.Class); err != nil {
 			return nil, err
 		}
@@ -325,14 +326,14 @@ func (p *Postgres) signatures(ctx context.Context) ([]SignatureCount, error) {
 
 // Gauges reads a /metrics scrape's counts (as store.Bolt.Gauges): the
 // cell and open-depth counters and the oldest open entry from its index.
-func (p *Postgres) Gauges(ctx context.Context) (*Gauges, error) {
+func (p *Postgres) Gauges(ctx context.Context) (*store.Gauges, error) {
 	return p.gauges(ctx) // one statement (postgres_index.go)
 }
 
 // PendingApprovals calls fn with the open approval requests, oldest
 // first (ties by id, in byte order as bbolt's index), from their partial
 // index: a scrape reads the open ones, not every request ever made.
-func (p *Postgres) PendingApprovals(ctx context.Context, fn func(*Approval) error) error {
+func (p *Postgres) PendingApprovals(ctx context.Context, fn func(*store.Approval) error) error {
 	rows, err := p.pool.Query(ctx, `SELECT rec FROM approvals WHERE pending ORDER BY requested_at, id COLLATE ucs_basic`)
 	if err != nil {
 		return fmt.Errorf("read pending approvals: %w", err)
@@ -351,7 +352,7 @@ func (p *Postgres) PendingApprovals(ctx context.Context, fn func(*Approval) erro
 		return err
 	}
 	for _, b := range recs {
-		var a Approval
+		var a store.Approval
 		if err := json.Unmarshal(b, &a); err != nil {
 			return fmt.Errorf("decode approval: %w", err)
 		}
@@ -363,13 +364,13 @@ func (p *Postgres) PendingApprovals(ctx context.Context, fn func(*Approval) erro
 }
 
 // inflowHours reads the inflow counters of the hours from..to.
-func (p *Postgres) inflowHours(ctx context.Context, from, to time.Time, hour func(time.Time) *HourCount) error {
+func (p *Postgres) inflowHours(ctx context.Context, from, to time.Time, hour func(time.Time) *store.HourCount) error {
 	err := p.hourCounts(ctx, `SELECT at, key[1], sum(n)::bigint FROM entry_counts
 		WHERE dim = 'inflow' AND at >= $1 AND at <= $2 GROUP BY at, key HAVING sum(n) <> 0`, from, to,
 		func(at time.Time, class string, n int64) {
 			if h := hour(at); h != nil {
 				h.Inflow += n
-				h.addClass(&h.InflowByClass, class, n)
+				h.AddClass(&h.InflowByClass, class, n)
 			}
 		})
 	if err != nil {
@@ -409,7 +410,7 @@ const noHour = math.MinInt64
 // keysOf are the keys of r as written with its columns c. A string that
 // is not valid UTF-8 is counted as encoding/json stores it (each bad byte
 // becomes U+FFFD), since the trigger read the stored JSON.
-func keysOf(r *EntryRecord, c entryCols) entryKeys {
+func keysOf(r *store.EntryRecord, c entryCols) entryKeys {
 	return entryKeys{source: c.source, class: c.class, action: c.action,
 		status: pgText(r.Status), topic: c.topic, sig: c.sig, seen: c.seen, grp: c.grp}
 }
@@ -504,7 +505,7 @@ func (k *entryKeys) each(fn func(entryCountKey)) {
 		h := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), 0, 0, 0, time.UTC)
 		fn(entryCountKey{dim: "inflow", hour: h.Unix(), key: [4]string{k.class}, n: 1})
 	}
-	if IsOpen(k.status) {
+	if store.IsOpen(k.status) {
 		fn(entryCountKey{dim: "open", hour: noHour, key: [4]string{k.source, k.topic}, n: 2})
 	}
 	k.eachGroup(fn)

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -13,13 +13,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // entryCounters are the entry counters of p (Counters without the
 // decision counters, which pg_counts_test.go checks).
-func entryCounters(t *testing.T, p *Postgres) *Counters {
+func entryCounters(t *testing.T, p *Postgres) *store.Counters {
 	t.Helper()
 	c, err := p.Counters(context.Background())
 	if err != nil {
@@ -54,10 +55,10 @@ func assertCountersEqualRecount(t *testing.T, p *Postgres, from, to time.Time) {
 func TestPostgresEntryCountsFromSeveralWorkers(t *testing.T) {
 	ctx := context.Background()
 	dsn := testsvc.Postgres(t)
-	ps := []*Postgres{openPG(t, dsn, Options{}), openPG(t, dsn, Options{}), openPG(t, dsn, Options{})}
+	ps := []*Postgres{openPG(t, dsn, store.Options{}), openPG(t, dsn, store.Options{}), openPG(t, dsn, store.Options{})}
 	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
 	const n = 180
-	recs := make([]*EntryRecord, n)
+	recs := make([]*store.EntryRecord, n)
 	for i := range recs {
 		recs[i] = mixedEntry(i, base)
 	}
@@ -102,17 +103,17 @@ func TestPostgresEntryCountsFromSeveralWorkers(t *testing.T) {
 					return
 				}
 				for k, c := range claims {
-					fctx := WithFence(ctx, Fence{Ref: c.Entry.Entry.Ref(), Token: c.Token})
-					err := p.Update(fctx, func(tx Tx) error {
+					fctx := store.WithFence(ctx, store.Fence{Ref: c.Entry.Entry.Ref(), Token: c.Token})
+					err := p.Update(fctx, func(tx store.Tx) error {
 						r, err := tx.Entry(c.Entry.Entry.Ref())
 						if err != nil || r == nil {
 							return fmt.Errorf("read claimed %s: %v", c.Entry.Entry.Ref(), err)
 						}
 						switch (round + k + w) % 4 {
 						case 0:
-							r.Status = StatusReplayed
+							r.Status = store.StatusReplayed
 						case 1:
-							r.Status, r.Class, r.Action = StatusQuarantined, triage.Poison, triage.Quarantine
+							r.Status, r.Class, r.Action = store.StatusQuarantined, triage.Poison, triage.Quarantine
 						case 2:
 							r.Reason = "only the reason"
 						case 3:
@@ -123,7 +124,7 @@ func TestPostgresEntryCountsFromSeveralWorkers(t *testing.T) {
 							return err
 						}
 						// A second write of the same entry counts from the first.
-						r.Status = StatusReplaying
+						r.Status = store.StatusReplaying
 						if (round+k)%3 == 0 {
 							return tx.PutEntry(r)
 						}
@@ -144,8 +145,8 @@ func TestPostgresEntryCountsFromSeveralWorkers(t *testing.T) {
 				// Entries no worker claimed, created by every worker: each
 				// is inserted once and counted once (and claimed later).
 				extra := mixedEntry(n+round, base)
-				extra.Status = StatusManualReview
-				err = p.Update(ctx, func(tx Tx) error { return tx.PutEntry(extra) })
+				extra.Status = store.StatusManualReview
+				err = p.Update(ctx, func(tx store.Tx) error { return tx.PutEntry(extra) })
 				if err != nil {
 					t.Error(err)
 					return
@@ -169,9 +170,9 @@ func TestPostgresEntryCountsFromSeveralWorkers(t *testing.T) {
 // counts go out with COMMIT only.
 func TestPostgresRolledBackEntryWritesCountNothing(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
-	recs := []*EntryRecord{mixedEntry(0, base), mixedEntry(1, base), mixedEntry(2, base)}
+	recs := []*store.EntryRecord{mixedEntry(0, base), mixedEntry(1, base), mixedEntry(2, base)}
 	if _, err := p.Ingest(ctx, recs); err != nil {
 		t.Fatal(err)
 	}
@@ -180,11 +181,11 @@ func TestPostgresRolledBackEntryWritesCountNothing(t *testing.T) {
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("claim: %v, %v", claims, err)
 	}
-	fctx := WithFence(ctx, Fence{Ref: claims[0].Entry.Entry.Ref(), Token: claims[0].Token})
+	fctx := store.WithFence(ctx, store.Fence{Ref: claims[0].Entry.Entry.Ref(), Token: claims[0].Token})
 	errFail := errors.New("fail")
-	err = p.Update(fctx, func(tx Tx) error {
+	err = p.Update(fctx, func(tx store.Tx) error {
 		r := claims[0].Entry
-		r.Status, r.Class = StatusQuarantined, triage.Poison
+		r.Status, r.Class = store.StatusQuarantined, triage.Poison
 		if err := tx.PutEntry(r); err != nil {
 			return err
 		}
@@ -192,7 +193,7 @@ func TestPostgresRolledBackEntryWritesCountNothing(t *testing.T) {
 		if err != nil || other == nil {
 			return fmt.Errorf("read: %v", err)
 		}
-		other.Status = StatusResolved
+		other.Status = store.StatusResolved
 		if err := tx.PutEntry(other); err != nil {
 			return err
 		}
@@ -205,8 +206,8 @@ func TestPostgresRolledBackEntryWritesCountNothing(t *testing.T) {
 		t.Fatalf("update: %v", err)
 	}
 	// A fence no longer current fails the transaction before it writes.
-	stale := WithFence(ctx, Fence{Ref: claims[0].Entry.Entry.Ref(), Token: claims[0].Token - 1})
-	if err := p.Update(stale, func(tx Tx) error { return tx.PutEntry(mixedEntry(4, base)) }); !errors.Is(err, ErrStaleFence) {
+	stale := store.WithFence(ctx, store.Fence{Ref: claims[0].Entry.Entry.Ref(), Token: claims[0].Token - 1})
+	if err := p.Update(stale, func(tx store.Tx) error { return tx.PutEntry(mixedEntry(4, base)) }); !errors.Is(err, store.ErrStaleFence) {
 		t.Fatalf("stale update: %v", err)
 	}
 	if got := entryCounters(t, p); !reflect.DeepEqual(got, before) {
@@ -224,20 +225,20 @@ func TestPostgresRolledBackEntryWritesCountNothing(t *testing.T) {
 func TestPostgresOlderReplayctlWritingMeanwhileIsCounted(t *testing.T) {
 	ctx := context.Background()
 	dsn := testsvc.Postgres(t)
-	p := openPG(t, dsn, Options{})
+	p := openPG(t, dsn, store.Options{})
 	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
-	if _, err := p.Ingest(ctx, []*EntryRecord{mixedEntry(0, base), mixedEntry(1, base)}); err != nil {
+	if _, err := p.Ingest(ctx, []*store.EntryRecord{mixedEntry(0, base), mixedEntry(1, base)}); err != nil {
 		t.Fatal(err)
 	}
 	write := olderWriter(t, dsn)
 	moved := mixedEntry(0, base)
-	moved.Status, moved.Class = StatusQuarantined, triage.Poison
+	moved.Status, moved.Class = store.StatusQuarantined, triage.Poison
 	write(moved)
 	write(mixedEntry(2, base))
 	// The newer writer moves what the older one wrote, and the other way.
-	changeEntry(t, p, mixedEntry(2, base).Entry.Ref(), func(r *EntryRecord) { r.Status = StatusReplayed })
+	changeEntry(t, p, mixedEntry(2, base).Entry.Ref(), func(r *store.EntryRecord) { r.Status = store.StatusReplayed })
 	back := mixedEntry(1, base)
-	back.Status = StatusResolved
+	back.Status = store.StatusResolved
 	write(back)
 	if c := entryCounters(t, p); c.Entries != 3 {
 		t.Errorf("counted %d entries, want 3", c.Entries)
@@ -251,14 +252,14 @@ func TestPostgresOlderReplayctlWritingMeanwhileIsCounted(t *testing.T) {
 func TestPostgresRefusesANewerSchema(t *testing.T) {
 	ctx := context.Background()
 	dsn := testsvc.Postgres(t)
-	p := openPG(t, dsn, Options{})
+	p := openPG(t, dsn, store.Options{})
 	if v, err := p.SchemaVersion(ctx); err != nil || v != len(migrations) {
 		t.Fatalf("schema version %d, %v; want %d", v, err, len(migrations))
 	}
 	if _, err := p.pool.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, len(migrations)+1); err != nil {
 		t.Fatal(err)
 	}
-	q, err := OpenPostgres(ctx, dsn, Options{})
+	q, err := Open(ctx, dsn, store.Options{})
 	if err == nil {
 		q.Close()
 		t.Fatal("opened a database with a newer schema")
@@ -270,7 +271,7 @@ func TestPostgresRefusesANewerSchema(t *testing.T) {
 
 // olderWriter writes an entry as a replayctl of schema version 8 did: one
 // statement on its own connection, counting nothing itself.
-func olderWriter(t *testing.T, dsn string) func(*EntryRecord) {
+func olderWriter(t *testing.T, dsn string) func(*store.EntryRecord) {
 	t.Helper()
 	ctx := context.Background()
 	old, err := pgx.Connect(ctx, dsn)
@@ -278,9 +279,9 @@ func olderWriter(t *testing.T, dsn string) func(*EntryRecord) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { old.Close(ctx) })
-	return func(r *EntryRecord) {
+	return func(r *store.EntryRecord) {
 		t.Helper()
-		rec, err := json.Marshal(encodeEntry(r))
+		rec, err := json.Marshal(store.EncodeEntry(r))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +306,7 @@ func TestPostgresMigratesVersion8To9(t *testing.T) {
 	ctx := context.Background()
 	dsn := testsvc.Postgres(t)
 	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
-	v8 := openPG(t, dsn, Options{})
+	v8 := openPG(t, dsn, store.Options{})
 	if _, err := v8.pool.Exec(ctx, `DROP TRIGGER entries_count ON entries; DROP TRIGGER entries_recount ON entries;`+
 		pgEntryTriggersV8+`; DELETE FROM schema_migrations WHERE version = 9`); err != nil {
 		t.Fatal(err)
@@ -319,7 +320,7 @@ func TestPostgresMigratesVersion8To9(t *testing.T) {
 		write(mixedEntry(i, base))
 	}
 
-	p := openPG(t, dsn, Options{})
+	p := openPG(t, dsn, store.Options{})
 	if v, err := p.SchemaVersion(ctx); err != nil || v != len(migrations) {
 		t.Fatalf("after opening: schema version %d, %v; want %d", v, err, len(migrations))
 	}
@@ -333,16 +334,16 @@ func TestPostgresMigratesVersion8To9(t *testing.T) {
 	}
 	// The newer replayctl inserts and moves entries, some the older one
 	// wrote; the older one moves one the newer one wrote.
-	if _, err := p.Ingest(ctx, []*EntryRecord{mixedEntry(4, base), mixedEntry(6, base), mixedEntry(7, base)}); err != nil {
+	if _, err := p.Ingest(ctx, []*store.EntryRecord{mixedEntry(4, base), mixedEntry(6, base), mixedEntry(7, base)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, i := range []int{0, 3, 6} {
-		changeEntry(t, p, mixedEntry(i, base).Entry.Ref(), func(r *EntryRecord) {
-			r.Status, r.Class = StatusQuarantined, triage.Poison
+		changeEntry(t, p, mixedEntry(i, base).Entry.Ref(), func(r *store.EntryRecord) {
+			r.Status, r.Class = store.StatusQuarantined, triage.Poison
 		})
 	}
 	moved := mixedEntry(7, base)
-	moved.Status = StatusResolved
+	moved.Status = store.StatusResolved
 	write(moved)
 	if c := entryCounters(t, p); c.Entries != 8 {
 		t.Errorf("counted %d entries, want 8", c.Entries)
@@ -352,9 +353,9 @@ func TestPostgresMigratesVersion8To9(t *testing.T) {
 
 // changeEntry reads the stored entry ref, changes it and writes it back,
 // in one Update, as a person's change does.
-func changeEntry(t *testing.T, p *Postgres, ref string, change func(*EntryRecord)) {
+func changeEntry(t *testing.T, p *Postgres, ref string, change func(*store.EntryRecord)) {
 	t.Helper()
-	if err := p.Update(context.Background(), func(tx Tx) error {
+	if err := p.Update(context.Background(), func(tx store.Tx) error {
 		r, err := tx.Entry(ref)
 		if err != nil || r == nil {
 			return fmt.Errorf("read %s: %v", ref, err)

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -16,33 +16,34 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // recountEntries is what Counters, Series' inflow and a scrape read
 // before the entry counters: every entry, counted in Go.
-func recountEntries(t *testing.T, p *Postgres, from, to time.Time) (*Counters, map[time.Time]HourCount) {
+func recountEntries(t *testing.T, p *Postgres, from, to time.Time) (*store.Counters, map[time.Time]store.HourCount) {
 	t.Helper()
-	c := &Counters{Topics: map[string]int64{}, Days: map[string]int64{}}
-	cells, open := map[Cell]int64{}, map[Depth]int64{}
-	sigs := map[string]*SignatureCount{}
-	hours := map[time.Time]HourCount{}
-	err := p.Entries(context.Background(), func(r *EntryRecord) error {
+	c := &store.Counters{Topics: map[string]int64{}, Days: map[string]int64{}}
+	cells, open := map[store.Cell]int64{}, map[store.Depth]int64{}
+	sigs := map[string]*store.SignatureCount{}
+	hours := map[time.Time]store.HourCount{}
+	err := p.Entries(context.Background(), func(r *store.EntryRecord) error {
 		c.Entries++
-		cells[Cell{Source: r.Entry.Source, Class: string(r.Class), Action: string(r.Action), State: r.Status}]++
-		c.Topics[valKey(r.Entry.Topic)]++
+		cells[store.Cell{Source: r.Entry.Source, Class: string(r.Class), Action: string(r.Action), State: r.Status}]++
+		c.Topics[store.ValKey(r.Entry.Topic)]++
 		c.Days[r.FirstSeen.UTC().Format("2006-01-02")]++
-		if IsOpen(r.Status) {
-			open[Depth{Source: r.Entry.Source, Topic: valKey(r.Entry.Topic)}]++
-			if lf := LastFailure(r); !lf.IsZero() && (c.OldestOpen.IsZero() || lf.Before(c.OldestOpen)) {
+		if store.IsOpen(r.Status) {
+			open[store.Depth{Source: r.Entry.Source, Topic: store.ValKey(r.Entry.Topic)}]++
+			if lf := store.LastFailure(r); !lf.IsZero() && (c.OldestOpen.IsZero() || lf.Before(c.OldestOpen)) {
 				c.OldestOpen = lf.UTC()
 			}
 		}
-		sig := Signature(r)
+		sig := store.Signature(r)
 		sc := sigs[sig]
 		if sc == nil {
-			sc = &SignatureCount{Signature: sig}
+			sc = &store.SignatureCount{Signature: sig}
 			sigs[sig] = sc
 		}
 		// Refs are written so byte order and the database's collation agree.
@@ -54,7 +55,7 @@ func recountEntries(t *testing.T, p *Postgres, from, to time.Time) (*Counters, m
 			hc := hours[h]
 			hc.Hour = h
 			hc.Inflow++
-			hc.addClass(&hc.InflowByClass, string(r.Class), 1)
+			hc.AddClass(&hc.InflowByClass, string(r.Class), 1)
 			hours[h] = hc
 		}
 		return nil
@@ -89,14 +90,14 @@ func recountEntries(t *testing.T, p *Postgres, from, to time.Time) (*Counters, m
 // longer than an index value), messages of three signatures (digits are
 // normalised away), first seen over five hours and two days, with
 // nanoseconds, and one in ten never seen (zero time).
-func mixedEntry(i int, base time.Time) *EntryRecord {
+func mixedEntry(i int, base time.Time) *store.EntryRecord {
 	src := []string{"jsonl", "cordum", "prodigy", "nexora"}[i%4]
-	r := &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("id%05d", i), Source: src,
+	r := &store.EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("id%05d", i), Source: src,
 		Topic:      []string{"orders.created", "orders.paid", "", "billing.x", strings.Repeat("t", 1100)}[i%5],
 		ReasonCode: []string{"timeout", "bad_json", "timeout"}[i%3],
 		Message:    fmt.Sprintf("%s after %d ms", []string{"upstream timed out", "invalid payload", "conn reset"}[i%3], i),
 		Payload:    json.RawMessage(`{"n":1}`)},
-		Status: StatusPending, Class: triage.Transient, Action: triage.AutoReplay}
+		Status: store.StatusPending, Class: triage.Transient, Action: triage.AutoReplay}
 	if i%7 == 0 {
 		r.Entry.State.ErrorSignature = "custom-sig"
 	}
@@ -116,10 +117,10 @@ func mixedEntry(i int, base time.Time) *EntryRecord {
 // plan with sequential scans disabled), never a row per entry.
 func TestPostgresEntryCountersEqualARecount(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
 	const n = 240
-	recs := make([]*EntryRecord, n)
+	recs := make([]*store.EntryRecord, n)
 	for i := range recs {
 		recs[i] = mixedEntry(i, base)
 	}
@@ -137,7 +138,7 @@ func TestPostgresEntryCountersEqualARecount(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += 4 {
-				err := p.Update(ctx, func(tx Tx) error {
+				err := p.Update(ctx, func(tx store.Tx) error {
 					// Two entries a transaction, so writers cross.
 					for _, j := range []int{i, (i*7 + 3) % n} {
 						r, err := tx.Entry(recs[j].Entry.Ref())
@@ -146,11 +147,11 @@ func TestPostgresEntryCountersEqualARecount(t *testing.T) {
 						}
 						switch (i + j) % 5 {
 						case 0:
-							r.Status, r.Action = StatusReplayed, triage.AutoReplay
+							r.Status, r.Action = store.StatusReplayed, triage.AutoReplay
 						case 1:
-							r.Status, r.Class, r.Action = StatusQuarantined, triage.Poison, triage.Quarantine
+							r.Status, r.Class, r.Action = store.StatusQuarantined, triage.Poison, triage.Quarantine
 						case 2:
-							r.Status = StatusResolved
+							r.Status = store.StatusResolved
 						case 3:
 							r.Reason = "only the reason changes"
 						}
@@ -159,7 +160,7 @@ func TestPostgresEntryCountersEqualARecount(t *testing.T) {
 						}
 					}
 					if i%3 == 0 {
-						a := &Approval{ID: fmt.Sprintf("apr_%03d", i), EntryRef: recs[i].Entry.Ref(), State: ApprovalPending,
+						a := &store.Approval{ID: fmt.Sprintf("apr_%03d", i), EntryRef: recs[i].Entry.Ref(), State: store.ApprovalPending,
 							RequestedAt: base.Add(time.Duration(n-i) * time.Second)}
 						if i%9 == 0 {
 							a.State = "approved"
@@ -189,8 +190,8 @@ func TestPostgresEntryCountersEqualARecount(t *testing.T) {
 		t.Fatalf("the run did not mix entries: %+v, %d hours", want, len(wantHours))
 	}
 	var wantPending []string
-	if err := p.Approvals(ctx, func(a *Approval) error {
-		if a.State == ApprovalPending {
+	if err := p.Approvals(ctx, func(a *store.Approval) error {
+		if a.State == store.ApprovalPending {
 			wantPending = append(wantPending, a.ID)
 		}
 		return nil
@@ -219,7 +220,7 @@ func TestPostgresEntryCountersEqualARecount(t *testing.T) {
 		t.Fatal(err)
 	}
 	var gotPending []string
-	if err := p.PendingApprovals(ctx, func(a *Approval) error { gotPending = append(gotPending, a.ID); return nil }); err != nil {
+	if err := p.PendingApprovals(ctx, func(a *store.Approval) error { gotPending = append(gotPending, a.ID); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	after := p.Trips()
@@ -232,7 +233,7 @@ func TestPostgresEntryCountersEqualARecount(t *testing.T) {
 	if !reflect.DeepEqual(gotHours, wantHours) {
 		t.Errorf("series inflow: %+v\nrecount: %+v", gotHours, wantHours)
 	}
-	if wg := (&Gauges{Cells: want.Cells, Open: want.Open, OldestOpen: want.OldestOpen}); !reflect.DeepEqual(g, wg) {
+	if wg := (&store.Gauges{Cells: want.Cells, Open: want.Open, OldestOpen: want.OldestOpen}); !reflect.DeepEqual(g, wg) {
 		t.Errorf("gauges: %+v\nrecount: %+v", g, wg)
 	}
 	if !reflect.DeepEqual(gotPending, wantPending) {
@@ -272,14 +273,14 @@ func TestPostgresEntryCountersEqualARecount(t *testing.T) {
 		t.Errorf("backfilled counters:\n%+v\nrecount:\n%+v", again, want)
 	}
 	gotPending = nil
-	if err := p.PendingApprovals(ctx, func(a *Approval) error { gotPending = append(gotPending, a.ID); return nil }); err != nil {
+	if err := p.PendingApprovals(ctx, func(a *store.Approval) error { gotPending = append(gotPending, a.ID); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(gotPending, wantPending) {
 		t.Errorf("backfilled pending approvals: %v\nwant %v", gotPending, wantPending)
 	}
 	// The triggers are back: a new entry is counted.
-	if _, err := p.Ingest(ctx, []*EntryRecord{mixedEntry(n, base)}); err != nil {
+	if _, err := p.Ingest(ctx, []*store.EntryRecord{mixedEntry(n, base)}); err != nil {
 		t.Fatal(err)
 	}
 	if c, err := p.Counters(ctx); err != nil || c.Entries != n+1 {
@@ -359,11 +360,11 @@ func assertIndexBounded(t *testing.T, p *Postgres, sqls []string) {
 
 // inflowHours is series' hours with an inflow, keyed by hour (UTC), as a
 // recount builds them.
-func inflowHours(series []HourCount) map[time.Time]HourCount {
-	out := map[time.Time]HourCount{}
+func inflowHours(series []store.HourCount) map[time.Time]store.HourCount {
+	out := map[time.Time]store.HourCount{}
 	for _, h := range series {
 		if h.Inflow != 0 {
-			out[h.Hour.UTC()] = HourCount{Hour: h.Hour.UTC(), Inflow: h.Inflow, InflowByClass: h.InflowByClass}
+			out[h.Hour.UTC()] = store.HourCount{Hour: h.Hour.UTC(), Inflow: h.Inflow, InflowByClass: h.InflowByClass}
 		}
 	}
 	return out

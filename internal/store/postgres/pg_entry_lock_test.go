@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -22,15 +23,15 @@ import (
 func TestPostgresEntryReadModifyWriteLosesNoChange(t *testing.T) {
 	ctx := context.Background()
 	dsn := testsvc.Postgres(t)
-	first, second := openPG(t, dsn, Options{}), openPG(t, dsn, Options{})
+	first, second := openPG(t, dsn, store.Options{}), openPG(t, dsn, store.Options{})
 	const ref = "jsonl:e1"
-	if err := first.Update(ctx, func(tx Tx) error {
-		return tx.PutEntry(&EntryRecord{Entry: entry.Entry{ID: "e1", Source: "jsonl", IdempotencyKey: "k1",
-			Labels: map[string]string{}}, Status: StatusPending})
+	if err := first.Update(ctx, func(tx store.Tx) error {
+		return tx.PutEntry(&store.EntryRecord{Entry: entry.Entry{ID: "e1", Source: "jsonl", IdempotencyKey: "k1",
+			Labels: map[string]string{}}, Status: store.StatusPending})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	label := func(tx Tx, k string) error {
+	label := func(tx store.Tx, k string) error {
 		er, err := tx.Entry(ref)
 		if err != nil || er == nil {
 			t.Errorf("entry %s: %v", ref, err)
@@ -48,7 +49,7 @@ func TestPostgresEntryReadModifyWriteLosesNoChange(t *testing.T) {
 	secondDone := make(chan struct{})
 	firstErr := make(chan error, 1)
 	go func() {
-		firstErr <- first.Update(ctx, func(tx Tx) error {
+		firstErr <- first.Update(ctx, func(tx store.Tx) error {
 			er, err := tx.Entry(ref)
 			if err != nil || er == nil {
 				return err
@@ -63,7 +64,7 @@ func TestPostgresEntryReadModifyWriteLosesNoChange(t *testing.T) {
 		})
 	}()
 	<-read
-	err := second.Update(ctx, func(tx Tx) error { return label(tx, "second") })
+	err := second.Update(ctx, func(tx store.Tx) error { return label(tx, "second") })
 	close(secondDone)
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +72,8 @@ func TestPostgresEntryReadModifyWriteLosesNoChange(t *testing.T) {
 	if err := <-firstErr; err != nil {
 		t.Fatal(err)
 	}
-	var got *EntryRecord
-	if err := first.View(ctx, func(tx Tx) (err error) {
+	var got *store.EntryRecord
+	if err := first.View(ctx, func(tx store.Tx) (err error) {
 		got, err = tx.Entry(ref)
 		return err
 	}); err != nil {
@@ -111,10 +112,10 @@ func waitForSecond(t *testing.T, p *Postgres, done <-chan struct{}) {
 // the counters still equal a recount.
 func TestPostgresEntryChangeReadsEachRowOnce(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
 	const n = 5
-	var recs []*EntryRecord
+	var recs []*store.EntryRecord
 	for i := range n {
 		recs = append(recs, mixedEntry(i, base))
 	}
@@ -122,13 +123,13 @@ func TestPostgresEntryChangeReadsEachRowOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := p.Trips()
-	if err := p.Update(ctx, func(tx Tx) error {
+	if err := p.Update(ctx, func(tx store.Tx) error {
 		for _, r := range recs[:n-2] { // two stay open
 			er, err := tx.Entry(r.Entry.Ref())
 			if err != nil || er == nil {
 				return fmt.Errorf("read %s: %v", r.Entry.Ref(), err)
 			}
-			er.Status, er.Hold, er.Reason = StatusResolved, HoldResolved, "handled by hand"
+			er.Status, er.Hold, er.Reason = store.StatusResolved, store.HoldResolved, "handled by hand"
 			if err := tx.PutEntry(er); err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/replayctl/replayctl/internal/store"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -34,7 +36,7 @@ func (k *entryKeys) eachGroup(fn func(entryCountKey)) {
 		return
 	}
 	fn(entryCountKey{dim: "group", hour: noHour, key: [4]string{k.grp}, n: 1})
-	if IsOpen(k.status) {
+	if store.IsOpen(k.status) {
 		fn(entryCountKey{dim: "gopen", hour: noHour, key: [4]string{k.grp}, n: 1})
 	}
 	if k.seen.Valid {
@@ -96,8 +98,8 @@ func backfillGroups(ctx context.Context, tx pgx.Tx) error {
 }
 
 // Groups lists the groups with entries, largest open count first.
-func (p *Postgres) Groups(ctx context.Context, now time.Time, limit int) ([]GroupSummary, error) {
-	byID := map[string]*GroupSummary{}
+func (p *Postgres) Groups(ctx context.Context, now time.Time, limit int) ([]store.GroupSummary, error) {
+	byID := map[string]*store.GroupSummary{}
 	var ids []string
 	err := p.entryCounts(ctx, []string{"group", "gopen"}, func(dim string, key []string, n int64) {
 		if len(key) != 1 {
@@ -105,7 +107,7 @@ func (p *Postgres) Groups(ctx context.Context, now time.Time, limit int) ([]Grou
 		}
 		g := byID[key[0]]
 		if g == nil {
-			g = &GroupSummary{ID: key[0]}
+			g = &store.GroupSummary{ID: key[0]}
 			byID[key[0]] = g
 			ids = append(ids, key[0])
 		}
@@ -118,11 +120,11 @@ func (p *Postgres) Groups(ctx context.Context, now time.Time, limit int) ([]Grou
 	if err != nil {
 		return nil, err
 	}
-	all := make([]GroupSummary, 0, len(ids))
+	all := make([]store.GroupSummary, 0, len(ids))
 	for _, id := range ids {
 		all = append(all, *byID[id])
 	}
-	top := topGroups(all, limit)
+	top := store.TopGroups(all, limit)
 	ids = ids[:0]
 	for _, g := range top {
 		ids = append(ids, g.ID)
@@ -130,7 +132,7 @@ func (p *Postgres) Groups(ctx context.Context, now time.Time, limit int) ([]Grou
 	if err := p.groupDetails(ctx, ids, byID, now); err != nil {
 		return nil, err
 	}
-	out := make([]GroupSummary, 0, len(ids))
+	out := make([]store.GroupSummary, 0, len(ids))
 	for _, id := range ids {
 		out = append(out, *byID[id])
 	}
@@ -138,8 +140,8 @@ func (p *Postgres) Groups(ctx context.Context, now time.Time, limit int) ([]Grou
 }
 
 // Group reads one group.
-func (p *Postgres) Group(ctx context.Context, id string, now time.Time) (*GroupSummary, error) {
-	g := &GroupSummary{ID: id}
+func (p *Postgres) Group(ctx context.Context, id string, now time.Time) (*store.GroupSummary, error) {
+	g := &store.GroupSummary{ID: id}
 	rows, err := p.pool.Query(ctx, `SELECT dim, sum(n)::bigint FROM entry_counts
 		WHERE dim IN ('group', 'gopen') AND at = '-infinity' AND key = ARRAY[$1::text] GROUP BY dim`, id)
 	if err != nil {
@@ -162,22 +164,22 @@ func (p *Postgres) Group(ctx context.Context, id string, now time.Time) (*GroupS
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if err := p.groupDetails(ctx, []string{id}, map[string]*GroupSummary{id: g}, now); err != nil {
+	if err := p.groupDetails(ctx, []string{id}, map[string]*store.GroupSummary{id: g}, now); err != nil {
 		return nil, err
 	}
 	if g.Total == 0 && g.Lifecycle == nil {
-		return nil, ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	return g, nil
 }
 
 // groupDetails reads the groups' trend, first and newest entry (index
 // probes of entries_grp) and lifecycle records, in three statements.
-func (p *Postgres) groupDetails(ctx context.Context, ids []string, byID map[string]*GroupSummary, now time.Time) error {
+func (p *Postgres) groupDetails(ctx context.Context, ids []string, byID map[string]*store.GroupSummary, now time.Time) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	hours := trendHours(now)
+	hours := store.TrendHours(now)
 	slot := map[int64]int{}
 	for i, h := range hours {
 		slot[h.Unix()] = i
@@ -197,7 +199,7 @@ func (p *Postgres) groupDetails(ctx context.Context, ids []string, byID map[stri
 	if err != nil {
 		return fmt.Errorf("read group inflow: %w", err)
 	}
-	samples := map[string]*EntryRecord{}
+	samples := map[string]*store.EntryRecord{}
 	rows, err := p.pool.Query(ctx, `SELECT g.id, (SELECT min(seen) FROM entries WHERE grp = g.id), s.seen, s.rec
 		FROM unnest($1::text[]) AS g(id)
 		LEFT JOIN LATERAL (SELECT seen, rec FROM entries WHERE grp = g.id AND seen IS NOT NULL ORDER BY seen DESC, ref DESC LIMIT 1) s ON true`, ids)
@@ -227,7 +229,7 @@ func (p *Postgres) groupDetails(ctx context.Context, ids []string, byID map[stri
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	states := map[string]*GroupState{}
+	states := map[string]*store.GroupState{}
 	rows, err = p.pool.Query(ctx, `SELECT id, rec FROM entry_groups WHERE id = ANY($1)`, ids)
 	if err != nil {
 		return fmt.Errorf("read group states: %w", err)
@@ -239,7 +241,7 @@ func (p *Postgres) groupDetails(ctx context.Context, ids []string, byID map[stri
 			rows.Close()
 			return err
 		}
-		var st GroupState
+		var st store.GroupState
 		if json.Unmarshal(rec, &st) == nil {
 			states[id] = &st
 		}
@@ -249,15 +251,15 @@ func (p *Postgres) groupDetails(ctx context.Context, ids []string, byID map[stri
 		return err
 	}
 	for _, id := range ids {
-		byID[id].finish(samples[id], states[id], now)
+		byID[id].Finish(samples[id], states[id], now)
 	}
 	return nil
 }
 
 // GroupStates calls fn with every lifecycle record.
-func (p *Postgres) GroupStates(ctx context.Context, fn func(*GroupState) error) error {
+func (p *Postgres) GroupStates(ctx context.Context, fn func(*store.GroupState) error) error {
 	return eachRow(ctx, p, `SELECT rec FROM entry_groups ORDER BY id`, func(b []byte) error {
-		var st GroupState
+		var st store.GroupState
 		if err := json.Unmarshal(b, &st); err != nil {
 			return nil // unreadable: the next change replaces it
 		}
@@ -266,8 +268,8 @@ func (p *Postgres) GroupStates(ctx context.Context, fn func(*GroupState) error) 
 }
 
 // GroupState reads a group's lifecycle record (nil: none).
-func (t *pgTx) GroupState(id string) (*GroupState, error) {
-	st, err := scanJSON[GroupState](t.queryRow(`SELECT rec FROM entry_groups WHERE id = $1`+t.lockClause(), id))
+func (t *pgTx) GroupState(id string) (*store.GroupState, error) {
+	st, err := scanJSON[store.GroupState](t.queryRow(`SELECT rec FROM entry_groups WHERE id = $1`+t.lockClause(), id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -275,11 +277,11 @@ func (t *pgTx) GroupState(id string) (*GroupState, error) {
 }
 
 // PutGroupState writes a group's lifecycle record.
-func (t *pgTx) PutGroupState(st *GroupState) error {
+func (t *pgTx) PutGroupState(st *store.GroupState) error {
 	if t.ro {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
-	if err := ValidGroupState(st); err != nil {
+	if err := store.ValidGroupState(st); err != nil {
 		return err
 	}
 	data, err := json.Marshal(st)

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -18,12 +19,12 @@ func TestPostgresMigratesGroups(t *testing.T) {
 	ctx := context.Background()
 	dsn := testsvc.Postgres(t)
 	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
-	old := openPG(t, dsn, Options{})
-	var recs []*EntryRecord
+	old := openPG(t, dsn, store.Options{})
+	var recs []*store.EntryRecord
 	for i := range 30 {
-		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("m%02d", i), Source: "cordum", Topic: []string{"orders", "payments"}[i%2],
+		recs = append(recs, &store.EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("m%02d", i), Source: "cordum", Topic: []string{"orders", "payments"}[i%2],
 			IdempotencyKey: fmt.Sprintf("mk%d", i), ReasonCode: "TIMEOUT", Message: fmt.Sprintf("upstream %d timed out after %dms", i, i*10)},
-			Status: []string{StatusPending, StatusReplayed, StatusQuarantined}[i%3], Class: triage.Transient, FirstSeen: base.Add(time.Duration(i) * 7 * time.Minute)})
+			Status: []string{store.StatusPending, store.StatusReplayed, store.StatusQuarantined}[i%3], Class: triage.Transient, FirstSeen: base.Add(time.Duration(i) * 7 * time.Minute)})
 	}
 	if _, err := old.Ingest(ctx, recs); err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ func TestPostgresMigratesGroups(t *testing.T) {
 	}
 	old.Close()
 
-	p := openPG(t, dsn, Options{})
+	p := openPG(t, dsn, store.Options{})
 	now := base.Add(2 * time.Hour)
 	gs, err := p.Groups(ctx, now, 0)
 	if err != nil {
@@ -43,12 +44,12 @@ func TestPostgresMigratesGroups(t *testing.T) {
 	}
 	want := map[string][2]int64{}
 	for _, r := range recs {
-		w := want[GroupID(r)]
+		w := want[store.GroupID(r)]
 		w[0]++
-		if IsOpen(r.Status) {
+		if store.IsOpen(r.Status) {
 			w[1]++
 		}
-		want[GroupID(r)] = w
+		want[store.GroupID(r)] = w
 	}
 	if len(gs) != len(want) || len(want) != 2 {
 		t.Fatalf("%d groups after the migration, want %d (2)", len(gs), len(want))

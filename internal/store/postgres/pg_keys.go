@@ -1,6 +1,7 @@
-package store
+package postgres
 
 import (
+	"github.com/replayctl/replayctl/internal/store"
 	"strings"
 	"unicode/utf8"
 )
@@ -24,7 +25,7 @@ func pgKey(s string) string {
 	if len(s) <= pgMaxKey && utf8.ValidString(s) && !strings.ContainsRune(s, 0) && !strings.HasPrefix(s, pgHashedPrefix) {
 		return s
 	}
-	return hashKey(pgHashedPrefix, []byte(s))
+	return store.HashKey(pgHashedPrefix, []byte(s))
 }
 
 // pgKeysMigration moves keys stored as they were before pgKey (up to the

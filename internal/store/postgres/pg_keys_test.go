@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -36,25 +37,25 @@ func incompressible(seed string, n int) string {
 // not collide with the key it is the hash of.
 func TestPostgresStoresLongKeysUnderTheirHash(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	long := incompressible("key", 40*1024)
 	keys := []string{long, "with\x00nul", "bad\xffutf8", pgKey(long)}
 	e := entry.Entry{ID: incompressible("id", 40*1024), Source: "jsonl", IdempotencyKey: long, Payload: []byte(`{"a":1}`)}
-	err := p.Update(ctx, func(tx Tx) error {
+	err := p.Update(ctx, func(tx store.Tx) error {
 		for _, k := range keys {
 			if _, err := tx.Transition(idempotency.Transition{Key: k, To: idempotency.Decided, EntryRef: "jsonl:" + k[:4]}); err != nil {
 				return err
 			}
 		}
-		if err := tx.PutEntry(&EntryRecord{Entry: e, Status: StatusPending}); err != nil {
+		if err := tx.PutEntry(&store.EntryRecord{Entry: e, Status: store.StatusPending}); err != nil {
 			return err
 		}
-		return tx.PutApproval(&Approval{ID: long, EntryRef: e.Ref(), Key: long, State: ApprovalPending})
+		return tx.PutApproval(&store.Approval{ID: long, EntryRef: e.Ref(), Key: long, State: store.ApprovalPending})
 	})
 	if err != nil {
 		t.Fatalf("long keys: %v", err)
 	}
-	err = p.View(ctx, func(tx Tx) error {
+	err = p.View(ctx, func(tx store.Tx) error {
 		for _, k := range keys {
 			r, err := tx.Ledger(k)
 			// JSON keeps invalid UTF-8 as U+FFFD in the record, as in bbolt.
@@ -77,7 +78,7 @@ func TestPostgresStoresLongKeysUnderTheirHash(t *testing.T) {
 	}
 	// The claim path (ingest, claim by ref, release) takes long refs too.
 	e2 := entry.Entry{ID: incompressible("id2", 40*1024), Source: "jsonl", IdempotencyKey: "k2", Payload: []byte(`{}`)}
-	if n, err := p.Ingest(ctx, []*EntryRecord{{Entry: e2, Status: StatusPending}}); err != nil || n != 1 {
+	if n, err := p.Ingest(ctx, []*store.EntryRecord{{Entry: e2, Status: store.StatusPending}}); err != nil || n != 1 {
 		t.Fatalf("ingest a long ref: %d %v", n, err)
 	}
 	c, ok, err := p.ClaimRef(ctx, e2.Ref(), "w1", time.Minute)
@@ -127,7 +128,7 @@ func TestPostgresMigrationMovesLongKeysToTheirHash(t *testing.T) {
 	if _, err := pool.Exec(ctx, `INSERT INTO ledger (key, rec) VALUES ($1, $2)`, long, []byte(`{"key":"`+long+`","state":"succeeded"}`)); err != nil {
 		t.Fatal(err)
 	}
-	q := openPG(t, dsn, Options{})
+	q := openPG(t, dsn, store.Options{})
 	v, err := q.LedgerView(ctx, long)
 	if err != nil || v.State != "succeeded" {
 		t.Fatalf("ledger record of a long key lost by the upgrade: %+v %v", v, err)

@@ -1,10 +1,12 @@
-package store
+package postgres
 
 import (
 	"context"
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // The oldest open entry by last failure on PostgreSQL (bolt_lastfail.go
@@ -18,7 +20,7 @@ const oldestFailureSQL = `SELECT min(x.last_failed) FROM unnest($1::text[]) s(st
 	LATERAL (SELECT last_failed FROM entries WHERE state = s.st AND last_failed > $2
 	  ORDER BY last_failed LIMIT 1) x HAVING min(x.last_failed) IS NOT NULL`
 
-func oldestFailureArgs() []any { return []any{OpenStates(), int64(math.MinInt64)} }
+func oldestFailureArgs() []any { return []any{store.OpenStates(), int64(math.MinInt64)} }
 
 // failedAt is a last_failed column's time.
 func failedAt(lf int64) time.Time { return time.Unix(0, lf).UTC() }

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -18,9 +19,9 @@ import (
 // the gauges, like any other.
 func TestPostgresStoresEntriesWithNULBytes(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
-	var recs []*EntryRecord
+	var recs []*store.EntryRecord
 	for i := range 6 {
 		r := mixedEntry(i, base)
 		switch i % 3 {
@@ -38,8 +39,8 @@ func TestPostgresStoresEntriesWithNULBytes(t *testing.T) {
 		t.Fatalf("ingest: %d, %v; want %d stored", n, err, len(recs))
 	}
 	for _, want := range recs {
-		var got *EntryRecord
-		if err := p.View(ctx, func(tx Tx) error {
+		var got *store.EntryRecord
+		if err := p.View(ctx, func(tx store.Tx) error {
 			var err error
 			got, err = tx.Entry(want.Entry.Ref())
 			return err
@@ -54,7 +55,7 @@ func TestPostgresStoresEntriesWithNULBytes(t *testing.T) {
 	// A decision moves them (a write under a transaction, not Ingest),
 	// with an audit record naming each.
 	for _, r := range recs {
-		changeEntry(t, p, r.Entry.Ref(), func(r *EntryRecord) { r.Status = StatusQuarantined })
+		changeEntry(t, p, r.Entry.Ref(), func(r *store.EntryRecord) { r.Status = store.StatusQuarantined })
 		if _, err := appendRef(ctx, p, r.Entry.Ref()); err != nil {
 			t.Fatalf("audit record of %q: %v", r.Entry.Ref(), err)
 		}
@@ -72,10 +73,10 @@ func TestPostgresStoresEntriesWithNULBytes(t *testing.T) {
 		t.Errorf("an entry's history: %d record(s), %v; want its 1", seen, err)
 	}
 
-	if got := pagedRefs(t, p, EntryFilter{}); len(got) != len(recs) {
+	if got := pagedRefs(t, p, store.EntryFilter{}); len(got) != len(recs) {
 		t.Errorf("unfiltered pages list %d entries, want %d", len(got), len(recs))
 	}
-	if got := pagedRefs(t, p, EntryFilter{Topic: "orders*"}); len(got) == 0 {
+	if got := pagedRefs(t, p, store.EntryFilter{Topic: "orders*"}); len(got) == 0 {
 		t.Error("a topic glob lists none of the entries whose topic has a NUL")
 	}
 	c, err := p.Counters(ctx)
@@ -90,7 +91,7 @@ func TestPostgresStoresEntriesWithNULBytes(t *testing.T) {
 		bySource[cell.Source] += cell.N
 	}
 	for src, n := range bySource {
-		f := EntryFilter{Sources: []string{src}}
+		f := store.EntryFilter{Sources: []string{src}}
 		if got := pagedRefs(t, p, f); int64(len(got)) != n {
 			t.Errorf("source %q: counted %d, lists %d", src, n, len(got))
 		}
@@ -109,7 +110,7 @@ func TestPostgresStoresEntriesWithNULBytes(t *testing.T) {
 	if _, err := p.Gauges(ctx); err != nil {
 		t.Errorf("gauges: %v", err)
 	}
-	if _, err := p.SortedPage(ctx, EntryFilter{States: OpenStates()}, false, "", 20); err != nil {
+	if _, err := p.SortedPage(ctx, store.EntryFilter{States: store.OpenStates()}, false, "", 20); err != nil {
 		t.Errorf("sorted page: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -8,11 +8,27 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/bolt"
+	"github.com/replayctl/replayctl/internal/store/storetest"
 	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
+
+// mixedViewsStore is storetest.MixedViews in a new bbolt file at path.
+func mixedViewsStore(t *testing.T, path string) *bolt.Bolt {
+	t.Helper()
+	now := storetest.ViewsBase
+	s, err := bolt.Open(path, store.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.MixedViews(t, s, func(at time.Time) { now = at })
+	return s
+}
 
 // TestPostgresPageWalksIndexRangesAndMatchesScan: a filtered page on
 // PostgreSQL walks the index ranges of one dimension's values, merged
@@ -29,18 +45,18 @@ func TestPostgresPageWalksIndexRangesAndMatchesScan(t *testing.T) {
 	ctx := context.Background()
 	b := mixedViewsStore(t, filepath.Join(t.TempDir(), "replayctl.db"))
 	defer b.Close()
-	all := allEntries(t, b)
+	all := storetest.AllEntries(t, b)
 	cases := []triage.Class{"Poison", "POISON", "poison", triage.Transient}
 	for i := range 60 {
-		all = append(all, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("m%03d", i), Source: []string{"jsonl", "cordum"}[i%2],
-			Topic: "orders.created", Payload: []byte(`{}`)}, Status: []string{StatusPending, "PENDING", StatusResolved}[i%3], Class: cases[i%4], Action: triage.AutoReplay})
+		all = append(all, &store.EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("m%03d", i), Source: []string{"jsonl", "cordum"}[i%2],
+			Topic: "orders.created", Payload: []byte(`{}`)}, Status: []string{store.StatusPending, "PENDING", store.StatusResolved}[i%3], Class: cases[i%4], Action: triage.AutoReplay})
 	}
 	p := pgHolding(t, all)
-	filters := viewFilters()
-	maps.Copy(filters, map[string]EntryFilter{
+	filters := storetest.ViewFilters()
+	maps.Copy(filters, map[string]store.EntryFilter{
 		"class in any case":        {Classes: []string{"poison"}},
 		"state in any case, class": {States: []string{"pending"}, Classes: []string{"POISON", "transient"}},
-		"states and class":         {States: []string{StatusPending, StatusQuarantined, StatusResolved}, Classes: []string{string(triage.Transient)}},
+		"states and class":         {States: []string{store.StatusPending, store.StatusQuarantined, store.StatusResolved}, Classes: []string{string(triage.Transient)}},
 		"source and class":         {Sources: []string{"CORDUM"}, Classes: []string{"poison"}},
 		"action and topic":         {Actions: []string{string(triage.AutoReplay)}, Topic: "orders.*"},
 	})
@@ -63,7 +79,7 @@ func TestPostgresPageWalksIndexRangesAndMatchesScan(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			got = append(got, refsOf(pg.Items)...)
+			got = append(got, storetest.RefsOf(pg.Items)...)
 			if cursor = pg.Next; cursor == "" {
 				break
 			}
@@ -95,11 +111,11 @@ func TestPostgresPageWalksIndexRangesAndMatchesScan(t *testing.T) {
 // the page.
 func TestPostgresPageWithASourceWalksOnlyThatSourcesRefs(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
-	var recs []*EntryRecord
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
+	var recs []*store.EntryRecord
 	add := func(source, id, topic string) {
-		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: id, Source: source, Topic: topic, Payload: []byte(`{}`)},
-			Status: StatusPending, Class: triage.Transient, Action: triage.AutoReplay})
+		recs = append(recs, &store.EntryRecord{Entry: entry.Entry{ID: id, Source: source, Topic: topic, Payload: []byte(`{}`)},
+			Status: store.StatusPending, Class: triage.Transient, Action: triage.AutoReplay})
 	}
 	// The topic holds fewer entries than the source: the narrowest range.
 	for i := range 300 {
@@ -117,14 +133,14 @@ func TestPostgresPageWithASourceWalksOnlyThatSourcesRefs(t *testing.T) {
 	p.stopSealer()
 	p.stopSealer = nil
 	before := p.Trips().Statements
-	pg, err := p.Page(ctx, EntryFilter{Topic: "orders.a", Sources: []string{"NEXORA"}}, "", 20)
+	pg, err := p.Page(ctx, store.EntryFilter{Topic: "orders.a", Sources: []string{"NEXORA"}}, "", 20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := p.Trips().Statements - before; n != 2 {
 		t.Errorf("a page sent %d statements, want the counters' and one walk", n)
 	}
-	if got := refsOf(pg.Items); len(got) != 20 || got[0] != "nexora:a000" || got[19] != "nexora:a019" {
+	if got := storetest.RefsOf(pg.Items); len(got) != 20 || got[0] != "nexora:a000" || got[19] != "nexora:a019" {
 		t.Errorf("page %v", got)
 	}
 }
@@ -136,26 +152,26 @@ func TestPostgresPageWithASourceWalksOnlyThatSourcesRefs(t *testing.T) {
 // what a scan returns.
 func TestPostgresPageOfAGlobOfManyTopicsMergesFewRanges(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
-	var recs []*EntryRecord
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
+	var recs []*store.EntryRecord
 	for i := range 400 {
-		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%03d", i), Source: []string{"jsonl", "cordum"}[i%2],
+		recs = append(recs, &store.EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%03d", i), Source: []string{"jsonl", "cordum"}[i%2],
 			Topic: fmt.Sprintf("t.%03d", i%(2*maxRanges)), Payload: []byte(`{}`)},
-			Status: []string{StatusPending, StatusResolved, StatusReplayed}[i%3], Class: triage.Transient, Action: triage.AutoReplay})
+			Status: []string{store.StatusPending, store.StatusResolved, store.StatusReplayed}[i%3], Class: triage.Transient, Action: triage.AutoReplay})
 	}
 	// More pending jsonl entries than the glob's: the glob is the
 	// narrowest dimension of the first two filters.
 	for i := range 500 {
-		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("z%03d", i), Source: "jsonl", Topic: "z.other", Payload: []byte(`{}`)},
-			Status: StatusPending, Class: triage.Transient, Action: triage.AutoReplay})
+		recs = append(recs, &store.EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("z%03d", i), Source: "jsonl", Topic: "z.other", Payload: []byte(`{}`)},
+			Status: store.StatusPending, Class: triage.Transient, Action: triage.AutoReplay})
 	}
 	if _, err := p.Ingest(ctx, recs); err != nil {
 		t.Fatal(err)
 	}
 	p.stopSealer()
 	p.stopSealer = nil
-	for _, f := range []EntryFilter{
-		{Topic: "t.*", States: []string{StatusPending}},
+	for _, f := range []store.EntryFilter{
+		{Topic: "t.*", States: []string{store.StatusPending}},
 		{Topic: "t.*", Sources: []string{"jsonl"}},
 		{Topic: "t.0[0-3]*"},
 	} {
@@ -174,7 +190,7 @@ func TestPostgresPageOfAGlobOfManyTopicsMergesFewRanges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got = append(got, refsOf(pg.Items)...)
+			got = append(got, storetest.RefsOf(pg.Items)...)
 			if cursor = pg.Next; cursor == "" {
 				break
 			}

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // Retention on PostgreSQL (issue 32), in bbolt's steps (prune.go): the
@@ -44,8 +45,8 @@ type pgReader interface {
 
 // Prune moves what retention lets go into an archive, then removes it
 // (prune.go says in which order, so that a kill loses nothing).
-func (p *Postgres) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error) {
-	return prune(ctx, p, o)
+func (p *Postgres) Prune(ctx context.Context, o store.PruneOptions) (*store.PruneResult, error) {
+	return store.Prune(ctx, p, o)
 }
 
 // AuditBase implements audit.BaseReader: the base of a pruned chain, nil
@@ -62,12 +63,12 @@ func readPGBase(ctx context.Context, q pgReader) (*audit.Checkpoint, error) {
 	return cp, nil
 }
 
-func (p *Postgres) pendingPrune(ctx context.Context) (*prunePending, error) {
-	return scanJSON[prunePending](p.pool.QueryRow(ctx, `SELECT value FROM store_meta WHERE key = $1`, metaPrunePending))
+func (p *Postgres) PendingPrune(ctx context.Context) (*store.PrunePending, error) {
+	return scanJSON[store.PrunePending](p.pool.QueryRow(ctx, `SELECT value FROM store_meta WHERE key = $1`, metaPrunePending))
 }
 
 // setPending writes (nil: clears) the pending prune's mark.
-func (p *Postgres) setPending(ctx context.Context, pend *prunePending) error {
+func (p *Postgres) SetPending(ctx context.Context, pend *store.PrunePending) error {
 	var err error
 	if pend == nil {
 		_, err = p.pool.Exec(ctx, `DELETE FROM store_meta WHERE key = $1`, metaPrunePending)
@@ -124,7 +125,7 @@ func lastAuditTimes(ctx context.Context, q pgReader, refs []string) (map[string]
 // pgEntryRow is an entry row as a prune reads it.
 type pgEntryRow struct {
 	key     string // the stored ref (pgKey)
-	rec     *EntryRecord
+	rec     *store.EntryRecord
 	raw     []byte
 	payload []byte
 	sig     *string
@@ -160,7 +161,7 @@ func readEntryRows(ctx context.Context, q pgReader, keys []string, lock bool) (m
 func prunableRows(ctx context.Context, q pgReader, rows map[string]*pgEntryRow, before time.Time) (map[string]bool, error) {
 	refs := make([]string, 0, len(rows))
 	for _, r := range rows {
-		if !IsOpen(r.rec.Status) && r.rec.WriteBackPending == "" {
+		if !store.IsOpen(r.rec.Status) && r.rec.WriteBackPending == "" {
 			refs = append(refs, r.rec.Entry.Ref())
 		}
 	}
@@ -174,16 +175,16 @@ func prunableRows(ctx context.Context, q pgReader, rows map[string]*pgEntryRow, 
 	}
 	for k, r := range rows {
 		t, ok := last[r.rec.Entry.Ref()]
-		out[k] = closedBefore(r.rec, t, ok, before)
+		out[k] = store.ClosedBefore(r.rec, t, ok, before)
 	}
 	return out, nil
 }
 
 // writeArchive writes the archive from one REPEATABLE READ snapshot
 // (writeArchiveFile), after sealing what is settled.
-func (p *Postgres) writeArchive(ctx context.Context, path string, o PruneOptions) (*PruneResult, *audit.Checkpoint, bool, error) {
+func (p *Postgres) WriteArchive(ctx context.Context, path string, o store.PruneOptions) (*store.PruneResult, *audit.Checkpoint, bool, error) {
 	p.flushAudit(ctx)
-	return writeArchiveFile(path, o, func(w *audit.ArchiveWriter, res *PruneResult) (*audit.Checkpoint, error) {
+	return store.WriteArchiveFile(path, o, func(w *audit.ArchiveWriter, res *store.PruneResult) (*audit.Checkpoint, error) {
 		var base *audit.Checkpoint
 		err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 			a := &pgArchiver{tx: tx, w: w, before: o.Before, res: res, pruned: map[string]bool{}}
@@ -208,7 +209,7 @@ type pgArchiver struct {
 	tx     pgx.Tx
 	w      *audit.ArchiveWriter
 	before time.Time
-	res    *PruneResult
+	res    *store.PruneResult
 	base   *audit.Checkpoint
 	// pruned are the stored refs of the entries archived.
 	pruned map[string]bool
@@ -222,7 +223,7 @@ func (a *pgArchiver) auditPrefix(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	v, from, err := archiveHeader(a.w, prev, a.before, now)
+	v, from, err := store.ArchiveHeader(a.w, prev, a.before, now)
 	if err != nil {
 		return err
 	}
@@ -334,7 +335,7 @@ func (a *pgArchiver) entries(ctx context.Context) error {
 	after := ""
 	for {
 		rows, err := a.tx.Query(ctx, `SELECT ref FROM entries WHERE state IN ($1, $2) AND ref > $3 ORDER BY ref LIMIT 1000`,
-			StatusReplayed, StatusResolved, after)
+			store.StatusReplayed, store.StatusResolved, after)
 		if err != nil {
 			return fmt.Errorf("read closed entries: %w", err)
 		}
@@ -435,7 +436,7 @@ func (a *pgArchiver) approvals(ctx context.Context) error {
 		if err := rows.Scan(&raw); err != nil {
 			return err
 		}
-		var ap Approval
+		var ap store.Approval
 		if json.Unmarshal(raw, &ap) != nil || !a.pruned[ap.EntryRef] {
 			continue // an approval of an entry that stays (or is gone already) stays
 		}
@@ -452,7 +453,7 @@ func (a *pgArchiver) approvals(ctx context.Context) error {
 }
 
 // sizeNow is the database's size after a prune.
-func (p *Postgres) sizeNow(ctx context.Context) (int64, error) {
+func (p *Postgres) SizeNow(ctx context.Context) (int64, error) {
 	var n int64
 	err := p.pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&n)
 	return n, err
@@ -461,7 +462,7 @@ func (p *Postgres) sizeNow(ctx context.Context) (int64, error) {
 // removeBatch removes, in one transaction, the approvals and entries
 // named that still qualify, locking each row and checking it again; the
 // entries leave the counters in the same transaction.
-func (p *Postgres) removeBatch(ctx context.Context, refs, approvalIDs []string, before time.Time, res *PruneResult) error {
+func (p *Postgres) RemoveBatch(ctx context.Context, refs, approvalIDs []string, before time.Time, res *store.PruneResult) error {
 	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		// This transaction counts its entry deletes itself (the trigger
 		// left for older binaries skips them).
@@ -472,7 +473,7 @@ func (p *Postgres) removeBatch(ctx context.Context, refs, approvalIDs []string, 
 		for i, id := range approvalIDs {
 			ids[i] = pgKey(id)
 		}
-		aps := map[string]*Approval{}
+		aps := map[string]*store.Approval{}
 		var entryKeys []string
 		if len(ids) > 0 {
 			rows, err := tx.Query(ctx, `SELECT id, rec FROM approvals WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
@@ -486,7 +487,7 @@ func (p *Postgres) removeBatch(ctx context.Context, refs, approvalIDs []string, 
 					rows.Close()
 					return err
 				}
-				var a Approval
+				var a store.Approval
 				if json.Unmarshal(raw, &a) == nil {
 					aps[id] = &a
 					entryKeys = append(entryKeys, pgKey(a.EntryRef))
@@ -559,7 +560,7 @@ func (p *Postgres) removeBatch(ctx context.Context, refs, approvalIDs []string, 
 
 // moveBase makes b the chain's base (when it is ahead of the current one)
 // and removes the records up to it in batched DELETEs.
-func (p *Postgres) moveBase(ctx context.Context, b *audit.Checkpoint, batch int, afterBase func()) (int, error) {
+func (p *Postgres) MoveBase(ctx context.Context, b *audit.Checkpoint, batch int, afterBase func()) (int, error) {
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockBase); err != nil {
 			return err

@@ -1,4 +1,4 @@
-package store_test
+package postgres_test
 
 import (
 	"bufio"
@@ -16,13 +16,15 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/postgres"
+	"github.com/replayctl/replayctl/internal/store/storetest"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
 // openPGPrune opens a keyed PostgreSQL store on dsn.
-func openPGPrune(t *testing.T, dsn string) *store.Postgres {
+func openPGPrune(t *testing.T, dsn string) *postgres.Postgres {
 	t.Helper()
-	p, err := store.OpenPostgres(context.Background(), dsn, store.Options{AuditKey: pruneKey})
+	p, err := postgres.Open(context.Background(), dsn, store.Options{AuditKey: storetest.PruneKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,32 +41,32 @@ func TestPostgresPruneArchivesAndVerifies(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	p := openPGPrune(t, testsvc.Postgres(t))
-	fx := fillPruneStore(t, p, 30, 5, 5)
+	fx := storetest.FillPruneStore(t, p, 30, 5, 5)
 	archive := filepath.Join(dir, "prune-1.jsonl.gz")
-	res, err := p.Prune(ctx, store.PruneOptions{Before: pruneCut, Archive: archive, Key: pruneKey, Batch: 7})
+	res, err := p.Prune(ctx, store.PruneOptions{Before: storetest.PruneCut, Archive: archive, Key: storetest.PruneKey, Batch: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// As on bbolt (TestPruneArchivesAndVerifies): 30 closed entries before
 	// the cut, 2 records each; the prefix stops at the first open entry.
-	if res.Entries != 30 || res.Audit != 60 || res.Approvals != 6 || res.Ledger != 30 || res.HeldBy != fx.open[0] || res.SizeAfter <= 0 {
+	if res.Entries != 30 || res.Audit != 60 || res.Approvals != 6 || res.Ledger != 30 || res.HeldBy != fx.Open[0] || res.SizeAfter <= 0 {
 		t.Fatalf("result %+v", res)
 	}
-	if res.Base == nil || res.Base.Seq != 60 || res.Base.MAC != audit.BaseMAC(pruneKey, 60, res.Base.Head) {
+	if res.Base == nil || res.Base.Seq != 60 || res.Base.MAC != audit.BaseMAC(storetest.PruneKey, 60, res.Base.Head) {
 		t.Fatalf("base %+v", res.Base)
 	}
-	if _, err := p.Prune(ctx, store.PruneOptions{Before: pruneCut, Archive: archive, Key: pruneKey}); !errors.Is(err, store.ErrArchiveExists) {
+	if _, err := p.Prune(ctx, store.PruneOptions{Before: storetest.PruneCut, Archive: archive, Key: storetest.PruneKey}); !errors.Is(err, store.ErrArchiveExists) {
 		t.Fatalf("second prune into the same archive: %v", err)
 	}
 	again := filepath.Join(dir, "prune-2.jsonl.gz")
-	if res, err := p.Prune(ctx, store.PruneOptions{Before: pruneCut, Archive: again, Key: pruneKey}); err != nil || res.Entries+res.Audit != 0 {
+	if res, err := p.Prune(ctx, store.PruneOptions{Before: storetest.PruneCut, Archive: again, Key: storetest.PruneKey}); err != nil || res.Entries+res.Audit != 0 {
 		t.Fatalf("second prune: %+v %v", res, err)
 	}
 	if _, err := os.Stat(again); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("an empty prune wrote %s", again)
 	}
-	live := checkPrunedStore(t, p, []string{archive}, fx)
-	for _, ref := range fx.closedOld {
+	live := storetest.CheckPrunedStore(t, p, []string{archive}, fx)
+	for _, ref := range fx.ClosedOld {
 		if live[ref] {
 			t.Errorf("%s was not pruned", ref)
 		}
@@ -84,17 +86,17 @@ func TestPostgresPruneArchivesAndVerifies(t *testing.T) {
 	}
 	// The chain goes on after a prune, and verifies with the key.
 	if err := p.Update(ctx, func(tx store.Tx) error {
-		_, err := tx.Append(&audit.Record{Time: pruneCut, Actor: "test", Kind: audit.KindBulk})
+		_, err := tx.Append(&audit.Record{Time: storetest.PruneCut, Actor: "test", Kind: audit.KindBulk})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	checkPrunedStore(t, p, []string{archive}, fx)
+	storetest.CheckPrunedStore(t, p, []string{archive}, fx)
 	// Another key does not sign this base.
 	if res3, err := audit.VerifyWith(ctx, p, audit.VerifyOptions{Key: []byte("other")}); err != nil || res3.OK() {
 		t.Fatalf("verify with another key: %+v %v", res3, err)
 	}
-	if res4, err := audit.VerifyArchived(ctx, nil, p, audit.VerifyOptions{Key: pruneKey}); err != nil || res4.OK() || !strings.Contains(res4.Break.Reason, "an archive is missing") {
+	if res4, err := audit.VerifyArchived(ctx, nil, p, audit.VerifyOptions{Key: storetest.PruneKey}); err != nil || res4.OK() || !strings.Contains(res4.Break.Reason, "an archive is missing") {
 		t.Fatalf("verify without the archive: %+v %v", res4, err)
 	}
 }
@@ -105,8 +107,8 @@ func TestPostgresPruneArchivesAndVerifies(t *testing.T) {
 func TestPostgresPruneKeepsRecentAndOwedEntries(t *testing.T) {
 	ctx := context.Background()
 	p := openPGPrune(t, testsvc.Postgres(t))
-	fx := fillPruneStore(t, p, 4, 0, 0)
-	owed, touched := fx.closedOld[1], fx.closedOld[3]
+	fx := storetest.FillPruneStore(t, p, 4, 0, 0)
+	owed, touched := fx.ClosedOld[1], fx.ClosedOld[3]
 	if err := p.Update(ctx, func(tx store.Tx) error {
 		er, err := tx.Entry(owed)
 		if err != nil {
@@ -116,16 +118,16 @@ func TestPostgresPruneKeepsRecentAndOwedEntries(t *testing.T) {
 		if err := tx.PutEntry(er); err != nil {
 			return err
 		}
-		_, err = tx.Append(&audit.Record{Time: pruneCut.Add(time.Hour), Actor: "alice", Kind: audit.KindResolve, EntryRef: touched})
+		_, err = tx.Append(&audit.Record{Time: storetest.PruneCut.Add(time.Hour), Actor: "alice", Kind: audit.KindResolve, EntryRef: touched})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := p.Prune(ctx, store.PruneOptions{Before: pruneCut, Archive: filepath.Join(t.TempDir(), "a.jsonl.gz"), Key: pruneKey})
+	res, err := p.Prune(ctx, store.PruneOptions{Before: storetest.PruneCut, Archive: filepath.Join(t.TempDir(), "a.jsonl.gz"), Key: storetest.PruneKey})
 	if err != nil || res.Entries != 2 || res.HeldBy != owed || res.Audit != 2 {
 		t.Fatalf("prune: %+v %v", res, err)
 	}
-	if live := liveRefs(t, p); !live[owed] || !live[touched] || len(live) != 2 {
+	if live := storetest.LiveRefs(t, p); !live[owed] || !live[touched] || len(live) != 2 {
 		t.Fatalf("live %v, want %s and %s", live, owed, touched)
 	}
 }
@@ -135,21 +137,21 @@ func TestPostgresPruneRefusesABrokenChain(t *testing.T) {
 	ctx := context.Background()
 	dsn := testsvc.Postgres(t)
 	p := openPGPrune(t, dsn)
-	fillPruneStore(t, p, 4, 0, 0)
+	storetest.FillPruneStore(t, p, 4, 0, 0)
 	if _, err := p.SealAudit(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.TamperPGAuditForTest(ctx, p, 3); err != nil {
+	if err := postgres.TamperPGAuditForTest(ctx, p, 3); err != nil {
 		t.Fatal(err)
 	}
 	archive := filepath.Join(t.TempDir(), "a.jsonl.gz")
-	if _, err := p.Prune(ctx, store.PruneOptions{Before: pruneCut, Archive: archive, Key: pruneKey}); err == nil || !strings.Contains(err.Error(), "nothing was pruned") {
+	if _, err := p.Prune(ctx, store.PruneOptions{Before: storetest.PruneCut, Archive: archive, Key: storetest.PruneKey}); err == nil || !strings.Contains(err.Error(), "nothing was pruned") {
 		t.Fatalf("prune of a broken chain: %v", err)
 	}
 	if _, err := os.Stat(archive); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("an archive was written from a broken chain")
 	}
-	if n := len(liveRefs(t, p)); n != 4 {
+	if n := len(storetest.LiveRefs(t, p)); n != 4 {
 		t.Fatalf("%d entries left, want 4", n)
 	}
 }
@@ -166,13 +168,13 @@ func TestPostgresPruneChild(t *testing.T) {
 	if dsn == "" {
 		t.Skip("run by TestPostgresPruneSurvivesSIGKILL")
 	}
-	p, err := store.OpenPostgres(context.Background(), dsn, store.Options{AuditKey: pruneKey})
+	p, err := postgres.Open(context.Background(), dsn, store.Options{AuditKey: storetest.PruneKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("prune-child: ready")
-	_, err = p.Prune(context.Background(), store.PruneOptions{Before: pruneCut, Archive: os.Getenv(pruneArchiveEnv), Key: pruneKey, Batch: 1,
-		AfterArchive: func() { fmt.Println(markArchived) }, AfterBase: func() { fmt.Println(markBaseMoved) }})
+	_, err = p.Prune(context.Background(), store.PruneOptions{Before: storetest.PruneCut, Archive: os.Getenv(storetest.PruneArchiveEnv), Key: storetest.PruneKey, Batch: 1,
+		AfterArchive: func() { fmt.Println(storetest.MarkArchived) }, AfterBase: func() { fmt.Println(markBaseMoved) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +194,7 @@ func TestPostgresPruneSurvivesSIGKILL(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 33))
 	child := func(dsn, archive, mark string, delay time.Duration) (time.Duration, bool) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestPostgresPruneChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), pgPruneChildEnv+"="+dsn, pruneArchiveEnv+"="+archive)
+		cmd.Env = append(os.Environ(), pgPruneChildEnv+"="+dsn, storetest.PruneArchiveEnv+"="+archive)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -215,18 +217,18 @@ func TestPostgresPruneSurvivesSIGKILL(t *testing.T) {
 		}
 		return time.Since(t0), werr != nil
 	}
-	fresh := func() (string, *pruneFixture) {
+	fresh := func() (string, *storetest.PruneFixture) {
 		dsn := testsvc.Postgres(t)
-		p, err := store.OpenPostgres(context.Background(), dsn, store.Options{AuditKey: pruneKey})
+		p, err := postgres.Open(context.Background(), dsn, store.Options{AuditKey: storetest.PruneKey})
 		if err != nil {
 			t.Fatal(err)
 		}
-		fx := fillPruneStore(t, p, 120, 10, 10)
+		fx := storetest.FillPruneStore(t, p, 120, 10, 10)
 		p.Close() // seals the chain
 		return dsn, fx
 	}
 	dsn, _ := fresh()
-	span, _ := child(dsn, filepath.Join(dir, "measure.jsonl.gz"), markArchived, -1)
+	span, _ := child(dsn, filepath.Join(dir, "measure.jsonl.gz"), storetest.MarkArchived, -1)
 	kills := map[string]int{}
 	for round := range 6 {
 		dsn, fx := fresh()
@@ -235,7 +237,7 @@ func TestPostgresPruneSurvivesSIGKILL(t *testing.T) {
 		// the archive's mark (entries and approvals being removed) or from
 		// the base's (the chain's prefix being removed, a small part of
 		// the span).
-		mark, delay := markArchived, time.Duration(rng.Int64N(int64(span)+1))
+		mark, delay := storetest.MarkArchived, time.Duration(rng.Int64N(int64(span)+1))
 		switch round % 3 {
 		case 0:
 			mark = "prune-child: ready"
@@ -248,22 +250,22 @@ func TestPostgresPruneSurvivesSIGKILL(t *testing.T) {
 			phase = "killed after " + mark
 		}
 		kills[phase]++
-		p, err := store.OpenPostgres(context.Background(), dsn, store.Options{AuditKey: pruneKey})
+		p, err := postgres.Open(context.Background(), dsn, store.Options{AuditKey: storetest.PruneKey})
 		if err != nil {
 			t.Fatal(err)
 		}
-		live := checkPrunedStore(t, p, []string{archive}, fx)
+		live := storetest.CheckPrunedStore(t, p, []string{archive}, fx)
 		base, err := p.AuditBase(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("round %d: %s at %v of %v; %d entries live, base %+v", round, phase, delay, span, len(live), base)
 		again := filepath.Join(dir, fmt.Sprintf("round-%d-again.jsonl.gz", round))
-		if _, err := p.Prune(context.Background(), store.PruneOptions{Before: pruneCut, Archive: again, Key: pruneKey}); err != nil {
+		if _, err := p.Prune(context.Background(), store.PruneOptions{Before: storetest.PruneCut, Archive: again, Key: storetest.PruneKey}); err != nil {
 			t.Fatalf("round %d: prune again: %v", round, err)
 		}
-		live = checkPrunedStore(t, p, []string{archive, again}, fx)
-		for _, ref := range fx.closedOld {
+		live = storetest.CheckPrunedStore(t, p, []string{archive, again}, fx)
+		for _, ref := range fx.ClosedOld {
 			if live[ref] {
 				t.Fatalf("round %d: %s still live after the prune finished", round, ref)
 			}

@@ -1,7 +1,9 @@
-package store
+package postgres
 
 import (
 	"fmt"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // Reads ahead under a claim (issue 16: the next cost per replay after the
@@ -28,7 +30,7 @@ type readAhead struct {
 }
 
 // aheadLedger is View's Ledger under fence f of the key k (stored form).
-func (t *pgTx) aheadLedger(f Fence, k string) ([]byte, error) {
+func (t *pgTx) aheadLedger(f store.Fence, k string) ([]byte, error) {
 	p := t.p
 	p.aheadMu.Lock()
 	if a := p.ahead[f.Token]; a != nil && a.ledgerKept {
@@ -57,7 +59,7 @@ func (t *pgTx) aheadLedger(f Fence, k string) ([]byte, error) {
 }
 
 // aheadEntry is the entry read ahead under f, if it is kept.
-func (t *pgTx) aheadEntry(f Fence) (rec, payload []byte, found, ok bool) {
+func (t *pgTx) aheadEntry(f store.Fence) (rec, payload []byte, found, ok bool) {
 	p := t.p
 	p.aheadMu.Lock()
 	defer p.aheadMu.Unlock()

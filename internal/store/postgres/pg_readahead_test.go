@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -18,22 +19,22 @@ import (
 // database and see the write.
 func TestPostgresReadsAheadUnderAClaim(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	p.stopSealer()
 	p.stopSealer = nil
 	base := time.Date(2026, 11, 20, 20, 0, 0, 0, time.UTC)
 	r := mixedEntry(1, base)
 	r.Entry.IdempotencyKey = "key-1"
-	if _, err := p.Ingest(ctx, []*EntryRecord{r}); err != nil {
+	if _, err := p.Ingest(ctx, []*store.EntryRecord{r}); err != nil {
 		t.Fatal(err)
 	}
 	claims, err := p.Claim(ctx, "w", base.Add(time.Hour), 1, time.Minute)
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("claim: %v, %v", claims, err)
 	}
-	f := Fence{Ref: r.Entry.Ref(), Token: claims[0].Token, Key: "key-1"}
-	fctx := WithFence(ctx, f)
-	trips := func(fn func(Tx) error) int64 {
+	f := store.Fence{Ref: r.Entry.Ref(), Token: claims[0].Token, Key: "key-1"}
+	fctx := store.WithFence(ctx, f)
+	trips := func(fn func(store.Tx) error) int64 {
 		t.Helper()
 		before := p.Trips().RoundTrips
 		if err := p.View(fctx, fn); err != nil {
@@ -41,8 +42,8 @@ func TestPostgresReadsAheadUnderAClaim(t *testing.T) {
 		}
 		return p.Trips().RoundTrips - before
 	}
-	ledger := func(want idempotency.State) func(Tx) error {
-		return func(tx Tx) error {
+	ledger := func(want idempotency.State) func(store.Tx) error {
+		return func(tx store.Tx) error {
 			rec, err := tx.Ledger("key-1")
 			if err != nil {
 				return err
@@ -57,8 +58,8 @@ func TestPostgresReadsAheadUnderAClaim(t *testing.T) {
 			return nil
 		}
 	}
-	entry := func(want string) func(Tx) error {
-		return func(tx Tx) error {
+	entry := func(want string) func(store.Tx) error {
+		return func(tx store.Tx) error {
 			er, err := tx.Entry(r.Entry.Ref())
 			if err != nil {
 				return err
@@ -79,16 +80,16 @@ func TestPostgresReadsAheadUnderAClaim(t *testing.T) {
 	if n := trips(ledger("")); n != 0 {
 		t.Errorf("second ledger read: %d round trips, want 0 (read ahead)", n)
 	}
-	if n := trips(entry(StatusPending)); n != 0 {
+	if n := trips(entry(store.StatusPending)); n != 0 {
 		t.Errorf("entry read: %d round trips, want 0 (read ahead)", n)
 	}
-	if n := trips(entry(StatusPending)); n != 1 {
+	if n := trips(entry(store.StatusPending)); n != 1 {
 		t.Errorf("second entry read: %d round trips, want 1 (served once)", n)
 	}
 
 	// Read ahead, then written under the fence: the reads see the write.
 	trips(ledger(""))
-	if err := p.Update(fctx, func(tx Tx) error {
+	if err := p.Update(fctx, func(tx store.Tx) error {
 		if _, err := tx.Transition(idempotency.Transition{Key: "key-1", From: idempotency.None, To: idempotency.Decided, EntryRef: r.Entry.Ref()}); err != nil {
 			return err
 		}
@@ -96,12 +97,12 @@ func TestPostgresReadsAheadUnderAClaim(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		er.Status = StatusReplaying
+		er.Status = store.StatusReplaying
 		return tx.PutEntry(er)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if n := trips(entry(StatusReplaying)); n != 1 {
+	if n := trips(entry(store.StatusReplaying)); n != 1 {
 		t.Errorf("entry read after a write: %d round trips, want 1", n)
 	}
 	if n := trips(ledger(idempotency.Decided)); n != 1 {
@@ -109,14 +110,14 @@ func TestPostgresReadsAheadUnderAClaim(t *testing.T) {
 	}
 	// Released: nothing kept is served.
 	p.ReleaseLater(r.Entry.Ref(), f.Token)
-	if n := trips(entry(StatusReplaying)); n != 1 {
+	if n := trips(entry(store.StatusReplaying)); n != 1 {
 		t.Errorf("entry read after the release: %d round trips, want 1", n)
 	}
 	// Under a fence of an entry that is not stored (nor its key): both
 	// read ahead as none.
-	none := WithFence(ctx, Fence{Ref: "jsonl:none", Token: f.Token + 1000, Key: "key-none"})
+	none := store.WithFence(ctx, store.Fence{Ref: "jsonl:none", Token: f.Token + 1000, Key: "key-none"})
 	statements = p.Trips().Statements
-	if err := p.View(none, func(tx Tx) error {
+	if err := p.View(none, func(tx store.Tx) error {
 		rec, err := tx.Ledger("key-none")
 		if err != nil || rec != nil {
 			t.Errorf("ledger of a key not stored: %+v, %v", rec, err)

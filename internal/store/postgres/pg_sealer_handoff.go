@@ -1,6 +1,6 @@
-package store
+package postgres
 
-// StopOwnSealer ends the sealer loop OpenPostgres started (sealing what it
+// StopOwnSealer ends the sealer loop Open started (sealing what it
 // can first), for a caller that seals on a schedule of its own: serve's
 // audit-sealer duty (internal/maintenance), which also seals last at its
 // stop, as Close would have. Call it right after opening, before the

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // Sorted pages on PostgreSQL (issue 16): a page sorted by last failure
@@ -18,8 +20,8 @@ import (
 // smallest int64 when unknown, which orders exactly as bbolt's orderKey.
 
 // lastFailedKey is r's sort key, as orderKey (bolt_views.go) orders.
-func lastFailedKey(r *EntryRecord) int64 {
-	t := LastFailure(r)
+func lastFailedKey(r *store.EntryRecord) int64 {
+	t := store.LastFailure(r)
 	if t.IsZero() {
 		return math.MinInt64
 	}
@@ -30,7 +32,7 @@ func lastFailedKey(r *EntryRecord) int64 {
 // bbolt's (an 8-byte order key, then the ref).
 func sortedCursor(lf int64, ref string) string {
 	b := binary.BigEndian.AppendUint64(nil, uint64(lf)^(1<<63))
-	return encodeCursor(append(b, ref...))
+	return store.EncodeCursor(append(b, ref...))
 }
 
 type sortedRow struct {
@@ -87,21 +89,21 @@ func (p *Postgres) sortedBatch(ctx context.Context, states []string, newest bool
 // SortedPage returns up to limit entries matching f after cursor, by last
 // failure (oldest first, or newest first), ties by ref in byte order: the
 // order and cursors of store.Bolt.SortedPage. The total is the counters'.
-func (p *Postgres) SortedPage(ctx context.Context, f EntryFilter, newest bool, cursor string, limit int) (*EntryPage, error) {
-	limit, after, err := sortedPageArgs(&f, cursor, limit)
+func (p *Postgres) SortedPage(ctx context.Context, f store.EntryFilter, newest bool, cursor string, limit int) (*store.EntryPage, error) {
+	limit, after, err := store.SortedPageArgs(&f, cursor, limit)
 	if err != nil {
 		return nil, err
 	}
-	cells, topics, _, err := p.pageCounts(ctx, f.hasTopic())
+	cells, topics, _, err := p.pageCounts(ctx, f.HasTopic())
 	if err != nil {
 		return nil, err
 	}
-	if !f.hasTopic() {
+	if !f.HasTopic() {
 		topics = nil
 	}
-	choices, total, exact := resolveDims(&f, cells, topics)
-	page := &EntryPage{Items: []*EntryRecord{}, Total: total, TotalExact: exact}
-	states := choices[0].values
+	choices, total, exact := store.ResolveDims(&f, cells, topics)
+	page := &store.EntryPage{Items: []*store.EntryRecord{}, Total: total, TotalExact: exact}
+	states := choices[0].Values
 	if len(states) == 0 {
 		return page, nil
 	}

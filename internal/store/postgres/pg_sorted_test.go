@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/replayctl/replayctl/internal/store"
+	"github.com/replayctl/replayctl/internal/store/storetest"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -21,12 +23,12 @@ func TestPostgresSortedPageMatchesBoltAndScan(t *testing.T) {
 	ctx := context.Background()
 	b := mixedViewsStore(t, filepath.Join(t.TempDir(), "replayctl.db"))
 	defer b.Close()
-	all := allEntries(t, b)
+	all := storetest.AllEntries(t, b)
 	p := pgHolding(t, all)
 	before := p.Trips()
-	for name, f := range viewFilters() {
+	for name, f := range storetest.ViewFilters() {
 		for _, newest := range []bool{false, true} {
-			want := sortedByLastFailure(all, &f, newest)
+			want := storetest.SortedByLastFailure(all, &f, newest)
 			var got, fromBolt []string
 			pc, bc := "", ""
 			for range 100 {
@@ -38,7 +40,7 @@ func TestPostgresSortedPageMatchesBoltAndScan(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: bolt: %v", name, err)
 				}
-				got, fromBolt = append(got, refsOf(pp.Items)...), append(fromBolt, refsOf(bp.Items)...)
+				got, fromBolt = append(got, storetest.RefsOf(pp.Items)...), append(fromBolt, storetest.RefsOf(bp.Items)...)
 				if pp.Total != bp.Total || pp.TotalExact != bp.TotalExact || pp.Next != bp.Next {
 					t.Fatalf("%s newest=%v: total %d exact %v next %q; bolt %d %v %q", name, newest, pp.Total, pp.TotalExact, pp.Next, bp.Total, bp.TotalExact, bp.Next)
 				}
@@ -46,7 +48,7 @@ func TestPostgresSortedPageMatchesBoltAndScan(t *testing.T) {
 					break
 				}
 			}
-			if w := refsOf(want); !slices.Equal(got, w) || !slices.Equal(fromBolt, w) {
+			if w := storetest.RefsOf(want); !slices.Equal(got, w) || !slices.Equal(fromBolt, w) {
 				t.Fatalf("%s newest=%v:\n got %v\nbolt %v\nwant %v", name, newest, got, fromBolt, w)
 			}
 		}
@@ -71,9 +73,9 @@ func TestPostgresPageTotalsFromCounters(t *testing.T) {
 	ctx := context.Background()
 	b := mixedViewsStore(t, filepath.Join(t.TempDir(), "replayctl.db"))
 	defer b.Close()
-	p := pgHolding(t, allEntries(t, b))
+	p := pgHolding(t, storetest.AllEntries(t, b))
 	before := p.Trips()
-	for name, f := range viewFilters() {
+	for name, f := range storetest.ViewFilters() {
 		pp, err := p.Page(ctx, f, "", 9)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -88,8 +90,8 @@ func TestPostgresPageTotalsFromCounters(t *testing.T) {
 		if aged && (pp.TotalExact || pp.Total < bp.Total) {
 			t.Errorf("%s: total %d exact %v; bolt (exact) %d", name, pp.Total, pp.TotalExact, bp.Total)
 		}
-		if (!aged && (pp.Total != bp.Total || pp.TotalExact != bp.TotalExact)) || !slices.Equal(refsOf(pp.Items), refsOf(bp.Items)) {
-			t.Errorf("%s: total %d exact %v %v; bolt %d %v %v", name, pp.Total, pp.TotalExact, refsOf(pp.Items), bp.Total, bp.TotalExact, refsOf(bp.Items))
+		if (!aged && (pp.Total != bp.Total || pp.TotalExact != bp.TotalExact)) || !slices.Equal(storetest.RefsOf(pp.Items), storetest.RefsOf(bp.Items)) {
+			t.Errorf("%s: total %d exact %v %v; bolt %d %v %v", name, pp.Total, pp.TotalExact, storetest.RefsOf(pp.Items), bp.Total, bp.TotalExact, storetest.RefsOf(bp.Items))
 		}
 	}
 	for sql, k := range p.Trips().ByStatement {
@@ -102,10 +104,10 @@ func TestPostgresPageTotalsFromCounters(t *testing.T) {
 // pgHolding is a fresh PostgreSQL store holding recs, written in one
 // transaction, with its sealer stopped so that Trips counts only what a
 // test's reads send.
-func pgHolding(t *testing.T, recs []*EntryRecord) *Postgres {
+func pgHolding(t *testing.T, recs []*store.EntryRecord) *Postgres {
 	t.Helper()
-	p := openPG(t, testsvc.Postgres(t), Options{})
-	if err := p.Update(context.Background(), func(tx Tx) error {
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
+	if err := p.Update(context.Background(), func(tx store.Tx) error {
 		for _, r := range recs {
 			if err := tx.PutEntry(r); err != nil {
 				return err

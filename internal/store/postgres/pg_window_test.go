@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -24,22 +25,22 @@ import (
 // timed.
 func TestPostgresWindowChecksEachPartsOwnClaimInOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
-	var recs []*EntryRecord
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
+	var recs []*store.EntryRecord
 	for i := 1; i <= 3; i++ {
-		recs = append(recs, &EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%d", i), Source: "jsonl",
-			IdempotencyKey: fmt.Sprintf("k%d", i), Payload: []byte(`{"n":1}`)}, Status: StatusPending})
+		recs = append(recs, &store.EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("e%d", i), Source: "jsonl",
+			IdempotencyKey: fmt.Sprintf("k%d", i), Payload: []byte(`{"n":1}`)}, Status: store.StatusPending})
 	}
 	if _, err := p.Ingest(ctx, recs); err != nil {
 		t.Fatal(err)
 	}
-	var fences []Fence
+	var fences []store.Fence
 	for _, r := range recs {
 		c, ok, err := p.ClaimRef(ctx, r.Entry.Ref(), "w0", time.Minute)
 		if err != nil || !ok {
 			t.Fatalf("claim %s: %v %v", r.Entry.Ref(), ok, err)
 		}
-		fences = append(fences, Fence{Ref: r.Entry.Ref(), Token: c.Token, Key: r.Entry.IdempotencyKey})
+		fences = append(fences, store.Fence{Ref: r.Entry.Ref(), Token: c.Token, Key: r.Entry.IdempotencyKey})
 	}
 	// The second entry's claim was taken over: another worker claimed it
 	// after this one's lease, so its token is no longer current.
@@ -51,7 +52,7 @@ func TestPostgresWindowChecksEachPartsOwnClaimInOneRoundTrip(t *testing.T) {
 	}
 	before := p.Trips()
 	var stale []error
-	err := p.Update(ctx, func(tx Tx) error {
+	err := p.Update(ctx, func(tx store.Tx) error {
 		w := tx.(*pgTx)
 		var err error
 		if stale, err = w.CheckFences(fences); err != nil {
@@ -61,7 +62,7 @@ func TestPostgresWindowChecksEachPartsOwnClaimInOneRoundTrip(t *testing.T) {
 			if stale[i] != nil {
 				continue
 			}
-			if err := w.UnderFence(f, func(tx Tx) error {
+			if err := w.UnderFence(f, func(tx store.Tx) error {
 				if _, err := tx.Transition(idempotency.Transition{Key: f.Key, To: idempotency.Decided, EntryRef: f.Ref}); err != nil {
 					return err
 				}
@@ -77,7 +78,7 @@ func TestPostgresWindowChecksEachPartsOwnClaimInOneRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := p.Trips()
-	if stale[0] != nil || stale[2] != nil || !errors.Is(stale[1], ErrStaleFence) {
+	if stale[0] != nil || stale[2] != nil || !errors.Is(stale[1], store.ErrStaleFence) {
 		t.Fatalf("claims found stale: %v, want only the second", stale)
 	}
 	var reads, numbering int64
@@ -113,7 +114,7 @@ func TestPostgresWindowChecksEachPartsOwnClaimInOneRoundTrip(t *testing.T) {
 	// The stale part's number (the last taken) is a gap once a later
 	// record is written, which the sealer fills: the chain verifies, the
 	// three records and one void.
-	if err := p.Update(ctx, func(tx Tx) error {
+	if err := p.Update(ctx, func(tx store.Tx) error {
 		_, err := tx.Append(&audit.Record{Actor: "w0", Kind: audit.KindDecision, EntryRef: "jsonl:later"})
 		return err
 	}); err != nil {
@@ -137,12 +138,12 @@ func TestPostgresWindowChecksEachPartsOwnClaimInOneRoundTrip(t *testing.T) {
 		t.Errorf("records by kind: %v, want 3 decisions and 1 void", kinds)
 	}
 	// Alone, the stale claim's part still writes nothing.
-	if err := p.Update(ctx, func(tx Tx) error {
-		return tx.(*pgTx).UnderFence(fences[1], func(tx Tx) error {
+	if err := p.Update(ctx, func(tx store.Tx) error {
+		return tx.(*pgTx).UnderFence(fences[1], func(tx store.Tx) error {
 			_, err := tx.Transition(idempotency.Transition{Key: fences[1].Key, To: idempotency.Decided, EntryRef: fences[1].Ref})
 			return err
 		})
-	}); !errors.Is(err, ErrStaleFence) {
-		t.Fatalf("the stale claim's part alone: %v, want %v", err, ErrStaleFence)
+	}); !errors.Is(err, store.ErrStaleFence) {
+		t.Fatalf("the stale claim's part alone: %v, want %v", err, store.ErrStaleFence)
 	}
 }

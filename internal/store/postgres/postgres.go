@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/idempotency"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
 
@@ -110,7 +111,7 @@ type Postgres struct {
 	key      []byte
 	instance string
 	// tamper counts the seals refused on a forged head or record.
-	tamper tamperCount
+	tamper store.TamperCount
 	// keptSnapshots are the policy snapshots this process stored.
 	keptSnapshots sync.Map
 	// stopSealer ends this process's sealer loop and waits for it.
@@ -144,8 +145,8 @@ func poolSize(inFlight int, def int32) int32 {
 	return max(def, int32(inFlight)+4)
 }
 
-// OpenPostgres connects and migrates the schema.
-func OpenPostgres(ctx context.Context, dsn string, o Options) (*Postgres, error) {
+// Open connects and migrates the schema.
+func Open(ctx context.Context, dsn string, o store.Options) (*Postgres, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)
@@ -159,7 +160,7 @@ func OpenPostgres(ctx context.Context, dsn string, o Options) (*Postgres, error)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
-	p := &Postgres{pool: pool, key: o.AuditKey, instance: newInstanceID(), trace: tr}
+	p := &Postgres{pool: pool, key: o.AuditKey, instance: store.NewInstanceID(), trace: tr}
 	if err := p.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -270,7 +271,7 @@ func retryable(err error) bool {
 // audit records are appended unchained and sealed later (pg_audit.go). A
 // deadlock or serialization failure is retried, so fn may run more than
 // once.
-func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
+func (p *Postgres) Update(ctx context.Context, fn func(store.Tx) error) error {
 	for attempt := 0; ; attempt++ {
 		err := p.update(ctx, fn)
 		if err == nil || !(retryable(err) || errors.Is(err, errCreatedConcurrently)) || attempt >= 5 {
@@ -281,7 +282,7 @@ func (p *Postgres) Update(ctx context.Context, fn func(Tx) error) error {
 
 // View runs fn's reads, each a statement of its own (at READ COMMITTED a
 // read-only transaction gave no more than that).
-func (p *Postgres) View(ctx context.Context, fn func(Tx) error) error {
+func (p *Postgres) View(ctx context.Context, fn func(store.Tx) error) error {
 	return fn(&pgTx{ctx: ctx, q: p.pool, ro: true, p: p})
 }
 
@@ -357,7 +358,7 @@ func (t *pgTx) Ledger(key string) (*idempotency.Record, error) {
 		// checks): no one else changed it.
 		return decodeJSON[idempotency.Record](rec)
 	}
-	if f, ok := FenceFrom(t.ctx); ok && t.ro && t.p != nil && f.Key != "" && pgKey(f.Key) == k {
+	if f, ok := store.FenceFrom(t.ctx); ok && t.ro && t.p != nil && f.Key != "" && pgKey(f.Key) == k {
 		rec, err := t.aheadLedger(f, k)
 		if err != nil {
 			return nil, err
@@ -402,7 +403,7 @@ type fencedRow struct {
 
 // checkFence rejects a transition made under a claim that is no longer
 // current: another worker took the entry over, or the lease ran out.
-func (t *pgTx) checkFence(f Fence) error {
+func (t *pgTx) checkFence(f store.Fence) error {
 	row := &fencedRow{token: f.Token}
 	var token int64
 	var live bool
@@ -443,7 +444,7 @@ func (t *pgTx) checkFence(f Fence) error {
 	}
 	t.start = now.UTC()
 	if token != f.Token || !live {
-		return fmt.Errorf("%w (entry %s: token %d, current %d, lease live %v)", ErrStaleFence, f.Ref, f.Token, token, live)
+		return fmt.Errorf("%w (entry %s: token %d, current %d, lease live %v)", store.ErrStaleFence, f.Ref, f.Token, token, live)
 	}
 	if t.fenced == nil {
 		t.fenced = map[string]*fencedRow{}
@@ -454,7 +455,7 @@ func (t *pgTx) checkFence(f Fence) error {
 
 func (t *pgTx) Transition(tr idempotency.Transition) (idempotency.Record, error) {
 	if t.ro {
-		return idempotency.Record{}, ErrReadOnly
+		return idempotency.Record{}, store.ErrReadOnly
 	}
 	cur, err := t.Ledger(tr.Key)
 	if err != nil {
@@ -505,11 +506,11 @@ func (t *pgTx) now() (time.Time, error) {
 	return t.start, nil
 }
 
-func (t *pgTx) Entry(ref string) (*EntryRecord, error) {
+func (t *pgTx) Entry(ref string) (*store.EntryRecord, error) {
 	if row := t.fenced[pgKey(ref)]; row != nil {
 		return decodeEntryBytes(row.rec, row.payload)
 	}
-	if f, ok := FenceFrom(t.ctx); ok && t.ro && t.p != nil && pgKey(f.Ref) == pgKey(ref) {
+	if f, ok := store.FenceFrom(t.ctx); ok && t.ro && t.p != nil && pgKey(f.Ref) == pgKey(ref) {
 		if rec, payload, found, kept := t.aheadEntry(f); kept {
 			if !found {
 				return nil, nil
@@ -548,7 +549,7 @@ func (t *pgTx) Entry(ref string) (*EntryRecord, error) {
 	return decodeEntryBytes(rec, payload)
 }
 
-func scanEntry(row pgx.Row) (*EntryRecord, error) {
+func scanEntry(row pgx.Row) (*store.EntryRecord, error) {
 	var rec, payload []byte
 	if err := row.Scan(&rec, &payload); errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -558,12 +559,12 @@ func scanEntry(row pgx.Row) (*EntryRecord, error) {
 	return decodeEntryBytes(rec, payload)
 }
 
-func decodeEntryBytes(rec, payload []byte) (*EntryRecord, error) {
-	var se storedEntry
+func decodeEntryBytes(rec, payload []byte) (*store.EntryRecord, error) {
+	var se store.StoredEntry
 	if err := json.Unmarshal(rec, &se); err != nil {
 		return nil, err
 	}
-	return decodeEntry(&se, payload), nil
+	return store.DecodeEntry(&se, payload), nil
 }
 
 // The statements writing an entry row: its key, record and payload, then
@@ -602,12 +603,12 @@ func entryWriteSQL(insert, payload, check bool) string {
 	return "UPDATE entries SET " + strings.Join(set, ", ") + " WHERE ref = $1"
 }
 
-func (t *pgTx) PutEntry(r *EntryRecord) error {
+func (t *pgTx) PutEntry(r *store.EntryRecord) error {
 	if t.ro {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
 	payload := []byte(r.Entry.Payload)
-	rec, err := json.Marshal(encodeEntry(r))
+	rec, err := json.Marshal(store.EncodeEntry(r))
 	if err != nil {
 		return err
 	}
@@ -684,13 +685,13 @@ func (t *pgTx) PutEntry(r *EntryRecord) error {
 	return nil
 }
 
-func (t *pgTx) Approval(id string) (*Approval, error) {
-	return scanJSON[Approval](t.queryRow(`SELECT rec FROM approvals WHERE id = $1`+t.lockClause(), pgKey(id)))
+func (t *pgTx) Approval(id string) (*store.Approval, error) {
+	return scanJSON[store.Approval](t.queryRow(`SELECT rec FROM approvals WHERE id = $1`+t.lockClause(), pgKey(id)))
 }
 
-func (t *pgTx) PutApproval(a *Approval) error {
+func (t *pgTx) PutApproval(a *store.Approval) error {
 	if t.ro {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
 	data, err := json.Marshal(a)
 	if err != nil {
@@ -704,7 +705,7 @@ func (t *pgTx) PutApproval(a *Approval) error {
 
 // LedgerView implements replay.LedgerReader.
 func (p *Postgres) LedgerView(ctx context.Context, key string) (triage.LedgerView, error) {
-	return ledgerView(ctx, p, key)
+	return store.LedgerView(ctx, p, key)
 }
 
 // LedgerRecords calls fn for every ledger record.
@@ -719,9 +720,9 @@ func (p *Postgres) LedgerRecords(ctx context.Context, fn func(*idempotency.Recor
 }
 
 // Approvals calls fn for every approval request.
-func (p *Postgres) Approvals(ctx context.Context, fn func(*Approval) error) error {
+func (p *Postgres) Approvals(ctx context.Context, fn func(*store.Approval) error) error {
 	return eachRow(ctx, p, `SELECT rec FROM approvals ORDER BY id`, func(b []byte) error {
-		var a Approval
+		var a store.Approval
 		if err := json.Unmarshal(b, &a); err != nil {
 			return err
 		}
@@ -751,14 +752,14 @@ func eachRow(ctx context.Context, p *Postgres, q string, fn func([]byte) error) 
 
 // Entries calls fn for every entry in ref order, paging by key so a large
 // table is never held at once.
-func (p *Postgres) Entries(ctx context.Context, fn func(*EntryRecord) error) error {
+func (p *Postgres) Entries(ctx context.Context, fn func(*store.EntryRecord) error) error {
 	after := ""
 	for {
 		rows, err := p.pool.Query(ctx, `SELECT ref, rec, payload FROM entries WHERE ref > $1 ORDER BY ref LIMIT 1000`, after)
 		if err != nil {
 			return err
 		}
-		var page []*EntryRecord
+		var page []*store.EntryRecord
 		for rows.Next() {
 			var ref string
 			var rec, payload []byte
@@ -861,12 +862,12 @@ func (p *Postgres) PutSnapshot(ctx context.Context, id string, snapshot any) err
 // Snapshot loads a stored snapshot.
 func (p *Postgres) Snapshot(ctx context.Context, id string, out any) error {
 	if id == pgSnapshotsKeptFrom {
-		return ErrNotFound // the store's marker row, not a snapshot
+		return store.ErrNotFound // the store's marker row, not a snapshot
 	}
 	var b []byte
 	err := p.pool.QueryRow(ctx, `SELECT body FROM snapshots WHERE id = $1`, id).Scan(&b)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrNotFound
+		return store.ErrNotFound
 	}
 	if err != nil {
 		return err
@@ -880,7 +881,7 @@ func (p *Postgres) Snapshot(ctx context.Context, id string, out any) error {
 // with one ref the first is kept, as inserting them in turn did. A
 // deadlock on a counter row shared with another writer (one older than
 // schema version 9, counting by trigger) is retried.
-func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error) {
+func (p *Postgres) Ingest(ctx context.Context, recs []*store.EntryRecord) (int, error) {
 	if len(recs) == 0 {
 		return 0, nil
 	}
@@ -898,7 +899,7 @@ func (p *Postgres) Ingest(ctx context.Context, recs []*EntryRecord) (int, error)
 			continue
 		}
 		seen[ref] = true
-		rec, err := json.Marshal(encodeEntry(r))
+		rec, err := json.Marshal(store.EncodeEntry(r))
 		if err != nil {
 			return 0, err
 		}
@@ -984,7 +985,7 @@ func (p *Postgres) ingest(ctx context.Context, args []any) (int, error) {
 // worker's that another worker's window may be locking for its fence
 // checks (a stale claim of its own). The whole round trip is then sent
 // again, as Update retries its transactions.
-func (p *Postgres) Claim(ctx context.Context, owner string, since time.Time, n int, lease time.Duration) ([]Claim, error) {
+func (p *Postgres) Claim(ctx context.Context, owner string, since time.Time, n int, lease time.Duration) ([]store.Claim, error) {
 	refs, tokens, kept := p.takeReleases()
 	for attempt := 1; ; attempt++ {
 		out, err := p.claim(ctx, refs, tokens, kept, owner, since, n, lease)
@@ -994,7 +995,7 @@ func (p *Postgres) Claim(ctx context.Context, owner string, since time.Time, n i
 	}
 }
 
-func (p *Postgres) claim(ctx context.Context, refs []string, tokens []int64, kept []bool, owner string, since time.Time, n int, lease time.Duration) ([]Claim, error) {
+func (p *Postgres) claim(ctx context.Context, refs []string, tokens []int64, kept []bool, owner string, since time.Time, n int, lease time.Duration) ([]store.Claim, error) {
 	until := time.Now().Add(lease)
 	b := &pgx.Batch{}
 	if len(refs) > 0 {
@@ -1013,7 +1014,7 @@ func (p *Postgres) claim(ctx context.Context, refs []string, tokens []int64, kep
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	defer rows.Close()
-	var out []Claim
+	var out []store.Claim
 	for rows.Next() {
 		var token int64
 		var rec, payload []byte
@@ -1024,13 +1025,13 @@ func (p *Postgres) claim(ctx context.Context, refs []string, tokens []int64, kep
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Claim{Entry: er, Token: token, Until: until})
+		out = append(out, store.Claim{Entry: er, Token: token, Until: until})
 	}
 	return out, rows.Err()
 }
 
 // ClaimRef implements Shared.
-func (p *Postgres) ClaimRef(ctx context.Context, ref, owner string, lease time.Duration) (Claim, bool, error) {
+func (p *Postgres) ClaimRef(ctx context.Context, ref, owner string, lease time.Duration) (store.Claim, bool, error) {
 	until := time.Now().Add(lease)
 	var token int64
 	var rec, payload []byte
@@ -1039,16 +1040,16 @@ func (p *Postgres) ClaimRef(ctx context.Context, ref, owner string, lease time.D
 		WHERE ref = $1 AND (lease_until IS NULL OR lease_until < now())
 		RETURNING fence, rec, payload`, pgKey(ref), owner, lease.Milliseconds()).Scan(&token, &rec, &payload)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Claim{}, false, nil
+		return store.Claim{}, false, nil
 	}
 	if err != nil {
-		return Claim{}, false, fmt.Errorf("claim %s: %w", ref, err)
+		return store.Claim{}, false, fmt.Errorf("claim %s: %w", ref, err)
 	}
 	er, err := decodeEntryBytes(rec, payload)
 	if err != nil {
-		return Claim{}, false, err
+		return store.Claim{}, false, err
 	}
-	return Claim{Entry: er, Token: token, Until: until}, true, nil
+	return store.Claim{Entry: er, Token: token, Until: until}, true, nil
 }
 
 // Release implements Shared.

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // PostgreSQL answers the indexed reads with SQL: a page walks the index
@@ -18,18 +20,18 @@ import (
 // over the columns of migration 10 (pg_entry_cols.go): equal to one
 // value, its range is in ref order.
 var pgDimIndex = map[byte]string{
-	dimState:  `lower(coalesce(` + pgStatusCol + `, ''))`,
-	dimClass:  `lower(coalesce(` + pgClassCol + `, ''))`,
-	dimAction: `lower(coalesce(` + pgActionCol + `, ''))`,
-	dimSource: `lower(coalesce(` + pgSourceCol + `, ''))`,
-	dimTopic:  `coalesce(` + pgTopicCol + `, '')`,
+	store.DimState:  `lower(coalesce(` + pgStatusCol + `, ''))`,
+	store.DimClass:  `lower(coalesce(` + pgClassCol + `, ''))`,
+	store.DimAction: `lower(coalesce(` + pgActionCol + `, ''))`,
+	store.DimSource: `lower(coalesce(` + pgSourceCol + `, ''))`,
+	store.DimTopic:  `coalesce(` + pgTopicCol + `, '')`,
 }
 
 // pgMatch is f.Match for a record read from PostgreSQL, whose counters
 // and filter columns hold a source or topic as pgText does (a NUL as
 // U+FFFD): a filter built from them (a facet's link, a topic glob the
 // counters expanded) matches the record as it is stored too.
-func pgMatch(f *EntryFilter, r *EntryRecord) bool {
+func pgMatch(f *store.EntryFilter, r *store.EntryRecord) bool {
 	if f.Match(r) {
 		return true
 	}
@@ -45,7 +47,7 @@ func pgMatch(f *EntryFilter, r *EntryRecord) bool {
 // and the topics (counted: as Counters keys them; raw: as stored) when
 // the filter has a topic. Not cellsAndOpen: a page needs neither the
 // open depths nor the days, nor the cells sorted.
-func (p *Postgres) pageCounts(ctx context.Context, topics bool) (cells []Cell, counted, raw map[string]int64, err error) {
+func (p *Postgres) pageCounts(ctx context.Context, topics bool) (cells []store.Cell, counted, raw map[string]int64, err error) {
 	dims := []string{"cell"}
 	if topics {
 		dims = append(dims, "topic")
@@ -54,9 +56,9 @@ func (p *Postgres) pageCounts(ctx context.Context, topics bool) (cells []Cell, c
 	err = p.entryCounts(ctx, dims, func(dim string, key []string, n int64) {
 		switch {
 		case dim == "cell" && len(key) == 4:
-			cells = append(cells, Cell{Source: key[0], Class: key[1], Action: key[2], State: key[3], N: n})
+			cells = append(cells, store.Cell{Source: key[0], Class: key[1], Action: key[2], State: key[3], N: n})
 		case dim == "topic" && len(key) == 1:
-			counted[valKey(key[0])] += n
+			counted[store.ValKey(key[0])] += n
 			raw[key[0]] += n
 		}
 	})
@@ -87,11 +89,11 @@ type pageWalk struct {
 // the primary key.
 const maxRanges = 64
 
-func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]int64, limit int) pageWalk {
+func planPage(f *store.EntryFilter, choices []store.DimChoice, cells []store.Cell, raw map[string]int64, limit int) pageWalk {
 	w := pageWalk{batch: limit + 1}
-	valuesOf := func(ch dimChoice) []string {
+	valuesOf := func(ch store.DimChoice) []string {
 		var vs []string
-		if ch.dim == dimTopic {
+		if ch.Dim == store.DimTopic {
 			// The counted topics are keyed as Counters keys them (a long
 			// one by its hash); the range needs the stored topic.
 			for t := range raw {
@@ -102,26 +104,26 @@ func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]
 		} else {
 			// As stored: the statement lowers them as the index does (Go's
 			// ToLower and the database's lower() differ beyond ASCII).
-			vs = slices.Clone(ch.values)
+			vs = slices.Clone(ch.Values)
 		}
 		sort.Strings(vs)
 		return vs
 	}
 	var sources []string
-	if choices[3].set {
+	if choices[3].Set {
 		sources = valuesOf(choices[3])
 	}
 	var order []int
 	for i, ch := range choices {
-		if ch.set {
+		if ch.Set {
 			order = append(order, i)
 		}
 	}
-	sort.SliceStable(order, func(a, b int) bool { return choices[order[a]].n < choices[order[b]].n })
+	sort.SliceStable(order, func(a, b int) bool { return choices[order[a]].N < choices[order[b]].N })
 	best := -1
 	for _, i := range order {
 		vs, cut := valuesOf(choices[i]), 1
-		if choices[i].dim != dimSource && len(sources) > 0 {
+		if choices[i].Dim != store.DimSource && len(sources) > 0 {
 			cut = len(sources)
 		}
 		if len(vs)*cut <= maxRanges {
@@ -133,8 +135,8 @@ func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]
 		return w
 	}
 	ch := choices[best]
-	w.ranged, w.dim = true, ch.dim
-	if ch.dim != dimSource {
+	w.ranged, w.dim = true, ch.Dim
+	if ch.Dim != store.DimSource {
 		// A ref begins with its source: the range of any other dimension,
 		// in ref order, holds every other source's entries before (or
 		// after) the ones asked for, a walk growing with the store. Each
@@ -143,21 +145,21 @@ func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]
 		// entries (but for refs stored hashed, pg_keys.go).
 		w.sources = sources
 	}
-	if choices[0].set && ch.dim != dimState {
-		w.states = choices[0].values
+	if choices[0].Set && ch.Dim != store.DimState {
+		w.states = choices[0].Values
 	}
 	// The rows a match costs: of the entries the statement returns (the
 	// walked values' cells, on the states it checks), those matching
 	// every dimension, by the cell counters; a topic is taken as
 	// independent of the cells. A quarter more, so that a page seldom
 	// needs a second statement.
-	in := func(c Cell, i int) bool {
-		return !choices[i].set || slices.Contains(choices[i].values, cellValue(c, choices[i].dim))
+	in := func(c store.Cell, i int) bool {
+		return !choices[i].Set || slices.Contains(choices[i].Values, cellValue(c, choices[i].Dim))
 	}
 	var walked, matched, entries int64
 	for _, c := range cells {
 		entries += c.N
-		if (w.states != nil && !in(c, 0)) || (ch.dim != dimTopic && !in(c, best)) || (w.sources != nil && !in(c, 3)) {
+		if (w.states != nil && !in(c, 0)) || (ch.Dim != store.DimTopic && !in(c, best)) || (w.sources != nil && !in(c, 3)) {
 			continue
 		}
 		walked += c.N
@@ -165,8 +167,8 @@ func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]
 			matched += c.N
 		}
 	}
-	if len(choices) > 4 && ch.dim != dimTopic && entries > 0 {
-		matched = matched * choices[4].n / entries
+	if len(choices) > 4 && ch.Dim != store.DimTopic && entries > 0 {
+		matched = matched * choices[4].N / entries
 	}
 	if matched > 0 && walked > matched {
 		w.batch = max(w.batch, int(min(int64(limit+1)*walked*5/4/matched+1, 1000)))
@@ -175,13 +177,13 @@ func planPage(f *EntryFilter, choices []dimChoice, cells []Cell, raw map[string]
 }
 
 // cellValue is c's value of dimension dim (not a topic: cells have none).
-func cellValue(c Cell, dim byte) string {
+func cellValue(c store.Cell, dim byte) string {
 	switch dim {
-	case dimState:
+	case store.DimState:
 		return c.State
-	case dimClass:
+	case store.DimClass:
 		return c.Class
-	case dimAction:
+	case store.DimAction:
 		return c.Action
 	default:
 		return c.Source
@@ -203,7 +205,7 @@ func (w *pageWalk) sql() (string, []any) {
 	// materialized CTE: two index probes a source).
 	with, spans := "", []string{""}
 	if len(w.sources) > 0 {
-		src := pgDimIndex[dimSource]
+		src := pgDimIndex[store.DimSource]
 		rows := make([]string, len(w.sources))
 		spans = make([]string, len(w.sources))
 		for j, v := range w.sources {
@@ -218,7 +220,7 @@ func (w *pageWalk) sql() (string, []any) {
 	for _, v := range w.values {
 		args = append(args, v)
 		val := fmt.Sprintf("lower($%d)", len(args))
-		if w.dim == dimTopic {
+		if w.dim == store.DimTopic {
 			val = fmt.Sprintf("$%d", len(args))
 		}
 		for _, span := range spans {
@@ -238,29 +240,29 @@ func (w *pageWalk) sql() (string, []any) {
 // of index scans, each reading only the rows it returns), the states on
 // their plain column, and the other dimensions are checked on the
 // decoded record (f.Match), as before.
-func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit int) (*EntryPage, error) {
+func (p *Postgres) Page(ctx context.Context, f store.EntryFilter, cursor string, limit int) (*store.EntryPage, error) {
 	if limit <= 0 {
 		limit = 20
 	}
-	b, err := decodeCursor(cursor)
+	b, err := store.DecodeCursor(cursor)
 	if err != nil {
 		return nil, err
 	}
 	after := string(b)
-	if err := f.prepare(); err != nil {
+	if err := f.Prepare(); err != nil {
 		return nil, err
 	}
 	// The total is the counters' (as bbolt's Page): a count(*) of the
 	// filter read every matching row.
-	cells, counted, raw, err := p.pageCounts(ctx, f.hasTopic())
+	cells, counted, raw, err := p.pageCounts(ctx, f.HasTopic())
 	if err != nil {
 		return nil, err
 	}
-	if !f.hasTopic() {
+	if !f.HasTopic() {
 		counted = nil
 	}
-	choices, total, exact := resolveDims(&f, cells, counted)
-	page := &EntryPage{Items: []*EntryRecord{}, Total: total, TotalExact: exact}
+	choices, total, exact := store.ResolveDims(&f, cells, counted)
+	page := &store.EntryPage{Items: []*store.EntryRecord{}, Total: total, TotalExact: exact}
 	w := planPage(&f, choices, cells, raw, limit)
 	if w.ranged && len(w.values) == 0 {
 		return page, nil
@@ -299,7 +301,7 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 				continue
 			}
 			if len(page.Items) == limit {
-				page.Next = encodeCursor([]byte(last))
+				page.Next = store.EncodeCursor([]byte(last))
 				rows.Close()
 				return page, nil
 			}
@@ -320,8 +322,8 @@ func (p *Postgres) Page(ctx context.Context, f EntryFilter, cursor string, limit
 // Counters reads the entry counters (pg_entry_counts.go), the oldest open
 // entry from its index and decisions and outcomes from their counter rows
 // (pg_counts.go): no statement reads a row per entry.
-func (p *Postgres) Counters(ctx context.Context) (*Counters, error) {
-	out := &Counters{Topics: map[string]int64{}, Days: map[string]int64{}, Outcomes: map[string]int64{}, Cells: []Cell{}, Open: []Depth{}, Signatures: []SignatureCount{}}
+func (p *Postgres) Counters(ctx context.Context) (*store.Counters, error) {
+	out := &store.Counters{Topics: map[string]int64{}, Days: map[string]int64{}, Outcomes: map[string]int64{}, Cells: []store.Cell{}, Open: []store.Depth{}, Signatures: []store.SignatureCount{}}
 	if err := p.cellsAndOpen(ctx, out); err != nil {
 		return nil, err
 	}
@@ -340,17 +342,17 @@ func (p *Postgres) Counters(ctx context.Context) (*Counters, error) {
 
 // Series counts inflow by first-seen hour and decisions and outcomes by
 // record hour, from their counter rows. Drained is not kept here (it needs the entries' history).
-func (p *Postgres) Series(ctx context.Context, from, to time.Time) ([]HourCount, error) {
+func (p *Postgres) Series(ctx context.Context, from, to time.Time) ([]store.HourCount, error) {
 	from, to = from.UTC().Truncate(time.Hour), to.UTC().Truncate(time.Hour)
-	hours := map[int64]*HourCount{}
-	hour := func(t time.Time) *HourCount {
+	hours := map[int64]*store.HourCount{}
+	hour := func(t time.Time) *store.HourCount {
 		h := t.UTC().Truncate(time.Hour)
 		if h.Before(from) || h.After(to) {
 			return nil
 		}
 		hc := hours[h.Unix()]
 		if hc == nil {
-			hc = &HourCount{Hour: h}
+			hc = &store.HourCount{Hour: h}
 			hours[h.Unix()] = hc
 		}
 		return hc
@@ -366,7 +368,7 @@ func (p *Postgres) Series(ctx context.Context, from, to time.Time) ([]HourCount,
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	out := make([]HourCount, 0, len(keys))
+	out := make([]store.HourCount, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, *hours[k])
 	}
@@ -402,13 +404,13 @@ const gaugesSQL = `SELECT dim, key, sum(n)::bigint FROM entry_counts
 
 // gauges reads what Gauges returns, as cellsAndOpen and oldestOpen read
 // it.
-func (p *Postgres) gauges(ctx context.Context) (*Gauges, error) {
+func (p *Postgres) gauges(ctx context.Context) (*store.Gauges, error) {
 	rows, err := p.pool.Query(ctx, gaugesSQL, oldestFailureArgs()...)
 	if err != nil {
 		return nil, fmt.Errorf("read entry counters: %w", err)
 	}
 	defer rows.Close()
-	g := &Gauges{}
+	g := &store.Gauges{}
 	for rows.Next() {
 		var dim string
 		var key []string
@@ -418,9 +420,9 @@ func (p *Postgres) gauges(ctx context.Context) (*Gauges, error) {
 		}
 		switch {
 		case dim == "cell" && len(key) == 4:
-			g.Cells = append(g.Cells, Cell{Source: key[0], Class: key[1], Action: key[2], State: key[3], N: n})
+			g.Cells = append(g.Cells, store.Cell{Source: key[0], Class: key[1], Action: key[2], State: key[3], N: n})
 		case dim == "open" && len(key) == 2:
-			g.Open = append(g.Open, Depth{Source: key[0], Topic: valKey(key[1]), N: n})
+			g.Open = append(g.Open, store.Depth{Source: key[0], Topic: store.ValKey(key[1]), N: n})
 		case dim == "oldest":
 			g.OldestOpen = failedAt(n) // pg_lastfail.go
 		}

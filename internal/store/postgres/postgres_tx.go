@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/replayctl/replayctl/internal/store"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -219,7 +221,7 @@ func (t *pgTx) queueCommitWrites() {
 }
 
 // update runs fn once in a transaction on one connection.
-func (p *Postgres) update(ctx context.Context, fn func(Tx) error) (err error) {
+func (p *Postgres) update(ctx context.Context, fn func(store.Tx) error) (err error) {
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -236,7 +238,7 @@ func (p *Postgres) update(ctx context.Context, fn func(Tx) error) (err error) {
 		}
 		conn.Release()
 	}()
-	if f, ok := FenceFrom(ctx); ok {
+	if f, ok := store.FenceFrom(ctx); ok {
 		// A worker whose claim is no longer current writes nothing at
 		// all: not a ledger transition, not an entry, not a record.
 		if err := t.fence(f); err != nil {
@@ -263,9 +265,9 @@ func (p *Postgres) update(ctx context.Context, fn func(Tx) error) (err error) {
 // intents (or outcomes) in one transaction, each under its own claim
 // (issue 16): a stale claim fails fn with ErrStaleFence, and with it the
 // transaction, whose parts the caller then commits alone (commitGroup).
-func (t *pgTx) UnderFence(f Fence, fn func(Tx) error) error {
+func (t *pgTx) UnderFence(f store.Fence, fn func(store.Tx) error) error {
 	if t.ro {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
 	if row := t.fenced[pgKey(f.Ref)]; row == nil || row.token != f.Token {
 		if err := t.fence(f); err != nil {
@@ -276,12 +278,12 @@ func (t *pgTx) UnderFence(f Fence, fn func(Tx) error) error {
 }
 
 // fence checks the claim f in this transaction.
-func (t *pgTx) fence(f Fence) error {
+func (t *pgTx) fence(f store.Fence) error {
 	// A write under the claim: what was read ahead under it is not
 	// served after it.
 	t.p.dropAhead(f.Token)
 	err := t.checkFence(f)
-	if errors.Is(err, ErrStaleFence) {
+	if errors.Is(err, store.ErrStaleFence) {
 		// The claim is over for this process and is never released by
 		// it: forget its mark (reviewer's finding: one map entry a lost
 		// lease, for the life of a serve).
@@ -303,9 +305,9 @@ var (
 // nothing: the caller leaves its part out of the transaction. Its
 // entry stays locked until the transaction ends, as any row a fence
 // check read.
-func (t *pgTx) CheckFences(fs []Fence) (stale []error, err error) {
+func (t *pgTx) CheckFences(fs []store.Fence) (stale []error, err error) {
 	if t.ro {
-		return nil, ErrReadOnly
+		return nil, store.ErrReadOnly
 	}
 	refs := make([]string, 0, len(fs))
 	var keys []string
@@ -391,7 +393,7 @@ func (t *pgTx) CheckFences(fs []Fence) (stale []error, err error) {
 			continue
 		}
 		if fr.token != f.Token || !fr.live {
-			stale[i] = fmt.Errorf("%w (entry %s: token %d, current %d, lease live %v)", ErrStaleFence, f.Ref, f.Token, fr.token, fr.live)
+			stale[i] = fmt.Errorf("%w (entry %s: token %d, current %d, lease live %v)", store.ErrStaleFence, f.Ref, f.Token, fr.token, fr.live)
 			t.p.takeChecked(f.Token)
 			continue
 		}

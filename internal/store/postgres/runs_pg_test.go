@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
@@ -21,7 +22,7 @@ func TestRunsTableCreatedByTwoWorkersAtOnce(t *testing.T) {
 	const workers = 6
 	ps := make([]*Postgres, workers)
 	for i := range ps {
-		ps[i] = openPG(t, dsn, Options{})
+		ps[i] = openPG(t, dsn, store.Options{})
 	}
 	ctx := context.Background()
 	for round := range 15 {

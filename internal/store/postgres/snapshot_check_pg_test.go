@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 	"github.com/replayctl/replayctl/internal/triage"
 )
@@ -15,7 +16,7 @@ import (
 // verification at the first record that refers to it.
 func TestPostgresAuditVerifyFindsAChangedSnapshot(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	snap := triage.NewSnapshot(triage.SourceFile{Name: "rules.yaml", Text: "rules: []\n"},
 		[]triage.SourceFile{{Name: "replay.rego", Text: "package replayctl\n\ndefault action := \"auto_replay\"\n"}})
 	if err := p.PutSnapshot(ctx, snap.ID, snap); err != nil {
@@ -26,7 +27,7 @@ func TestPostgresAuditVerifyFindsAChangedSnapshot(t *testing.T) {
 		if i > 0 {
 			r.PolicySnapshot = snap.ID
 		}
-		if err := p.Update(ctx, func(tx Tx) error { _, err := tx.Append(r); return err }); err != nil {
+		if err := p.Update(ctx, func(tx store.Tx) error { _, err := tx.Append(r); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -49,12 +50,12 @@ func TestPostgresAuditVerifyFindsAChangedSnapshot(t *testing.T) {
 // verification at the first record naming it, with their count.
 func TestPostgresAuditVerifyFindsADeletedSnapshot(t *testing.T) {
 	ctx := context.Background()
-	p := openPG(t, testsvc.Postgres(t), Options{})
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
 	snap := triage.NewSnapshot(triage.SourceFile{Name: "rules.yaml", Text: "rules: []\n"}, nil)
 	// A record before any snapshot was kept (an older version's): its
 	// snapshot was never stored, and that is no error.
 	old := &audit.Record{Actor: "alice", Kind: audit.KindDecision, EntryRef: "jsonl:old", PolicySnapshot: "sha256:never-kept"}
-	if err := p.Update(ctx, func(tx Tx) error { _, err := tx.Append(old); return err }); err != nil {
+	if err := p.Update(ctx, func(tx store.Tx) error { _, err := tx.Append(old); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.PutSnapshot(ctx, snap.ID, snap); err != nil {
@@ -62,7 +63,7 @@ func TestPostgresAuditVerifyFindsADeletedSnapshot(t *testing.T) {
 	}
 	for _, ref := range []string{"jsonl:a", "jsonl:b"} {
 		r := &audit.Record{Actor: "alice", Kind: audit.KindDecision, EntryRef: ref, PolicySnapshot: snap.ID}
-		if err := p.Update(ctx, func(tx Tx) error { _, err := tx.Append(r); return err }); err != nil {
+		if err := p.Update(ctx, func(tx store.Tx) error { _, err := tx.Append(r); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -72,7 +73,7 @@ func TestPostgresAuditVerifyFindsADeletedSnapshot(t *testing.T) {
 	// The marker row is the store's, not a snapshot: asking for it by its
 	// id (GET /api/snapshots/{id}) is "not found", not a decode error.
 	var v map[string]any
-	if err := p.Snapshot(ctx, pgSnapshotsKeptFrom, &v); !errors.Is(err, ErrNotFound) {
+	if err := p.Snapshot(ctx, pgSnapshotsKeptFrom, &v); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the marker read as a snapshot: %v", err)
 	}
 	if _, err := p.pool.Exec(ctx, `DELETE FROM snapshots WHERE id = $1`, snap.ID); err != nil {

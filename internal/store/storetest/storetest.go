@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		"IDsAndGaugesMatchScan":       idsAndGauges,
 		"ClaimsAreLeasedAndFenced":    claims,
 		"PruneArchivesAndVerifies":    pruneArchives,
+		"ChainSucceededReadsOutcomes": chainSucceeded,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) { fn(t, open(t)) })

@@ -41,8 +41,8 @@ import (
 // binary): the total then stays near the slowest job instead of the sum
 // of the last two.
 var slowFirst = []string{"./cmd/replayctl", "./internal/server", "./deploy", "./internal/replay", "./internal/replay (no -race)",
-	"./internal/benchmark", "fuzz ./internal/server", "./internal/store", "./internal/store (no -race)", "fuzz ./internal/source",
-	"fuzz ./internal/store", "./internal/source", "fuzz ./internal/triage"}
+	"./internal/benchmark", "fuzz ./internal/server", "./internal/store/postgres", "./internal/store/bolt", "./internal/store/bolt (no -race)",
+	"fuzz ./internal/source", "fuzz ./internal/store", "./internal/source", "fuzz ./internal/triage"}
 
 // withoutRace are tests that run in a job of their own without the race
 // detector, and that the package's race run skips (-skip): each starts
@@ -55,8 +55,8 @@ var slowFirst = []string{"./cmd/replayctl", "./internal/server", "./deploy", "./
 // package's in-process tests. A pattern that matches no test fails the
 // run, so a rename cannot drop a test silently.
 var withoutRace = map[string]string{
-	"./internal/replay": `^(TestFourWorkersSurviveSIGKILL|TestBrokerReconcileSurvivesSIGKILL)$`,
-	"./internal/store":  `^TestPruneSurvivesSIGKILL$`,
+	"./internal/replay":     `^(TestFourWorkersSurviveSIGKILL|TestBrokerReconcileSurvivesSIGKILL)$`,
+	"./internal/store/bolt": `^TestPruneSurvivesSIGKILL$`,
 }
 
 // raceExitSleep is GORACE's atexit_sleep_ms for every process the tests

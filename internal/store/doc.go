@@ -1,6 +1,11 @@
-// Package store keeps replayctl's state: the idempotency ledger, the
-// entries seen, approval requests, policy snapshots and the audit chain.
-// Bolt, one bbolt file, is the embedded default for a single process.
+// Package store is the contract replayctl's state backends keep: the
+// idempotency ledger, the entries seen, approval requests, policy
+// snapshots and the audit chain, behind Backend and Tx (what a backend
+// lacks answers ErrNotImplemented; Features says which it is). It holds
+// what both backends share (record and payload codecs, hashed and index
+// keys, lineages, groups, prune's steps) and never imports a backend:
+// internal/store/bolt (one bbolt file, the embedded default for a single
+// process) and internal/store/postgres (shared by many workers) do.
 //
 // Everything one step of the replay runner writes (a ledger transition, the
 // entry's status, the audit record describing it) commits in one

@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/replayctl/replayctl/internal/store"
-
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // UpdateNow runs fn in a read-write transaction committed at once, outside

@@ -2,12 +2,11 @@ package bolt
 
 import (
 	"bytes"
-	_ "embed"
 	"fmt"
 
-	"github.com/replayctl/replayctl/internal/store"
-
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // putRecord encodes v (zstd) under key. Ledger and entry records are

@@ -11,13 +11,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/replayctl/replayctl/internal/store"
-
 	"github.com/klauspost/compress/zstd"
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/idempotency"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // Payloads come back byte for byte whatever they hold: a replay sends

@@ -3,9 +3,9 @@ package bolt
 import (
 	"context"
 
-	"github.com/replayctl/replayctl/internal/store"
-
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // Gauges reads the scrape's counts in one read transaction: the cell and

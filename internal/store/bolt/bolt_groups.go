@@ -6,9 +6,9 @@ import (
 	"encoding/binary"
 	"time"
 
-	"github.com/replayctl/replayctl/internal/store"
-
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // Groups on bbolt. An entry's group is one more facet (entryFacets), so

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"time"
 
-	"github.com/replayctl/replayctl/internal/store"
-
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // The age of an open entry is the time since its last failure (issue 30):

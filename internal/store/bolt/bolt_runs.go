@@ -5,9 +5,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/replayctl/replayctl/internal/store"
-
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 var bucketRuns = []byte("runs")

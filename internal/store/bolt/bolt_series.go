@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"time"
 
-	"github.com/replayctl/replayctl/internal/store"
-
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // Per-class hourly series, kept in the counters bucket beside the hourly

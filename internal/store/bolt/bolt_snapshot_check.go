@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/replayctl/replayctl/internal/store"
-
 	"github.com/replayctl/replayctl/internal/audit"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // Whether a snapshot that is not stored was deleted or never kept is told

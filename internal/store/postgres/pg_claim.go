@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/replayctl/replayctl/internal/store"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // Ingest once per run: of the workers that start a run together, the one

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/replayctl/replayctl/internal/store"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // Groups on PostgreSQL (schema version 15). The group id is a column

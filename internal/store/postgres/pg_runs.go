@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/replayctl/replayctl/internal/store"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // runsTable is created on first use: the numbered migrations in

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/replayctl/replayctl/internal/store"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // pgSnapshotsKeptFrom is the marker on PostgreSQL: a row of the snapshots

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/replayctl/replayctl/internal/store"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/replayctl/replayctl/internal/store"
 )
 
 // Round trips of a PostgreSQL transaction (issue 16). A worker's slot

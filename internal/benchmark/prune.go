@@ -95,7 +95,7 @@ func pruneRows(ctx context.Context, c *Config) ([]Row, error) {
 		{Measure: fmt.Sprintf("store size after prune, %d entries (90%% closed)", n), Figure: mb(afterPrune), Unit: "MB",
 			Baseline: mb(fi.Size()), Ratio: float64(afterPrune) / float64(fi.Size()), Note: "of the size before (bbolt keeps its free pages for reuse)"},
 		{Measure: fmt.Sprintf("store size after prune and compaction, %d entries (90%% closed)", n), Figure: mb(afterCompact), Unit: "MB",
-			Baseline: mb(fi.Size()), Ratio: float64(afterCompact) / float64(fi.Size()), Note: "of the size before (store.CompactBolt, as bbolt compact)"},
+			Baseline: mb(fi.Size()), Ratio: float64(afterCompact) / float64(fi.Size()), Note: "of the size before (bolt.Compact, as bbolt compact)"},
 	}, nil
 }
 

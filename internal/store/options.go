@@ -4,7 +4,7 @@ import (
 	"time"
 )
 
-// Options configure OpenBolt.
+// Options configure a backend's open (bolt.Open, postgres.Open).
 type Options struct {
 	// ReadOnly opens without creating or changing the file (plan).
 	ReadOnly bool
@@ -16,7 +16,8 @@ type Options struct {
 	// every append (REPLAYCTL_AUDIT_KEY or --audit-key-file).
 	AuditKey []byte
 	// MaxBatchSize and MaxBatchDelay tune group commit of concurrent
-	// Updates (defaults 8 and 1ms): one fsync serves many workers.
+	// Updates (defaults 8 and 1ms): one fsync serves many workers. On
+	// PostgreSQL, MaxBatchSize sizes the connection pool instead.
 	MaxBatchSize  int
 	MaxBatchDelay time.Duration
 }

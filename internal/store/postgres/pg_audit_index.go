@@ -101,7 +101,7 @@ func setAuditCols(ctx context.Context, tx pgx.Tx, seqs []int64, actors, kinds []
 }
 
 // AuditSeqs returns the seqs of the sealed audit records matching f,
-// oldest first, from the audit indexes (as store.Bolt.AuditSeqs), reading
+// oldest first, from the audit indexes (as bolt.Bolt.AuditSeqs), reading
 // no record.
 func (p *Postgres) AuditSeqs(ctx context.Context, f store.AuditFilter) ([]uint64, error) {
 	if f.Actor == "" && f.Kind == "" && f.Since.IsZero() && f.Until.IsZero() {

@@ -25,7 +25,7 @@ const pgRefIDMigration = `CREATE INDEX entries_ref_rev ON entries ((reverse(ref)
 	 CREATE INDEX entries_ref_hashed ON entries (ref) WHERE starts_with(ref, chr(1) || 'sha256:');`
 
 // RefsByID returns the refs of the entries whose source id is id (as
-// store.Bolt.RefsByID), in ref order: the range of entries_ref_rev of the
+// bolt.Bolt.RefsByID), in ref order: the range of entries_ref_rev of the
 // refs ending with id, and the refs stored hashed; the record decides.
 func (p *Postgres) RefsByID(ctx context.Context, id string) ([]string, error) {
 	// Reversed by characters, as reverse() does; an id a text parameter

@@ -40,7 +40,7 @@ const pgEntryAuditMigration = `CREATE OR REPLACE FUNCTION replayctl_audit_owner(
 	 CREATE INDEX IF NOT EXISTS audit_owner ON audit (replayctl_audit_owner(body), seq);`
 
 // EntryAudit calls fn, oldest first, with the sealed audit records about
-// one entry (as store.Bolt.EntryAudit): those naming its ref, and those
+// one entry (as bolt.Bolt.EntryAudit): those naming its ref, and those
 // naming no entry but its idempotency key (key may be ""). It reads the
 // entry's ranges of audit_owner, up to the sealed head as AuditRange.
 //

@@ -324,7 +324,7 @@ func (p *Postgres) signatures(ctx context.Context) ([]store.SignatureCount, erro
 	return out, nil
 }
 
-// Gauges reads a /metrics scrape's counts (as store.Bolt.Gauges): the
+// Gauges reads a /metrics scrape's counts (as bolt.Bolt.Gauges): the
 // cell and open-depth counters and the oldest open entry from its index.
 func (p *Postgres) Gauges(ctx context.Context) (*store.Gauges, error) {
 	return p.gauges(ctx) // one statement (postgres_index.go)

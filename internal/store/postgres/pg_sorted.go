@@ -88,7 +88,7 @@ func (p *Postgres) sortedBatch(ctx context.Context, states []string, newest bool
 
 // SortedPage returns up to limit entries matching f after cursor, by last
 // failure (oldest first, or newest first), ties by ref in byte order: the
-// order and cursors of store.Bolt.SortedPage. The total is the counters'.
+// order and cursors of bolt.Bolt.SortedPage. The total is the counters'.
 func (p *Postgres) SortedPage(ctx context.Context, f store.EntryFilter, newest bool, cursor string, limit int) (*store.EntryPage, error) {
 	limit, after, err := store.SortedPageArgs(&f, cursor, limit)
 	if err != nil {

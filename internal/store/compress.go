@@ -32,7 +32,7 @@ import (
 // 9.2 µs a record against 1.4 µs for s2; the records come out ~25%
 // larger, 0.42 of their JSON against 0.33, the same as zstd without
 // entropy coding). Approvals and snapshots, written once, keep zstd. All
-// three formats read side by side: see recordJSON.
+// three formats read side by side: see RecordJSON.
 //
 // Payloads are kept in their own bucket with a one-byte codec tag (a
 // payload may be any bytes, so no magic can tell): s2 (zstd for the
@@ -164,7 +164,7 @@ var s2Buffers = sync.Pool{New: func() any { return new([]byte) }}
 // entry and audit records): s2 against dictionary 1 instead of zstd.
 func EncodeHotRecord(v any) ([]byte, error) { return encodeWith(v, CompressHotRecord) }
 
-// CompressHotRecord is compressRecord with s2 (see encodeHotRecord).
+// CompressHotRecord is CompressRecord with s2 (see EncodeHotRecord).
 func CompressHotRecord(data []byte) ([]byte, error) {
 	if len(data) < minCompress {
 		return bytes.Clone(data), nil

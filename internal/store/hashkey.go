@@ -7,7 +7,7 @@ import (
 
 // HashKey is the stored form of a key, ref, id or indexed value that
 // cannot be kept as it is (too long, or unfit for the column): prefix and
-// the hex SHA-256 of b. bbolt's dbKey, ikey and valKey and PostgreSQL's
+// the hex SHA-256 of b. bbolt's DBKey, IKey and ValKey and PostgreSQL's
 // pgKey all use it, each with its own prefix, so files and tables written
 // before keep their keys.
 func HashKey(prefix string, b []byte) string {

@@ -26,11 +26,11 @@ const (
 	DimTopic  = 't'
 	DimOldest = 'f'
 	DimID     = 'i' // the source's id, for a bare-id lookup
-	// Audit records by entry: 'r' lp(ikey(ref)) seq, and 'k' lp(key) seq
+	// Audit records by entry: 'r' lp(IKey(ref)) seq, and 'k' lp(key) seq
 	// for records that name only a key.
 	DimAuditRef = 'r'
 	DimAuditKey = 'k'
-	// Open approval requests, oldest first: 'q' + 8-byte requested-at + ikey(id).
+	// Open approval requests, oldest first: 'q' + 8-byte requested-at + IKey(id).
 	DimPendingApproval = 'q'
 )
 

@@ -23,11 +23,11 @@ type Pruner interface {
 	PendingPrune(ctx context.Context) (*PrunePending, error)
 	SetPending(ctx context.Context, p *PrunePending) error
 	WriteArchive(ctx context.Context, path string, o PruneOptions) (res *PruneResult, base *audit.Checkpoint, written bool, err error)
-	// removeBatch removes the entries and approvals named, each only if
+	// RemoveBatch removes the entries and approvals named, each only if
 	// it still qualifies, in one transaction, counting them in res.
 	RemoveBatch(ctx context.Context, refs, approvalIDs []string, before time.Time, res *PruneResult) error
 	MoveBase(ctx context.Context, b *audit.Checkpoint, batch int, afterBase func()) (int, error)
-	// sizeNow is the store's size on disk after the prune.
+	// SizeNow is the store's size on disk after the prune.
 	SizeNow(ctx context.Context) (int64, error)
 }
 

@@ -61,7 +61,7 @@ func (s *Bolt) Prune(ctx context.Context, o store.PruneOptions) (*store.PruneRes
 	return store.Prune(ctx, s, o)
 }
 
-// pendingPrune reads the mark of a prune whose removals are not finished.
+// PendingPrune reads the mark of a prune whose removals are not finished.
 func (s *Bolt) PendingPrune(context.Context) (*store.PrunePending, error) {
 	var pend *store.PrunePending
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -76,7 +76,7 @@ func (s *Bolt) PendingPrune(context.Context) (*store.PrunePending, error) {
 	return pend, err
 }
 
-// setPending writes (nil: clears) the pending prune's mark.
+// SetPending writes (nil: clears) the pending prune's mark.
 func (s *Bolt) SetPending(_ context.Context, p *store.PrunePending) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
@@ -327,7 +327,7 @@ func (a *archiver) approvals() error {
 	return nil
 }
 
-// removeBatch removes, in one transaction, the approvals and entries
+// RemoveBatch removes, in one transaction, the approvals and entries
 // named that still qualify (approvals first: they name their entry, which
 // must still be there to be checked).
 func (s *Bolt) RemoveBatch(_ context.Context, refs, approvals []string, before time.Time, res *store.PruneResult) error {
@@ -375,7 +375,7 @@ func (s *Bolt) RemoveBatch(_ context.Context, refs, approvals []string, before t
 	})
 }
 
-// sizeNow is the file's size after a prune.
+// SizeNow is the file's size after a prune.
 func (s *Bolt) SizeNow(context.Context) (int64, error) {
 	fi, err := os.Stat(s.path)
 	if err != nil {
@@ -384,7 +384,7 @@ func (s *Bolt) SizeNow(context.Context) (int64, error) {
 	return fi.Size(), nil
 }
 
-// moveBase makes b the chain's base (when it is ahead of the current one)
+// MoveBase makes b the chain's base (when it is ahead of the current one)
 // and removes the records up to it, with their index keys, in bounded
 // transactions.
 func (s *Bolt) MoveBase(ctx context.Context, b *audit.Checkpoint, batch int, afterBase func()) (int, error) {

@@ -24,7 +24,7 @@ import (
 // records written before this version.
 //
 // actor and kind are stored as pgKey stores keys (a long one, or one
-// holding NUL, by its hash), matched exactly as bbolt's valKey index keys
+// holding NUL, by its hash), matched exactly as bbolt's store.ValKey index keys
 // are. at is the record's time in Unix nanoseconds, bbolt's time order
 // (a zero time first: math.MinInt64), so that a range's bounds cut
 // exactly where bbolt's cut (timestamptz keeps microseconds).

@@ -19,7 +19,7 @@ import (
 // chain to count decisions, denials and outcomes; now every transaction
 // that appends records adds what they count to counter rows, in the same
 // transaction, as bbolt does in its counters bucket (bolt_index.go:
-// countAudit, the same rule: auditCounts). A row per (hour, what) and a
+// countAudit, the same rule: store.AuditCounts). A row per (hour, what) and a
 // total per what (hour -infinity); each is split in shards by the writing
 // connection's backend pid, so concurrent writers do not queue on one hot
 // row (the audit head lock was that queue), and a read sums the shards.

@@ -19,7 +19,7 @@ import (
 )
 
 // recount is what Counters and Series read from the audit chain before
-// they had counters: every record, counted by auditCounts.
+// they had counters: every record, counted by store.AuditCounts.
 func recount(t *testing.T, p *Postgres, from, to time.Time) (store.Counters, map[time.Time]store.HourCount) {
 	t.Helper()
 	c := store.Counters{Outcomes: map[string]int64{}}

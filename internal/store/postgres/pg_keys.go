@@ -17,7 +17,7 @@ const pgMaxKey = 1024
 const pgHashedPrefix = "\x01sha256:"
 
 // pgKey is the stored key for an idempotency key, entry ref or approval
-// id: as it is when short, else its SHA-256, as bbolt's dbKey does; the
+// id: as it is when short, else its SHA-256, as bbolt's store.DBKey does; the
 // original stays in the record. A key that is not UTF-8 or holds NUL (a
 // text column refuses both) or looks like a hashed one is hashed too, so
 // none collide.

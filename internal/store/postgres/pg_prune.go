@@ -67,7 +67,7 @@ func (p *Postgres) PendingPrune(ctx context.Context) (*store.PrunePending, error
 	return scanJSON[store.PrunePending](p.pool.QueryRow(ctx, `SELECT value FROM store_meta WHERE key = $1`, metaPrunePending))
 }
 
-// setPending writes (nil: clears) the pending prune's mark.
+// SetPending writes (nil: clears) the pending prune's mark.
 func (p *Postgres) SetPending(ctx context.Context, pend *store.PrunePending) error {
 	var err error
 	if pend == nil {
@@ -181,7 +181,7 @@ func prunableRows(ctx context.Context, q pgReader, rows map[string]*pgEntryRow, 
 }
 
 // writeArchive writes the archive from one REPEATABLE READ snapshot
-// (writeArchiveFile), after sealing what is settled.
+// (store.WriteArchiveFile), after sealing what is settled.
 func (p *Postgres) WriteArchive(ctx context.Context, path string, o store.PruneOptions) (*store.PruneResult, *audit.Checkpoint, bool, error) {
 	p.flushAudit(ctx)
 	return store.WriteArchiveFile(path, o, func(w *audit.ArchiveWriter, res *store.PruneResult) (*audit.Checkpoint, error) {
@@ -452,14 +452,14 @@ func (a *pgArchiver) approvals(ctx context.Context) error {
 	return rows.Err()
 }
 
-// sizeNow is the database's size after a prune.
+// SizeNow is the database's size after a prune.
 func (p *Postgres) SizeNow(ctx context.Context) (int64, error) {
 	var n int64
 	err := p.pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&n)
 	return n, err
 }
 
-// removeBatch removes, in one transaction, the approvals and entries
+// RemoveBatch removes, in one transaction, the approvals and entries
 // named that still qualify, locking each row and checking it again; the
 // entries leave the counters in the same transaction.
 func (p *Postgres) RemoveBatch(ctx context.Context, refs, approvalIDs []string, before time.Time, res *store.PruneResult) error {
@@ -558,7 +558,7 @@ func (p *Postgres) RemoveBatch(ctx context.Context, refs, approvalIDs []string, 
 	})
 }
 
-// moveBase makes b the chain's base (when it is ahead of the current one)
+// MoveBase makes b the chain's base (when it is ahead of the current one)
 // and removes the records up to it in batched DELETEs.
 func (p *Postgres) MoveBase(ctx context.Context, b *audit.Checkpoint, batch int, afterBase func()) (int, error) {
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {

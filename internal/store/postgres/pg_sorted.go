@@ -17,9 +17,9 @@ import (
 // the ranges are merged by the statement (sortedBatch): a page's cost
 // follows the entries it walks past, not the table. state and last_failed are columns written in Go
 // (migration 8): last_failed is LastFailure in Unix nanoseconds, the
-// smallest int64 when unknown, which orders exactly as bbolt's orderKey.
+// smallest int64 when unknown, which orders exactly as bbolt's store.OrderKey.
 
-// lastFailedKey is r's sort key, as orderKey (bolt_views.go) orders.
+// lastFailedKey is r's sort key, as store.OrderKey (bolt_views.go) orders.
 func lastFailedKey(r *store.EntryRecord) int64 {
 	t := store.LastFailure(r)
 	if t.IsZero() {

@@ -32,7 +32,7 @@ func MixedViews(t *testing.T, s store.Backend, setNow func(time.Time)) {
 	topics := []string{"orders.created", "orders.paid.eu", "billing.invoice", "tool.email.send", "tool.alpha.send"}
 	if err := s.Update(ctx, func(tx store.Tx) error {
 		for i := range 240 {
-			r := &store.EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("v%03d", (i*37)%240), Source: []string{"jsonl", "prodigy"}[i%2],
+			r := &store.EntryRecord{Entry: entry.Entry{ID: fmt.Sprintf("v%03d", (i*37)%240), Source: []string{"jsonl", "other"}[i%2],
 				Topic: topics[i%len(topics)], Payload: []byte(`{}`)},
 				Status: states[i%len(states)], Class: classes[i%3], Action: triage.AutoReplay}
 			if i%11 != 0 {
@@ -72,7 +72,7 @@ func MixedViews(t *testing.T, s store.Backend, setNow func(time.Time)) {
 	setNow(ViewsBase.Add(40 * 24 * time.Hour))
 	if err := s.Update(ctx, func(tx store.Tx) error {
 		for i := 0; i < 240; i += 3 {
-			ref := fmt.Sprintf("%s:v%03d", []string{"jsonl", "prodigy"}[i%2], (i*37)%240)
+			ref := fmt.Sprintf("%s:v%03d", []string{"jsonl", "other"}[i%2], (i*37)%240)
 			r, err := tx.Entry(ref)
 			if err != nil || r == nil {
 				return fmt.Errorf("entry %s: %v", ref, err)
@@ -125,7 +125,7 @@ func ViewFilters() map[string]store.EntryFilter {
 		"all":              {},
 		"open states":      {States: []string{store.StatusPending, store.StatusQuarantined, store.StatusAwaitingApproval}},
 		"class":            {Classes: []string{"POISON"}},
-		"state and source": {States: []string{store.StatusReplayed}, Sources: []string{"prodigy"}},
+		"state and source": {States: []string{store.StatusReplayed}, Sources: []string{"other"}},
 		"two topic globs":  {Topics: []string{"orders.**", "tool.*.send"}},
 		"topic and globs":  {Topic: "billing.*", Topics: []string{"orders.paid.*"}, States: []string{store.StatusPending, store.StatusResolved}},
 		"age":              {FirstSeenBefore: ViewsBase.Add(5 * 24 * time.Hour)},

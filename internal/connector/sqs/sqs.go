@@ -137,8 +137,8 @@ func OpenEnv(spec string, getenv func(string) string) (*Conn, error) {
 	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
 		tr = bc.GetTransport()
 	}
-	cfg.HTTPClient = &http.Client{Timeout: 60 * time.Second, Transport: tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	cfg.HTTPClient = memBodyClient{&http.Client{Timeout: 60 * time.Second, Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	c.client = awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
 	return c, nil
 }
@@ -196,7 +196,7 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 		held, _ := strconv.Atoi(attrs.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
 		c.note("sqs queue %s held about %d visible messages when the read began", c.name, held)
 		seen := map[string]bool{}
-		read := 0
+		read, recheck := 0, 0
 		for ctx.Err() == nil {
 			out, err := c.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
 				QueueUrl:                    &c.queueURL,
@@ -228,11 +228,47 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 				}
 			}
 			if fresh == 0 {
+				if read < held && recheck < maxRechecks {
+					// Short of what the queue held: an empty answer can be
+					// a sample of SQS's servers, so ask the queue before
+					// ending.
+					recheck++
+					visible, inFlight, err := c.counts(ctx)
+					if err == nil && visible > 0 {
+						continue
+					}
+					if err == nil {
+						c.mu.Lock()
+						mine := len(c.handles)
+						c.mu.Unlock()
+						if others := inFlight - mine; others > 0 {
+							c.note("sqs queue %s: read %d of about %d: about %d more are in flight (received by another consumer, or by a receive whose answer was lost) "+
+								"and are read by a later run once their visibility timeout ends", c.name, read, held, others)
+						}
+					}
+				}
 				break
 			}
 		}
 		c.note("sqs queue %s: read %d messages", c.name, read)
 	}
+}
+
+// maxRechecks bounds how often a read short of the queue's count asks the
+// queue again before it ends.
+const maxRechecks = 3
+
+// counts is the queue's approximate visible and in-flight messages.
+func (c *Conn) counts(ctx context.Context) (visible, inFlight int, err error) {
+	out, err := c.client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: &c.queueURL,
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
+			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		return 0, 0, err
+	}
+	visible, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	inFlight, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	return visible, inFlight, nil
 }
 
 // Settle deletes the message from the DLQ with this run's receipt handle.

@@ -123,3 +123,34 @@ func TestLostReceiveAnswerIsTold(t *testing.T) {
 		t.Fatalf("the later run read %d, want all 25 (none deleted)", n)
 	}
 }
+
+// TestReceiveAheadStopsAtTheEnd: the read receives one answer ahead of
+// the caller, and asks for the next only after an answer brought a new
+// message, so the empty answer that ends it is the last receive: no
+// receive is in flight whose messages the read would leave unread and
+// invisible.
+func TestReceiveAheadStopsAtTheEnd(t *testing.T) {
+	b := newBundle(t, false)
+	ctx := context.Background()
+	for i := range 35 {
+		body := fmt.Sprintf(`{"o":%d}`, i)
+		if _, err := b.app.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(b.srv.URLOf(b.dlq)), MessageBody: &body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := readAll(t, b.conn)
+	ids := map[string]bool{}
+	for _, e := range got {
+		ids[e.ID] = true
+	}
+	if len(got) != 35 || len(ids) != 35 {
+		t.Fatalf("read %d entries, %d distinct, want 35", len(got), len(ids))
+	}
+	// 4 answers with messages (10, 10, 10, 5) and the empty one.
+	if n := b.srv.Calls("ReceiveMessage"); n != 5 {
+		t.Fatalf("%d receives, want 5", n)
+	}
+	if n := len(b.srv.Messages(b.dlq)); n != 35 {
+		t.Fatalf("the queue holds %d, want 35: nothing is deleted before it is stored", n)
+	}
+}

@@ -429,8 +429,9 @@ func (c *Conn) entriesOf(recs []*kgo.Record) []entry.Entry {
 	es := make([]entry.Entry, len(recs))
 	workers := min(runtime.GOMAXPROCS(0), (len(recs)+convertChunk-1)/convertChunk)
 	if workers <= 1 {
+		var memo classMemo
 		for i, r := range recs {
-			es[i] = c.entryOf(r)
+			es[i] = c.entryOf(r, &memo)
 		}
 		return es
 	}
@@ -441,8 +442,9 @@ func (c *Conn) entriesOf(recs []*kgo.Record) []entry.Entry {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var memo classMemo
 			for i := lo; i < hi; i++ {
-				es[i] = c.entryOf(recs[i])
+				es[i] = c.entryOf(recs[i], &memo)
 			}
 		}()
 	}
@@ -629,7 +631,26 @@ func hasHeader(r *kgo.Record, k string) bool {
 	return false
 }
 
-func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
+// classMemo is one converter's last classification. A DLT's records come
+// in bursts of one failure with the same exception headers, and matching
+// a stack's class names against every rule was a sixth of a record's
+// conversion; comparing the headers with the last record's is a memcmp.
+type classMemo struct {
+	fqcn, cause, connClass, msg, stack string
+	code                               string
+	set                                bool
+}
+
+func (m *classMemo) exceptionCode(fqcn, cause, connClass, msg, stack string) string {
+	if m.set && m.fqcn == fqcn && m.cause == cause && m.connClass == connClass && m.msg == msg && m.stack == stack {
+		return m.code
+	}
+	code := brokermsg.ExceptionCode([]string{fqcn, cause, connClass}, msg, stack)
+	*m = classMemo{fqcn: fqcn, cause: cause, connClass: connClass, msg: msg, stack: stack, code: code, set: true}
+	return code
+}
+
+func (c *Conn) entryOf(r *kgo.Record, memo *classMemo) entry.Entry {
 	str := func(k string) string { return string(headerValue(r, k)) }
 	id := make([]byte, 0, len(r.Topic)+24)
 	id = append(id, r.Topic...)
@@ -695,7 +716,7 @@ func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
 	if stack == "" {
 		stack = str(connStacktrace)
 	}
-	e.ReasonCode = brokermsg.ExceptionCode([]string{fqcn, cause, connCl}, msg, stack)
+	e.ReasonCode = memo.exceptionCode(fqcn, cause, connCl, msg, stack)
 	if msg == "" {
 		// The class names something: "ClassName" alone is the error.
 		for _, cl := range []string{cause, fqcn, connCl} {

@@ -453,3 +453,33 @@ func TestCommitNeverPassesAnUnstoredRecord(t *testing.T) {
 		t.Errorf("the same Conn read %d on its second read, want %d", len(more), n-stop)
 	}
 }
+
+// TestClassMemoFollowsEachRecord: a converter remembers its last
+// classification; records whose exception headers differ in any one
+// field are classified afresh, as a converter without the memo would.
+func TestClassMemoFollowsEachRecord(t *testing.T) {
+	conn, err := Open("kafka:127.0.0.1:9092?topic=orders.DLT&group=g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wrapper = "org.springframework.kafka.listener.ListenerExecutionFailedException"
+	rs := []*kgo.Record{
+		springDLT("a", "{}", 0, 1, wrapper, "java.net.SocketTimeoutException", "Read timed out"),
+		springDLT("b", "{}", 0, 2, wrapper, "java.net.SocketTimeoutException", "Read timed out"),
+		springDLT("c", "{}", 0, 3, wrapper, "org.apache.kafka.common.errors.TopicAuthorizationException", "Read timed out"),
+		springDLT("d", "{}", 0, 4, wrapper, "", "connection refused"),
+		springDLT("e", "{}", 0, 5, wrapper, "", "Read timed out"),
+		springDLT("f", "{}", 0, 6, wrapper, "java.net.SocketTimeoutException", "Read timed out"),
+	}
+	var memo classMemo
+	for _, r := range rs {
+		var fresh classMemo
+		got, want := conn.entryOf(r, &memo).ReasonCode, conn.entryOf(r, &fresh).ReasonCode
+		if got != want {
+			t.Errorf("record %s: %q with the memo, %q without", r.Key, got, want)
+		}
+	}
+	if codes := []string{conn.entryOf(rs[2], &memo).ReasonCode, conn.entryOf(rs[3], &memo).ReasonCode}; codes[0] != brokermsg.CodeDenied || codes[1] != brokermsg.CodeUnavailable {
+		t.Errorf("codes %v, want %s then %s", codes, brokermsg.CodeDenied, brokermsg.CodeUnavailable)
+	}
+}

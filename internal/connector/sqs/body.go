@@ -42,11 +42,17 @@ func (b bodyCopy) Read(p []byte) (int, error) { return b.r.Read(p) }
 
 func (m memBodyClient) Do(r *http.Request) (*http.Response, error) {
 	if r.Body != nil && r.Body != http.NoBody {
-		b, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
+		if r.ContentLength > maxRequestBody {
+			r.Body.Close()
+			return nil, fmt.Errorf("request body over %d bytes", maxRequestBody)
+		}
+		buf := bytes.NewBuffer(make([]byte, 0, max(r.ContentLength, 0)+bytes.MinRead))
+		_, err := buf.ReadFrom(io.LimitReader(r.Body, maxRequestBody+1))
 		r.Body.Close()
 		if err != nil {
 			return nil, fmt.Errorf("read the request body: %w", err)
 		}
+		b := buf.Bytes()
 		if len(b) > maxRequestBody {
 			return nil, fmt.Errorf("request body over %d bytes", maxRequestBody)
 		}

@@ -165,7 +165,10 @@ func (c *Conn) note(format string, a ...any) {
 	c.mu.Unlock()
 }
 
-func (c *Conn) adminClient() (*kadm.Client, error) {
+// client is the connector's one client for offsets, commits and reads:
+// a read consumes on it (AddConsumePartitions) once the offsets are
+// known, so it pays no second dial and no second metadata request.
+func (c *Conn) client() (*kgo.Client, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.admin == nil {
@@ -173,13 +176,21 @@ func (c *Conn) adminClient() (*kadm.Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		cl, err := kgo.NewClient(o...)
+		cl, err := kgo.NewClient(append(o, kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
 		if err != nil {
 			return nil, err
 		}
 		c.admin = cl
 	}
-	return kadm.NewClient(c.admin), nil
+	return c.admin, nil
+}
+
+func (c *Conn) adminClient() (*kadm.Client, error) {
+	cl, err := c.client()
+	if err != nil {
+		return nil, err
+	}
+	return kadm.NewClient(cl), nil
 }
 
 // Close commits what the store has taken and ends the clients.
@@ -203,36 +214,14 @@ func (c *Conn) Close() error {
 func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	return func(yield func(entry.Entry, error) bool) {
 		fail := func(err error) { yield(entry.Entry{}, fmt.Errorf("kafka topic %s: %w", c.topic, c.redact(err))) }
-		adm, err := c.adminClient()
+		cl, err := c.client()
 		if err != nil {
 			fail(err)
 			return
 		}
-		starts, err := adm.ListStartOffsets(ctx, c.topic)
-		if err == nil {
-			err = starts.Error()
-		}
+		starts, ends, committed, err := c.offsets(ctx, kadm.NewClient(cl))
 		if err != nil {
-			fail(fmt.Errorf("list start offsets: %w", err))
-			return
-		}
-		ends, err := adm.ListEndOffsets(ctx, c.topic)
-		if err == nil {
-			err = ends.Error()
-		}
-		if err != nil {
-			fail(fmt.Errorf("list end offsets: %w", err))
-			return
-		}
-		committed, err := adm.FetchOffsets(ctx, c.group)
-		if err == nil {
-			err = committed.Error()
-		}
-		if errors.Is(err, kerr.GroupIDNotFound) {
-			committed, err = nil, nil // a group that never committed: read from the start
-		}
-		if err != nil {
-			fail(fmt.Errorf("fetch the offsets of group %s: %w", c.group, err))
+			fail(err)
 			return
 		}
 		from := map[int32]kgo.Offset{}
@@ -257,8 +246,45 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 		if held == 0 {
 			return
 		}
-		c.consume(ctx, from, want, held, yield)
+		c.consume(ctx, cl, from, want, held, yield)
 	}
+}
+
+// offsets asks the three questions a read begins with at once (each is a
+// round trip, and kadm's list calls each fetch metadata first): where the
+// topic's partitions start and end, and where the group committed.
+func (c *Conn) offsets(ctx context.Context, adm *kadm.Client) (starts, ends kadm.ListedOffsets, committed kadm.OffsetResponses, err error) {
+	var errStart, errEnd, errGroup error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if starts, errStart = adm.ListStartOffsets(ctx, c.topic); errStart == nil {
+			errStart = starts.Error()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if ends, errEnd = adm.ListEndOffsets(ctx, c.topic); errEnd == nil {
+			errEnd = ends.Error()
+		}
+	}()
+	if committed, errGroup = adm.FetchOffsets(ctx, c.group); errGroup == nil {
+		errGroup = committed.Error()
+	}
+	if errors.Is(errGroup, kerr.GroupIDNotFound) {
+		committed, errGroup = nil, nil // a group that never committed: read from the start
+	}
+	wg.Wait()
+	switch {
+	case errStart != nil:
+		return nil, nil, nil, fmt.Errorf("list start offsets: %w", errStart)
+	case errEnd != nil:
+		return nil, nil, nil, fmt.Errorf("list end offsets: %w", errEnd)
+	case errGroup != nil:
+		return nil, nil, nil, fmt.Errorf("fetch the offsets of group %s: %w", c.group, errGroup)
+	}
+	return starts, ends, committed, nil
 }
 
 // batch is one poll's records, converted to entries off the reader's
@@ -276,23 +302,16 @@ type batch struct {
 // poll's: a read is bounded by the fetch or by the caller's stores, not by
 // building entries. At most three polls (pollMax records each) are in
 // memory at once: one yielded, one waiting, one converting.
-func (c *Conn) consume(ctx context.Context, from map[int32]kgo.Offset, want map[int32]int64, held int64, yield func(entry.Entry, error) bool) {
+func (c *Conn) consume(ctx context.Context, cl *kgo.Client, from map[int32]kgo.Offset, want map[int32]int64, held int64, yield func(entry.Entry, error) bool) {
 	fail := func(err error) { yield(entry.Entry{}, fmt.Errorf("kafka topic %s: %w", c.topic, c.redact(err))) }
-	o, err := c.opts()
-	if err != nil {
-		fail(err)
-		return
+	parts := make([]int32, 0, len(from))
+	for p := range from {
+		parts = append(parts, p)
 	}
-	cl, err := kgo.NewClient(append(o, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.topic: from}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
-	if err != nil {
-		fail(err)
-		return
-	}
-	// Closing a consumer takes 2-5 ms (its fetch loops wind down): once
-	// the records are yielded the read is done, and the client goes away
-	// behind it (the poll goroutine has stopped by then).
-	defer func() { go cl.Close() }()
+	cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.topic: from})
+	// Once the poll goroutine has stopped, the client stops fetching and
+	// drops what it buffered: the next read starts from its own offsets.
+	defer cl.RemoveConsumePartitions(map[string][]int32{c.topic: parts})
 	rctx, stop := context.WithCancel(ctx)
 	out := make(chan batch, 1)
 	complete := false
@@ -311,11 +330,16 @@ func (c *Conn) consume(ctx context.Context, from map[int32]kgo.Offset, want map[
 			fail(fmt.Errorf("fetch after %d records: %w", read, b.err))
 			return
 		}
+		// The batch's offsets are pending before any of its entries is
+		// yielded: an offset not yet yielded is not stored, so it holds
+		// the commit back as a yielded one does.
+		c.mu.Lock()
 		for i := range b.es {
-			c.mu.Lock()
 			t := c.parts[b.parts[i]]
 			t.pending = append(t.pending, b.offs[i])
-			c.mu.Unlock()
+		}
+		c.mu.Unlock()
+		for i := range b.es {
 			read++
 			if !yield(b.es[i], nil) {
 				return
@@ -405,8 +429,9 @@ func (c *Conn) entriesOf(recs []*kgo.Record) []entry.Entry {
 	es := make([]entry.Entry, len(recs))
 	workers := min(runtime.GOMAXPROCS(0), (len(recs)+convertChunk-1)/convertChunk)
 	if workers <= 1 {
+		var memo classMemo
 		for i, r := range recs {
-			es[i] = c.entryOf(r)
+			es[i] = c.entryOf(r, &memo)
 		}
 		return es
 	}
@@ -417,8 +442,9 @@ func (c *Conn) entriesOf(recs []*kgo.Record) []entry.Entry {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var memo classMemo
 			for i := lo; i < hi; i++ {
-				es[i] = c.entryOf(recs[i])
+				es[i] = c.entryOf(recs[i], &memo)
 			}
 		}()
 	}
@@ -605,7 +631,26 @@ func hasHeader(r *kgo.Record, k string) bool {
 	return false
 }
 
-func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
+// classMemo is one converter's last classification. A DLT's records come
+// in bursts of one failure with the same exception headers, and matching
+// a stack's class names against every rule was a sixth of a record's
+// conversion; comparing the headers with the last record's is a memcmp.
+type classMemo struct {
+	fqcn, cause, connClass, msg, stack string
+	code                               string
+	set                                bool
+}
+
+func (m *classMemo) exceptionCode(fqcn, cause, connClass, msg, stack string) string {
+	if m.set && m.fqcn == fqcn && m.cause == cause && m.connClass == connClass && m.msg == msg && m.stack == stack {
+		return m.code
+	}
+	code := brokermsg.ExceptionCode([]string{fqcn, cause, connClass}, msg, stack)
+	*m = classMemo{fqcn: fqcn, cause: cause, connClass: connClass, msg: msg, stack: stack, code: code, set: true}
+	return code
+}
+
+func (c *Conn) entryOf(r *kgo.Record, memo *classMemo) entry.Entry {
 	str := func(k string) string { return string(headerValue(r, k)) }
 	id := make([]byte, 0, len(r.Topic)+24)
 	id = append(id, r.Topic...)
@@ -671,7 +716,7 @@ func (c *Conn) entryOf(r *kgo.Record) entry.Entry {
 	if stack == "" {
 		stack = str(connStacktrace)
 	}
-	e.ReasonCode = brokermsg.ExceptionCode([]string{fqcn, cause, connCl}, msg, stack)
+	e.ReasonCode = memo.exceptionCode(fqcn, cause, connCl, msg, stack)
 	if msg == "" {
 		// The class names something: "ClassName" alone is the error.
 		for _, cl := range []string{cause, fqcn, connCl} {

@@ -390,3 +390,96 @@ func TestReadAcrossPolls(t *testing.T) {
 		t.Fatalf("read %d again after every record was stored", len(again))
 	}
 }
+
+// TestCommitNeverPassesAnUnstoredRecord: records are fetched and turned
+// into entries a poll ahead of the caller, and a poll's offsets are
+// pending before its first entry is yielded. A run that stores each
+// entry as it comes (commits go out every commitEvery records) and stops
+// in the middle of a poll commits exactly past what it stored, on every
+// partition: the next run starts at the first record not stored. The
+// same Conn then reads again on the same client and takes the rest.
+func TestCommitNeverPassesAnUnstoredRecord(t *testing.T) {
+	c := newCluster(t)
+	const n = 2*pollMax + 300
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, springDLT(fmt.Sprint("k", i), fmt.Sprintf(`{"i":%d}`, i), int32(i%3), int64(i), "x.W", "java.net.SocketTimeoutException", "Read timed out"))
+	}
+	c.produce(rs...)
+	conn := c.open("")
+	stop := pollMax + 517 // inside the second poll
+	next := map[int32]int64{}
+	k := 0
+	for e, err := range conn.Entries(context.Background()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Stored(context.Background(), &e)
+		_, p, off, _ := parseID(e.ID)
+		next[p] = off + 1
+		if k++; k == stop {
+			break
+		}
+	}
+	if err := conn.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	again := c.open("")
+	first := map[int32]int64{}
+	rest := 0
+	for e, err := range again.Entries(context.Background()) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, p, off, _ := parseID(e.ID)
+		if _, ok := first[p]; !ok {
+			first[p] = off
+		}
+		rest++
+	}
+	if rest != n-stop {
+		t.Fatalf("the next run read %d, want the %d not stored", rest, n-stop)
+	}
+	for p, want := range next {
+		if _, ok := first[p]; !ok && want == int64((n+2-int(p))/3) {
+			continue // read and stored to its end
+		}
+		if first[p] != want {
+			t.Errorf("partition %d: the next run starts at %d, want %d (the first record not stored)", p, first[p], want)
+		}
+	}
+	// The first Conn reads again from its own commits, on its one client.
+	if more := readAll(t, conn); len(more) != n-stop {
+		t.Errorf("the same Conn read %d on its second read, want %d", len(more), n-stop)
+	}
+}
+
+// TestClassMemoFollowsEachRecord: a converter remembers its last
+// classification; records whose exception headers differ in any one
+// field are classified afresh, as a converter without the memo would.
+func TestClassMemoFollowsEachRecord(t *testing.T) {
+	conn, err := Open("kafka:127.0.0.1:9092?topic=orders.DLT&group=g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wrapper = "org.springframework.kafka.listener.ListenerExecutionFailedException"
+	rs := []*kgo.Record{
+		springDLT("a", "{}", 0, 1, wrapper, "java.net.SocketTimeoutException", "Read timed out"),
+		springDLT("b", "{}", 0, 2, wrapper, "java.net.SocketTimeoutException", "Read timed out"),
+		springDLT("c", "{}", 0, 3, wrapper, "org.apache.kafka.common.errors.TopicAuthorizationException", "Read timed out"),
+		springDLT("d", "{}", 0, 4, wrapper, "", "connection refused"),
+		springDLT("e", "{}", 0, 5, wrapper, "", "Read timed out"),
+		springDLT("f", "{}", 0, 6, wrapper, "java.net.SocketTimeoutException", "Read timed out"),
+	}
+	var memo classMemo
+	for _, r := range rs {
+		var fresh classMemo
+		got, want := conn.entryOf(r, &memo).ReasonCode, conn.entryOf(r, &fresh).ReasonCode
+		if got != want {
+			t.Errorf("record %s: %q with the memo, %q without", r.Key, got, want)
+		}
+	}
+	if codes := []string{conn.entryOf(rs[2], &memo).ReasonCode, conn.entryOf(rs[3], &memo).ReasonCode}; codes[0] != brokermsg.CodeDenied || codes[1] != brokermsg.CodeUnavailable {
+		t.Errorf("codes %v, want %s then %s", codes, brokermsg.CodeDenied, brokermsg.CodeUnavailable)
+	}
+}

@@ -64,7 +64,7 @@ type Conn struct {
 	held    map[string][]heldMsg // by entry ID, until stored
 	acks    *acker               // the current read's
 	notes   []string
-	pubs    chan *publisher
+	pipe    *pipe
 	tagSeq  atomic.Int64
 	dialCfg amqp.Config
 }
@@ -90,10 +90,7 @@ func OpenEnv(spec string, getenv func(string) string) (*Conn, error) {
 	}
 	q := u.Query()
 	c := &Conn{queue: q.Get("queue"), prefetch: DefaultPrefetch, wait: DefaultWait, timeout: DefaultTimeout,
-		errHdr: q.Get("error_header"), held: map[string][]heldMsg{}, pubs: make(chan *publisher, publishers)}
-	for range publishers {
-		c.pubs <- &publisher{}
-	}
+		errHdr: q.Get("error_header"), held: map[string][]heldMsg{}, pipe: newPipe()}
 	if c.queue == "" {
 		return nil, errors.New("missing ?queue=QUEUE (the dead-letter queue to read)")
 	}
@@ -215,11 +212,9 @@ func (c *Conn) Close() error {
 	if pc != nil {
 		_ = pc.Close()
 	}
-	for range publishers {
-		p := <-c.pubs
-		p.reset()
-		defer func() { c.pubs <- p }()
-	}
+	c.pipe.mu.Lock()
+	c.pipe.ch, c.pipe.returns = nil, nil // closed with pc
+	c.pipe.mu.Unlock()
 	if r != nil {
 		if err := r.Close(); err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -449,6 +450,63 @@ func TestMarshalEnvelopeDecodesAsMarshal(t *testing.T) {
 		a.Body, b.Body = brokermsg.Body{}, brokermsg.Body{}
 		if string(ab) != string(bb) || (errA == nil) != (errB == nil) || fmt.Sprintf("%#v", a) != fmt.Sprintf("%#v", b) {
 			t.Errorf("body %q:\n ours %s\n json %s", body, got, want)
+		}
+	}
+}
+
+// TestPipelinedReplaysMatchTheirReturns: replays share one confirm channel
+// with many in flight, and a basic.return names no delivery tag. Forty
+// replays at once, every third to a queue that is gone: each of those
+// (and only those) fails with the broker's 312 NO_ROUTE, every other one
+// is confirmed and in the work queue.
+func TestPipelinedReplaysMatchTheirReturns(t *testing.T) {
+	b := newBundle(t, nil)
+	b.publish(amqp.Publishing{MessageId: "p1", Body: []byte(`{}`)})
+	b.rejectAll(1)
+	b.waitCount(b.dlq, 1)
+	e := readAll(t, b.connection)[0]
+	gone := e
+	gone.Payload = []byte(strings.Replace(string(e.Payload), `"replay_queue":"`+b.work, `"replay_queue":"`+b.work+"-deleted", 1))
+	const n = 40
+	res := make([]connector.Result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			en := &e
+			if i%3 == 0 {
+				en = &gone
+			}
+			res[i] = b.connection.Replay(context.Background(), connector.Request{Entry: en, Key: fmt.Sprintf("k-%d", i), Attempt: 1})
+		}()
+	}
+	wg.Wait()
+	sent := 0
+	for i, r := range res {
+		switch {
+		case i%3 == 0 && (r.Outcome != connector.Failed || r.Status != 312):
+			t.Errorf("replay %d to the missing queue: %v %d %s", i, r.Outcome, r.Status, r.Detail)
+		case i%3 != 0 && r.Outcome != connector.Succeeded:
+			t.Errorf("replay %d: %v %s", i, r.Outcome, r.Detail)
+		case i%3 != 0:
+			sent++
+		}
+	}
+	b.waitCount(b.work, sent)
+	// The same key twice at once: one after the other, both confirmed.
+	var twice [2]connector.Result
+	for i := range twice {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			twice[i] = b.connection.Replay(context.Background(), connector.Request{Entry: &e, Key: "k-same", Attempt: 1})
+		}()
+	}
+	wg.Wait()
+	for i, r := range twice {
+		if r.Outcome != connector.Succeeded {
+			t.Errorf("replay %d of one key: %v %s", i, r.Outcome, r.Detail)
 		}
 	}
 }

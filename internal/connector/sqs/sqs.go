@@ -137,8 +137,8 @@ func OpenEnv(spec string, getenv func(string) string) (*Conn, error) {
 	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
 		tr = bc.GetTransport()
 	}
-	cfg.HTTPClient = &http.Client{Timeout: 60 * time.Second, Transport: tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	cfg.HTTPClient = memBodyClient{&http.Client{Timeout: 60 * time.Second, Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	c.client = awssqs.NewFromConfig(cfg, func(o *awssqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
 	return c, nil
 }
@@ -195,44 +195,133 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 		}
 		held, _ := strconv.Atoi(attrs.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
 		c.note("sqs queue %s held about %d visible messages when the read began", c.name, held)
+		in := &awssqs.ReceiveMessageInput{
+			QueueUrl:                    &c.queueURL,
+			MaxNumberOfMessages:         10,
+			VisibilityTimeout:           int32(c.visibility / time.Second),
+			WaitTimeSeconds:             int32(c.wait / time.Second),
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		}
+		// One receive runs ahead: while the caller takes one answer's
+		// entries (converted here, stored there), the next answer is on its
+		// way. The next receive is asked for only once an answer brought a
+		// message not read yet, so when the read ends no receive is in
+		// flight whose messages it would leave unread and invisible. A
+		// caller that stops early leaves at most one answer's messages
+		// invisible until their visibility timeout, as a killed run does.
+		more := make(chan struct{}, 1)
+		answers := make(chan receiveAnswer, 1)
+		go func() {
+			defer close(answers)
+			for range more {
+				out, err := c.client.ReceiveMessage(ctx, in)
+				a := receiveAnswer{err: err}
+				if out != nil {
+					a.msgs = out.Messages
+				}
+				answers <- a // never blocks: the next is asked for after this one is taken
+				if err != nil {
+					return
+				}
+			}
+		}()
+		defer close(more)
+		more <- struct{}{}
 		seen := map[string]bool{}
-		read := 0
-		for ctx.Err() == nil {
-			out, err := c.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
-				QueueUrl:                    &c.queueURL,
-				MaxNumberOfMessages:         10,
-				VisibilityTimeout:           int32(c.visibility / time.Second),
-				WaitTimeSeconds:             int32(c.wait / time.Second),
-				MessageAttributeNames:       []string{"All"},
-				MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-			})
-			if err != nil {
-				fail(fmt.Errorf("receive after %d messages: %w", read, err))
-				return
+		read, recheck := 0, 0
+		for a := range answers {
+			if a.err != nil {
+				if ctx.Err() == nil {
+					fail(fmt.Errorf("receive after %d messages: %w", read, a.err))
+					return
+				}
+				break
 			}
 			fresh := 0
-			for i := range out.Messages {
-				m := &out.Messages[i]
+			c.mu.Lock()
+			for i := range a.msgs {
+				m := &a.msgs[i]
 				id := aws.ToString(m.MessageId)
-				c.mu.Lock()
 				c.handles[id] = aws.ToString(m.ReceiptHandle)
-				c.mu.Unlock()
+				if !seen[id] {
+					fresh++
+				}
+			}
+			c.mu.Unlock()
+			if fresh == 0 {
+				if c.shortOfHeld(ctx, read, held, &recheck) {
+					more <- struct{}{}
+					continue
+				}
+				break
+			}
+			more <- struct{}{}
+			for i := range a.msgs {
+				m := &a.msgs[i]
+				id := aws.ToString(m.MessageId)
 				if seen[id] {
 					continue // visible again within this read: already yielded
 				}
 				seen[id] = true
-				fresh++
 				read++
 				if !yield(c.entryOf(m), nil) {
 					return
 				}
 			}
-			if fresh == 0 {
-				break
-			}
 		}
 		c.note("sqs queue %s: read %d messages", c.name, read)
 	}
+}
+
+// receiveAnswer is one ReceiveMessage's messages.
+type receiveAnswer struct {
+	msgs []types.Message
+	err  error
+}
+
+// shortOfHeld reports whether a read that got an answer with nothing new
+// should receive again: it read fewer than the queue held when it began
+// and the queue says messages are visible (an empty answer can be a
+// sample of SQS's servers). Ending short, it notes how many others are in
+// flight.
+func (c *Conn) shortOfHeld(ctx context.Context, read, held int, recheck *int) bool {
+	if read >= held || *recheck >= maxRechecks || ctx.Err() != nil {
+		return false
+	}
+	*recheck++
+	visible, inFlight, err := c.counts(ctx)
+	if err != nil {
+		return false
+	}
+	if visible > 0 {
+		return true
+	}
+	c.mu.Lock()
+	mine := len(c.handles)
+	c.mu.Unlock()
+	if others := inFlight - mine; others > 0 {
+		c.note("sqs queue %s: read %d of about %d: about %d more are in flight (received by another consumer, or by a receive whose answer was lost) "+
+			"and are read by a later run once their visibility timeout ends", c.name, read, held, others)
+	}
+	return false
+}
+
+// maxRechecks bounds how often a read short of the queue's count asks the
+// queue again before it ends.
+const maxRechecks = 3
+
+// counts is the queue's approximate visible and in-flight messages.
+func (c *Conn) counts(ctx context.Context) (visible, inFlight int, err error) {
+	out, err := c.client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: &c.queueURL,
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
+			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		return 0, 0, err
+	}
+	visible, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	inFlight, _ = strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	return visible, inFlight, nil
 }
 
 // Settle deletes the message from the DLQ with this run's receipt handle.

@@ -83,6 +83,10 @@ type Server struct {
 	// is answered as an InternalError (5xx) or the named error (4xx)
 	// instead of performing it.
 	Fault func(op string) int
+	// LoseAnswer, when set, is asked after each operation is performed; on
+	// true the connection is closed without an answer (a lost answer: the
+	// client cannot tell whether the operation happened).
+	LoseAnswer func(op string) bool
 
 	mu      sync.Mutex
 	queues  map[string]*Queue
@@ -196,6 +200,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	out, aerr := s.do(op, in)
 	s.mu.Unlock()
+	if s.LoseAnswer != nil && s.LoseAnswer(op) {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
 	if aerr != nil {
 		writeErr(w, aerr)
 		return

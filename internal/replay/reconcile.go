@@ -650,10 +650,10 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 	// with the intent's and, where another write came between, decodes
 	// and encodes it again (store.PutPrepared).
 	var ahead *store.PreparedEntry
-	if written != nil && !r.Store.Features().Shared {
+	if written != nil {
 		next := *written
 		applyOutcome(&next, status, reason, due, owesBack)
-		ahead = store.PrepareEntry(written, &next)
+		ahead = r.Store.PrepareEntry(written, &next)
 	}
 	if err := r.commitOutcome(ctx, h, func(tx store.Tx) error {
 		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching,
@@ -664,13 +664,15 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 		if _, err := tx.Append(&rec); err != nil {
 			return err
 		}
-		put, err := store.PutPrepared(tx, ahead)
-		if err != nil {
-			return err
-		}
-		if put {
-			owed = ahead.Next().WriteBackPending
-			return nil
+		if ahead != nil {
+			put, err := tx.PutPrepared(ahead)
+			if err != nil {
+				return err
+			}
+			if put {
+				owed = ahead.Next.WriteBackPending
+				return nil
+			}
 		}
 		owed, err = setOutcomeStatus(tx, e.Ref(), status, reason, due, owesBack)
 		return err

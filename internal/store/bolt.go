@@ -523,28 +523,22 @@ func (t *boltTx) PutEntry(r *EntryRecord) error {
 	return nil
 }
 
-// PreparedEntry is an entry record's next version worked out before the
-// transaction that puts it (PrepareEntry, PutPrepared): the bytes its
-// previous version is stored as, its own stored bytes and index facets.
-// Inside bbolt's write lock, where every microsecond is serial, what is
-// left is a byte comparison, the index diff and the puts (issue 33:
-// encoding entry records and their facets was a quarter of the work
-// inside it).
-type PreparedEntry struct {
-	base   []byte       // encodeHotRecord(encodeEntry(the previous version))
-	prev   *EntryRecord // the previous version, for its facets when not remembered
-	next   *EntryRecord // what is stored, the caller's copy
-	data   []byte       // encodeHotRecord(encodeEntry(next))
-	facets facets       // entryFacets(next)
+// boltPrepared is what bbolt works out of a PreparedEntry before the
+// transaction: inside its write lock, where every microsecond is serial,
+// what is left is a byte comparison, the index diff and the puts (issue
+// 33: decoding, changing and encoding the outcome's entry record and its
+// facets was a third of the work inside it).
+type boltPrepared struct {
+	base   []byte // encodeHotRecord(encodeEntry(Prev))
+	data   []byte // encodeHotRecord(encodeEntry(Next))
+	facets facets // entryFacets(Next)
 }
 
-// PrepareEntry works out, before the transaction, how bbolt stores next
-// in place of prev, the record as this process wrote it (next keeps
-// prev's payload: it is not written again). prev and next must not change after.
-// nil when either does not encode; PutPrepared then puts next the
-// ordinary way. The encoding runs on the store's encoder goroutines
-// (encodeHotRecordAside), not the caller's.
-func PrepareEntry(prev, next *EntryRecord) *PreparedEntry {
+// PrepareEntry encodes prev and next as bbolt stores them, and next's
+// facets. The encoding runs on the store's encoder goroutines
+// (encodeHotRecordAside), not the caller's. nil when either does not
+// encode: PutEntry then reports why, in the transaction.
+func (s *Bolt) PrepareEntry(prev, next *EntryRecord) *PreparedEntry {
 	if prev == nil || next == nil || prev.Entry.Ref() != next.Entry.Ref() {
 		return nil
 	}
@@ -556,35 +550,25 @@ func PrepareEntry(prev, next *EntryRecord) *PreparedEntry {
 	if err != nil {
 		return nil
 	}
-	return &PreparedEntry{base: base, prev: prev, next: next, data: data, facets: entryFacets(next)}
+	return &PreparedEntry{Prev: prev, Next: next, Ahead: &boltPrepared{base: base, data: data, facets: entryFacets(next)}}
 }
 
-// Next is the record p stores.
-func (p *PreparedEntry) Next() *EntryRecord { return p.next }
-
-// PutPrepared stores p.Next() where the key still holds the bytes p was
-// prepared from (compared byte for byte: the stored record is then p's
-// previous version, and p's encoding is what PutEntry would write),
-// with only the index diff worked out inside the transaction. It reports
-// false, having written nothing, where the stored record is another (a
-// write came between) or tx is not bbolt's: the caller then reads the
-// entry and puts it the ordinary way.
-func PutPrepared(tx Tx, p *PreparedEntry) (bool, error) {
-	bt, ok := tx.(*boltTx)
-	if !ok || p == nil || !bt.tx.Writable() {
+// PutPrepared stores p.Next where the key still holds p.Prev's bytes
+// (compared byte for byte: the stored record is then p.Prev, and p's
+// encoding is what PutEntry would write). The payload is not written:
+// the stored one is Prev's, which Next keeps.
+func (t *boltTx) PutPrepared(p *PreparedEntry) (bool, error) {
+	bp, ok := p.Ahead.(*boltPrepared)
+	if !ok || !t.tx.Writable() {
 		return false, nil
 	}
-	return bt.putPrepared(p)
-}
-
-func (t *boltTx) putPrepared(p *PreparedEntry) (bool, error) {
 	eb := t.bucket(bucketEntries)
 	if eb == nil {
 		return false, ErrReadOnly
 	}
-	ref := dbKey(p.next.Entry.Ref())
+	ref := dbKey(p.Next.Entry.Ref())
 	stored := eb.Get(ref)
-	if stored == nil || !bytes.Equal(stored, p.base) {
+	if stored == nil || !bytes.Equal(stored, bp.base) {
 		return false, nil
 	}
 	o, known := t.old[string(ref)]
@@ -593,21 +577,19 @@ func (t *boltTx) putPrepared(p *PreparedEntry) (bool, error) {
 		of, known = t.memo.entryFacets(string(ref), stored)
 	}
 	if !known {
-		of = entryFacets(p.prev)
+		of = entryFacets(p.Prev)
 	}
-	if err := reindexFacets(t.tx, t.counters(), true, of, p.next, p.facets, t.now().UTC()); err != nil {
+	if err := reindexFacets(t.tx, t.counters(), true, of, p.Next, bp.facets, t.now().UTC()); err != nil {
 		return false, err
 	}
-	// The payload is not written: the stored one is the previous
-	// version's, which next keeps.
-	if err := eb.Put(ref, p.data); err != nil {
+	if err := eb.Put(ref, bp.data); err != nil {
 		return false, err
 	}
-	t.memo.putFacets(string(ref), p.data, p.facets)
+	t.memo.putFacets(string(ref), bp.data, bp.facets)
 	if t.old == nil {
 		t.old = make(map[string]oldEntry, 4)
 	}
-	t.old[string(ref)] = oldEntry{facets: p.facets, exists: true}
+	t.old[string(ref)] = oldEntry{facets: bp.facets, exists: true}
 	return true, nil
 }
 

@@ -158,14 +158,14 @@ func TestPutPreparedWritesWhatPutEntryWrites(t *testing.T) {
 	if err := plain.Update(ctx, func(tx Tx) error { return tx.PutEntry(second) }); err != nil {
 		t.Fatal(err)
 	}
-	p := PrepareEntry(first, second)
+	p := prepared.PrepareEntry(first, second)
 	if p == nil {
 		t.Fatal("PrepareEntry refused a record that encodes")
 	}
 	decodes := 0
 	prepared.onEntryDecode = func() { decodes++ }
 	if err := prepared.Update(ctx, func(tx Tx) error {
-		put, err := PutPrepared(tx, p)
+		put, err := tx.PutPrepared(p)
 		if err == nil && !put {
 			t.Error("PutPrepared did not write over the record it was prepared from")
 		}
@@ -199,7 +199,7 @@ func TestPutPreparedRefusesAnotherRecord(t *testing.T) {
 		}
 		next := *first
 		next.Status = StatusReplayed
-		p := PrepareEntry(first, &next)
+		p := s.PrepareEntry(first, &next)
 		held := copySample()
 		held.Hold = HoldResolved
 		hold := func(tx Tx) error { return tx.PutEntry(held) }
@@ -214,7 +214,7 @@ func TestPutPreparedRefusesAnotherRecord(t *testing.T) {
 					return err
 				}
 			}
-			put, err := PutPrepared(tx, p)
+			put, err := tx.PutPrepared(p)
 			if put {
 				t.Errorf("same tx %v: PutPrepared wrote over a record it was not prepared from", sameTx)
 			}

@@ -531,7 +531,9 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 		LedgerBefore: string(idempotency.Decided), LedgerAfter: string(idempotency.Dispatching),
 		Reason: dispatchReason(d.Ledger.Replays+1, d.MaxReplays, route.Name, d.Ledger.Replays+1)}
 	audit.Prepare(&dispatchRec)
+	var written *store.EntryRecord // the entry as the intent stores it (PutEntry is the transaction's last write)
 	err := spend(h, r.commitIntent(ctx, h, guarded(h, e, r.recordTxLearning(e, res, func(tx store.Tx, er *store.EntryRecord) error {
+		written = er
 		if er.Hold != "" {
 			// A person resolved or quarantined the entry after it was read
 			// (a window reads ahead): their hold stands, nothing is sent.
@@ -643,6 +645,16 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 		Source: e.Source, Key: e.IdempotencyKey, Outcome: out.Outcome.String(), Reason: out.Detail,
 		LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(to), Detail: detail}
 	audit.Prepare(&outcomeRec)
+	// So is the entry as the outcome leaves it, from the entry as the
+	// intent stored it: inside, the transaction compares the stored bytes
+	// with the intent's and, where another write came between, decodes
+	// and encodes it again (store.PutPrepared).
+	var ahead *store.PreparedEntry
+	if written != nil {
+		next := *written
+		applyOutcome(&next, status, reason, due, owesBack)
+		ahead = r.Store.PrepareEntry(written, &next)
+	}
 	if err := r.commitOutcome(ctx, h, func(tx store.Tx) error {
 		if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, From: idempotency.Dispatching,
 			To: to, Error: out.Detail, Owner: owner, Attempt: attempt, NotSent: out.Outcome == NotSent}); err != nil {
@@ -651,6 +663,16 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 		rec := outcomeRec // a copy: the transaction may run again
 		if _, err := tx.Append(&rec); err != nil {
 			return err
+		}
+		if ahead != nil {
+			put, err := tx.PutPrepared(ahead)
+			if err != nil {
+				return err
+			}
+			if put {
+				owed = ahead.Next.WriteBackPending
+				return nil
+			}
 		}
 		owed, err = setOutcomeStatus(tx, e.Ref(), status, reason, due, owesBack)
 		return err
@@ -713,6 +735,12 @@ func setOutcomeStatus(tx store.Tx, ref, status, reason string, due time.Time, ow
 	if err != nil || er == nil {
 		return "", err
 	}
+	applyOutcome(er, status, reason, due, owesBack)
+	return er.WriteBackPending, tx.PutEntry(er)
+}
+
+// applyOutcome sets what a replay's outcome changes in its entry.
+func applyOutcome(er *store.EntryRecord, status, reason string, due time.Time, owesBack bool) {
 	er.Status, er.Reason, er.NextAttemptAt = status, reason, due
 	if owesBack && er.WriteBackPending == "" {
 		er.WriteBackPending = store.WriteBackReplayed
@@ -720,7 +748,6 @@ func setOutcomeStatus(tx store.Tx, ref, status, reason string, due time.Time, ow
 	if status == store.StatusFailed {
 		er.Hold = store.HoldFailed
 	}
-	return er.WriteBackPending, tx.PutEntry(er)
 }
 
 // auditBreakers writes one audit record per breaker state change not yet

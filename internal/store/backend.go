@@ -35,6 +35,12 @@ type Backend interface {
 	// ErrNotImplemented where Features().Shared is false.
 	Shared
 
+	// PrepareEntry works out before a transaction how next is stored in
+	// place of prev, the record as this process stored it, for the
+	// transaction's Tx.PutPrepared (issue 33: what is done inside bbolt's
+	// write lock is serial). nil where the store works nothing out ahead.
+	PrepareEntry(prev, next *EntryRecord) *PreparedEntry
+
 	// Entries calls fn for every entry in ref order, payload included: a
 	// scan, for exports and reports that read the whole store.
 	Entries(ctx context.Context, fn func(*EntryRecord) error) error

@@ -164,6 +164,64 @@ var s2Buffers = sync.Pool{New: func() any { return new([]byte) }}
 // entry and audit records): s2 against dictionary 1 instead of zstd.
 func EncodeHotRecord(v any) ([]byte, error) { return encodeWith(v, CompressHotRecord) }
 
+// EncodeHotRecordAside is EncodeHotRecord run on one of the store's
+// encoder goroutines, for records encoded before the write lock
+// (PrepareEntry). s2's dictionary encoder keeps a 64 KB match table on
+// the stack: run on a replay's own short-lived goroutine, each one grew
+// its stack for it (issue 33: +35-50 CPU-µs per replay in copystack and
+// the scavenger, more than the encoding saved inside the lock). The
+// encoder goroutines live as long as the process, their stacks grown once.
+func EncodeHotRecordAside(v any) ([]byte, error) {
+	j := asideJobs.Get().(*asideJob)
+	j.v = v
+	asideEncoders() <- j
+	<-j.done
+	data, err := j.data, j.err
+	j.v, j.data, j.err = nil, nil, nil
+	asideJobs.Put(j)
+	return data, err
+}
+
+// encodeAsideSafely is EncodeHotRecord with a panic (a value's
+// MarshalJSON) returned as an error: on the caller's goroutine it would
+// have been the caller's to recover; here it would end the process.
+func encodeAsideSafely(v any) (data []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			data, err = nil, fmt.Errorf("encode record: panic: %v", p)
+		}
+	}()
+	return EncodeHotRecord(v)
+}
+
+// asideJob is one record for the encoder goroutines; done is told once it
+// is encoded.
+type asideJob struct {
+	v    any
+	data []byte
+	err  error
+	done chan struct{}
+}
+
+// asideJobs recycles asideJob values with their done channels.
+var asideJobs = sync.Pool{New: func() any { return &asideJob{done: make(chan struct{}, 1)} }}
+
+// asideEncoders starts the encoder goroutines, one per CPU, on first use
+// and returns the channel that feeds them. Like the codecs above it is
+// built once and never changes; the goroutines only run EncodeHotRecord.
+var asideEncoders = sync.OnceValue(func() chan<- *asideJob {
+	jobs := make(chan *asideJob)
+	for range runtime.GOMAXPROCS(0) {
+		go func() {
+			for j := range jobs {
+				j.data, j.err = encodeAsideSafely(j.v)
+				j.done <- struct{}{}
+			}
+		}()
+	}
+	return jobs
+})
+
 // CompressHotRecord is CompressRecord with s2 (see EncodeHotRecord).
 func CompressHotRecord(data []byte) ([]byte, error) {
 	if len(data) < minCompress {

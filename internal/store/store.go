@@ -110,6 +110,12 @@ type Tx interface {
 	Entry(ref string) (*EntryRecord, error)
 	// PutEntry stores an entry record under its ref.
 	PutEntry(r *EntryRecord) error
+	// PutPrepared stores p.Next where the stored record is still p.Prev
+	// (Backend.PrepareEntry), with what was worked out ahead; false,
+	// nothing written, where it is not (a write came between) or the
+	// store works nothing out ahead: the caller then reads the entry and
+	// puts it with PutEntry.
+	PutPrepared(p *PreparedEntry) (bool, error)
 	// Approval returns an approval request, or nil.
 	Approval(id string) (*Approval, error)
 	// PutApproval stores an approval request.
@@ -134,6 +140,17 @@ type Tx interface {
 	// (Features().Shared false).
 	UnderFence(f Fence, fn func(Tx) error) error
 	CheckFences(fs []Fence) (stale []error, err error)
+}
+
+// PreparedEntry is an entry record's next version worked out before the
+// transaction that stores it (Backend.PrepareEntry, Tx.PutPrepared).
+type PreparedEntry struct {
+	// Prev is the record as this process stored it, Next the record to
+	// store in its place, keeping Prev's payload; neither changes after.
+	Prev, Next *EntryRecord
+	// Ahead is what the backend worked out (bbolt: both records' bytes
+	// and Next's index keys).
+	Ahead any
 }
 
 // Store is the state a replayctl process works on.

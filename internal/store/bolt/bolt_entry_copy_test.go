@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/group"
 	"github.com/replayctl/replayctl/internal/store"
@@ -107,5 +109,126 @@ func TestEntryTwiceInATxDecodesOnce(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// dumpEntryBuckets is every key and value of the buckets a PutEntry writes.
+func dumpEntryBuckets(t *testing.T, s *Bolt) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketEntries, bucketPayloads, bucketPayloadsZ, bucketIdx, bucketCounters, bucketSigMeta} {
+			if b := tx.Bucket(name); b != nil {
+				if err := b.ForEach(func(k, v []byte) error { out[string(name)+"/"+string(k)] = string(v); return nil }); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPutPreparedWritesWhatPutEntryWrites moves an entry from replaying
+// to pending (a retry, its due time set, its facets changed) through
+// PutEntry in one file and through PrepareEntry and PutPrepared in
+// another: the files hold the same bytes, index keys and counters, and
+// the prepared write decodes nothing.
+func TestPutPreparedWritesWhatPutEntryWrites(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	open := func() *Bolt {
+		s, err := Open(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	plain, prepared := open(), open()
+	first := copySample()
+	second := copySample()
+	second.Status, second.Reason, second.NextAttemptAt = store.StatusPending, "retry at 12:05", now.Add(5*time.Minute)
+	for _, s := range []*Bolt{plain, prepared} {
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutEntry(first) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := plain.Update(ctx, func(tx store.Tx) error { return tx.PutEntry(second) }); err != nil {
+		t.Fatal(err)
+	}
+	p := prepared.PrepareEntry(first, second)
+	if p == nil {
+		t.Fatal("PrepareEntry refused a record that encodes")
+	}
+	decodes := 0
+	prepared.onEntryDecode = func() { decodes++ }
+	if err := prepared.Update(ctx, func(tx store.Tx) error {
+		put, err := tx.PutPrepared(p)
+		if err == nil && !put {
+			t.Error("PutPrepared did not write over the record it was prepared from")
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if decodes != 0 {
+		t.Errorf("the prepared write decoded %d records, want 0", decodes)
+	}
+	if a, b := dumpEntryBuckets(t, plain), dumpEntryBuckets(t, prepared); !reflect.DeepEqual(a, b) {
+		t.Fatalf("PutEntry wrote\n%q\nPutPrepared wrote\n%q", a, b)
+	}
+}
+
+// TestPutPreparedRefusesAnotherRecord changes the stored record after
+// the write was prepared (a person's hold, in another transaction and
+// earlier in the same one): PutPrepared writes nothing and says so, and
+// the change stands.
+func TestPutPreparedRefusesAnotherRecord(t *testing.T) {
+	ctx := context.Background()
+	for _, sameTx := range []bool{false, true} {
+		s, err := Open(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		first := copySample()
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutEntry(first) }); err != nil {
+			t.Fatal(err)
+		}
+		next := *first
+		next.Status = store.StatusReplayed
+		p := s.PrepareEntry(first, &next)
+		held := copySample()
+		held.Hold = store.HoldResolved
+		hold := func(tx store.Tx) error { return tx.PutEntry(held) }
+		if !sameTx {
+			if err := s.Update(ctx, hold); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Update(ctx, func(tx store.Tx) error {
+			if sameTx {
+				if err := hold(tx); err != nil {
+					return err
+				}
+			}
+			put, err := tx.PutPrepared(p)
+			if put {
+				t.Errorf("same tx %v: PutPrepared wrote over a record it was not prepared from", sameTx)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var got *store.EntryRecord
+		if err := s.View(ctx, func(tx store.Tx) error { got, err = tx.Entry(first.Entry.Ref()); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if got.Hold != store.HoldResolved || got.Status != first.Status {
+			t.Errorf("same tx %v: stored hold %q status %q, want the hold kept", sameTx, got.Hold, got.Status)
+		}
 	}
 }

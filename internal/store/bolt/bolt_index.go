@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -74,7 +75,9 @@ func entryFacets(r *store.EntryRecord) facets {
 	if !bytes.Equal(ik, ek) {
 		val = ek
 	}
-	f := facets{idx: map[string][]byte{}, sig: store.Signature(r), open: store.IsOpen(r.Status)}
+	// Sized for what a record has (six dimensions, oldest, two views, its
+	// group; five to ten counters): growing them was a tenth of the work.
+	f := facets{idx: make(map[string][]byte, 10), counters: make([]string, 0, 10), sig: store.Signature(r), open: store.IsOpen(r.Status)}
 	for _, d := range []struct {
 		dim byte
 		v   string
@@ -124,6 +127,26 @@ func (c *counts) add(key []byte, delta int64) error {
 	}
 	c.pending[string(key)] += delta
 	return nil
+}
+
+// addKey is add for a key held as a string (facets keep them so).
+func (c *counts) addKey(key string, delta int64) error {
+	if c.pending == nil {
+		return addCount(c.b, []byte(key), delta)
+	}
+	c.pending[key] += delta
+	return nil
+}
+
+// countOf is how many times k is in keys.
+func countOf(keys []string, k string) int64 {
+	n := int64(0)
+	for _, x := range keys {
+		if x == k {
+			n++
+		}
+	}
+	return n
 }
 
 // present reports whether the counter key is above zero, pending deltas
@@ -205,23 +228,34 @@ func reindexFacets(tx *bolt.Tx, cnt *counts, hadOld bool, of facets, new *store.
 			}
 		}
 	}
-	delta := map[string]int64{}
-	for _, k := range of.counters {
-		delta[k]--
-	}
-	for _, k := range nf.counters {
-		delta[k]++
-	}
-	for k, d := range delta {
+	// Each counter key moves by its count in the new facets less its
+	// count in the old, taken at its first appearance in either. A
+	// record has about ten keys: comparing them pairwise is cheaper,
+	// inside the write lock, than the map it used to take.
+	move := func(k string, d int64) error {
 		if d == 0 {
-			continue
+			return nil
 		}
 		if d > 0 && k[0] == 'g' {
 			if err := keepExample(sm, cnt.present([]byte(k)), k[1:], string(new.Class), new.Entry.Ref()); err != nil {
 				return err
 			}
 		}
-		if err := cnt.add([]byte(k), d); err != nil {
+		return cnt.addKey(k, d)
+	}
+	for i, k := range of.counters {
+		if slices.Contains(of.counters[:i], k) {
+			continue
+		}
+		if err := move(k, countOf(nf.counters, k)-countOf(of.counters, k)); err != nil {
+			return err
+		}
+	}
+	for i, k := range nf.counters {
+		if slices.Contains(nf.counters[:i], k) || slices.Contains(of.counters, k) {
+			continue
+		}
+		if err := move(k, countOf(nf.counters, k)); err != nil {
 			return err
 		}
 	}

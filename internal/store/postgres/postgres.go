@@ -685,6 +685,14 @@ func (t *pgTx) PutEntry(r *store.EntryRecord) error {
 	return nil
 }
 
+// PrepareEntry works nothing out ahead: PostgreSQL has no single writer
+// whose lock the work would be taken out of.
+func (p *Postgres) PrepareEntry(prev, next *store.EntryRecord) *store.PreparedEntry { return nil }
+
+// PutPrepared: nothing is prepared (Postgres.PrepareEntry); the caller
+// puts the entry with PutEntry.
+func (t *pgTx) PutPrepared(*store.PreparedEntry) (bool, error) { return false, nil }
+
 func (t *pgTx) Approval(id string) (*store.Approval, error) {
 	return scanJSON[store.Approval](t.queryRow(`SELECT rec FROM approvals WHERE id = $1`+t.lockClause(), pgKey(id)))
 }

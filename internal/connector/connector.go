@@ -145,6 +145,24 @@ type Settler interface {
 	Settle(ctx context.Context, e *entry.Entry, s Settlement) error
 }
 
+// NothingToSettle is a connector whose system keeps no DLQ for replayctl
+// to settle (a file of records is not the system; a Kafka topic keeps its
+// records until retention): its Settle tells nobody anything.
+type NothingToSettle interface {
+	NothingToSettle()
+}
+
+// SettlerOf is the Settler through which the runner tells src's system
+// what it did with an entry (its write-back); ok is false for a source
+// that has nothing to tell: no Settle, or NothingToSettle.
+func SettlerOf(src any) (s Settler, ok bool) {
+	if _, none := src.(NothingToSettle); none {
+		return nil, false
+	}
+	s, ok = src.(Settler)
+	return s, ok
+}
+
 // Code is a reason code a system writes, with the class replayctl gives it
 // and where upstream writes it (repo@commit file:line).
 type Code struct {

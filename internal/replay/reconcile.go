@@ -630,7 +630,7 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 	// A success the source must still be told of is owed from the moment it
 	// is recorded: a run that dies before (or while) telling it leaves the
 	// write-back owed, and the next run finishes it.
-	_, hasWB := src.(source.WriteBack)
+	_, hasWB := settlerOf(src)
 	owesBack := out.Outcome == Succeeded && !out.SourceUpdated && hasWB
 	dm := map[string]any{"target": route.Name, "attempt": attempt, "status": out.Status}
 	if out.NewJobID != "" {
@@ -793,15 +793,12 @@ func outcomeState(o Outcome) (idempotency.State, string) {
 // owed, when known, is the write-back the stored entry owes now (the
 // caller just wrote it): a source without write-back then needs no read.
 func (r *Reconciler) writeBack(ctx context.Context, h *handling, e *entry.Entry, src source.Source, res *EntryResult, kind, reason string, owed *string) {
-	wb, ok := src.(source.WriteBack)
+	st, ok := settlerOf(src)
 	var err error
 	func() {
 		defer outbound(h)() // a window's calls out stay within --max-parallel
-		switch rs, isRes := src.(source.Resolver); {
-		case ok && isRes && kind == store.WriteBackResolved:
-			err = rs.MarkResolved(ctx, *e, reason)
-		case ok:
-			err = wb.MarkReplayed(ctx, *e)
+		if ok {
+			err = st.Settle(ctx, e, settlement(kind, reason))
 		}
 	}()
 	outcome, reason := "done", "source updated: entry taken out of the source's DLQ ("+kind+")"

@@ -5,12 +5,23 @@ import (
 
 	"context"
 
+	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/registry"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/triage"
 )
+
+// settlerOf is the source's write-back (connector.SettlerOf): ok is false
+// for a source that has nothing to tell its system.
+func settlerOf(src source.Source) (connector.Settler, bool) { return connector.SettlerOf(src) }
+
+// settlement is what a write-back of kind (store.WriteBackReplayed or
+// store.WriteBackResolved) tells the system; reason is a resolve's reason.
+func settlement(kind, reason string) connector.Settlement {
+	return connector.Settlement{Replayed: kind != store.WriteBackResolved, Reason: reason}
+}
 
 // settleBatch is how many outcome_unknown entries a run reads per page.
 const settleBatch = 256
@@ -93,7 +104,7 @@ func keptAfterReplay(e *entry.Entry, src source.Source, d *triage.Decision, rout
 	if _, native := route.Dispatcher.(registry.Native); !native {
 		return false // a generic target: the write-back is owed (WriteBackPending)
 	}
-	if _, ok := src.(source.WriteBack); !ok {
+	if _, ok := settlerOf(src); !ok {
 		return false
 	}
 	return d.Action == triage.Skip && d.Ledger.State == triage.StateSucceeded && !e.State.Handled

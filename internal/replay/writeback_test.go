@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/registry"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/source"
@@ -406,11 +407,11 @@ type owedSpy struct {
 	owed map[string]string
 }
 
-func (s *owedSpy) MarkReplayed(ctx context.Context, e entry.Entry) error {
+func (s *owedSpy) Settle(ctx context.Context, e *entry.Entry, st connector.Settlement) error {
 	s.mu.Lock()
 	s.owed[e.Ref()] = s.b.entry(e.Ref()).WriteBackPending
 	s.mu.Unlock()
-	return s.Source.(source.WriteBack).MarkReplayed(ctx, e)
+	return s.Source.(connector.Settler).Settle(ctx, e, st)
 }
 
 // TestReplayWriteBackOwedFromTheOutcome: a replay's write-back is owed in

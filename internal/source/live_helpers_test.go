@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 
+	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/cordum"
 	"github.com/replayctl/replayctl/internal/connector/nexora"
 	"github.com/replayctl/replayctl/internal/connector/pages"
@@ -16,7 +17,7 @@ type liveSource struct {
 	*pages.Reader
 	src interface {
 		Source
-		WriteBack
+		connector.Settler
 		NativeTarget() string
 	}
 }
@@ -40,8 +41,8 @@ func (s *liveSource) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] 
 	return s.src.Entries(ctx)
 }
 
-func (s *liveSource) MarkReplayed(ctx context.Context, e entry.Entry) error {
-	return s.src.MarkReplayed(ctx, e)
+func (s *liveSource) Settle(ctx context.Context, e *entry.Entry, st connector.Settlement) error {
+	return s.src.Settle(ctx, e, st)
 }
 
 func (s *liveSource) NativeTarget() string { return s.src.NativeTarget() }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/cordum"
 	"github.com/replayctl/replayctl/internal/connector/cordum/cordumtest"
 	"github.com/replayctl/replayctl/internal/connector/httpout"
@@ -211,16 +212,17 @@ func TestLiveWriteBack(t *testing.T) {
 	c, _ := newLiveSource("cordum:"+srv.URL, "cordum", srv.URL, env)
 	n, _ := newLiveSource("nexora:"+srv.URL, "nexora", srv.URL, env)
 	ctx := context.Background()
+	replayed := connector.Settlement{Replayed: true}
 	for _, err := range []error{
-		c.MarkReplayed(ctx, entry.Entry{ID: "job_1"}),
-		n.MarkReplayed(ctx, entry.Entry{ID: "dl-1"}),
-		c.MarkReplayed(ctx, entry.Entry{ID: "gone"}),
+		c.Settle(ctx, &entry.Entry{ID: "job_1"}, replayed),
+		n.Settle(ctx, &entry.Entry{ID: "dl-1"}, replayed),
+		c.Settle(ctx, &entry.Entry{ID: "gone"}, replayed),
 	} {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	err := c.MarkReplayed(ctx, entry.Entry{ID: "denied"})
+	err := c.Settle(ctx, &entry.Entry{ID: "denied"}, replayed)
 	if err == nil || strings.Contains(err.Error(), liveCordumKey) {
 		t.Fatalf("refused write-back: %v", err)
 	}

@@ -21,20 +21,6 @@ import (
 // the record's own id, else a hash of its bytes, and Origin where it was.
 type Source = connector.Source
 
-// WriteBack is implemented by sources that can record at the source that an
-// entry was replayed successfully (a directory of item files: remove the
-// item's file, as the system's own retry does).
-type WriteBack interface {
-	MarkReplayed(ctx context.Context, e entry.Entry) error
-}
-
-// Resolver is implemented by sources whose system records why an entry
-// was resolved (a server's resolve with a reason); others take a
-// resolve's write-back through WriteBack.
-type Resolver interface {
-	MarkResolved(ctx context.Context, e entry.Entry, reason string) error
-}
-
 // Sentinel errors.
 var (
 	// ErrOutsideRoot is registry.ErrOutsideRoot, kept here for callers.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/connector/connectortest"
 	"github.com/replayctl/replayctl/internal/entry"
 )
@@ -69,9 +70,9 @@ func TestParse(t *testing.T) {
 		if src.String() != spec {
 			t.Errorf("String() = %q, want %q", src.String(), spec)
 		}
-		_, wb := src.(WriteBack)
+		_, wb := connector.SettlerOf(src)
 		if want := strings.HasPrefix(spec, "prodigy:"); wb != want {
-			t.Errorf("%s: implements WriteBack = %v, want %v", spec, wb, want)
+			t.Errorf("%s: has a write-back (connector.SettlerOf) = %v, want %v", spec, wb, want)
 		}
 	}
 }

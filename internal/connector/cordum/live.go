@@ -290,29 +290,20 @@ func nextCursor(body []byte, n int) (string, bool, error) {
 	return c, true, nil
 }
 
-// MarkReplayed takes an entry replayed elsewhere out of Cordum's DLQ the
-// way Cordum itself does: the gateway's DELETE /api/v1/dlq/{job_id} (204;
-// handlers_dlq.go handleDeleteDLQ). An entry already gone is not an error.
-func (s *Live) MarkReplayed(ctx context.Context, e entry.Entry) error {
-	return s.MarkResolved(ctx, e, "replayed by replayctl")
-}
-
-// MarkResolved is MarkReplayed; Cordum's DELETE takes no reason. It is
-// sent as the entry's own tenant (TenantLabel).
-func (s *Live) MarkResolved(ctx context.Context, e entry.Entry, _ string) error {
+// Settle takes the entry out of Cordum's DLQ the way Cordum itself does,
+// whatever replayctl did with it (a replay elsewhere or a person's
+// resolve): the gateway's DELETE /api/v1/dlq/{job_id} (204;
+// handlers_dlq.go handleDeleteDLQ), which takes no reason. It is sent as
+// the entry's own tenant (TenantLabel). An entry already gone is not an
+// error.
+func (s *Live) Settle(ctx context.Context, e *entry.Entry, _ connector.Settlement) error {
 	r := s.Reader
 	if e.Labels[TenantLabel] != "" {
 		c := *s.Reader
-		c.Header = withTenant(s.Header.Clone(), &e)
+		c.Header = withTenant(s.Header.Clone(), e)
 		r = &c
 	}
 	return r.SettleRequest(ctx, e.ID, http.MethodDelete, s.Base+"/api/v1/dlq/"+url.PathEscape(e.ID), nil)
-}
-
-// Settle tells Cordum what replayctl did with the entry: either way the
-// gateway's DELETE takes it out of the DLQ (it keeps no reason).
-func (s *Live) Settle(ctx context.Context, e *entry.Entry, st connector.Settlement) error {
-	return s.MarkResolved(ctx, *e, st.Reason)
 }
 
 var _ connector.Settler = (*Live)(nil)

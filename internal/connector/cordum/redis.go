@@ -180,8 +180,8 @@ func (s *Redis) page(ctx context.Context, c *redis.Client, ids []string, yield f
 	return true
 }
 
-// MarkReplayed takes the entry out of Cordum's DLQ the way Cordum's own
-// retry and delete do (DLQStore.Delete in cordum-io/cordum
+// Settle takes the entry out of Cordum's DLQ, whatever replayctl did with
+// it, the way Cordum's own retry and delete do (DLQStore.Delete in cordum-io/cordum
 // core/infra/store/dlq_store.go, called by the gateway's handleRetryDLQ
 // and handleDeleteDLQ): DEL dlq:entry:<id> and removing the id from
 // dlq:index, in one MULTI. A field such as replay_status would be ignored
@@ -189,7 +189,7 @@ func (s *Redis) page(ctx context.Context, c *redis.Client, ids []string, yield f
 // would run the job again outside replayctl's ledger. An entry already
 // gone (expired, or deleted by a person) is not an error: it is out of
 // the DLQ, which is what write-back wants.
-func (s *Redis) MarkReplayed(ctx context.Context, e entry.Entry) error {
+func (s *Redis) Settle(ctx context.Context, e *entry.Entry, _ connector.Settlement) error {
 	c := redis.NewClient(s.opts)
 	defer c.Close()
 	typ, err := c.Type(ctx, redisIndexKey).Result()
@@ -216,12 +216,6 @@ func (s *Redis) MarkReplayed(ctx context.Context, e entry.Entry) error {
 
 func IsRedisURL(p string) bool {
 	return strings.HasPrefix(p, "redis://") || strings.HasPrefix(p, "rediss://")
-}
-
-// Settle takes the entry out of Cordum's Redis DLQ as Cordum's own
-// delete does (MarkReplayed), whatever replayctl did with it.
-func (s *Redis) Settle(ctx context.Context, e *entry.Entry, _ connector.Settlement) error {
-	return s.MarkReplayed(ctx, *e)
 }
 
 // Replay is not Redis's: Cordum's retry is the gateway's (cordum:URL).

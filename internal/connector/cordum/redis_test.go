@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/entry"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
@@ -131,7 +132,7 @@ func TestRedisWriteBackRemovesAsCordumDoes(t *testing.T) {
 			src, _ := Parse("cordum-redis:" + url)
 			ctx := context.Background()
 			e := readRedis(t, src)[0]
-			if err := src.MarkReplayed(ctx, e); err != nil {
+			if err := src.Settle(ctx, &e, connector.Settlement{Replayed: true}); err != nil {
 				t.Fatal(err)
 			}
 			if err := c.Get(ctx, "dlq:entry:"+e.ID).Err(); !errors.Is(err, redis.Nil) {
@@ -157,7 +158,7 @@ func TestRedisWriteBackRemovesAsCordumDoes(t *testing.T) {
 				}
 			}
 			// An entry already gone: its index id is removed, no error.
-			if err := src.MarkReplayed(ctx, entry.Entry{ID: "job_0007"}); err != nil {
+			if err := src.Settle(ctx, &entry.Entry{ID: "job_0007"}, connector.Settlement{Replayed: true}); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -155,7 +155,7 @@ func TestLiveCordumSeveralTenantsCarryTheirOwn(t *testing.T) {
 	if res.Outcome != connector.Succeeded {
 		t.Errorf("retry of beta's %s: %v %s", beta.ID, res.Outcome, res.Detail)
 	}
-	if err := src.MarkReplayed(context.Background(), *acme); err != nil {
+	if err := src.Settle(context.Background(), acme, connector.Settlement{Replayed: true}); err != nil {
 		t.Errorf("delete of acme's %s: %v", acme.ID, err)
 	}
 	f.Mu.Lock()

@@ -540,6 +540,9 @@ func (c *Conn) commit(ctx context.Context, p int32, next int64) error {
 // the group's offset moved past the record when its entry was stored.
 func (c *Conn) Settle(context.Context, *entry.Entry, connector.Settlement) error { return nil }
 
+// NothingToSettle: the runner has nothing to tell a topic.
+func (c *Conn) NothingToSettle() {}
+
 // ProbeEntry cannot tell without scanning the original topic.
 func (c *Conn) ProbeEntry(context.Context, *entry.Entry) (connector.ProbeResult, string) {
 	return connector.ProbeInconclusive, "kafka: finding a replayed record means scanning the original topic"

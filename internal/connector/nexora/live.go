@@ -84,24 +84,6 @@ var _ connector.Connector = (*Live)(nil)
 // through Nexora's own replay.
 func (s *Live) NativeTarget() string { return Kind + ":" + s.Base }
 
-// MarkReplayed resolves a dead letter replayed elsewhere the way Nexora
-// itself does: POST /api/dead-letters/{id}/resolve {"reason"}
-// (ObserveCommand.java). One already gone (404) or no longer PENDING (409)
-// is not an error.
-func (s *Live) MarkReplayed(ctx context.Context, e entry.Entry) error {
-	return s.MarkResolved(ctx, e, "replayed by replayctl")
-}
-
-// MarkResolved is MarkReplayed carrying a person's resolve reason, which
-// Nexora keeps on the record.
-func (s *Live) MarkResolved(ctx context.Context, e entry.Entry, reason string) error {
-	body, err := json.Marshal(map[string]string{"reason": reason})
-	if err != nil {
-		return err
-	}
-	return s.SettleRequest(ctx, e.ID, http.MethodPost, s.Base+"/api/dead-letters/"+url.PathEscape(e.ID)+"/resolve", body)
-}
-
 // nexoraCursor says which records a read has already covered: everything
 // failed later than last, the ids read at last itself (ties), and records
 // without a failure time by id.
@@ -252,13 +234,21 @@ func (s *Live) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 	}
 }
 
-// Settle resolves the dead letter with why: "replayed by replayctl", or a
-// person's reason.
+// Settle resolves the dead letter the way Nexora itself does: POST
+// /api/dead-letters/{id}/resolve {"reason"} (ObserveCommand.java), the
+// reason "replayed by replayctl" for a replay or a person's resolve
+// reason, which Nexora keeps on the record. One already gone (404) or no
+// longer PENDING (409) is not an error.
 func (s *Live) Settle(ctx context.Context, e *entry.Entry, st connector.Settlement) error {
+	reason := st.Reason
 	if st.Replayed {
-		return s.MarkReplayed(ctx, *e)
+		reason = "replayed by replayctl"
 	}
-	return s.MarkResolved(ctx, *e, st.Reason)
+	body, err := json.Marshal(map[string]string{"reason": reason})
+	if err != nil {
+		return err
+	}
+	return s.SettleRequest(ctx, e.ID, http.MethodPost, s.Base+"/api/dead-letters/"+url.PathEscape(e.ID)+"/resolve", body)
 }
 
 var _ connector.Settler = (*Live)(nil)

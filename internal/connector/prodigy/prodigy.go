@@ -22,7 +22,7 @@ import (
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
-// ErrOutsideRoot is wrapped by MarkReplayed's error when the entry's file
+// ErrOutsideRoot is wrapped by Settle's error when the entry's file
 // is not a Prodigy item inside the walked root: nothing is removed.
 var ErrOutsideRoot = errors.New("not a Prodigy item file inside the source directory")
 
@@ -34,7 +34,7 @@ func Open(spec, root string) *Source { return &Source{spec: spec, root: root} }
 type Source struct {
 	spec string
 	root string
-	// mu serialises MarkReplayed: removing an item rewrites the job's index.
+	// mu serialises Settle: removing an item rewrites the job's index.
 	mu sync.Mutex
 	// dirBatch overrides prodigyDirBatch (tests).
 	dirBatch int
@@ -445,12 +445,14 @@ func prodigyCode(variant string) string {
 	return "" // Unknown, or a variant newer than replayctl: the message decides
 }
 
-// MarkReplayed removes the item's file, as `prodigy dlq retry` does for an
-// item that succeeded, and drops its id from the job's index.json. It
+// Settle removes the item's file, as `prodigy dlq retry` does for an
+// item that succeeded, and drops its id from the job's index.json,
+// whether replayctl replayed or a person resolved it: Prodigy keeps no
+// reason. It
 // refuses (ErrOutsideRoot) a file outside the source directory or not in
 // an items/ directory, and a file whose item_id is not the entry's. A file
 // already gone is not an error: the item is no longer dead-lettered.
-func (s *Source) MarkReplayed(ctx context.Context, e entry.Entry) error {
+func (s *Source) Settle(ctx context.Context, e *entry.Entry, _ connector.Settlement) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -694,13 +696,6 @@ func writeAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
-}
-
-// Settle removes the item as `prodigy dlq retry` does for one that
-// succeeded (MarkReplayed), whether replayctl replayed or a person
-// resolved it: Prodigy keeps no reason.
-func (s *Source) Settle(ctx context.Context, e *entry.Entry, _ connector.Settlement) error {
-	return s.MarkReplayed(ctx, *e)
 }
 
 // Replay is not Prodigy's to offer: its retry is a command

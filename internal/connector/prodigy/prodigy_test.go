@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replayctl/replayctl/internal/connector"
 	"github.com/replayctl/replayctl/internal/entry"
 )
 
@@ -179,7 +180,7 @@ func copyProdigy(t *testing.T) string {
 	return root
 }
 
-func TestProdigyMarkReplayed(t *testing.T) {
+func TestProdigySettle(t *testing.T) {
 	root := copyProdigy(t)
 	src, err := Parse("prodigy:" + root)
 	if err != nil {
@@ -195,7 +196,7 @@ func TestProdigyMarkReplayed(t *testing.T) {
 	target := es[2] // item-003
 	before := snapshot(t, root)
 
-	if err := wb.MarkReplayed(context.Background(), target); err != nil {
+	if err := wb.Settle(context.Background(), &target, connector.Settlement{Replayed: true}); err != nil {
 		t.Fatal(err)
 	}
 	after := snapshot(t, root)
@@ -229,7 +230,7 @@ func TestProdigyMarkReplayed(t *testing.T) {
 	if len(after) != len(before)-1 {
 		t.Errorf("%d files before, %d after: a temporary file left behind?", len(before), len(after))
 	}
-	if err := wb.MarkReplayed(context.Background(), target); err != nil {
+	if err := wb.Settle(context.Background(), &target, connector.Settlement{Replayed: true}); err != nil {
 		t.Errorf("marking a removed item again: %v", err)
 	}
 	if es := readAll(t, "prodigy:"+root); len(es) != 9 {
@@ -237,7 +238,7 @@ func TestProdigyMarkReplayed(t *testing.T) {
 	}
 }
 
-func TestProdigyMarkReplayedRefuses(t *testing.T) {
+func TestProdigySettleRefuses(t *testing.T) {
 	root := copyProdigy(t)
 	other := copyProdigy(t)
 	src, err := Parse("prodigy:" + filepath.Join(root, "myrepo"))
@@ -281,9 +282,9 @@ func TestProdigyMarkReplayedRefuses(t *testing.T) {
 	}
 	before, beforeOther := snapshot(t, root), snapshot(t, other)
 	for _, tt := range tests {
-		err := wb.MarkReplayed(context.Background(), tt.e)
+		err := wb.Settle(context.Background(), &tt.e, connector.Settlement{Replayed: true})
 		if err == nil {
-			t.Errorf("%s: MarkReplayed succeeded", tt.name)
+			t.Errorf("%s: Settle succeeded", tt.name)
 			continue
 		}
 		if errors.Is(err, ErrOutsideRoot) != tt.outside {
@@ -291,7 +292,7 @@ func TestProdigyMarkReplayedRefuses(t *testing.T) {
 		}
 	}
 	if !maps.Equal(before, snapshot(t, root)) || !maps.Equal(beforeOther, snapshot(t, other)) {
-		t.Error("a refused MarkReplayed changed files")
+		t.Error("a refused Settle changed files")
 	}
 }
 
@@ -308,7 +309,7 @@ func TestProdigyIndexLeftAlone(t *testing.T) {
 		write(t, filepath.Join(root, "j", "index.json"), index)
 		src, _ := Parse("prodigy:" + root)
 		e := readAll(t, "prodigy:"+root)[0]
-		if err := src.MarkReplayed(context.Background(), e); err != nil {
+		if err := src.Settle(context.Background(), &e, connector.Settlement{Replayed: true}); err != nil {
 			t.Fatal(err)
 		}
 		if got := mustRead(t, filepath.Join(root, "j", "index.json")); got != index {
@@ -325,7 +326,7 @@ func TestProdigyIndexLeftAlone(t *testing.T) {
 	write(t, filepath.Join(items, "a.json"), `{"item_id":"a"}`)
 	write(t, filepath.Join(root, "j", "index.json"), `{"items":["a","b"],"note":{"x":1}}`)
 	src, _ := Parse("prodigy:" + root)
-	if err := src.MarkReplayed(context.Background(), readAll(t, "prodigy:"+root)[0]); err != nil {
+	if err := src.Settle(context.Background(), &readAll(t, "prodigy:"+root)[0], connector.Settlement{Replayed: true}); err != nil {
 		t.Fatal(err)
 	}
 	if got := mustRead(t, filepath.Join(root, "j", "index.json")); got != "{\n  \"items\": [\n    \"b\"\n  ],\n  \"note\": {\n    \"x\": 1\n  }\n}" {
@@ -385,8 +386,8 @@ func TestProdigyInterruptedWriteBackIsFinished(t *testing.T) {
 		t.Fatal(err)
 	}
 	mkdir(t, index)
-	if err := src.MarkReplayed(context.Background(), target); err == nil {
-		t.Fatal("MarkReplayed succeeded with an index it cannot rewrite")
+	if err := src.Settle(context.Background(), &target, connector.Settlement{Replayed: true}); err == nil {
+		t.Fatal("Settle succeeded with an index it cannot rewrite")
 	}
 	// Over: a later run reads the source again.
 	if err := os.Remove(index); err != nil {

@@ -378,16 +378,6 @@ func (c *Conn) Settle(ctx context.Context, e *entry.Entry, _ connector.Settlemen
 	return c.ack(ctx, e)
 }
 
-// MarkReplayed is Settle for the runner's write-back.
-func (c *Conn) MarkReplayed(ctx context.Context, e entry.Entry) error {
-	return c.Settle(ctx, &e, connector.Settlement{Replayed: true})
-}
-
-// MarkResolved is Settle for a person's resolve.
-func (c *Conn) MarkResolved(ctx context.Context, e entry.Entry, reason string) error {
-	return c.Settle(ctx, &e, connector.Settlement{Reason: reason})
-}
-
 // ProbeEntry cannot tell: a published message cannot be looked up in a
 // queue without consuming it.
 func (c *Conn) ProbeEntry(context.Context, *entry.Entry) (connector.ProbeResult, string) {

@@ -34,5 +34,8 @@ func (r ReadOnly) Settle(context.Context, *entry.Entry, connector.Settlement) er
 	return fmt.Errorf("%s: %w", r.Name, connector.ErrUnsupported)
 }
 
+// NothingToSettle: the runner has nothing to tell a file.
+func (ReadOnly) NothingToSettle() {}
+
 // Ref names the entry by its id.
 func (r ReadOnly) Ref(e *entry.Entry) connector.Link { return connector.Link{Name: e.ID} }

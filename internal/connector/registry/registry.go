@@ -45,8 +45,8 @@ func NativeKinds() []string { return []string{cordum.Kind, nexora.Kind} }
 var ErrOutsideRoot = prodigy.ErrOutsideRoot
 
 // Source is what Open returns: a whole connector.Connector, whose parts
-// a system lacks answer connector.ErrUnsupported; by the system it also
-// writes back (MarkReplayed/MarkResolved).
+// a system lacks answer connector.ErrUnsupported; its Settle is the
+// write-back (connector.SettlerOf).
 type Source = connector.Connector
 
 const kindsHint = "use --source KIND:PATH with KIND one of cordum, cordum-redis, prodigy, nexora, jsonl, rabbitmq, kafka, sqs " +
@@ -278,7 +278,7 @@ func ForEntry(e *entry.Entry, c Credentials) (Source, bool) {
 	}
 	if e.Source == prodigy.Kind && !e.Undecodable() && e.Origin != "" {
 		// ITEM.json in JOB/items/: the job directory is the narrowest root
-		// that still holds the item, and MarkReplayed checks it is inside.
+		// that still holds the item, and Settle checks it is inside.
 		job := filepath.Dir(filepath.Dir(e.Origin))
 		return prodigy.Open(prodigy.Kind+":"+job, job), true
 	}

@@ -117,7 +117,7 @@ func (s *slot) finish(ctx context.Context) {
 // once it is durable or failed, as River's job completer does, inline or
 // batched behind one interface:
 //   - inline: Store.Update, the entry's write alone (which bbolt still
-//     groups with concurrent writers: store/batch.go);
+//     groups with concurrent writers: store/bolt/batch.go);
 //   - a commitGroup: a window's members on bbolt, committed together once
 //     each has submitted or left;
 //   - a commitQueue: a shared store's worker, whatever is pending when a

@@ -537,14 +537,51 @@ func indent(s string) string {
 }
 
 // fuzz runs the fuzz targets of one package in turn, each for a count of
-// executions.
+// executions. The package's fuzz-instrumented test binary is built once
+// (go test -c -fuzz) and run for each target as go test -fuzz runs it:
+// in the package's directory (testdata/fuzz is its seed corpus, and where
+// a crasher is written) with the same cache of generated inputs. go test
+// -fuzz links the binary again for every target, and go test -list links
+// an uninstrumented one to list them: 20 links of 3 to 4 s of CPU each for
+// the 12 targets of 8 packages, against 8 now.
 func (r *runner) fuzz(pkg, budget string) {
-	out, err := r.command("go", "test", "-list", "^Fuzz", pkg).Output()
-	if err != nil {
+	failed := func(what string, err error, out []byte) {
 		r.report(func() {
-			fmt.Fprintf(r.out, "FAIL fuzz %s: list the targets: %v\n%s", pkg, err, out)
+			fmt.Fprintf(r.out, "FAIL fuzz %s: %s: %v\n%s", pkg, what, err, indent(tail(string(out), 40)))
 			r.fail("fuzz " + pkg)
 		})
+	}
+	info, err := r.command("go", "list", "-f", "{{.ImportPath}}\n{{.Dir}}", pkg).Output()
+	lines := strings.Split(strings.TrimSpace(string(info)), "\n")
+	if err != nil || len(lines) != 2 {
+		failed("go list", err, info)
+		return
+	}
+	importPath, dir := lines[0], lines[1]
+	cache, err := r.command("go", "env", "GOCACHE").Output()
+	if err != nil || strings.TrimSpace(string(cache)) == "" || strings.TrimSpace(string(cache)) == "off" {
+		failed("go env GOCACHE", err, cache)
+		return
+	}
+	// As cmd/go does: $GOCACHE/fuzz/<import path> keeps the inputs that
+	// found new coverage, run again (baseline coverage) before fuzzing.
+	fuzzCache := filepath.Join(strings.TrimSpace(string(cache)), "fuzz", importPath)
+	tmp, err := os.MkdirTemp("", "testrun-fuzz-")
+	if err != nil {
+		failed("temporary directory", err, nil)
+		return
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, filepath.Base(dir)+".test")
+	if out, err := r.command("go", "test", "-c", "-fuzz", ".", "-o", bin, pkg).CombinedOutput(); err != nil {
+		failed("build", err, out)
+		return
+	}
+	list := r.command(bin, "-test.list", "^Fuzz")
+	list.Dir = dir
+	out, err := list.Output()
+	if err != nil {
+		failed("list the targets", err, out)
 		return
 	}
 	for _, t := range strings.Fields(string(out)) {
@@ -552,7 +589,10 @@ func (r *runner) fuzz(pkg, budget string) {
 			continue
 		}
 		start := time.Now()
-		out, err := r.command("go", "test", "-run", "^$", "-fuzz", "^"+t+"$", "-fuzztime", budget, pkg).CombinedOutput()
+		c := r.command(bin, "-test.paniconexit0", "-test.fuzzcachedir="+fuzzCache,
+			"-test.run", "^$", "-test.fuzz", "^"+t+"$", "-test.fuzztime", budget)
+		c.Dir = dir
+		out, err := c.CombinedOutput()
 		r.report(func() {
 			if err != nil {
 				fmt.Fprintf(r.out, "FAIL fuzz %s %s (%s)\n%s", pkg, t, budget, indent(tail(string(out), 40)))

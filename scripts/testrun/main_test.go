@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -83,5 +85,33 @@ func TestWithoutRaceSplitsAPackage(t *testing.T) {
 	r.tests([]string{"./pass"}, 1, true)
 	if want := []string{"./pass (no -race)"}; strings.Join(r.failures, "|") != strings.Join(want, "|") {
 		t.Errorf("a pattern matching no test: failures %q, want %q\n%s", r.failures, want, out.String())
+	}
+}
+
+// The fuzz step builds a package's instrumented test binary once and runs
+// each target with it as go test -fuzz would: a target that passes is one
+// case, one that fails shows its output and leaves its crasher under the
+// package's testdata/fuzz (here a copy of the sample module, so the
+// repository's testdata stays as it is).
+func TestFuzzRunsEveryTargetFromOneBuild(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/sample")); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	r := &runner{ctx: context.Background(), dir: dir, out: &out}
+	r.fuzz("./fuzzy", "2000x")
+	got := out.String()
+	t.Log(got)
+	if want := []string{"fuzz ./fuzzy FuzzFinds"}; r.passed != 1 || strings.Join(r.failures, "|") != strings.Join(want, "|") {
+		t.Errorf("passed %d, failures %q; want 1 and %q", r.passed, r.failures, want)
+	}
+	for _, s := range []string{"ok   fuzz ./fuzzy FuzzFine (2000x)", "FAIL fuzz ./fuzzy FuzzFinds (2000x)", "input of", "testdata/fuzz/FuzzFinds/"} {
+		if !strings.Contains(got, s) {
+			t.Errorf("output lacks %q", s)
+		}
+	}
+	if crashers, _ := filepath.Glob(filepath.Join(dir, "fuzzy", "testdata", "fuzz", "FuzzFinds", "*")); len(crashers) != 1 {
+		t.Errorf("crashers written: %q, want one under fuzzy/testdata/fuzz/FuzzFinds", crashers)
 	}
 }

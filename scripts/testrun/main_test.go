@@ -115,3 +115,21 @@ func TestFuzzRunsEveryTargetFromOneBuild(t *testing.T) {
 		t.Errorf("crashers written: %q, want one under fuzzy/testdata/fuzz/FuzzFinds", crashers)
 	}
 }
+
+// After the vet step, go test does not vet again (-vet=off): a package
+// whose test file go test's own vet refuses fails without the vet step
+// and runs its tests after it (the vet step reported it).
+func TestVettedPackagesSkipGoTestsVet(t *testing.T) {
+	var out strings.Builder
+	r := &runner{ctx: context.Background(), dir: "testdata/sample", out: &out}
+	r.tests([]string{"./vetbad"}, 1, false)
+	if len(r.failures) != 1 || r.passed != 0 {
+		t.Errorf("without the vet step: passed %d, failures %q; want go test's vet to fail it\n%s", r.passed, r.failures, out.String())
+	}
+	out.Reset()
+	r = &runner{ctx: context.Background(), dir: "testdata/sample", out: &out, vetted: true}
+	r.tests([]string{"./vetbad"}, 1, false)
+	if len(r.failures) != 0 || r.passed != 1 {
+		t.Errorf("after the vet step: passed %d, failures %q; want the test run without vet\n%s", r.passed, r.failures, out.String())
+	}
+}

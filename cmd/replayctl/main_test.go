@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/replayctl/replayctl/internal/testsvc"
 )
 
 func TestMain(m *testing.M) {
@@ -66,7 +68,11 @@ func (s storiesAtOnce) Run() int {
 			return 2
 		}
 	}
-	return s.m.Run()
+	code := s.m.Run()
+	// The broker stories' RabbitMQ: Pdeathsig ends only its start script
+	// when this process exits, and the Erlang VM stayed, one per run.
+	testsvc.Stop()
+	return code
 }
 
 // TestScripts runs the CLI stories in testdata/script, one per user story,

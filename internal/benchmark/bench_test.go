@@ -1,7 +1,6 @@
 package benchmark
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
@@ -13,6 +12,9 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testsvc.Stop()
+	if quick.dir != "" {
+		_ = os.RemoveAll(quick.dir)
+	}
 	os.Exit(code)
 }
 
@@ -32,18 +34,13 @@ var issueTargets = map[string]string{
 	"reconcile vs the minimal safe replay": ">= 0.8x",
 }
 
-// TestHarnessSmoke runs the harness at tiny sizes so it cannot rot. It
+// TestHarnessSmoke runs the harness at tiny sizes (quickRun) so it cannot rot. It
 // checks that every row measured something and that ratio rows carry the
 // issue's targets; it never asserts a time.
 func TestHarnessSmoke(t *testing.T) {
-	t.Parallel() // with TestReadsRows: each waits on its own fsyncs
 	var b strings.Builder
-	t0 := time.Now()
-	rows, err := Run(context.Background(), Config{Quick: true, Dir: t.TempDir(), Rules: "../../rules.yaml", Policies: "../../policies",
-		Progress: func(s string) { t.Logf("%6.1fs %s", time.Since(t0).Seconds(), s) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rows := quickRun(t)
+	t.Log("\n" + quick.progress.String())
 	if len(rows) < 14 {
 		t.Fatalf("only %d rows", len(rows))
 	}
@@ -107,12 +104,9 @@ func TestPairedAlternatesAndTakesMedians(t *testing.T) {
 	}
 }
 
-// TestPruneRowsSmoke runs the prune rows alone at a tiny size.
+// TestPruneRowsSmoke checks the prune rows of the quick run (quickRun).
 func TestPruneRowsSmoke(t *testing.T) {
-	rows, err := Run(context.Background(), Config{Quick: true, Only: "prune", Dir: t.TempDir(), Rules: "../../rules.yaml", Policies: "../../policies"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := quickRows(t, "prune")
 	if len(rows) != 3 {
 		t.Fatalf("rows %+v", rows)
 	}
@@ -126,12 +120,9 @@ func TestPruneRowsSmoke(t *testing.T) {
 	t.Log("\n" + b.String())
 }
 
-// TestBacktestRowSmoke runs the backtest row alone at a tiny size.
+// TestBacktestRowSmoke checks the backtest rows of the quick run (quickRun).
 func TestBacktestRowSmoke(t *testing.T) {
-	rows, err := Run(context.Background(), Config{Quick: true, Only: "backtest", Dir: t.TempDir(), Rules: "../../rules.yaml", Policies: "../../policies"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := quickRows(t, "backtest")
 	if len(rows) != 2 || rows[0].Figure <= 0 || rows[0].Ratio <= 0 || rows[0].Target != ">= 0.8x" || rows[1].Figure <= 0 {
 		t.Fatalf("rows %+v", rows)
 	}

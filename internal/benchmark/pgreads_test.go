@@ -1,19 +1,15 @@
 package benchmark
 
 import (
-	"context"
 	"strings"
 	"testing"
 )
 
-// TestPGReadRows runs the PostgreSQL read rows at their quick sizes: every
+// TestPGReadRows checks the PostgreSQL read rows of the quick run (quickRun): every
 // row measured something (or all of them are one skipped row, without
 // PostgreSQL). It asserts no time.
 func TestPGReadRows(t *testing.T) {
-	rows, err := Run(context.Background(), Config{Quick: true, Only: "pgread", Dir: t.TempDir(), Rules: "../../rules.yaml", Policies: "../../policies"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := quickRows(t, "pgread")
 	var b strings.Builder
 	Print(&b, rows)
 	t.Log("\n" + b.String())

@@ -1,19 +1,14 @@
 package benchmark
 
 import (
-	"context"
 	"strings"
 	"testing"
 )
 
-// TestReadsRows runs the read rows at their quick sizes: every row
+// TestReadsRows checks the read rows of the quick run (quickRun): every row
 // measured something. It asserts no time.
 func TestReadsRows(t *testing.T) {
-	t.Parallel() // with TestHarnessSmoke: each waits on its own fsyncs
-	rows, err := Run(context.Background(), Config{Quick: true, Only: "reads", Dir: t.TempDir(), Rules: "../../rules.yaml", Policies: "../../policies"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := quickRows(t, "reads")
 	// The two RSS rows measure the replayctl binary (Config.Self), which
 	// only `make bench` passes: without it they are left out.
 	if len(rows) != 12 {

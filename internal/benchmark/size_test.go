@@ -6,17 +6,14 @@ import (
 	"testing"
 )
 
-// TestSizeRowAndBreakdown runs the store size row at its quick size and
+// TestSizeRowAndBreakdown checks the store size row of the quick run (quickRun) and
 // breaks the store down: every record kind of a reconcile with replays is
 // found and decoded (compressed records included), and the payloads sit in
 // the compressed bucket. It asserts no time and no size: sizes are
 // reported, the target is the table's.
 func TestSizeRowAndBreakdown(t *testing.T) {
 	c := &Config{Quick: true, Dir: t.TempDir(), Rules: "../../rules.yaml", Policies: "../../policies"}
-	rows, err := size(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := quickRows(t, "size")
 	if len(rows) != 1 || rows[0].Figure <= 0 || rows[0].Baseline <= 0 || rows[0].Ratio <= 0 || rows[0].Target != "<= 2x" {
 		t.Fatalf("rows %+v", rows)
 	}

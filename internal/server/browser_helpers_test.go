@@ -79,18 +79,78 @@ func (b *browserOutput) String() string {
 	return b.buf.String()
 }
 
-// startBrowser starts headless Chromium with a fresh profile under
-// t.TempDir() and returns a tab's context, which ends after timeout.
-// Screenshots, if a test takes any, belong under t.TempDir() too, never
-// in the repository. The flags keep the browser off the network (this
-// machine's is closed): it only talks to the loopback test server. The
-// browser's output and chromedp's errors are logged if the test fails.
-func startBrowser(t *testing.T, execPath string, timeout time.Duration) context.Context {
+// Len is how much the browser has written so far.
+func (b *browserOutput) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+// Since is what the browser wrote after the first n bytes.
+func (b *browserOutput) Since(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf.Bytes()[min(n, b.buf.Len()):])
+}
+
+// The package's browser tests share one headless Chromium (packageBrowser)
+// and each gets a fresh browser context in it (startBrowser): a context is
+// Chromium's incognito profile, with its own cookies, storage and cache, so
+// what one test's logins leave is invisible to the next, as it was when
+// each test started a browser of its own. Starting and stopping Chromium
+// cost about 1 s of CPU each time (measured with a cgroup's cpuacct on the
+// shared 2-core machine), for 29 browsers per package run.
+var packageBrowser struct {
+	mu     sync.Mutex
+	ctx    context.Context // the browser's first tab: where contexts are made
+	cancel func()
+	out    *browserOutput
+	home   string
+}
+
+// TestMain stops the shared browser when the package's tests end.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stopPackageBrowser()
+	os.Exit(code)
+}
+
+func stopPackageBrowser() {
+	packageBrowser.mu.Lock()
+	defer packageBrowser.mu.Unlock()
+	if packageBrowser.cancel != nil {
+		packageBrowser.cancel() // closes the browser and waits for it to exit
+		packageBrowser.cancel, packageBrowser.ctx = nil, nil
+	}
+	if packageBrowser.home != "" {
+		_ = os.RemoveAll(packageBrowser.home)
+		packageBrowser.home = ""
+	}
+}
+
+// sharedBrowser returns the package's browser, starting it (again, if it
+// died) with a profile in a temporary directory. The flags keep the
+// browser off the network (this machine's is closed): it only talks to the
+// loopback test servers.
+func sharedBrowser(t *testing.T, execPath string) (context.Context, *browserOutput) {
 	t.Helper()
+	packageBrowser.mu.Lock()
+	defer packageBrowser.mu.Unlock()
+	if packageBrowser.ctx != nil && packageBrowser.ctx.Err() == nil {
+		return packageBrowser.ctx, packageBrowser.out
+	}
+	if packageBrowser.cancel != nil { // it died: say so in this test's log, start another
+		t.Logf("the shared browser had ended; output:\n%s", packageBrowser.out.String())
+		packageBrowser.cancel()
+		_ = os.RemoveAll(packageBrowser.home)
+	}
 	out := &browserOutput{}
 	// Everything the browser writes (profile, crash-report settings, its
-	// singleton socket and shared-memory files) stays under t.TempDir().
-	home := t.TempDir()
+	// singleton socket and shared-memory files) stays in home.
+	home, err := os.MkdirTemp("", "replayctl-browser-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
 		chromedp.Env("HOME="+home, "TMPDIR="+home,
 			"XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "XDG_CACHE_HOME="+filepath.Join(home, ".cache")),
@@ -106,24 +166,51 @@ func startBrowser(t *testing.T, execPath string, timeout time.Duration) context.
 		chromedp.Flag("disable-domain-reliability", true),
 		chromedp.Flag("no-pings", true),
 		chromedp.UserDataDir(filepath.Join(home, "profile")),
-		chromedp.WindowSize(1280, 900),
+		chromedp.WindowSize(1280, 900), // every new window's size too
 		chromedp.CombinedOutput(out),
 	)
-	ctx, cancelTimeout := context.WithTimeout(context.Background(), timeout)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	logf := func(format string, args ...any) {
 		_, _ = io.WriteString(out, "chromedp: "+strings.TrimSuffix(fmt.Sprintf(format, args...), "\n")+"\n")
 	}
-	tabCtx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithErrorf(logf))
+	ctx, cancelFirst := chromedp.NewContext(allocCtx, chromedp.WithErrorf(logf))
+	cancel := func() { cancelFirst(); cancelAlloc() }
+	// The first Do starts the browser, which lives as long as the context
+	// it was given: ctx, not one with a deadline. A start that hangs is
+	// cancelled after a minute.
+	hung := time.AfterFunc(time.Minute, cancel)
+	err = chromedp.Do(ctx)
+	hung.Stop()
+	if err != nil {
+		cancel()
+		_ = os.RemoveAll(home)
+		t.Fatalf("start %s: %v\nbrowser output:\n%s", execPath, err, out.String())
+	}
+	packageBrowser.ctx, packageBrowser.cancel, packageBrowser.out, packageBrowser.home = ctx, cancel, out, home
+	return ctx, out
+}
+
+// startBrowser returns a tab in a new browser context of the package's
+// headless Chromium (sharedBrowser); the tab's context ends after timeout,
+// and the browser context (its cookies, storage, tabs) is disposed of when
+// the test ends. Screenshots, if a test takes any, belong under
+// t.TempDir(), never in the repository. The browser's output while the
+// test ran and chromedp's errors are logged if the test fails.
+func startBrowser(t *testing.T, execPath string, timeout time.Duration) context.Context {
+	t.Helper()
+	browser, out := sharedBrowser(t, execPath)
+	from := out.Len()
+	// chromedp's errors go to out: WithErrorf is the browser's option.
+	tabCtx, cancelTab := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	ctx, cancelTimeout := context.WithTimeout(tabCtx, timeout)
 	t.Cleanup(func() {
-		cancelTab()
-		cancelAlloc() // closes the browser and waits for it to exit
 		cancelTimeout()
+		cancelTab() // closes the tab and disposes of its browser context
 		if t.Failed() {
-			t.Logf("browser output:\n%s", out.String())
+			t.Logf("browser output:\n%s", out.Since(from))
 		}
 	})
-	return tabCtx
+	return ctx
 }
 
 // browserFixture is a real server (bbolt store, OPA policy, jsonl source,

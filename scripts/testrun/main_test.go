@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -83,5 +85,51 @@ func TestWithoutRaceSplitsAPackage(t *testing.T) {
 	r.tests([]string{"./pass"}, 1, true)
 	if want := []string{"./pass (no -race)"}; strings.Join(r.failures, "|") != strings.Join(want, "|") {
 		t.Errorf("a pattern matching no test: failures %q, want %q\n%s", r.failures, want, out.String())
+	}
+}
+
+// The fuzz step builds a package's instrumented test binary once and runs
+// each target with it as go test -fuzz would: a target that passes is one
+// case, one that fails shows its output and leaves its crasher under the
+// package's testdata/fuzz (here a copy of the sample module, so the
+// repository's testdata stays as it is).
+func TestFuzzRunsEveryTargetFromOneBuild(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/sample")); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	r := &runner{ctx: context.Background(), dir: dir, out: &out}
+	r.fuzz("./fuzzy", "2000x")
+	got := out.String()
+	t.Log(got)
+	if want := []string{"fuzz ./fuzzy FuzzFinds"}; r.passed != 1 || strings.Join(r.failures, "|") != strings.Join(want, "|") {
+		t.Errorf("passed %d, failures %q; want 1 and %q", r.passed, r.failures, want)
+	}
+	for _, s := range []string{"ok   fuzz ./fuzzy FuzzFine (2000x)", "FAIL fuzz ./fuzzy FuzzFinds (2000x)", "input of", "testdata/fuzz/FuzzFinds/"} {
+		if !strings.Contains(got, s) {
+			t.Errorf("output lacks %q", s)
+		}
+	}
+	if crashers, _ := filepath.Glob(filepath.Join(dir, "fuzzy", "testdata", "fuzz", "FuzzFinds", "*")); len(crashers) != 1 {
+		t.Errorf("crashers written: %q, want one under fuzzy/testdata/fuzz/FuzzFinds", crashers)
+	}
+}
+
+// After the vet step, go test does not vet again (-vet=off): a package
+// whose test file go test's own vet refuses fails without the vet step
+// and runs its tests after it (the vet step reported it).
+func TestVettedPackagesSkipGoTestsVet(t *testing.T) {
+	var out strings.Builder
+	r := &runner{ctx: context.Background(), dir: "testdata/sample", out: &out}
+	r.tests([]string{"./vetbad"}, 1, false)
+	if len(r.failures) != 1 || r.passed != 0 {
+		t.Errorf("without the vet step: passed %d, failures %q; want go test's vet to fail it\n%s", r.passed, r.failures, out.String())
+	}
+	out.Reset()
+	r = &runner{ctx: context.Background(), dir: "testdata/sample", out: &out, vetted: true}
+	r.tests([]string{"./vetbad"}, 1, false)
+	if len(r.failures) != 0 || r.passed != 1 {
+		t.Errorf("after the vet step: passed %d, failures %q; want the test run without vet\n%s", r.passed, r.failures, out.String())
 	}
 }

@@ -41,7 +41,7 @@ import (
 // binary): the total then stays near the slowest job instead of the sum
 // of the last two.
 var slowFirst = []string{"./cmd/replayctl", "./internal/server", "./deploy", "./internal/replay", "./internal/replay (no -race)",
-	"./internal/benchmark", "fuzz ./internal/server", "./internal/store/postgres", "./internal/store/bolt", "./internal/store/bolt (no -race)",
+	"./internal/benchmark (no -race)", "fuzz ./internal/server", "./internal/store/postgres", "./internal/store/bolt", "./internal/store/bolt (no -race)",
 	"fuzz ./internal/source", "fuzz ./internal/store", "./internal/source", "fuzz ./internal/triage"}
 
 // withoutRace are tests that run in a job of their own without the race
@@ -57,7 +57,14 @@ var slowFirst = []string{"./cmd/replayctl", "./internal/server", "./deploy", "./
 // single/bulk replay crash tests (TestCrashChild's parents) are the same
 // kind: 6.7 s of CPU and 22 s of wall under -race, 2.1 s and 10 s
 // without, with the same 50 and 6 kills, as many landing mid-dispatch.
+// internal/benchmark's smoke tests share one quick run of the whole
+// harness (quickRun): reconcile, the store, PostgreSQL workers, the
+// brokers, each of which its own package tests under -race; here they only
+// show that every row still measures something. 37 s under -race, 12 s
+// without, on the idle 2-core machine. The harness's own concurrency
+// (TestPairedAlternatesAndTakesMedians) stays in the race run.
 var withoutRace = map[string]string{
+	"./internal/benchmark":  `^(TestHarnessSmoke|TestBacktestRowSmoke|TestPGReadRows|TestPruneRowsSmoke|TestReadsRows|TestSizeRowAndBreakdown)$`,
 	"./internal/replay":     `^(TestFourWorkersSurviveSIGKILL|TestBrokerReconcileSurvivesSIGKILL|TestCrashReconcileSurvivesSIGKILL|TestCrashSingleAndBulkReplaysSurviveSIGKILL)$`,
 	"./internal/store/bolt": `^TestPruneSurvivesSIGKILL$`,
 }

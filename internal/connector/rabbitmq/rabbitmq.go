@@ -213,7 +213,7 @@ func (c *Conn) Close() error {
 		_ = pc.Close()
 	}
 	c.pipe.mu.Lock()
-	c.pipe.ch, c.pipe.returns = nil, nil // closed with pc
+	c.pipe.ch, c.pipe.returns, c.pipe.conn = nil, nil, nil // closed with pc
 	c.pipe.mu.Unlock()
 	if r != nil {
 		if err := r.Close(); err != nil {

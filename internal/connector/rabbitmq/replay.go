@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -33,6 +34,7 @@ import (
 type pipe struct {
 	mu       sync.Mutex
 	ch       *amqp.Channel
+	conn     *amqp.Connection // ch's
 	returns  chan amqp.Return
 	returned map[string]amqp.Return   // returns drained, by key, not yet claimed
 	busy     map[string]chan struct{} // keys in flight; closed when done
@@ -48,15 +50,36 @@ func newPipe() *pipe {
 	return &pipe{returned: map[string]amqp.Return{}, busy: map[string]chan struct{}{}, slots: make(chan struct{}, maxInFlight)}
 }
 
-// resetIf closes the channel if it is still ch (a later publish may have
-// opened a new one).
-func (p *pipe) resetIf(ch *amqp.Channel) {
+// resetIf drops the channel if it is still ch (a later publish may have
+// opened a new one). It closes nothing while it holds the lock: a close
+// waits for the broker's close-ok, and a stalled broker sends none (the
+// client gives up on its heartbeat, 30s on), which would hold every
+// replay past its deadline. A channel that failed a publish is closed
+// in the background. After a confirm that did not come (stall, or the
+// caller gave up) the whole connection goes, at once (a deadline of now
+// fails its close frame's write): a stalled connection would also hold
+// the next channel's open, and one key's late return must not reach the
+// next publish of that key. Everything in flight on it is then unknown.
+func (c *Conn) resetIf(ch *amqp.Channel, dropConn bool) {
+	p := c.pipe
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ch == ch && ch != nil {
-		_ = ch.Close()
-		p.ch, p.returns = nil, nil
+	if p.ch != ch || ch == nil {
+		p.mu.Unlock()
+		return
 	}
+	conn := p.conn
+	p.ch, p.returns, p.conn = nil, nil, nil
+	p.mu.Unlock()
+	if !dropConn || conn == nil {
+		go func() { _ = ch.Close() }()
+		return
+	}
+	c.mu.Lock()
+	if c.pconn == conn {
+		c.pconn = nil
+	}
+	c.mu.Unlock()
+	go func() { _ = conn.CloseDeadline(time.Now()) }()
 }
 
 // claim makes key this pipe's to publish; release gives it back.
@@ -146,7 +169,7 @@ func (c *Conn) channel() (*amqp.Channel, chan amqp.Return, error) {
 		}
 		return nil, nil, errors.New(c.redact(err.Error()))
 	}
-	p.ch = ch
+	p.ch, p.conn = ch, conn
 	p.returns = ch.NotifyReturn(make(chan amqp.Return, maxInFlight))
 	return p.ch, p.returns, nil
 }
@@ -219,7 +242,7 @@ func (c *Conn) Replay(ctx context.Context, r connector.Request) connector.Result
 	}
 	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, msg)
 	if err != nil {
-		c.pipe.resetIf(ch)
+		c.resetIf(ch, false)
 		// The client writes the frames or returns an error before any
 		// was written to a closed channel: nothing reached the broker.
 		return connector.Result{Outcome: connector.NotSent, TargetDown: true, Detail: "rabbitmq: publish: " + c.redact(err.Error())}
@@ -233,7 +256,7 @@ func (c *Conn) Replay(ctx context.Context, r connector.Request) connector.Result
 		err = errors.New("the channel closed")
 	}
 	if err != nil {
-		c.pipe.resetIf(ch)
+		c.resetIf(ch, true)
 		return connector.Result{Outcome: connector.Unknown, TargetDown: true,
 			Detail: fmt.Sprintf("rabbitmq: no publisher confirm for queue %s: %s (the broker may have the message)", queue, c.redact(err.Error()))}
 	}

@@ -36,9 +36,18 @@ type pipe struct {
 	ch       *amqp.Channel
 	conn     *amqp.Connection // ch's
 	returns  chan amqp.Return
-	returned map[string]amqp.Return   // returns drained, by key, not yet claimed
+	returned map[retKey]amqp.Return   // returns drained, not yet claimed
 	busy     map[string]chan struct{} // keys in flight; closed when done
 	slots    chan struct{}            // bounds publishes in flight
+}
+
+// retKey names a drained return by its channel's returns and its key: a
+// return from a dropped channel (its publish gave up between the return
+// and the confirm) must not be taken by the next publish of its key on a
+// new channel, which would report a message the broker took as failed.
+type retKey struct {
+	rets chan amqp.Return
+	key  string
 }
 
 // maxInFlight bounds the publishes awaiting a confirm on the pipe; the
@@ -47,7 +56,7 @@ type pipe struct {
 const maxInFlight = 64
 
 func newPipe() *pipe {
-	return &pipe{returned: map[string]amqp.Return{}, busy: map[string]chan struct{}{}, slots: make(chan struct{}, maxInFlight)}
+	return &pipe{returned: map[retKey]amqp.Return{}, busy: map[string]chan struct{}{}, slots: make(chan struct{}, maxInFlight)}
 }
 
 // resetIf drops the channel if it is still ch (a later publish may have
@@ -90,7 +99,11 @@ func (p *pipe) claim(ctx context.Context, key string) (release func(), err error
 		if !busy {
 			done := make(chan struct{})
 			p.busy[key] = done
-			delete(p.returned, key) // a return left by a publish that gave up
+			for k := range p.returned { // returns left by publishes that gave up
+				if k.key == key {
+					delete(p.returned, k)
+				}
+			}
 			p.mu.Unlock()
 			return func() {
 				p.mu.Lock()
@@ -120,14 +133,14 @@ func (p *pipe) returnOf(rets chan amqp.Return, key string) (amqp.Return, bool) {
 				break
 			}
 			if k, _ := r.Headers[brokermsg.HeaderKey].(string); k != "" {
-				p.returned[k] = r
+				p.returned[retKey{rets, k}] = r
 			}
 		default:
 			drained = true
 		}
 	}
-	r, ok := p.returned[key]
-	delete(p.returned, key)
+	r, ok := p.returned[retKey{rets, key}]
+	delete(p.returned, retKey{rets, key})
 	return r, ok
 }
 

@@ -123,10 +123,10 @@ func TestStalledBrokerReplaysEndUnknownAtTheirTimeout(t *testing.T) {
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(15 * time.Second):
+	case <-time.After(8 * time.Second):
 		px.frozen.Store(false)
 		<-done
-		t.Fatalf("replays with a 300ms confirm timeout and a 2s deadline still ran 15s into a stall: %+v", res)
+		t.Fatalf("replays with a 300ms confirm timeout and a 2s deadline still ran 8s into a stall: %+v", res)
 	}
 	unknown := 0
 	for i, r := range res {

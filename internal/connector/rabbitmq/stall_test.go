@@ -15,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/replayctl/replayctl/internal/connector"
+	"github.com/replayctl/replayctl/internal/entry"
 )
 
 // stallProxy forwards TCP to the broker until frozen; frozen, it keeps
@@ -99,7 +100,7 @@ func TestStalledBrokerReplaysEndUnknownAtTheirTimeout(t *testing.T) {
 	must(t, err)
 	px := newStallProxy(t, u.Host)
 	spec := "rabbitmq:" + strings.Replace(strings.TrimSuffix(b.url, "/"), u.Host, px.ln.Addr().String(), 1) +
-		"/?queue=" + b.dlq + "&timeout=300ms"
+		"/?queue=" + b.dlq + "&timeout=1s"
 	c, err := Open(spec)
 	must(t, err)
 	if res := c.Replay(context.Background(), connector.Request{Entry: &e, Key: "st-warm", Attempt: 1}); res.Outcome != connector.Succeeded {
@@ -115,7 +116,7 @@ func TestStalledBrokerReplaysEndUnknownAtTheirTimeout(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			res[i] = c.Replay(ctx, connector.Request{Entry: &e, Key: fmt.Sprintf("st-%d", i), Attempt: 1})
 		}()
@@ -126,7 +127,7 @@ func TestStalledBrokerReplaysEndUnknownAtTheirTimeout(t *testing.T) {
 	case <-time.After(8 * time.Second):
 		px.frozen.Store(false)
 		<-done
-		t.Fatalf("replays with a 300ms confirm timeout and a 2s deadline still ran 8s into a stall: %+v", res)
+		t.Fatalf("replays with a 1s confirm timeout and a 3s deadline still ran 8s into a stall: %+v", res)
 	}
 	unknown := 0
 	for i, r := range res {
@@ -148,4 +149,54 @@ func TestStalledBrokerReplaysEndUnknownAtTheirTimeout(t *testing.T) {
 		t.Errorf("replay after the stall: %v %s", r.Outcome, r.Detail)
 	}
 	must(t, c.Close())
+}
+
+// TestSilentBrokerDialIsBounded: a listener that accepts the connection
+// and never says a word (a load balancer in front of a dead node, a hung
+// broker). The connector's own Dial replaced amqp091-go's default one
+// and with it the deadline on the AMQP handshake (before heartbeats
+// start): a replay waited for the broker's connection.start for ever,
+// holding the pipe and the connector's lock. It must end not sent, the
+// target down, by its timeout.
+func TestSilentBrokerDialIsBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	c, err := Open("rabbitmq:amqp://guest:guest@" + ln.Addr().String() + "/?queue=q&timeout=300ms")
+	must(t, err)
+	e := entry.Entry{ID: "silent", Source: Kind, Payload: []byte(`{"body":"{}","replay_queue":"orders"}`)}
+	done := make(chan connector.Result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		done <- c.Replay(ctx, connector.Request{Entry: &e, Key: "silent-1", Attempt: 1})
+	}()
+	select {
+	case r := <-done:
+		if r.Outcome != connector.NotSent || !r.TargetDown {
+			t.Errorf("replay to a broker that never answers: %v %v %s", r.Outcome, r.TargetDown, r.Detail)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("a replay with a 300ms timeout and a 1s deadline still waited 8s for a broker's handshake")
+	}
 }

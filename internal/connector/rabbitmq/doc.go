@@ -5,7 +5,8 @@
 // Spec: rabbitmq:amqp://[USER:PASSWORD@]HOST:PORT/VHOST?queue=QUEUE, with
 // optional prefetch=N (default 1000), wait=DURATION (how long a read waits
 // for the next delivery before it stops, default 2s), timeout=DURATION (a
-// replay's wait for the publisher confirm, default 30s) and
+// replay's wait for the publisher confirm, and the longest a connection's
+// handshake may take, at most 30s; default 30s) and
 // error_header=NAME (a header holding the application's error, besides
 // Spring AMQP's x-exception-message / x-exception-stacktrace). Without a
 // user in the URL, RABBITMQ_USERNAME / RABBITMQ_PASSWORD are used. The

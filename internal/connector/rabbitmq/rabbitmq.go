@@ -147,8 +147,20 @@ func OpenEnv(spec string, getenv func(string) string) (*Conn, error) {
 	c.dialCfg = amqp.Config{
 		Heartbeat: 10 * time.Second,
 		Locale:    "en_US",
+		// amqp091-go's own Dial bounds the handshake too (heartbeats
+		// start only after it): a broker that accepts the connection and
+		// never answers would otherwise hold a read or a replay for ever.
+		// The client clears the deadline once the connection is open.
 		Dial: func(network, addr string) (net.Conn, error) {
-			return net.DialTimeout(network, addr, 10*time.Second)
+			conn, err := net.DialTimeout(network, addr, 10*time.Second)
+			if err != nil {
+				return nil, err
+			}
+			if err := conn.SetDeadline(time.Now().Add(min(c.timeout, 30*time.Second))); err != nil {
+				conn.Close()
+				return nil, err
+			}
+			return conn, nil
 		},
 	}
 	return c, nil
@@ -213,7 +225,7 @@ func (c *Conn) Close() error {
 		_ = pc.Close()
 	}
 	c.pipe.mu.Lock()
-	c.pipe.ch, c.pipe.returns = nil, nil // closed with pc
+	c.pipe.ch, c.pipe.returns, c.pipe.conn = nil, nil, nil // closed with pc
 	c.pipe.mu.Unlock()
 	if r != nil {
 		if err := r.Close(); err != nil {

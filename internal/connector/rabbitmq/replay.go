@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -33,10 +34,20 @@ import (
 type pipe struct {
 	mu       sync.Mutex
 	ch       *amqp.Channel
+	conn     *amqp.Connection // ch's
 	returns  chan amqp.Return
-	returned map[string]amqp.Return   // returns drained, by key, not yet claimed
+	returned map[retKey]amqp.Return   // returns drained, not yet claimed
 	busy     map[string]chan struct{} // keys in flight; closed when done
 	slots    chan struct{}            // bounds publishes in flight
+}
+
+// retKey names a drained return by its channel's returns and its key: a
+// return from a dropped channel (its publish gave up between the return
+// and the confirm) must not be taken by the next publish of its key on a
+// new channel, which would report a message the broker took as failed.
+type retKey struct {
+	rets chan amqp.Return
+	key  string
 }
 
 // maxInFlight bounds the publishes awaiting a confirm on the pipe; the
@@ -45,18 +56,39 @@ type pipe struct {
 const maxInFlight = 64
 
 func newPipe() *pipe {
-	return &pipe{returned: map[string]amqp.Return{}, busy: map[string]chan struct{}{}, slots: make(chan struct{}, maxInFlight)}
+	return &pipe{returned: map[retKey]amqp.Return{}, busy: map[string]chan struct{}{}, slots: make(chan struct{}, maxInFlight)}
 }
 
-// resetIf closes the channel if it is still ch (a later publish may have
-// opened a new one).
-func (p *pipe) resetIf(ch *amqp.Channel) {
+// resetIf drops the channel if it is still ch (a later publish may have
+// opened a new one). It closes nothing while it holds the lock: a close
+// waits for the broker's close-ok, and a stalled broker sends none (the
+// client gives up on its heartbeat, 30s on), which would hold every
+// replay past its deadline. A channel that failed a publish is closed
+// in the background. After a confirm that did not come (stall, or the
+// caller gave up) the whole connection goes, at once (a deadline of now
+// fails its close frame's write): a stalled connection would also hold
+// the next channel's open, and one key's late return must not reach the
+// next publish of that key. Everything in flight on it is then unknown.
+func (c *Conn) resetIf(ch *amqp.Channel, dropConn bool) {
+	p := c.pipe
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ch == ch && ch != nil {
-		_ = ch.Close()
-		p.ch, p.returns = nil, nil
+	if p.ch != ch || ch == nil {
+		p.mu.Unlock()
+		return
 	}
+	conn := p.conn
+	p.ch, p.returns, p.conn = nil, nil, nil
+	p.mu.Unlock()
+	if !dropConn || conn == nil {
+		go func() { _ = ch.Close() }()
+		return
+	}
+	c.mu.Lock()
+	if c.pconn == conn {
+		c.pconn = nil
+	}
+	c.mu.Unlock()
+	go func() { _ = conn.CloseDeadline(time.Now()) }()
 }
 
 // claim makes key this pipe's to publish; release gives it back.
@@ -67,7 +99,11 @@ func (p *pipe) claim(ctx context.Context, key string) (release func(), err error
 		if !busy {
 			done := make(chan struct{})
 			p.busy[key] = done
-			delete(p.returned, key) // a return left by a publish that gave up
+			for k := range p.returned { // returns left by publishes that gave up
+				if k.key == key {
+					delete(p.returned, k)
+				}
+			}
 			p.mu.Unlock()
 			return func() {
 				p.mu.Lock()
@@ -97,14 +133,14 @@ func (p *pipe) returnOf(rets chan amqp.Return, key string) (amqp.Return, bool) {
 				break
 			}
 			if k, _ := r.Headers[brokermsg.HeaderKey].(string); k != "" {
-				p.returned[k] = r
+				p.returned[retKey{rets, k}] = r
 			}
 		default:
 			drained = true
 		}
 	}
-	r, ok := p.returned[key]
-	delete(p.returned, key)
+	r, ok := p.returned[retKey{rets, key}]
+	delete(p.returned, retKey{rets, key})
 	return r, ok
 }
 
@@ -146,7 +182,7 @@ func (c *Conn) channel() (*amqp.Channel, chan amqp.Return, error) {
 		}
 		return nil, nil, errors.New(c.redact(err.Error()))
 	}
-	p.ch = ch
+	p.ch, p.conn = ch, conn
 	p.returns = ch.NotifyReturn(make(chan amqp.Return, maxInFlight))
 	return p.ch, p.returns, nil
 }
@@ -219,7 +255,7 @@ func (c *Conn) Replay(ctx context.Context, r connector.Request) connector.Result
 	}
 	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, true, false, msg)
 	if err != nil {
-		c.pipe.resetIf(ch)
+		c.resetIf(ch, false)
 		// The client writes the frames or returns an error before any
 		// was written to a closed channel: nothing reached the broker.
 		return connector.Result{Outcome: connector.NotSent, TargetDown: true, Detail: "rabbitmq: publish: " + c.redact(err.Error())}
@@ -233,7 +269,7 @@ func (c *Conn) Replay(ctx context.Context, r connector.Request) connector.Result
 		err = errors.New("the channel closed")
 	}
 	if err != nil {
-		c.pipe.resetIf(ch)
+		c.resetIf(ch, true)
 		return connector.Result{Outcome: connector.Unknown, TargetDown: true,
 			Detail: fmt.Sprintf("rabbitmq: no publisher confirm for queue %s: %s (the broker may have the message)", queue, c.redact(err.Error()))}
 	}

@@ -236,6 +236,8 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 					fail(fmt.Errorf("receive after %d messages: %w", read, a.err))
 					return
 				}
+				c.note("sqs queue %s: the read was cancelled with a receive in flight: its messages, if it got any, stay invisible "+
+					"until their visibility timeout (%s) ends and a later run reads them", c.name, c.visibility)
 				break
 			}
 			fresh := 0
@@ -266,6 +268,9 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 				seen[id] = true
 				read++
 				if !yield(c.entryOf(m), nil) {
+					c.note("sqs queue %s: the read stopped after %d messages; the rest of the answer being read (%d) and one answer received ahead "+
+						"(up to 10) are neither stored nor deleted: they stay invisible until their visibility timeout (%s) ends and a later run reads them",
+						c.name, read, len(a.msgs)-i-1, c.visibility)
 					return
 				}
 			}

@@ -1,0 +1,202 @@
+package rabbitmq
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/replayctl/replayctl/internal/connector"
+	"github.com/replayctl/replayctl/internal/entry"
+)
+
+// stallProxy forwards TCP to the broker until frozen; frozen, it keeps
+// both sockets open and forwards nothing, as a broker does under a
+// resource alarm or a hung node: no error, no frame.
+type stallProxy struct {
+	ln     net.Listener
+	frozen atomic.Bool
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func newStallProxy(t *testing.T, target string) *stallProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	p := &stallProxy{ln: ln}
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go p.pipe(in, out)
+			go p.pipe(out, in)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+	})
+	return p
+}
+
+func (p *stallProxy) pipe(dst io.Writer, src io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		for p.frozen.Load() {
+			time.Sleep(5 * time.Millisecond)
+		}
+		n, err := src.Read(buf)
+		for p.frozen.Load() {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// TestStalledBrokerReplaysEndUnknownAtTheirTimeout: the broker stops
+// answering with replays in flight on the shared confirm channel. Each
+// replay must end by its confirm timeout as outcome unknown (the broker
+// may have the message), not hang until the client's heartbeat gives up
+// (30s at the 10s heartbeat) behind a channel close that waits for a
+// close-ok, and a later replay must go out on a fresh connection.
+func TestStalledBrokerReplaysEndUnknownAtTheirTimeout(t *testing.T) {
+	b := newBundle(t, nil)
+	b.publish(amqp.Publishing{MessageId: "s1", Body: []byte(`{}`)})
+	b.rejectAll(1)
+	b.waitCount(b.dlq, 1)
+	e := readAll(t, b.connection)[0]
+
+	u, err := url.Parse(b.url)
+	must(t, err)
+	px := newStallProxy(t, u.Host)
+	spec := "rabbitmq:" + strings.Replace(strings.TrimSuffix(b.url, "/"), u.Host, px.ln.Addr().String(), 1) +
+		"/?queue=" + b.dlq + "&timeout=1s"
+	c, err := Open(spec)
+	must(t, err)
+	if res := c.Replay(context.Background(), connector.Request{Entry: &e, Key: "st-warm", Attempt: 1}); res.Outcome != connector.Succeeded {
+		t.Fatalf("replay through the proxy: %v %s", res.Outcome, res.Detail)
+	}
+
+	px.frozen.Store(true)
+	const n = 4
+	res := make([]connector.Result, n)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			res[i] = c.Replay(ctx, connector.Request{Entry: &e, Key: fmt.Sprintf("st-%d", i), Attempt: 1})
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(8 * time.Second):
+		px.frozen.Store(false)
+		<-done
+		t.Fatalf("replays with a 1s confirm timeout and a 3s deadline still ran 8s into a stall: %+v", res)
+	}
+	unknown := 0
+	for i, r := range res {
+		switch r.Outcome {
+		case connector.Unknown:
+			unknown++
+		case connector.NotSent:
+		default:
+			t.Errorf("replay %d into a stalled broker: %v %s", i, r.Outcome, r.Detail)
+		}
+	}
+	if unknown == 0 {
+		t.Errorf("no replay into the stalled broker was reported unknown: %+v", res)
+	}
+	px.frozen.Store(false)
+	// The stalled connection is dropped; the next replay dials afresh
+	// (through the proxy, thawed) and is confirmed.
+	if r := c.Replay(context.Background(), connector.Request{Entry: &e, Key: "st-after", Attempt: 1}); r.Outcome != connector.Succeeded {
+		t.Errorf("replay after the stall: %v %s", r.Outcome, r.Detail)
+	}
+	must(t, c.Close())
+}
+
+// TestSilentBrokerDialIsBounded: a listener that accepts the connection
+// and never says a word (a load balancer in front of a dead node, a hung
+// broker). The connector's own Dial replaced amqp091-go's default one
+// and with it the deadline on the AMQP handshake (before heartbeats
+// start): a replay waited for the broker's connection.start for ever,
+// holding the pipe and the connector's lock. It must end not sent, the
+// target down, by its timeout.
+func TestSilentBrokerDialIsBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	c, err := Open("rabbitmq:amqp://guest:guest@" + ln.Addr().String() + "/?queue=q&timeout=300ms")
+	must(t, err)
+	e := entry.Entry{ID: "silent", Source: Kind, Payload: []byte(`{"body":"{}","replay_queue":"orders"}`)}
+	done := make(chan connector.Result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		done <- c.Replay(ctx, connector.Request{Entry: &e, Key: "silent-1", Attempt: 1})
+	}()
+	select {
+	case r := <-done:
+		if r.Outcome != connector.NotSent || !r.TargetDown {
+			t.Errorf("replay to a broker that never answers: %v %v %s", r.Outcome, r.TargetDown, r.Detail)
+		}
+	case <-time.After(8 * time.Second):
+		t.Fatal("a replay with a 300ms timeout and a 1s deadline still waited 8s for a broker's handshake")
+	}
+}

@@ -62,10 +62,12 @@ type Conn struct {
 	errAttr    string
 	client     *awssqs.Client
 
+	now func() time.Time // the clock (time.Now when nil); tests set it
+
 	mu      sync.Mutex
-	handles map[string]string // MessageId -> this run's receipt handle
-	deleted map[string]bool   // MessageIds this connector deleted
-	dests   map[string]string // source ARN ("" = the DLQ's only source) -> queue URL
+	handles map[string]receipt // MessageId -> this run's latest receipt
+	deleted map[string]bool    // MessageIds this connector deleted
+	dests   map[string]string  // source ARN ("" = the DLQ's only source) -> queue URL
 	notes   []string
 }
 
@@ -87,7 +89,7 @@ func OpenEnv(spec string, getenv func(string) string) (*Conn, error) {
 	}
 	q := u.Query()
 	c := &Conn{spec: spec, visibility: DefaultVisibility, wait: DefaultWait, errAttr: q.Get("error_attribute"),
-		handles: map[string]string{}, deleted: map[string]bool{}, dests: map[string]string{}}
+		handles: map[string]receipt{}, deleted: map[string]bool{}, dests: map[string]string{}}
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
 	c.name = parts[len(parts)-1]
 	if c.name == "" {
@@ -215,8 +217,9 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 		go func() {
 			defer close(answers)
 			for range more {
+				asked := c.clock()
 				out, err := c.client.ReceiveMessage(ctx, in)
-				a := receiveAnswer{err: err}
+				a := receiveAnswer{err: err, asked: asked}
 				if out != nil {
 					a.msgs = out.Messages
 				}
@@ -229,6 +232,7 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 		defer close(more)
 		more <- struct{}{}
 		seen := map[string]bool{}
+		mine := map[string]bool{} // received by this read, for the in-flight note
 		read, recheck := 0, 0
 		for a := range answers {
 			if a.err != nil {
@@ -245,14 +249,15 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 			for i := range a.msgs {
 				m := &a.msgs[i]
 				id := aws.ToString(m.MessageId)
-				c.handles[id] = aws.ToString(m.ReceiptHandle)
+				c.handles[id] = receipt{handle: aws.ToString(m.ReceiptHandle), asked: a.asked}
+				mine[id] = true
 				if !seen[id] {
 					fresh++
 				}
 			}
 			c.mu.Unlock()
 			if fresh == 0 {
-				if c.shortOfHeld(ctx, read, held, &recheck) {
+				if c.shortOfHeld(ctx, read, held, mine, &recheck) {
 					more <- struct{}{}
 					continue
 				}
@@ -281,8 +286,23 @@ func (c *Conn) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
 
 // receiveAnswer is one ReceiveMessage's messages.
 type receiveAnswer struct {
-	msgs []types.Message
-	err  error
+	msgs  []types.Message
+	err   error
+	asked time.Time // when the receive was sent: its visibility began after
+}
+
+// receipt is a message's receipt handle from this run's latest receive of
+// it, and when that receive was sent.
+type receipt struct {
+	handle string
+	asked  time.Time
+}
+
+func (c *Conn) clock() time.Time {
+	if c.now != nil {
+		return c.now()
+	}
+	return time.Now()
 }
 
 // shortOfHeld reports whether a read that got an answer with nothing new
@@ -290,7 +310,7 @@ type receiveAnswer struct {
 // and the queue says messages are visible (an empty answer can be a
 // sample of SQS's servers). Ending short, it notes how many others are in
 // flight.
-func (c *Conn) shortOfHeld(ctx context.Context, read, held int, recheck *int) bool {
+func (c *Conn) shortOfHeld(ctx context.Context, read, held int, received map[string]bool, recheck *int) bool {
 	if read >= held || *recheck >= maxRechecks || ctx.Err() != nil {
 		return false
 	}
@@ -302,8 +322,13 @@ func (c *Conn) shortOfHeld(ctx context.Context, read, held int, recheck *int) bo
 	if visible > 0 {
 		return true
 	}
+	mine := 0 // this read's messages still in flight (not deleted)
 	c.mu.Lock()
-	mine := len(c.handles)
+	for id := range received {
+		if !c.deleted[id] {
+			mine++
+		}
+	}
 	c.mu.Unlock()
 	if others := inFlight - mine; others > 0 {
 		c.note("sqs queue %s: read %d of about %d: about %d more are in flight (received by another consumer, or by a receive whose answer was lost) "+
@@ -329,13 +354,20 @@ func (c *Conn) counts(ctx context.Context) (visible, inFlight int, err error) {
 	return visible, inFlight, nil
 }
 
-// Settle deletes the message from the DLQ with this run's receipt handle.
+// Settle deletes the message from the DLQ with the receipt handle of this
+// run's latest receive of it. SQS answers a delete with any but a
+// message's most recent handle with success and may delete nothing
+// (API_DeleteMessage), so a success proves the delete only while no one
+// else can have received the message since: within the handle's
+// visibility timeout. Without such a handle Settle errs and deletes
+// nothing; the write-back stays pending and a later run, receiving the
+// message again, settles it with a fresh handle.
 func (c *Conn) Settle(ctx context.Context, e *entry.Entry, _ connector.Settlement) error {
 	if e.Source != Kind {
 		return nil
 	}
 	c.mu.Lock()
-	h, ok := c.handles[e.ID]
+	r, ok := c.handles[e.ID]
 	done := c.deleted[e.ID]
 	c.mu.Unlock()
 	if done {
@@ -344,17 +376,33 @@ func (c *Conn) Settle(ctx context.Context, e *entry.Entry, _ connector.Settlemen
 	if !ok {
 		return fmt.Errorf("sqs: message %s was not received by this run: it is deleted from %s when a later run receives it again", e.ID, c.name)
 	}
+	if age, margin := c.clock().Sub(r.asked), min(staleMargin, c.visibility/10); age >= c.visibility-margin {
+		return fmt.Errorf("sqs: message %s was received %s ago, past its visibility timeout (%s) less %s: another receive may have replaced "+
+			"its receipt handle, and SQS answers a delete with an old handle with success without deleting; it is deleted from %s "+
+			"when a later run receives it again", e.ID, age.Round(time.Second), c.visibility, margin, c.name)
+	}
+	h := r.handle
 	if _, err := c.client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: &c.queueURL, ReceiptHandle: &h}); err != nil {
 		return fmt.Errorf("sqs: delete %s from %s: %w", e.ID, c.name, err)
 	}
 	c.mu.Lock()
-	if c.handles[e.ID] == h {
-		delete(c.handles, e.ID)
+	defer c.mu.Unlock()
+	if now := c.handles[e.ID]; now.handle != h {
+		// This run's read received it again while the delete was on its
+		// way: the delete may have been with a replaced handle.
+		return fmt.Errorf("sqs: message %s was received again while it was being deleted from %s: the delete may not have taken; "+
+			"it is deleted when it is received again", e.ID, c.name)
 	}
+	delete(c.handles, e.ID)
 	c.deleted[e.ID] = true
-	c.mu.Unlock()
 	return nil
 }
+
+// staleMargin is how long before its visibility timeout ends a receipt
+// handle is no longer trusted to be the message's latest (at most a tenth
+// of the timeout): the age is taken from the receive's send, before SQS
+// started the timeout, so the margin covers only clocks running apart.
+const staleMargin = 2 * time.Second
 
 // ProbeEntry cannot tell: a queue cannot be searched.
 func (c *Conn) ProbeEntry(context.Context, *entry.Entry) (connector.ProbeResult, string) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -176,8 +177,11 @@ func TestReplaySettleAndLineage(t *testing.T) {
 	if len(dlq) != 1 || dlq[0].ID != got[1].ID {
 		t.Fatalf("DLQ after settle: %+v", dlq)
 	}
-	// The next run sees only the other one (once its visibility ends).
+	// The next run sees only the other one (once its visibility ends:
+	// the first run's clock moves past it too).
 	b.srv.ExpireVisibility(b.dlq)
+	later := time.Now().Add(DefaultVisibility)
+	b.conn.now = func() time.Time { return later }
 	next, err := Open(b.conn.Origin() + "?wait=0s")
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,8 @@
 // VisibilityTimeout.
 //
 // What it models: visibility timeouts and receipt handles (only a
-// message's latest handle deletes it), ApproximateReceiveCount, a redrive
+// message's latest handle deletes it; an older one is answered with
+// success and deletes nothing, as the DeleteMessage reference says), ApproximateReceiveCount, a redrive
 // policy (a message received more than maxReceiveCount times moves to its
 // dead-letter queue with the same MessageId and a
 // DeadLetterQueueSourceArn attribute), FIFO queues (MessageGroupId
@@ -91,12 +92,13 @@ type Server struct {
 	mu      sync.Mutex
 	queues  map[string]*Queue
 	deleted map[string]bool // receipt handles of deleted messages
+	older   map[string]bool // receipt handles a later receive replaced
 	calls   map[string]int
 }
 
 // New starts a server; it is closed when the test ends.
 func New(t interface{ Cleanup(func()) }) *Server {
-	s := &Server{queues: map[string]*Queue{}, deleted: map[string]bool{}, calls: map[string]int{}}
+	s := &Server{queues: map[string]*Queue{}, deleted: map[string]bool{}, older: map[string]bool{}, calls: map[string]int{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -382,6 +384,9 @@ func (s *Server) do(op string, in map[string]json.RawMessage) (any, *apiError) {
 			}
 			m.ReceiveCount++
 			m.InvisibleUntil = now.Add(vis)
+			if m.Handle != "" {
+				s.older[m.Handle] = true
+			}
 			m.Handle = newID() + "#" + m.ID
 			if m.ReceiveCount == 1 {
 				m.System["ApproximateFirstReceiveTimestamp"] = strconv.FormatInt(now.UnixMilli(), 10)
@@ -404,6 +409,9 @@ func (s *Server) do(op string, in map[string]json.RawMessage) (any, *apiError) {
 		q.Messages = kept
 		if dlq := s.queues[q.DLQ]; dlq != nil {
 			for _, m := range moved {
+				if m.Handle != "" {
+					s.older[m.Handle] = true
+				}
 				m.InvisibleUntil, m.Handle = time.Time{}, ""
 				dlq.Messages = append(dlq.Messages, m)
 			}
@@ -427,6 +435,14 @@ func (s *Server) do(op string, in map[string]json.RawMessage) (any, *apiError) {
 		}
 		if s.deleted[h] {
 			return map[string]any{}, nil // deleting twice is not an error
+		}
+		if s.older[h] {
+			// API_DeleteMessage: "if you don't provide the most recently
+			// received receipt handle for the message, the request will
+			// still succeed, but the message might not be deleted"
+			// (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_DeleteMessage.html).
+			// This server takes the worse branch: success, nothing deleted.
+			return map[string]any{}, nil
 		}
 		return nil, &apiError{400, "ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid", "The input receipt handle is invalid."}
 	case "ChangeMessageVisibility":

@@ -39,6 +39,14 @@ type pipe struct {
 	returned map[retKey]amqp.Return   // returns drained, not yet claimed
 	busy     map[string]chan struct{} // keys in flight; closed when done
 	slots    chan struct{}            // bounds publishes in flight
+	opening  *opening                 // the channel open in progress, if any
+}
+
+// opening is one open of the pipe's channel, shared by the replays that
+// wait for it; done is closed once it ended, with err its failure.
+type opening struct {
+	done chan struct{}
+	err  error
 }
 
 // retKey names a drained return by its channel's returns and its key: a
@@ -83,6 +91,12 @@ func (c *Conn) resetIf(ch *amqp.Channel, dropConn bool) {
 		go func() { _ = ch.Close() }()
 		return
 	}
+	c.dropPub(conn)
+}
+
+// dropPub closes the publishers' connection at once (a deadline of now
+// fails its close frame's write) and forgets it, if it is still conn.
+func (c *Conn) dropPub(conn *amqp.Connection) {
 	c.mu.Lock()
 	if c.pconn == conn {
 		c.pconn = nil
@@ -159,32 +173,67 @@ func (c *Conn) pubConnection() (*amqp.Connection, error) {
 	return conn, nil
 }
 
-// channel is the pipe's channel and its returns, opened when needed.
-func (c *Conn) channel() (*amqp.Channel, chan amqp.Return, error) {
+// channel is the pipe's channel and its returns, opened when needed. One
+// open runs at a time, outside the pipe's lock, and each replay waits for
+// it no longer than its own ctx: a broker that stalls with the connection
+// up answers no channel.open, and the client gives up only on its
+// heartbeat (30s on), which held every replay queued on the lock past its
+// deadline. An open that takes longer than the confirm timeout drops the
+// connection, so the next replay dials afresh.
+func (c *Conn) channel(ctx context.Context) (*amqp.Channel, chan amqp.Return, error) {
+	p := c.pipe
+	for {
+		p.mu.Lock()
+		if p.ch != nil && !p.ch.IsClosed() {
+			ch, rets := p.ch, p.returns
+			p.mu.Unlock()
+			return ch, rets, nil
+		}
+		p.ch, p.returns, p.conn = nil, nil, nil
+		if p.opening == nil {
+			p.opening = &opening{done: make(chan struct{})}
+			go c.open(p.opening)
+		}
+		op := p.opening
+		p.mu.Unlock()
+		select {
+		case <-op.done:
+			if op.err != nil {
+				return nil, nil, op.err
+			}
+		case <-ctx.Done():
+			return nil, nil, fmt.Errorf("waiting for the publish channel to open: %w", ctx.Err())
+		}
+	}
+}
+
+// open opens the pipe's confirm-mode channel and installs it.
+func (c *Conn) open(op *opening) {
+	var ch *amqp.Channel
+	conn, err := c.pubConnection()
+	if err == nil {
+		stall := time.AfterFunc(c.timeout, func() { c.dropPub(conn) })
+		ch, err = conn.Channel()
+		if err == nil {
+			err = ch.Confirm(false)
+		}
+		stall.Stop()
+		if err != nil {
+			if ch != nil {
+				go func() { _ = ch.Close() }() // waits for a close-ok
+			}
+			err = errors.New(c.redact(err.Error()))
+		}
+	}
 	p := c.pipe
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ch != nil && !p.ch.IsClosed() {
-		return p.ch, p.returns, nil
-	}
-	p.ch, p.returns = nil, nil
-	conn, err := c.pubConnection()
-	if err != nil {
-		return nil, nil, err
-	}
-	ch, err := conn.Channel()
 	if err == nil {
-		err = ch.Confirm(false)
+		p.ch, p.conn = ch, conn
+		p.returns = ch.NotifyReturn(make(chan amqp.Return, maxInFlight))
 	}
-	if err != nil {
-		if ch != nil {
-			ch.Close()
-		}
-		return nil, nil, errors.New(c.redact(err.Error()))
-	}
-	p.ch, p.conn = ch, conn
-	p.returns = ch.NotifyReturn(make(chan amqp.Return, maxInFlight))
-	return p.ch, p.returns, nil
+	op.err, p.opening = err, nil
+	p.mu.Unlock()
+	close(op.done)
 }
 
 // decodeEnvelope reads an entry's payload back into the message to send.
@@ -249,7 +298,7 @@ func (c *Conn) Replay(ctx context.Context, r connector.Request) connector.Result
 	case <-ctx.Done():
 		return connector.Result{Outcome: connector.NotSent, Detail: "rabbitmq: " + ctx.Err().Error()}
 	}
-	ch, rets, err := c.channel()
+	ch, rets, err := c.channel(ctx)
 	if err != nil {
 		return connector.Result{Outcome: connector.NotSent, TargetDown: true, Detail: "rabbitmq: connect: " + err.Error()}
 	}

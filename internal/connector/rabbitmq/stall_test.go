@@ -200,3 +200,72 @@ func TestSilentBrokerDialIsBounded(t *testing.T) {
 		t.Fatal("a replay with a 300ms timeout and a 1s deadline still waited 8s for a broker's handshake")
 	}
 }
+
+// TestStalledBrokerChannelReopenIsBounded: the pipe's channel is gone but
+// its connection is up (a publish error, or a channel exception such as a
+// message over the broker's max_message_size, closes only the channel),
+// and the broker stops answering. Reopening the channel (channel.open,
+// confirm.select) waited for an answer under the pipe's lock with no time
+// limit, so the first replay and every one queued behind the lock waited
+// for the client's heartbeat to give up (30s at the 10s heartbeat), past
+// their own deadlines. Each must end by its deadline, not sent (nothing
+// was published), and a replay after the stall must go out.
+func TestStalledBrokerChannelReopenIsBounded(t *testing.T) {
+	b := newBundle(t, nil)
+	b.publish(amqp.Publishing{MessageId: "r1", Body: []byte(`{}`)})
+	b.rejectAll(1)
+	b.waitCount(b.dlq, 1)
+	e := readAll(t, b.connection)[0]
+
+	u, err := url.Parse(b.url)
+	must(t, err)
+	px := newStallProxy(t, u.Host)
+	spec := "rabbitmq:" + strings.Replace(strings.TrimSuffix(b.url, "/"), u.Host, px.ln.Addr().String(), 1) +
+		"/?queue=" + b.dlq + "&timeout=1s"
+	c, err := Open(spec)
+	must(t, err)
+	if res := c.Replay(context.Background(), connector.Request{Entry: &e, Key: "ro-warm", Attempt: 1}); res.Outcome != connector.Succeeded {
+		t.Fatalf("replay through the proxy: %v %s", res.Outcome, res.Detail)
+	}
+	// The channel closes; the connection stays.
+	c.pipe.mu.Lock()
+	ch := c.pipe.ch
+	c.pipe.mu.Unlock()
+	must(t, ch.Close())
+
+	px.frozen.Store(true)
+	const n = 4
+	res := make([]connector.Result, n)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			res[i] = c.Replay(ctx, connector.Request{Entry: &e, Key: fmt.Sprintf("ro-%d", i), Attempt: 1})
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(8 * time.Second):
+		px.frozen.Store(false)
+		<-done
+		t.Fatalf("replays with a 2s deadline still ran 8s into a stalled channel reopen: %+v", res)
+	}
+	for i, r := range res {
+		if r.Outcome != connector.NotSent {
+			t.Errorf("replay %d that never published: %v %s", i, r.Outcome, r.Detail)
+		}
+	}
+	px.frozen.Store(false)
+	if r := c.Replay(context.Background(), connector.Request{Entry: &e, Key: "ro-after", Attempt: 1}); r.Outcome != connector.Succeeded {
+		t.Errorf("replay after the stall: %v %s", r.Outcome, r.Detail)
+	}
+	if got := b.count(b.work); got != 2 {
+		t.Errorf("the work queue holds %d replays, want 2 (warm-up and after): a replay not sent was published", got)
+	}
+	must(t, c.Close())
+}

@@ -61,6 +61,7 @@ type Conn struct {
 	mu      sync.Mutex
 	reader  *amqp.Connection
 	pconn   *amqp.Connection     // the publishers' connection
+	closes  int                  // Close calls, to tell a dial that Close ran
 	held    map[string][]heldMsg // by entry ID, until stored
 	acks    *acker               // the current read's
 	notes   []string
@@ -216,6 +217,7 @@ func (c *Conn) Close() error {
 	c.mu.Lock()
 	r, pc, acks := c.reader, c.pconn, c.acks
 	c.reader, c.pconn, c.held, c.acks = nil, nil, map[string][]heldMsg{}, nil
+	c.closes++
 	c.mu.Unlock()
 	var flushErr error
 	if acks != nil {

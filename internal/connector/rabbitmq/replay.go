@@ -158,16 +158,32 @@ func (p *pipe) returnOf(rets chan amqp.Return, key string) (amqp.Return, bool) {
 	return r, ok
 }
 
-// pubConnection is the connection the publisher channels share.
+// pubConnection is the connection the publisher channels share. It dials
+// outside the connector's lock, which the read and every Settle take: a
+// broker that stalls the handshake would hold them until its deadline
+// (the spec's timeout). Only the pipe's one open calls it at a time.
 func (c *Conn) pubConnection() (*amqp.Connection, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.pconn != nil && !c.pconn.IsClosed() {
-		return c.pconn, nil
+		conn := c.pconn
+		c.mu.Unlock()
+		return conn, nil
 	}
+	closes := c.closes
+	c.mu.Unlock()
 	conn, err := c.dial()
 	if err != nil {
 		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closes != closes { // Close ran during the dial: it would not close this one
+		go func() { _ = conn.Close() }()
+		return nil, errors.New("the connector was closed")
+	}
+	if c.pconn != nil && !c.pconn.IsClosed() {
+		go func() { _ = conn.Close() }()
+		return c.pconn, nil
 	}
 	c.pconn = conn
 	return conn, nil

@@ -269,3 +269,53 @@ func TestStalledBrokerChannelReopenIsBounded(t *testing.T) {
 	}
 	must(t, c.Close())
 }
+
+// TestStalledPublisherDialHoldsNoReader: the publishers' connection is
+// dialled when a replay needs it. It was dialled under the connector's
+// main lock, which the read (each delivery it holds) and every Settle
+// take, so a broker that accepts the TCP connection and stalls the AMQP
+// handshake held them all until the handshake deadline (the spec's
+// timeout, 30s by default), after the replay itself had given up. A
+// Settle must not wait for that dial.
+func TestStalledPublisherDialHoldsNoReader(t *testing.T) {
+	b := newBundle(t, nil)
+	b.publish(amqp.Publishing{MessageId: "d1", Body: []byte(`{}`)})
+	b.rejectAll(1)
+	b.waitCount(b.dlq, 1)
+
+	u, err := url.Parse(b.url)
+	must(t, err)
+	px := newStallProxy(t, u.Host)
+	spec := "rabbitmq:" + strings.Replace(strings.TrimSuffix(b.url, "/"), u.Host, px.ln.Addr().String(), 1) +
+		"/?queue=" + b.dlq + "&timeout=10s&wait=500ms"
+	c, err := Open(spec)
+	must(t, err)
+	e := readAll(t, c)[0] // the reader's connection, through the proxy
+	px.frozen.Store(true)
+	defer px.frozen.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	r := c.Replay(ctx, connector.Request{Entry: &e, Key: "dial-1", Attempt: 1})
+	cancel()
+	if r.Outcome != connector.NotSent {
+		t.Fatalf("replay whose connection never opened: %v %s", r.Outcome, r.Detail)
+	}
+	c.pipe.mu.Lock()
+	op := c.pipe.opening
+	c.pipe.mu.Unlock()
+	if op == nil {
+		t.Fatal("the publisher's dial ended inside the replay's 500ms deadline: the stall did not take")
+	}
+	other := e
+	other.ID = "not-held"
+	settled := make(chan error, 1)
+	go func() { settled <- c.Settle(context.Background(), &other, connector.Settlement{}) }()
+	select {
+	case err := <-settled:
+		must(t, err)
+	case <-op.done:
+		t.Fatal("Settle waited for the publishers' stalled dial to give up")
+	}
+	px.frozen.Store(false)
+	<-op.done
+	must(t, c.Close())
+}

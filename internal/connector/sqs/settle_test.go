@@ -96,3 +96,41 @@ func TestShortReadCountsOthersInFlightAgainstThisRead(t *testing.T) {
 		t.Fatalf("notes:\n%s", notes)
 	}
 }
+
+// This run's read receives the message again while its delete is on the
+// way (its visibility ended mid-settle): the delete went out with the
+// replaced handle, which SQS answers with success and may not honour.
+// Settle must not claim the delete.
+func TestSettleRacingAReceiveStaysOwed(t *testing.T) {
+	b := newBundle(t, false)
+	b.deadLetter(`{"o":1}`, nil, "")
+	got := readAll(t, b.conn)
+	if len(got) != 1 {
+		t.Fatalf("read %d", len(got))
+	}
+	var armed atomic.Bool
+	armed.Store(true)
+	b.srv.Fault = func(op string) int {
+		if op == "DeleteMessage" && armed.CompareAndSwap(true, false) {
+			b.srv.ExpireVisibility(b.dlq)
+			if again := readAll(t, b.conn); len(again) != 1 {
+				t.Errorf("read during the delete: %d", len(again))
+			}
+		}
+		return 0
+	}
+	err := b.conn.Settle(context.Background(), &got[0], connector.Settlement{Replayed: true})
+	if n := len(b.srv.Messages(b.dlq)); n != 1 {
+		t.Fatalf("DLQ holds %d", n)
+	}
+	if err == nil {
+		t.Fatal("settle claimed a delete made with a handle replaced during it")
+	}
+	// With the fresh handle, a retry deletes it.
+	if err := b.conn.Settle(context.Background(), &got[0], connector.Settlement{Replayed: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(b.srv.Messages(b.dlq)); n != 0 {
+		t.Fatalf("DLQ holds %d after the retry", n)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -32,6 +34,9 @@ func newBenchCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if only != "" && !slices.ContainsFunc(benchmark.Steps(), func(n string) bool { return strings.Contains(n, only) }) {
+				return usageError("--only %q names no measurement (one of %s)", only, strings.Join(benchmark.Steps(), ", "))
+			}
 			if dir == "" {
 				if dir, err = os.MkdirTemp("", "replayctl-bench-"); err != nil {
 					return err
@@ -57,7 +62,7 @@ func newBenchCmd(s *streams) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&quick, "quick", false, "tiny sizes: a smoke run")
-	cmd.Flags().StringVar(&only, "only", "", "run only these measurements (decisions, ledger, replays, floor, safe, memory, micro, workers, reads, pgread, size, backtest, prune)")
+	cmd.Flags().StringVar(&only, "only", "", "run only these measurements ("+strings.Join(benchmark.Steps(), ", ")+")")
 	cmd.Flags().IntVar(&prune[0], "prune-entries", 0, "the prune rows' store size (default 1000000; --quick 2000)")
 	cmd.Flags().IntVar(&prune[1], "prune-rounds", 0, "the prune rows' rounds, medians kept (default 3; --quick 1)")
 	cmd.Flags().StringVar(&dir, "dir", "", "scratch directory (default: a temporary one, removed after)")

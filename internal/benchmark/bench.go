@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -77,13 +78,29 @@ func (c *Config) corpus(name string, o gen.Options) (string, error) {
 	return gen.Write(jsonl.GenFormat(), path, o)
 }
 
-// Run measures everything and returns the rows.
+// steps are the measurements in the order Run takes them; Config.Only
+// picks those whose name contains it.
+var steps = []struct {
+	name string
+	fn   func(context.Context, *Config) ([]Row, error)
+}{{"decisions", decisions}, {"memory", memory}, {"ledger", ledger}, {"replays", replays}, {"floor", floor}, {"safe", safe}, {"micro", micro}, {"workers", workers}, {"reads", reads}, {"pgread", pgReads}, {"size", size}, {"backtest", backtestRows}, {"prune", pruneRows}, {"brokers", brokers}}
+
+// Steps names the measurements, for --only.
+func Steps() []string {
+	names := make([]string, len(steps))
+	for i, s := range steps {
+		names[i] = s.name
+	}
+	return names
+}
+
+// Run measures everything (or Config.Only's steps) and returns the rows.
+// An Only that names no step is an error, not an empty table.
 func Run(ctx context.Context, c Config) ([]Row, error) {
+	if c.Only != "" && !slices.ContainsFunc(Steps(), func(name string) bool { return strings.Contains(name, c.Only) }) {
+		return nil, fmt.Errorf("--only %q names no measurement (one of %s)", c.Only, strings.Join(Steps(), ", "))
+	}
 	var rows []Row
-	steps := []struct {
-		name string
-		fn   func(context.Context, *Config) ([]Row, error)
-	}{{"decisions", decisions}, {"memory", memory}, {"ledger", ledger}, {"replays", replays}, {"floor", floor}, {"safe", safe}, {"micro", micro}, {"workers", workers}, {"reads", reads}, {"pgread", pgReads}, {"size", size}, {"backtest", backtestRows}, {"prune", pruneRows}, {"brokers", brokers}}
 	for _, step := range steps {
 		if c.Only != "" && !strings.Contains(step.name, c.Only) {
 			continue

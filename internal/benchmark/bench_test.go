@@ -1,6 +1,7 @@
 package benchmark
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -129,4 +130,13 @@ func TestBacktestRowSmoke(t *testing.T) {
 	var b strings.Builder
 	Print(&b, rows)
 	t.Log("\n" + b.String())
+}
+
+// TestRunRefusesAnUnknownStep: an --only that names no measurement is an
+// error naming the measurements, not an empty table that looks like a run.
+func TestRunRefusesAnUnknownStep(t *testing.T) {
+	rows, err := Run(context.Background(), Config{Only: "groups"})
+	if err == nil || !strings.Contains(err.Error(), "brokers") {
+		t.Fatalf("Run with --only groups: %d rows, error %v; want an error listing the measurements", len(rows), err)
+	}
 }

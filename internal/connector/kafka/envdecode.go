@@ -29,6 +29,12 @@ type span struct {
 // binSpans is a brokermsg.Bin as found: its text and base64 strings.
 type binSpans struct{ text, b64 span }
 
+// headerSpans is where one header's key and value are.
+type headerSpans struct {
+	key span
+	val binSpans
+}
+
 // envDecoder walks an envelope once, without reflection, for what record
 // needs. It gives up (ok false) on anything it is not sure gives what
 // json.Unmarshal gives: invalid JSON, a duplicate field, a field name
@@ -50,11 +56,8 @@ func decodeEnvelope(data []byte) (p parts, ok bool) {
 	var (
 		body, body64, orig span
 		key                binSpans
-		hdrs               []struct {
-			key span
-			val binSpans
-		}
-		seen uint16
+		hdrs               []headerSpans
+		seen               uint16
 	)
 	once := func(bit uint16) bool {
 		if seen&bit != 0 {
@@ -64,113 +67,41 @@ func decodeEnvelope(data []byte) (p parts, ok bool) {
 		return true
 	}
 	dec.ws()
-	if !dec.lit('{') {
-		return p, false
-	}
-	dec.ws()
-	if !dec.lit('}') {
-		for {
-			name, ok := dec.name()
-			if !ok {
-				return p, false
-			}
-			dec.ws()
-			if dec.peek() == 'n' { // null leaves every field here at its zero
-				if !dec.word("null") {
-					return p, false
-				}
-				ok = true
-				switch {
-				case is(name, "body"):
-					ok = once(1)
-				case is(name, "body_base64"):
-					ok = once(2)
-				case is(name, "key"):
-					ok = once(4)
-				case is(name, "headers"):
-					ok = once(8)
-				case is(name, "original_topic"):
-					ok = once(16)
-				case is(name, "topic"):
-					ok = once(32)
-				case is(name, "partition"):
-					ok = once(64)
-				case is(name, "offset"):
-					ok = once(128)
-				case is(name, "timestamp"):
-					ok = once(256)
-				case is(name, "original_partition"):
-					ok = once(512)
-				case is(name, "original_offset"):
-					ok = once(1024)
-				}
-				if !ok {
-					return p, false
-				}
-			} else {
-				switch {
-				case is(name, "body"):
-					ok = once(1) && dec.str(&body)
-				case is(name, "body_base64"):
-					ok = once(2) && dec.str(&body64)
-				case is(name, "key"):
-					ok = once(4) && dec.bin(&key)
-				case is(name, "headers"):
-					ok = once(8) && dec.lit('[')
-					if ok {
-						dec.ws()
-						if !dec.lit(']') {
-							for ok {
-								dec.ws()
-								var h struct {
-									key span
-									val binSpans
-								}
-								if dec.peek() == 'n' {
-									ok = dec.word("null")
-								} else {
-									ok = dec.header(&h.key, &h.val)
-								}
-								hdrs = append(hdrs, h)
-								dec.ws()
-								if dec.lit(']') {
-									break
-								}
-								ok = ok && dec.lit(',')
-							}
-						}
-					}
-				case is(name, "original_topic"):
-					ok = once(16) && dec.str(&orig)
-				case is(name, "topic"):
-					var s span
-					ok = once(32) && dec.str(&s)
-				case is(name, "partition"):
-					ok = once(64) && dec.integer(32)
-				case is(name, "offset"):
-					ok = once(128) && dec.integer(64)
-				case is(name, "timestamp"):
-					ok = once(256) && dec.timestamp()
-				case is(name, "original_partition"):
-					ok = once(512) && dec.integer(32)
-				case is(name, "original_offset"):
-					ok = once(1024) && dec.integer(64)
-				default:
-					ok = dec.skip(0)
-				}
-				if !ok {
-					return p, false
-				}
-			}
-			dec.ws()
-			if dec.lit('}') {
-				break
-			}
-			if !dec.lit(',') {
-				return p, false
-			}
-			dec.ws()
+	ok = dec.object(func(name []byte) bool {
+		// null leaves every field here at its zero
+		null := dec.peek() == 'n'
+		if null && !dec.word("null") {
+			return false
 		}
+		switch {
+		case is(name, "body"):
+			return once(1) && (null || dec.str(&body))
+		case is(name, "body_base64"):
+			return once(2) && (null || dec.str(&body64))
+		case is(name, "key"):
+			return once(4) && (null || dec.bin(&key))
+		case is(name, "headers"):
+			return once(8) && (null || dec.headers(&hdrs))
+		case is(name, "original_topic"):
+			return once(16) && (null || dec.str(&orig))
+		case is(name, "topic"):
+			var s span
+			return once(32) && (null || dec.str(&s))
+		case is(name, "partition"):
+			return once(64) && (null || dec.integer(32))
+		case is(name, "offset"):
+			return once(128) && (null || dec.integer(64))
+		case is(name, "timestamp"):
+			return once(256) && (null || dec.timestamp())
+		case is(name, "original_partition"):
+			return once(512) && (null || dec.integer(32))
+		case is(name, "original_offset"):
+			return once(1024) && (null || dec.integer(64))
+		}
+		return null || dec.skip(0)
+	})
+	if !ok {
+		return p, false
 	}
 	dec.ws()
 	if dec.i != len(dec.d) {
@@ -331,12 +262,13 @@ func hex4(b []byte) rune {
 	return r
 }
 
-// bin reads a brokermsg.Bin object.
-func (d *envDecoder) bin(b *binSpans) bool {
+// object reads a JSON object, calling field for each member with the
+// decoder at the member's value; field reads the value (an empty object
+// calls nothing).
+func (d *envDecoder) object(field func(name []byte) bool) bool {
 	if !d.lit('{') {
 		return false
 	}
-	var seen uint8
 	d.ws()
 	if d.lit('}') {
 		return true
@@ -347,26 +279,7 @@ func (d *envDecoder) bin(b *binSpans) bool {
 			return false
 		}
 		d.ws()
-		var dst *span
-		switch {
-		case is(name, "text"):
-			dst, ok = &b.text, seen&1 == 0
-			seen |= 1
-		case is(name, "base64"):
-			dst, ok = &b.b64, seen&2 == 0
-			seen |= 2
-		}
-		switch {
-		case !ok:
-			return false
-		case dst == nil:
-			ok = d.skip(1)
-		case d.peek() == 'n':
-			ok = d.word("null")
-		default:
-			ok = d.str(dst)
-		}
-		if !ok {
+		if !field(name) {
 			return false
 		}
 		d.ws()
@@ -380,59 +293,99 @@ func (d *envDecoder) bin(b *binSpans) bool {
 	}
 }
 
-// header reads one {"key":..., "value":{...}} object.
-func (d *envDecoder) header(k *span, v *binSpans) bool {
-	if !d.lit('{') {
+// firstOf is a bit set of the fields an object has had: encoding/json
+// merges a duplicate into the first, which the fast path leaves to it.
+type firstOf uint8
+
+// first reports whether bit's field comes for the first time.
+func (f *firstOf) first(bit firstOf) bool {
+	if *f&bit != 0 {
 		return false
 	}
-	var seen uint8
+	*f |= bit
+	return true
+}
+
+// bin reads a brokermsg.Bin object.
+func (d *envDecoder) bin(b *binSpans) bool {
+	var seen firstOf
+	return d.object(func(name []byte) bool {
+		var dst *span
+		switch {
+		case is(name, "text"):
+			dst = &b.text
+			if !seen.first(1) {
+				return false
+			}
+		case is(name, "base64"):
+			dst = &b.b64
+			if !seen.first(2) {
+				return false
+			}
+		default:
+			return d.skip(1)
+		}
+		if d.peek() == 'n' {
+			return d.word("null")
+		}
+		return d.str(dst)
+	})
+}
+
+// headers reads the headers array: header objects or nulls.
+func (d *envDecoder) headers(hdrs *[]headerSpans) bool {
+	if !d.lit('[') {
+		return false
+	}
 	d.ws()
-	if d.lit('}') {
+	if d.lit(']') {
 		return true
 	}
 	for {
-		name, ok := d.name()
-		if !ok {
+		d.ws()
+		var h headerSpans
+		var ok bool
+		if d.peek() == 'n' {
+			ok = d.word("null")
+		} else {
+			ok = d.header(&h.key, &h.val)
+		}
+		*hdrs = append(*hdrs, h)
+		d.ws()
+		if d.lit(']') {
+			return ok
+		}
+		if !ok || !d.lit(',') {
 			return false
 		}
-		d.ws()
+	}
+}
+
+// header reads one {"key":..., "value":{...}} object.
+func (d *envDecoder) header(k *span, v *binSpans) bool {
+	var seen firstOf
+	return d.object(func(name []byte) bool {
 		null := d.peek() == 'n'
 		switch {
 		case is(name, "key"):
-			ok = seen&1 == 0
-			seen |= 1
-			if ok {
-				if null {
-					ok = d.word("null")
-				} else {
-					ok = d.str(k)
-				}
+			if !seen.first(1) {
+				return false
 			}
+			if null {
+				return d.word("null")
+			}
+			return d.str(k)
 		case is(name, "value"):
-			ok = seen&2 == 0
-			seen |= 2
-			if ok {
-				if null {
-					ok = d.word("null")
-				} else {
-					ok = d.bin(v)
-				}
+			if !seen.first(2) {
+				return false
 			}
-		default:
-			ok = d.skip(1)
+			if null {
+				return d.word("null")
+			}
+			return d.bin(v)
 		}
-		if !ok {
-			return false
-		}
-		d.ws()
-		if d.lit('}') {
-			return true
-		}
-		if !d.lit(',') {
-			return false
-		}
-		d.ws()
-	}
+		return d.skip(1)
+	})
 }
 
 // integer reads a number encoding/json stores in an int of that size.

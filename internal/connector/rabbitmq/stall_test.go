@@ -28,6 +28,37 @@ type stallProxy struct {
 	conns  []net.Conn
 }
 
+// stalledReplays freezes px and sends four replays of e through c at
+// once, each with its own deadline, keyed prefix-0 to prefix-3. They must
+// all end within 20 s: the hangs this catches last ~30 s (the heartbeat),
+// and 20 s leaves room for a loaded machine. It returns their results.
+func stalledReplays(t *testing.T, c *Conn, px *stallProxy, e *entry.Entry, prefix string, deadline time.Duration, into string) []connector.Result {
+	t.Helper()
+	px.frozen.Store(true)
+	const n = 4
+	res := make([]connector.Result, n)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			res[i] = c.Replay(ctx, connector.Request{Entry: e, Key: fmt.Sprintf("%s-%d", prefix, i), Attempt: 1})
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		px.frozen.Store(false)
+		<-done
+		t.Fatalf("replays with a %s deadline still ran 20s into %s: %+v", deadline, into, res)
+	}
+	return res
+}
+
 func newStallProxy(t *testing.T, target string) *stallProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -107,28 +138,7 @@ func TestStalledBrokerReplaysEndUnknownAtTheirTimeout(t *testing.T) {
 		t.Fatalf("replay through the proxy: %v %s", res.Outcome, res.Detail)
 	}
 
-	px.frozen.Store(true)
-	const n = 4
-	res := make([]connector.Result, n)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			defer cancel()
-			res[i] = c.Replay(ctx, connector.Request{Entry: &e, Key: fmt.Sprintf("st-%d", i), Attempt: 1})
-		}()
-	}
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second): // the hang this guards against lasts ~30 s (heartbeat); 20 s leaves room for a loaded machine
-		px.frozen.Store(false)
-		<-done
-		t.Fatalf("replays with a 1s confirm timeout and a 3s deadline still ran 20s into a stall: %+v", res)
-	}
+	res := stalledReplays(t, c, px, &e, "st", 3*time.Second, "a stall (confirm timeout 1s)")
 	unknown := 0
 	for i, r := range res {
 		switch r.Outcome {
@@ -233,28 +243,7 @@ func TestStalledBrokerChannelReopenIsBounded(t *testing.T) {
 	c.pipe.mu.Unlock()
 	must(t, ch.Close())
 
-	px.frozen.Store(true)
-	const n = 4
-	res := make([]connector.Result, n)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			res[i] = c.Replay(ctx, connector.Request{Entry: &e, Key: fmt.Sprintf("ro-%d", i), Attempt: 1})
-		}()
-	}
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second): // the hang this guards against lasts ~30 s (heartbeat); 20 s leaves room for a loaded machine
-		px.frozen.Store(false)
-		<-done
-		t.Fatalf("replays with a 2s deadline still ran 20s into a stalled channel reopen: %+v", res)
-	}
+	res := stalledReplays(t, c, px, &e, "ro", 2*time.Second, "a stalled channel reopen")
 	for i, r := range res {
 		if r.Outcome != connector.NotSent {
 			t.Errorf("replay %d that never published: %v %s", i, r.Outcome, r.Detail)

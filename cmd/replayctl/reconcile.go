@@ -192,8 +192,18 @@ configuration errors.`,
 				}
 			}
 			if err != nil {
-				if rep != nil && format == "json" {
-					_ = writeJSON(out, rep)
+				// A run stopped by an error (a source that failed
+				// mid-read, a broker restarted) still says what it did
+				// before it stopped: what was delivered, held or unknown.
+				if rep != nil {
+					if format == "json" {
+						if jerr := writeJSON(out, rep); jerr != nil {
+							return errors.Join(err, jerr)
+						}
+					} else {
+						fmt.Fprintln(out, "\nrun stopped early by an error (below); what it did before that:")
+						printReport(out, rep)
+					}
 				}
 				return err
 			}

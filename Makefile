@@ -40,8 +40,8 @@ fuzz-smoke:
 # The benchmark table (docs/benchmarks.md): every figure is a ratio to a
 # baseline measured in the same run (alternating runs, medians). The full run
 # takes tens of minutes and several GB of scratch space (1M-entry corpora,
-# 1M Prodigy item files); ONLY=decisions (or memory, ledger, replays, floor, micro,
-# workers, reads, pgread, size, brokers) runs one part. The workers and pgread rows
+# 1M Prodigy item files); ONLY=decisions (or memory, ledger, replays, floor, safe, micro,
+# workers, reads, pgread, size, backtest, prune, brokers) runs one part. The workers and pgread rows
 # need PostgreSQL, the RabbitMQ brokers row rabbitmq-server (skipped with a note without them).
 bench:
 	$(GO) build -o bin/replayctl ./cmd/replayctl

@@ -1,8 +1,11 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"iter"
@@ -598,9 +601,9 @@ type envelope struct {
 // number reads a Spring binary header (big-endian, size bytes) or a
 // decimal string (Kafka Connect, other clients). Four ASCII digits are a
 // string: as a binary int they would be a partition past 800 million.
+// It allocates nothing: a read calls it twice a record.
 func number(b []byte, size int) (int64, bool) {
-	s := strings.TrimSpace(string(b))
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil && s != "" {
+	if n, ok := decimal(bytes.TrimSpace(b)); ok {
 		return n, true
 	}
 	switch {
@@ -610,6 +613,33 @@ func number(b []byte, size int) (int64, bool) {
 		return int64(binary.BigEndian.Uint64(b)), true
 	}
 	return 0, false
+}
+
+// decimal parses s as strconv.ParseInt(s, 10, 64) does, without the
+// error value ParseInt allocates for what is not a number.
+func decimal(s []byte) (int64, bool) {
+	digits := s
+	if len(digits) > 0 && (digits[0] == '+' || digits[0] == '-') {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if len(digits) > 18 { // past 18 digits it may overflow: ParseInt decides
+		v, err := strconv.ParseInt(string(s), 10, 64)
+		return v, err == nil
+	}
+	if s[0] == '-' {
+		n = -n
+	}
+	return n, true
 }
 
 const maxMessage = 2000
@@ -637,30 +667,129 @@ func hasHeader(r *kgo.Record, k string) bool {
 // classMemo is one converter's last classification. A DLT's records come
 // in bursts of one failure with the same exception headers, and matching
 // a stack's class names against every rule was a sixth of a record's
-// conversion; comparing the headers with the last record's is a memcmp.
+// conversion; comparing the headers with the last record's is a memcmp,
+// and the entries of a burst share the memo's message string.
 type classMemo struct {
 	fqcn, cause, connClass, msg, stack string
-	code                               string
+	code, message                      string
 	set                                bool
 }
 
-func (m *classMemo) exceptionCode(fqcn, cause, connClass, msg, stack string) string {
-	if m.set && m.fqcn == fqcn && m.cause == cause && m.connClass == connClass && m.msg == msg && m.stack == stack {
-		return m.code
+// classify returns the reason code and the entry's message for these
+// exception headers.
+func (m *classMemo) classify(fqcn, cause, connCl, msg, stack []byte) (code, message string) {
+	if m.set && string(fqcn) == m.fqcn && string(cause) == m.cause && string(connCl) == m.connClass &&
+		string(msg) == m.msg && string(stack) == m.stack {
+		return m.code, m.message
 	}
-	code := brokermsg.ExceptionCode([]string{fqcn, cause, connClass}, msg, stack)
-	*m = classMemo{fqcn: fqcn, cause: cause, connClass: connClass, msg: msg, stack: stack, code: code, set: true}
-	return code
+	*m = classMemo{fqcn: string(fqcn), cause: string(cause), connClass: string(connCl), msg: string(msg), stack: string(stack), set: true}
+	m.code = brokermsg.ExceptionCode([]string{m.fqcn, m.cause, m.connClass}, m.msg, m.stack)
+	message = m.msg
+	if message == "" {
+		// The class names something: "ClassName" alone is the error.
+		for _, cl := range []string{m.cause, m.fqcn, m.connClass} {
+			if cl != "" {
+				message = cl
+				break
+			}
+		}
+	}
+	m.message = brokermsg.Excerpt(message, maxMessage)
+	return m.code, m.message
 }
 
+// entryOf converts one record. A read converts every record it takes, so
+// the entry's short strings (id, derived key, original topic, labels) are
+// built in one buffer on the stack and become substrings of one string:
+// one allocation where a string each took eight.
 func (c *Conn) entryOf(r *kgo.Record, memo *classMemo) entry.Entry {
-	str := func(k string) string { return string(headerValue(r, k)) }
-	id := make([]byte, 0, len(r.Topic)+24)
-	id = append(id, r.Topic...)
-	id = append(append(id, '/'), strconv.FormatInt(int64(r.Partition), 10)...)
-	id = append(append(id, '/'), strconv.FormatInt(r.Offset, 10)...)
+	var scratch [256]byte
+	b := append(scratch[:0], Kind...)
+	b = append(b, 0)
+	base := len(b) // b[:base] is DeriveKey's "kind\x00" before the id
+	type span struct{ lo, hi int }
+	mark := func(lo int) span { return span{lo - base, len(b) - base} }
+
+	lo := len(b)
+	b = append(b, r.Topic...)
+	b = strconv.AppendInt(append(b, '/'), int64(r.Partition), 10)
+	b = strconv.AppendInt(append(b, '/'), r.Offset, 10)
+	id := mark(lo)
+
+	origB, part, off := headerValue(r, dltTopic), headerValue(r, dltPartition), headerValue(r, dltOffset)
+	if len(origB) == 0 {
+		origB, part, off = headerValue(r, connTopic), headerValue(r, connPartition), headerValue(r, connOffset)
+	}
+	lo = len(b)
+	b = append(b, origB...)
+	origSpan := mark(lo)
+	origSuffix := ""
+	if len(origB) == 0 {
+		// Spring's default DLT name is TOPIC.DLT (TOPIC-dlt for retry topics).
+		for _, suf := range []string{".DLT", "-dlt", ".dlt", "-DLT"} {
+			if t, ok := strings.CutSuffix(r.Topic, suf); ok && t != "" {
+				origSuffix = t
+				break
+			}
+		}
+	}
+	origSet := len(origB) > 0 || origSuffix != ""
+
+	var partSpan, offSpan span
+	origPart, partOK := number(part, 4)
+	if partOK {
+		lo = len(b)
+		b = strconv.AppendInt(b, int64(int32(origPart)), 10)
+		partSpan = mark(lo)
+	}
+	origOff, offOK := number(off, 8)
+	if offOK {
+		lo = len(b)
+		b = strconv.AppendInt(b, origOff, 10)
+		offSpan = mark(lo)
+	}
+	// The sequence whose order replays keep (replay/order.go): the
+	// original partition, else the DLT partition, whose offsets are the
+	// order the records failed in.
+	lo = len(b)
+	b = append(append(b, Kind...), ':')
+	if origSet && partOK {
+		if len(origB) > 0 {
+			b = append(b, origB...)
+		} else {
+			b = append(b, origSuffix...)
+		}
+		b = strconv.AppendInt(append(b, '/'), int64(int32(origPart)), 10)
+	} else {
+		b = strconv.AppendInt(append(append(b, r.Topic...), '/'), int64(r.Partition), 10)
+	}
+	order := mark(lo)
+	posSpan := offSpan
+	if !offOK || !partOK {
+		lo = len(b)
+		b = strconv.AppendInt(b, r.Offset, 10)
+		posSpan = mark(lo)
+	}
+
+	// The key: the application's own (kept) unless the record is a
+	// replay of replayctl's (then its key names the ancestor), else
+	// derived as entry.DeriveKey does: sha256 of "kind\x00id".
+	appKey := headerValue(r, brokermsg.HeaderKey)
+	replayed := hasHeader(r, brokermsg.HeaderCount)
+	var keySpan span
+	derived := replayed || len(appKey) == 0
+	if derived {
+		sum := sha256.Sum256(b[:base+id.hi])
+		lo = len(b)
+		b = append(b, "replayctl:"...)
+		b = hex.AppendEncode(b, sum[:16])
+		keySpan = mark(lo)
+	}
+
+	s := string(b[base:])
+	str := func(sp span) string { return s[sp.lo:sp.hi] }
 	e := entry.Entry{
-		ID:           string(id),
+		ID:           str(id),
 		Source:       Kind,
 		Origin:       c.origin,
 		Attempts:     1,
@@ -669,78 +798,53 @@ func (c *Conn) entryOf(r *kgo.Record, memo *classMemo) entry.Entry {
 	}
 	labels := make(map[string]string, 6)
 	labels["kafka.dlt"] = r.Topic
-	orig, part, off := str(dltTopic), headerValue(r, dltPartition), headerValue(r, dltOffset)
-	if orig == "" {
-		orig, part, off = str(connTopic), headerValue(r, connPartition), headerValue(r, connOffset)
+	if partOK {
+		labels["kafka.original_partition"] = str(partSpan)
 	}
-	if orig == "" {
-		// Spring's default DLT name is TOPIC.DLT (TOPIC-dlt for retry topics).
-		for _, suf := range []string{".DLT", "-dlt", ".dlt", "-DLT"} {
-			if t, ok := strings.CutSuffix(r.Topic, suf); ok && t != "" {
-				orig = t
-				break
-			}
-		}
+	if offOK {
+		labels["kafka.original_offset"] = str(offSpan)
 	}
-	e.Topic = orig
-	var origPart *int32
-	var origOff *int64
-	if n, ok := number(part, 4); ok {
-		p := int32(n)
-		origPart = &p
-		labels["kafka.original_partition"] = strconv.Itoa(int(p))
+	switch {
+	case len(origB) > 0:
+		e.Topic = str(origSpan)
+	case origSuffix != "":
+		e.Topic = origSuffix
 	}
-	if n, ok := number(off, 8); ok {
-		origOff = &n
-		labels["kafka.original_offset"] = strconv.FormatInt(n, 10)
+	if e.Topic != "" {
+		labels["kafka.original_topic"] = e.Topic
 	}
-	if orig != "" {
-		labels["kafka.original_topic"] = orig
+	labels[entry.OrderLabel] = str(order)
+	labels[entry.OrderPosLabel] = str(posSpan)
+
+	msg := headerValue(r, dltMessage)
+	if len(msg) == 0 {
+		msg = headerValue(r, connMessage)
 	}
-	// The sequence whose order replays keep (replay/order.go): the
-	// original partition, else the DLT partition, whose offsets are the
-	// order the records failed in.
-	if orig != "" && origPart != nil {
-		labels[entry.OrderLabel] = Kind + ":" + orig + "/" + strconv.Itoa(int(*origPart))
-	} else {
-		labels[entry.OrderLabel] = Kind + ":" + r.Topic + "/" + strconv.Itoa(int(r.Partition))
+	stack := headerValue(r, dltStack)
+	if len(stack) == 0 {
+		stack = headerValue(r, connStacktrace)
 	}
-	if origOff != nil && origPart != nil {
-		labels[entry.OrderPosLabel] = strconv.FormatInt(*origOff, 10)
-	} else {
-		labels[entry.OrderPosLabel] = strconv.FormatInt(r.Offset, 10)
+	e.ReasonCode, e.Message = memo.classify(headerValue(r, dltFQCN), headerValue(r, dltCauseFQCN), headerValue(r, connClass), msg, stack)
+	if replayed {
+		labels = brokermsg.SetLineage(labels, string(appKey), string(headerValue(r, brokermsg.HeaderCount)))
+	} else if !derived {
+		e.IdempotencyKey = string(appKey) // the application's own key, preserved
 	}
-	fqcn, cause, connCl := str(dltFQCN), str(dltCauseFQCN), str(connClass)
-	msg := str(dltMessage)
-	if msg == "" {
-		msg = str(connMessage)
-	}
-	stack := str(dltStack)
-	if stack == "" {
-		stack = str(connStacktrace)
-	}
-	e.ReasonCode = memo.exceptionCode(fqcn, cause, connCl, msg, stack)
-	if msg == "" {
-		// The class names something: "ClassName" alone is the error.
-		for _, cl := range []string{cause, fqcn, connCl} {
-			if cl != "" {
-				msg = cl
-				break
-			}
-		}
-	}
-	e.Message = brokermsg.Excerpt(msg, maxMessage)
-	if hasHeader(r, brokermsg.HeaderCount) {
-		labels = brokermsg.SetLineage(labels, str(brokermsg.HeaderKey), str(brokermsg.HeaderCount))
-	} else if k := str(brokermsg.HeaderKey); k != "" {
-		e.IdempotencyKey = k // the application's own key, preserved
-	}
-	brokermsg.ReadLineage(&e, str(brokermsg.HeaderLineage))
+	brokermsg.ReadLineage(&e, string(headerValue(r, brokermsg.HeaderLineage)))
 	e.Labels = labels
-	if e.IdempotencyKey == "" {
-		e.IdempotencyKey, e.KeyDerived = entry.DeriveKey(Kind, e.ID), true
+	if derived {
+		e.IdempotencyKey, e.KeyDerived = str(keySpan), true
 	}
-	e.Payload = appendEnvelope(nil, r, orig, origPart, origOff)
+	var origPartP *int32
+	var origOffP *int64
+	if partOK {
+		p := int32(origPart)
+		origPartP = &p
+	}
+	if offOK {
+		origOffP = &origOff
+	}
+	e.Payload = appendEnvelope(nil, r, e.Topic, origPartP, origOffP)
 	return e
 }
 

@@ -1,0 +1,26 @@
+package brokermsg
+
+import (
+	"strings"
+	"testing"
+)
+
+var sink []byte
+
+func BenchmarkAppendBodyASCII(b *testing.B) {
+	body := []byte(`{"order":1,"note":"` + strings.Repeat("x", 900) + `"}`)
+	buf := make([]byte, 0, 4096)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		sink = AppendBody(buf[:0], body)
+	}
+}
+
+func BenchmarkAppendStringStack(b *testing.B) {
+	v := []byte("x.ListenerExecutionFailedException: x\n" + strings.Repeat("\tat com.acme.Foo.bar(Foo.java:1)\n", 40))
+	buf := make([]byte, 0, 4096)
+	b.SetBytes(int64(len(v)))
+	for b.Loop() {
+		sink = AppendBin(buf[:0], v)
+	}
+}

@@ -19,7 +19,7 @@ func BenchmarkEntryOf(b *testing.B) {
 	r.Headers = append(r.Headers, kgo.RecordHeader{Key: "kafka_dlt-exception-stacktrace",
 		Value: []byte("x.ListenerExecutionFailedException: x\n" + strings.Repeat("\tat com.acme.Foo.bar(Foo.java:1)\n", 40) + "Caused by: java.net.SocketTimeoutException: Read timed out\n")})
 	b.ReportAllocs()
-	var memo classMemo
+	var memo converter
 	for b.Loop() {
 		_ = c.entryOf(r, &memo)
 	}
@@ -38,7 +38,7 @@ func BenchmarkEntryOfBenchRecord(b *testing.B) {
 		Headers: []kgo.RecordHeader{{Key: dltTopic, Value: []byte("orders")},
 			{Key: dltStack, Value: []byte("x.ListenerExecutionFailedException: x\nCaused by: java.net.SocketTimeoutException: Read timed out\n")}}}
 	b.ReportAllocs()
-	var memo classMemo
+	var memo converter
 	for b.Loop() {
 		_ = c.entryOf(r, &memo)
 	}

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"encoding/binary"
 	"reflect"
 	"strconv"
@@ -161,20 +162,30 @@ func TestEntryOfMatchesPlain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var memo classMemo
+	var memo converter
 	rs := plainCases()
 	// Twice over, so the memo is both hit and missed.
-	for _, r := range append(rs, rs...) {
-		samePlain(t, conn, r, &memo)
+	rs = append(rs, rs...)
+	var payloads [][]byte
+	for _, r := range rs {
+		payloads = append(payloads, samePlain(t, conn, r, &memo).Payload)
+	}
+	// The payloads share the converter's block: none was written over by
+	// the next, and none can be appended to in place.
+	for i, p := range payloads {
+		if want := conn.entryOfPlain(rs[i]).Payload; !bytes.Equal(p, want) || cap(p) != len(p) {
+			t.Fatalf("payload %d changed after later records: %s (cap %d), want %s", i, p, cap(p), want)
+		}
 	}
 }
 
-func samePlain(t *testing.T, conn *Conn, r *kgo.Record, memo *classMemo) {
+func samePlain(t *testing.T, conn *Conn, r *kgo.Record, memo *converter) entry.Entry {
 	t.Helper()
 	got, want := conn.entryOf(r, memo), conn.entryOfPlain(r)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("record %s/%d/%d:\n got %+v\nwant %+v", r.Topic, r.Partition, r.Offset, got, want)
 	}
+	return got
 }
 
 // FuzzEntryOfMatchesPlain: any headers map to the entry the plain
@@ -200,7 +211,7 @@ func FuzzEntryOfMatchesPlain(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var memo classMemo
+		var memo converter
 		samePlain(t, conn, r, &memo)
 		samePlain(t, conn, r, &memo)
 	})

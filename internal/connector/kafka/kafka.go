@@ -317,13 +317,17 @@ func (c *Conn) consume(ctx context.Context, cl *kgo.Client, from map[int32]kgo.O
 	defer cl.RemoveConsumePartitions(map[string][]int32{c.topic: parts})
 	rctx, stop := context.WithCancel(ctx)
 	out := make(chan batch, 1)
+	// A yielded batch's entries slice goes back to the poller: the
+	// caller took copies of its entries, and a poll's slice (a thousand
+	// entries, zeroed) was an allocation as big as its envelopes' blocks.
+	free := make(chan []entry.Entry, 2)
 	complete := false
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(out)
-		complete = c.poll(rctx, cl, want, held, out)
+		complete = c.poll(rctx, cl, want, held, out, free)
 	}()
 	defer wg.Wait()
 	defer stop()
@@ -348,6 +352,10 @@ func (c *Conn) consume(ctx context.Context, cl *kgo.Client, from map[int32]kgo.O
 				return
 			}
 		}
+		select {
+		case free <- b.es:
+		default:
+		}
 	}
 	if ctx.Err() == nil && complete {
 		c.note("kafka topic %s: read %d of %d records", c.topic, read, held)
@@ -356,7 +364,7 @@ func (c *Conn) consume(ctx context.Context, cl *kgo.Client, from map[int32]kgo.O
 
 // poll fetches until every partition in want reached its end and sends
 // each poll's entries to out. It reports whether the read is complete.
-func (c *Conn) poll(ctx context.Context, cl *kgo.Client, want map[int32]int64, held int64, out chan<- batch) bool {
+func (c *Conn) poll(ctx context.Context, cl *kgo.Client, want map[int32]int64, held int64, out chan<- batch, free <-chan []entry.Entry) bool {
 	send := func(b batch) bool {
 		select {
 		case out <- b:
@@ -395,7 +403,12 @@ func (c *Conn) poll(ctx context.Context, cl *kgo.Client, want map[int32]int64, h
 			}
 		}
 		if len(recs) > 0 {
-			b := batch{es: c.entriesOf(recs), parts: make([]int32, len(recs)), offs: make([]int64, len(recs))}
+			var reuse []entry.Entry
+			select {
+			case reuse = <-free:
+			default:
+			}
+			b := batch{es: c.entriesOf(recs, reuse), parts: make([]int32, len(recs)), offs: make([]int64, len(recs))}
 			for i, r := range recs {
 				b.parts[i], b.offs[i] = r.Partition, r.Offset
 			}
@@ -427,14 +440,21 @@ const pollMax = 1024
 // convertChunk is the fewest records worth a goroutine of their own.
 const convertChunk = 64
 
-// entriesOf converts a poll's records, spread over the CPUs.
-func (c *Conn) entriesOf(recs []*kgo.Record) []entry.Entry {
-	es := make([]entry.Entry, len(recs))
+// entriesOf converts a poll's records, spread over the CPUs, into reuse
+// when it is big enough.
+func (c *Conn) entriesOf(recs []*kgo.Record, reuse []entry.Entry) []entry.Entry {
+	var es []entry.Entry
+	if cap(reuse) >= len(recs) {
+		es = reuse[:len(recs)]
+		clear(reuse[len(recs):cap(reuse)]) // let a shorter poll's old entries go
+	} else {
+		es = make([]entry.Entry, len(recs))
+	}
 	workers := min(runtime.GOMAXPROCS(0), (len(recs)+convertChunk-1)/convertChunk)
 	if workers <= 1 {
-		var memo classMemo
+		var cv converter
 		for i, r := range recs {
-			es[i] = c.entryOf(r, &memo)
+			es[i] = c.entryOf(r, &cv)
 		}
 		return es
 	}
@@ -445,9 +465,9 @@ func (c *Conn) entriesOf(recs []*kgo.Record) []entry.Entry {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var memo classMemo
+			var cv converter
 			for i := lo; i < hi; i++ {
-				es[i] = c.entryOf(recs[i], &memo)
+				es[i] = c.entryOf(recs[i], &cv)
 			}
 		}()
 	}
@@ -664,6 +684,40 @@ func hasHeader(r *kgo.Record, k string) bool {
 	return false
 }
 
+// converter is one goroutine's state while it converts records: its last
+// classification and the block it writes envelopes in.
+type converter struct {
+	memo  classMemo
+	block []byte // the unused rest of the current block (length 0)
+}
+
+// payloadBlock is the size of the blocks a converter writes envelopes
+// in: one allocation for a block of envelopes where a malloc for every
+// record (zeroed, and up to a size class past its length) was a fifth
+// of a record's conversion. An entry's payload holds its block; the
+// block goes once the entries written in it are all gone.
+const payloadBlock = 256 << 10
+
+// payload is r's envelope, written in the converter's block when it fits
+// (a big record, or one whose escapes outgrow the estimate, gets its own
+// allocation). The payload's capacity ends where it does: an append to it
+// copies and never writes over the next entry's.
+func (cv *converter) payload(r *kgo.Record, orig string, part *int32, off *int64) []byte {
+	size := envelopeSize(r, orig)
+	if size > payloadBlock/8 {
+		return appendEnvelope(nil, r, orig, part, off)
+	}
+	if cap(cv.block) < size {
+		cv.block = make([]byte, 0, payloadBlock)
+	}
+	out := appendEnvelope(cv.block, r, orig, part, off)
+	if len(out) > cap(cv.block) {
+		return out // outgrew the block: append moved it
+	}
+	cv.block = out[len(out):len(out):cap(out)]
+	return out[:len(out):len(out)]
+}
+
 // classMemo is one converter's last classification. A DLT's records come
 // in bursts of one failure with the same exception headers, and matching
 // a stack's class names against every rule was a sixth of a record's
@@ -702,7 +756,7 @@ func (m *classMemo) classify(fqcn, cause, connCl, msg, stack []byte) (code, mess
 // the entry's short strings (id, derived key, original topic, labels) are
 // built in one buffer on the stack and become substrings of one string:
 // one allocation where a string each took eight.
-func (c *Conn) entryOf(r *kgo.Record, memo *classMemo) entry.Entry {
+func (c *Conn) entryOf(r *kgo.Record, cv *converter) entry.Entry {
 	var scratch [256]byte
 	b := append(scratch[:0], Kind...)
 	b = append(b, 0)
@@ -824,7 +878,7 @@ func (c *Conn) entryOf(r *kgo.Record, memo *classMemo) entry.Entry {
 	if len(stack) == 0 {
 		stack = headerValue(r, connStacktrace)
 	}
-	e.ReasonCode, e.Message = memo.classify(headerValue(r, dltFQCN), headerValue(r, dltCauseFQCN), headerValue(r, connClass), msg, stack)
+	e.ReasonCode, e.Message = cv.memo.classify(headerValue(r, dltFQCN), headerValue(r, dltCauseFQCN), headerValue(r, connClass), msg, stack)
 	if replayed {
 		labels = brokermsg.SetLineage(labels, string(appKey), string(headerValue(r, brokermsg.HeaderCount)))
 	} else if !derived {
@@ -844,19 +898,25 @@ func (c *Conn) entryOf(r *kgo.Record, memo *classMemo) entry.Entry {
 	if offOK {
 		origOffP = &origOff
 	}
-	e.Payload = appendEnvelope(nil, r, e.Topic, origPartP, origOffP)
+	e.Payload = cv.payload(r, e.Topic, origPartP, origOffP)
 	return e
+}
+
+// envelopeSize is about the length of r's envelope: its bytes, the
+// JSON around them and an eighth for escapes.
+func envelopeSize(r *kgo.Record, orig string) int {
+	size := len(r.Value) + len(r.Key) + len(r.Topic) + len(orig) + 160
+	for _, h := range r.Headers {
+		size += len(h.Key) + len(h.Value) + 32
+	}
+	return size + size/8
 }
 
 // appendEnvelope appends the record's envelope as JSON: what
 // json.Marshal(envelope{...}) writes, without its reflection and copies.
 func appendEnvelope(dst []byte, r *kgo.Record, orig string, part *int32, off *int64) []byte {
-	size := len(r.Value) + len(r.Key) + len(r.Topic) + len(orig) + 160
-	for _, h := range r.Headers {
-		size += len(h.Key) + len(h.Value) + 32
-	}
-	if cap(dst)-len(dst) < size {
-		dst = append(make([]byte, 0, len(dst)+size+size/8), dst...)
+	if size := envelopeSize(r, orig); cap(dst)-len(dst) < size {
+		dst = append(make([]byte, 0, len(dst)+size), dst...)
 	}
 	dst = append(dst, '{')
 	dst = brokermsg.AppendBody(dst, r.Value) // a null value is "body":"", as NewBody(nil)

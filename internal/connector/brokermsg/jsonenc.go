@@ -1,7 +1,9 @@
 package brokermsg
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -28,7 +30,6 @@ func AppendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 // string): AppendBody and AppendBin learn in the same pass whether the
 // bytes are text, where they used to run utf8.Valid over them first.
 func appendString[S ~string | ~[]byte](dst []byte, s S, strict bool) ([]byte, bool) {
-	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; ; {
@@ -38,19 +39,7 @@ func appendString[S ~string | ~[]byte](dst []byte, s S, strict bool) ([]byte, bo
 		}
 		b := s[i]
 		if b < utf8.RuneSelf {
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
-			}
+			dst = appendEscape(append(dst, s[start:i]...), b)
 			i++
 			start = i
 			continue
@@ -70,6 +59,98 @@ func appendString[S ~string | ~[]byte](dst []byte, s S, strict bool) ([]byte, bo
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"'), true
+}
+
+// appendEscape appends the escape of b, an ASCII byte a JSON string
+// cannot hold as it is.
+func appendEscape(dst []byte, b byte) []byte {
+	const hex = "0123456789abcdef"
+	switch b {
+	case '"', '\\':
+		return append(dst, '\\', b)
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	return append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+}
+
+// appendText is appendString for a message's bytes (a body, a header
+// value: the long strings of an envelope), the same bytes out, in fewer
+// steps a byte: '"' and '\\' are found by bytes.IndexByte (the runtime's
+// vector code; each is looked for again only once passed) and the word
+// loop between them checks only for control characters and bytes past
+// ASCII, three operations a word where plainPrefix takes twelve.
+func appendText(dst []byte, s []byte, strict bool) ([]byte, bool) {
+	dst = append(dst, '"')
+	start := 0
+	nextQuote, nextBackslash := -1, -1 // at or past i once looked for; len(s) when none
+	for i := 0; ; {
+		if nextQuote < i {
+			nextQuote = nextByte(s, i, '"')
+		}
+		if nextBackslash < i {
+			nextBackslash = nextByte(s, i, '\\')
+		}
+		i += ctlOrHighPrefix(s[i:min(nextQuote, nextBackslash)])
+		if i >= len(s) {
+			break
+		}
+		b := s[i]
+		if b < utf8.RuneSelf {
+			dst = appendEscape(append(dst, s[start:i]...), b)
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			if strict {
+				return dst, false
+			}
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"'), true
+}
+
+// nextByte is the index of the first c in s at or past i, len(s) when
+// there is none.
+func nextByte(s []byte, i int, c byte) int {
+	if j := bytes.IndexByte(s[i:], c); j >= 0 {
+		return i + j
+	}
+	return len(s)
+}
+
+// ctlOrHighPrefix is the length of s's leading run of bytes that are
+// neither control characters nor past ASCII.
+func ctlOrHighPrefix(s []byte) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+16 <= len(s); i += 16 {
+		a, b := binary.LittleEndian.Uint64(s[i:]), binary.LittleEndian.Uint64(s[i+8:])
+		// A byte below 0x20 sets its high bit in w-0x20 (and may set
+		// the next one's, past a byte that is marked anyway).
+		if (a|(a-ones*0x20)|b|(b-ones*0x20))&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
+		if b := s[i]; b < 0x20 || b >= utf8.RuneSelf {
+			break
+		}
+	}
+	return i
 }
 
 // plainPrefix is the length of s's leading run of bytes that a JSON
@@ -130,7 +211,7 @@ func AppendKey(dst []byte, name string) []byte {
 // NewBody(b) marshals inside an object.
 func AppendBody(dst []byte, b []byte) []byte {
 	n := len(dst)
-	out, ok := appendString(AppendKey(dst, "body"), b, true)
+	out, ok := appendText(AppendKey(dst, "body"), b, true)
 	if ok {
 		return out
 	}
@@ -144,7 +225,7 @@ func AppendBin(dst []byte, b []byte) []byte {
 		return append(dst, '{', '}')
 	}
 	n := len(dst)
-	out, ok := appendString(append(dst, `{"text":`...), b, true)
+	out, ok := appendText(append(dst, `{"text":`...), b, true)
 	if !ok {
 		out = appendBase64(append(out[:n], `{"base64":`...), b) // not UTF-8
 	}

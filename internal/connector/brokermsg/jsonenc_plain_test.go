@@ -2,6 +2,7 @@ package brokermsg
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -101,6 +102,18 @@ func TestAppendersWriteThePlainBytes(t *testing.T) {
 		samePlainBytes(t, []byte(s))
 	}
 	samePlainBytes(t, nil)
+	// Quotes, backslashes, control characters and runes past ASCII mixed
+	// at random over runs of every length: appendText looks for '"' and
+	// '\\' again only once it passed the last one it found.
+	rng := rand.New(rand.NewPCG(28, 1))
+	parts := []string{"\"", "\\", "\n", "\x01", "é", "日本", "\xff", "\xe6\x97", "a", "xxxxxxxxxxxxxxxxxxxx", strings.Repeat("y", 70)}
+	for range 3000 {
+		var s []byte
+		for range rng.IntN(12) {
+			s = append(s, parts[rng.IntN(len(parts))]...)
+		}
+		samePlainBytes(t, s)
+	}
 	// Every byte at every position of a 32-byte string: each lane of the
 	// 16-byte step, the 8-byte step and the byte tail.
 	for b := 0; b < 256; b++ {

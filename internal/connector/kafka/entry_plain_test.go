@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -154,6 +155,16 @@ func plainCases() []*kgo.Record {
 		{Topic: "orders.DLT", Offset: 11, Headers: []kgo.RecordHeader{{Key: brokermsg.HeaderCount, Value: []byte("x")}}},
 		{Topic: strings.Repeat("t", 249) + ".DLT", Partition: 7, Offset: 1<<62 + 3},
 	}
+	// Timestamps: equal in bursts, apart, in another zone, zero.
+	base := time.Date(2026, 11, 27, 10, 0, 0, 123000000, time.UTC)
+	for i, r := range rs {
+		switch i % 4 {
+		case 0, 1:
+			r.Timestamp = base
+		case 2:
+			r.Timestamp = base.Add(time.Duration(i) * time.Millisecond).In(time.FixedZone("x", 3600))
+		}
+	}
 	return rs
 }
 
@@ -197,7 +208,7 @@ func FuzzEntryOfMatchesPlain(f *testing.F) {
 		if part < 0 || off < 0 {
 			return
 		}
-		r := &kgo.Record{Topic: topic, Partition: part, Offset: off, Value: []byte(msg), Key: []byte(key)}
+		r := &kgo.Record{Topic: topic, Partition: part, Offset: off, Value: []byte(msg), Key: []byte(key), Timestamp: time.UnixMilli(off % (1 << 42))}
 		for _, h := range []struct {
 			k string
 			v []byte
@@ -213,6 +224,8 @@ func FuzzEntryOfMatchesPlain(f *testing.F) {
 		}
 		var memo converter
 		samePlain(t, conn, r, &memo)
+		samePlain(t, conn, r, &memo)
+		r.Timestamp = r.Timestamp.Add(time.Nanosecond)
 		samePlain(t, conn, r, &memo)
 	})
 }

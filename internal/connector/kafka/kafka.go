@@ -689,6 +689,22 @@ func hasHeader(r *kgo.Record, k string) bool {
 type converter struct {
 	memo  classMemo
 	block []byte // the unused rest of the current block (length 0)
+	// The last timestamp and its JSON: a DLT's records come in bursts,
+	// many in the same millisecond, and formatting one was a tenth of
+	// an envelope's time after the body.
+	ts     time.Time
+	tsJSON []byte
+}
+
+// appendTime appends t as brokermsg.AppendTime does.
+func (cv *converter) appendTime(dst []byte, t time.Time) []byte {
+	if cv == nil {
+		return brokermsg.AppendTime(dst, t)
+	}
+	if cv.tsJSON == nil || !t.Equal(cv.ts) {
+		cv.ts, cv.tsJSON = t, brokermsg.AppendTime(cv.tsJSON[:0], t)
+	}
+	return append(dst, cv.tsJSON...)
 }
 
 // payloadBlock is the size of the blocks a converter writes envelopes
@@ -705,12 +721,12 @@ const payloadBlock = 256 << 10
 func (cv *converter) payload(r *kgo.Record, orig string, part *int32, off *int64) []byte {
 	size := envelopeSize(r, orig)
 	if size > payloadBlock/8 {
-		return appendEnvelope(nil, r, orig, part, off)
+		return cv.appendEnvelope(nil, r, orig, part, off)
 	}
 	if cap(cv.block) < size {
 		cv.block = make([]byte, 0, payloadBlock)
 	}
-	out := appendEnvelope(cv.block, r, orig, part, off)
+	out := cv.appendEnvelope(cv.block, r, orig, part, off)
 	if len(out) > cap(cv.block) {
 		return out // outgrew the block: append moved it
 	}
@@ -915,6 +931,11 @@ func envelopeSize(r *kgo.Record, orig string) int {
 // appendEnvelope appends the record's envelope as JSON: what
 // json.Marshal(envelope{...}) writes, without its reflection and copies.
 func appendEnvelope(dst []byte, r *kgo.Record, orig string, part *int32, off *int64) []byte {
+	return (*converter)(nil).appendEnvelope(dst, r, orig, part, off)
+}
+
+// appendEnvelope is appendEnvelope with the converter's last timestamp.
+func (cv *converter) appendEnvelope(dst []byte, r *kgo.Record, orig string, part *int32, off *int64) []byte {
 	if size := envelopeSize(r, orig); cap(dst)-len(dst) < size {
 		dst = append(make([]byte, 0, len(dst)+size), dst...)
 	}
@@ -936,7 +957,7 @@ func appendEnvelope(dst []byte, r *kgo.Record, orig string, part *int32, off *in
 	dst = brokermsg.AppendString(brokermsg.AppendKey(dst, "topic"), r.Topic)
 	dst = brokermsg.AppendInt(brokermsg.AppendKey(dst, "partition"), int64(r.Partition))
 	dst = brokermsg.AppendInt(brokermsg.AppendKey(dst, "offset"), r.Offset)
-	dst = brokermsg.AppendTime(brokermsg.AppendKey(dst, "timestamp"), r.Timestamp.UTC())
+	dst = cv.appendTime(brokermsg.AppendKey(dst, "timestamp"), r.Timestamp.UTC())
 	if orig != "" {
 		dst = brokermsg.AppendString(brokermsg.AppendKey(dst, "original_topic"), orig)
 	}

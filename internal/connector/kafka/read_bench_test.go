@@ -65,7 +65,9 @@ func BenchmarkRead(b *testing.B) {
 		if n != readBenchRecords {
 			b.Fatalf("read %d of %d", n, readBenchRecords)
 		}
+		b.StopTimer() // the bench does not time the close either
 		conn.Close()
+		b.StartTimer()
 	}
 }
 
@@ -112,6 +114,8 @@ func BenchmarkReadBare(b *testing.B) {
 				}
 			})
 		}
+		b.StopTimer()
 		c.Close()
+		b.StartTimer()
 	}
 }

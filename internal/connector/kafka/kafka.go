@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -437,7 +438,8 @@ func (c *Conn) poll(ctx context.Context, cl *kgo.Client, want map[int32]int64, h
 // records and their entries (a fetch of 50 partitions can bring 50 MB).
 const pollMax = 1024
 
-// convertChunk is the fewest records worth a goroutine of their own.
+// convertChunk is how many records a converting goroutine takes at a
+// time (and the fewest worth a goroutine of their own).
 const convertChunk = 64
 
 // entriesOf converts a poll's records, spread over the CPUs, into reuse
@@ -450,27 +452,33 @@ func (c *Conn) entriesOf(recs []*kgo.Record, reuse []entry.Entry) []entry.Entry 
 	} else {
 		es = make([]entry.Entry, len(recs))
 	}
-	workers := min(runtime.GOMAXPROCS(0), (len(recs)+convertChunk-1)/convertChunk)
-	if workers <= 1 {
+	// The poller converts chunks itself and helpers take chunks as they
+	// get a CPU: on a busy machine a helper that is not run soon takes
+	// none, where a fixed half each made the poll wait for the slowest
+	// goroutine to be scheduled.
+	chunks := (len(recs) + convertChunk - 1) / convertChunk
+	var next atomic.Int64
+	work := func() {
 		var cv converter
-		for i, r := range recs {
-			es[i] = c.entryOf(r, &cv)
+		for {
+			k := int(next.Add(1)) - 1
+			if k >= chunks {
+				return
+			}
+			for i := k * convertChunk; i < min((k+1)*convertChunk, len(recs)); i++ {
+				es[i] = c.entryOf(recs[i], &cv)
+			}
 		}
-		return es
 	}
-	per := (len(recs) + workers - 1) / workers
 	var wg sync.WaitGroup
-	for lo := 0; lo < len(recs); lo += per {
-		hi := min(lo+per, len(recs))
+	for range min(runtime.GOMAXPROCS(0), chunks) - 1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var cv converter
-			for i := lo; i < hi; i++ {
-				es[i] = c.entryOf(recs[i], &cv)
-			}
+			work()
 		}()
 	}
+	work()
 	wg.Wait()
 	return es
 }

@@ -318,9 +318,10 @@ func (c *Conn) consume(ctx context.Context, cl *kgo.Client, from map[int32]kgo.O
 	defer cl.RemoveConsumePartitions(map[string][]int32{c.topic: parts})
 	rctx, stop := context.WithCancel(ctx)
 	out := make(chan batch, 1)
-	// A yielded batch's entries slice goes back to the poller: the
-	// caller took copies of its entries, and a poll's slice (a thousand
-	// entries, zeroed) was an allocation as big as its envelopes' blocks.
+	// A yielded batch's entries slice goes back to the poller, cleared
+	// (so it holds no payload past the three polls in memory): the caller
+	// took copies of its entries, and a fresh slice for every poll (a
+	// thousand entries) was a large allocation to zero and scan.
 	free := make(chan []entry.Entry, 2)
 	complete := false
 	var wg sync.WaitGroup
@@ -353,6 +354,7 @@ func (c *Conn) consume(ctx context.Context, cl *kgo.Client, from map[int32]kgo.O
 				return
 			}
 		}
+		clear(b.es)
 		select {
 		case free <- b.es:
 		default:
@@ -445,10 +447,9 @@ const convertChunk = 64
 // entriesOf converts a poll's records, spread over the CPUs, into reuse
 // when it is big enough.
 func (c *Conn) entriesOf(recs []*kgo.Record, reuse []entry.Entry) []entry.Entry {
-	var es []entry.Entry
-	if cap(reuse) >= len(recs) {
-		es = reuse[:len(recs)]
-		clear(reuse[len(recs):cap(reuse)]) // let a shorter poll's old entries go
+	es := reuse[:0] // cleared by the consumer
+	if cap(es) >= len(recs) {
+		es = es[:len(recs)]
 	} else {
 		es = make([]entry.Entry, len(recs))
 	}

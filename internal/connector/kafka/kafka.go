@@ -852,7 +852,8 @@ func (c *Conn) entryOf(r *kgo.Record, cv *converter) entry.Entry {
 
 	// The key: the application's own (kept) unless the record is a
 	// replay of replayctl's (then its key names the ancestor), else
-	// derived as entry.DeriveKey does: sha256 of "kind\x00id".
+	// derived as entry.DeriveKey does: sha256 of "kind\x00id"
+	// (TestEntryOfMatchesPlain compares with entry.DeriveKey).
 	appKey := headerValue(r, brokermsg.HeaderKey)
 	replayed := hasHeader(r, brokermsg.HeaderCount)
 	var keySpan span

@@ -65,7 +65,11 @@ func SetLineage(labels map[string]string, key, count string) map[string]string {
 // NextCount is the HeaderCount a replay of an entry with these labels
 // carries: one more than the count it arrived with.
 func NextCount(labels map[string]string) int {
-	n, err := strconv.Atoi(labels[LabelReplayCount])
+	s, ok := labels[LabelReplayCount]
+	if !ok {
+		return 1 // no replay before: skip Atoi's error value
+	}
+	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 {
 		n = 0
 	}

@@ -19,7 +19,26 @@ func BenchmarkEntryOf(b *testing.B) {
 	r.Headers = append(r.Headers, kgo.RecordHeader{Key: "kafka_dlt-exception-stacktrace",
 		Value: []byte("x.ListenerExecutionFailedException: x\n" + strings.Repeat("\tat com.acme.Foo.bar(Foo.java:1)\n", 40) + "Caused by: java.net.SocketTimeoutException: Read timed out\n")})
 	b.ReportAllocs()
-	var memo classMemo
+	var memo converter
+	for b.Loop() {
+		_ = c.entryOf(r, &memo)
+	}
+}
+
+// BenchmarkEntryOfBenchRecord is the per-record cost for the record the
+// bench's DLT holds (internal/benchmark/brokers.go): a 920-byte JSON
+// value, Spring's original-topic and a two-line stack trace.
+func BenchmarkEntryOfBenchRecord(b *testing.B) {
+	c, err := Open("kafka:127.0.0.1:9092?topic=orders.DLT&group=bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &kgo.Record{Topic: "orders.DLT", Key: []byte("k17"), Offset: 17,
+		Value: []byte(`{"order":17,"note":"` + strings.Repeat("x", 900) + `"}`),
+		Headers: []kgo.RecordHeader{{Key: dltTopic, Value: []byte("orders")},
+			{Key: dltStack, Value: []byte("x.ListenerExecutionFailedException: x\nCaused by: java.net.SocketTimeoutException: Read timed out\n")}}}
+	b.ReportAllocs()
+	var memo converter
 	for b.Loop() {
 		_ = c.entryOf(r, &memo)
 	}

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"slices"
 	"strconv"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/replayctl/replayctl/internal/connector/brokermsg"
 )
 
 // parts is what record needs from an envelope.
@@ -126,7 +129,7 @@ func decodeEnvelope(data []byte) (p parts, ok bool) {
 		p.headers = make([]kgo.RecordHeader, len(hdrs), len(hdrs)+3)
 		for n, h := range hdrs {
 			if h.key.set {
-				p.headers[n].Key = string(dec.text(h.key))
+				p.headers[n].Key = headerKey(dec.text(h.key))
 			}
 			if p.headers[n].Value, ok = dec.binBytes(h.val); !ok {
 				return p, false
@@ -134,6 +137,47 @@ func decodeEnvelope(data []byte) (p parts, ok bool) {
 		}
 	}
 	return p, true
+}
+
+// headerKey is k as a string: the headers Spring Kafka, Kafka Connect and
+// replayctl write are their constants (no allocation; a replay converted
+// each header key afresh), any other key a new string.
+func headerKey(k []byte) string {
+	switch string(k) {
+	case dltTopic:
+		return dltTopic
+	case dltPartition:
+		return dltPartition
+	case dltOffset:
+		return dltOffset
+	case dltFQCN:
+		return dltFQCN
+	case dltCauseFQCN:
+		return dltCauseFQCN
+	case dltMessage:
+		return dltMessage
+	case dltStack:
+		return dltStack
+	case connTopic:
+		return connTopic
+	case connPartition:
+		return connPartition
+	case connOffset:
+		return connOffset
+	case connClass:
+		return connClass
+	case connMessage:
+		return connMessage
+	case connStacktrace:
+		return connStacktrace
+	case brokermsg.HeaderKey:
+		return brokermsg.HeaderKey
+	case brokermsg.HeaderCount:
+		return brokermsg.HeaderCount
+	case brokermsg.HeaderLineage:
+		return brokermsg.HeaderLineage
+	}
+	return string(k)
 }
 
 // is matches a field name as encoding/json does for an ASCII name:
@@ -210,6 +254,10 @@ func (d *envDecoder) str(s *span) bool {
 	}
 	s.start, s.set, s.esc = d.i, true, false
 	for d.i < len(d.d) {
+		d.i += plainRun(d.d[d.i:], true)
+		if d.i >= len(d.d) {
+			break
+		}
 		c := d.d[d.i]
 		switch {
 		case c == '"':
@@ -349,6 +397,9 @@ func (d *envDecoder) headers(hdrs *[]headerSpans) bool {
 			ok = d.word("null")
 		} else {
 			ok = d.header(&h.key, &h.val)
+		}
+		if *hdrs == nil {
+			*hdrs = make([]headerSpans, 0, 16) // one allocation for most records' headers
 		}
 		*hdrs = append(*hdrs, h)
 		d.ws()
@@ -556,6 +607,12 @@ func (d *envDecoder) binBytes(b binSpans) ([]byte, bool) {
 // surrogate and each byte of invalid UTF-8 as U+FFFD.
 func unquote(dst, s []byte) []byte {
 	for r := 0; r < len(s); {
+		if n := plainRun(s[r:], false); n > 0 {
+			dst = append(dst, s[r:r+n]...)
+			if r += n; r >= len(s) {
+				break
+			}
+		}
 		c := s[r]
 		switch {
 		case c == '\\':
@@ -605,4 +662,32 @@ func unquote(dst, s []byte) []byte {
 		}
 	}
 	return dst
+}
+
+// plainRun is the length of b's leading run of bytes a JSON string holds
+// as they are: ASCII, not '"' or '\\' (nor a control character, with
+// ctl). The decoder went a byte at a time through a switch; a body or a
+// stack trace is long runs of such bytes, checked here 16 at a time.
+func plainRun(b []byte, ctl bool) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	look := func(w uint64) uint64 {
+		q, bs := w^(ones*'"'), w^(ones*'\\')
+		m := w | ((q - ones) & ^q) | ((bs - ones) & ^bs)
+		if ctl {
+			m |= (w - ones*0x20) & ^w
+		}
+		return m & highs
+	}
+	i := 0
+	for ; i+16 <= len(b); i += 16 {
+		if look(binary.LittleEndian.Uint64(b[i:]))|look(binary.LittleEndian.Uint64(b[i+8:])) != 0 {
+			break
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c == '"' || c == '\\' || c >= utf8.RuneSelf || (ctl && c < 0x20) {
+			break
+		}
+	}
+	return i
 }

@@ -25,7 +25,7 @@ func benchEntry(tb testing.TB) entry.Entry {
 		"java.net.SocketTimeoutException", "Read timed out")
 	r.Headers = append(r.Headers, kgo.RecordHeader{Key: "kafka_dlt-exception-stacktrace",
 		Value: []byte("x.ListenerExecutionFailedException: \"x\"\n" + strings.Repeat("\tat com.acme.Foo.bar(Foo.java:1)\n", 40) + "Caused by: java.net.SocketTimeoutException: Read timed out\n")})
-	var memo classMemo
+	var memo converter
 	return c.entryOf(r, &memo)
 }
 
@@ -90,7 +90,7 @@ func FuzzEnvelopeDecodeMatchesEncodingJSON(f *testing.F) {
 		{Topic: "t", Value: []byte{0xff, 0, 1}, Key: []byte{0xfe}, Headers: []kgo.RecordHeader{
 			{Key: "__connect.errors.topic", Value: []byte("o")}, {Key: "n"}, {Key: "b", Value: []byte{0x80}}}},
 	} {
-		var memo classMemo
+		var memo converter
 		c, _ := Open("kafka:127.0.0.1:9092?topic=t&group=g")
 		f.Add([]byte(c.entryOf(r, &memo).Payload))
 	}

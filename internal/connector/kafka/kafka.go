@@ -1,8 +1,11 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"iter"
@@ -13,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -314,13 +318,18 @@ func (c *Conn) consume(ctx context.Context, cl *kgo.Client, from map[int32]kgo.O
 	defer cl.RemoveConsumePartitions(map[string][]int32{c.topic: parts})
 	rctx, stop := context.WithCancel(ctx)
 	out := make(chan batch, 1)
+	// A yielded batch's entries slice goes back to the poller, cleared
+	// (so it holds no payload past the three polls in memory): the caller
+	// took copies of its entries, and a fresh slice for every poll (a
+	// thousand entries) was a large allocation to zero and scan.
+	free := make(chan []entry.Entry, 2)
 	complete := false
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(out)
-		complete = c.poll(rctx, cl, want, held, out)
+		complete = c.poll(rctx, cl, want, held, out, free)
 	}()
 	defer wg.Wait()
 	defer stop()
@@ -345,6 +354,11 @@ func (c *Conn) consume(ctx context.Context, cl *kgo.Client, from map[int32]kgo.O
 				return
 			}
 		}
+		clear(b.es)
+		select {
+		case free <- b.es:
+		default:
+		}
 	}
 	if ctx.Err() == nil && complete {
 		c.note("kafka topic %s: read %d of %d records", c.topic, read, held)
@@ -353,7 +367,7 @@ func (c *Conn) consume(ctx context.Context, cl *kgo.Client, from map[int32]kgo.O
 
 // poll fetches until every partition in want reached its end and sends
 // each poll's entries to out. It reports whether the read is complete.
-func (c *Conn) poll(ctx context.Context, cl *kgo.Client, want map[int32]int64, held int64, out chan<- batch) bool {
+func (c *Conn) poll(ctx context.Context, cl *kgo.Client, want map[int32]int64, held int64, out chan<- batch, free <-chan []entry.Entry) bool {
 	send := func(b batch) bool {
 		select {
 		case out <- b:
@@ -392,7 +406,12 @@ func (c *Conn) poll(ctx context.Context, cl *kgo.Client, want map[int32]int64, h
 			}
 		}
 		if len(recs) > 0 {
-			b := batch{es: c.entriesOf(recs), parts: make([]int32, len(recs)), offs: make([]int64, len(recs))}
+			var reuse []entry.Entry
+			select {
+			case reuse = <-free:
+			default:
+			}
+			b := batch{es: c.entriesOf(recs, reuse), parts: make([]int32, len(recs)), offs: make([]int64, len(recs))}
 			for i, r := range recs {
 				b.parts[i], b.offs[i] = r.Partition, r.Offset
 			}
@@ -421,33 +440,46 @@ func (c *Conn) poll(ctx context.Context, cl *kgo.Client, want map[int32]int64, h
 // records and their entries (a fetch of 50 partitions can bring 50 MB).
 const pollMax = 1024
 
-// convertChunk is the fewest records worth a goroutine of their own.
+// convertChunk is how many records a converting goroutine takes at a
+// time (and the fewest worth a goroutine of their own).
 const convertChunk = 64
 
-// entriesOf converts a poll's records, spread over the CPUs.
-func (c *Conn) entriesOf(recs []*kgo.Record) []entry.Entry {
-	es := make([]entry.Entry, len(recs))
-	workers := min(runtime.GOMAXPROCS(0), (len(recs)+convertChunk-1)/convertChunk)
-	if workers <= 1 {
-		var memo classMemo
-		for i, r := range recs {
-			es[i] = c.entryOf(r, &memo)
-		}
-		return es
+// entriesOf converts a poll's records, spread over the CPUs, into reuse
+// when it is big enough.
+func (c *Conn) entriesOf(recs []*kgo.Record, reuse []entry.Entry) []entry.Entry {
+	es := reuse[:0] // cleared by the consumer
+	if cap(es) >= len(recs) {
+		es = es[:len(recs)]
+	} else {
+		es = make([]entry.Entry, len(recs))
 	}
-	per := (len(recs) + workers - 1) / workers
+	// The poller converts chunks itself and helpers take chunks as they
+	// get a CPU: on a busy machine a helper that is not run soon takes
+	// none, where a fixed half each made the poll wait for the slowest
+	// goroutine to be scheduled.
+	chunks := (len(recs) + convertChunk - 1) / convertChunk
+	var next atomic.Int64
+	work := func() {
+		var cv converter
+		for {
+			k := int(next.Add(1)) - 1
+			if k >= chunks {
+				return
+			}
+			for i := k * convertChunk; i < min((k+1)*convertChunk, len(recs)); i++ {
+				es[i] = c.entryOf(recs[i], &cv)
+			}
+		}
+	}
 	var wg sync.WaitGroup
-	for lo := 0; lo < len(recs); lo += per {
-		hi := min(lo+per, len(recs))
+	for range min(runtime.GOMAXPROCS(0), chunks) - 1 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var memo classMemo
-			for i := lo; i < hi; i++ {
-				es[i] = c.entryOf(recs[i], &memo)
-			}
+			work()
 		}()
 	}
+	work()
 	wg.Wait()
 	return es
 }
@@ -598,9 +630,9 @@ type envelope struct {
 // number reads a Spring binary header (big-endian, size bytes) or a
 // decimal string (Kafka Connect, other clients). Four ASCII digits are a
 // string: as a binary int they would be a partition past 800 million.
+// It allocates nothing: a read calls it twice a record.
 func number(b []byte, size int) (int64, bool) {
-	s := strings.TrimSpace(string(b))
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil && s != "" {
+	if n, ok := decimal(bytes.TrimSpace(b)); ok {
 		return n, true
 	}
 	switch {
@@ -610,6 +642,33 @@ func number(b []byte, size int) (int64, bool) {
 		return int64(binary.BigEndian.Uint64(b)), true
 	}
 	return 0, false
+}
+
+// decimal parses s as strconv.ParseInt(s, 10, 64) does, without the
+// error value ParseInt allocates for what is not a number.
+func decimal(s []byte) (int64, bool) {
+	digits := s
+	if len(digits) > 0 && (digits[0] == '+' || digits[0] == '-') {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if len(digits) > 18 { // past 18 digits it may overflow: ParseInt decides
+		v, err := strconv.ParseInt(string(s), 10, 64)
+		return v, err == nil
+	}
+	if s[0] == '-' {
+		n = -n
+	}
+	return n, true
 }
 
 const maxMessage = 2000
@@ -634,33 +693,183 @@ func hasHeader(r *kgo.Record, k string) bool {
 	return false
 }
 
+// converter is one goroutine's state while it converts records: its last
+// classification and the block it writes envelopes in.
+type converter struct {
+	memo  classMemo
+	block []byte // the unused rest of the current block (length 0)
+	// The last timestamp and its JSON: a DLT's records come in bursts,
+	// many in the same millisecond, and formatting one was a tenth of
+	// an envelope's time after the body.
+	ts     time.Time
+	tsJSON []byte
+}
+
+// appendTime appends t as brokermsg.AppendTime does.
+func (cv *converter) appendTime(dst []byte, t time.Time) []byte {
+	if cv == nil {
+		return brokermsg.AppendTime(dst, t)
+	}
+	if cv.tsJSON == nil || !t.Equal(cv.ts) {
+		cv.ts, cv.tsJSON = t, brokermsg.AppendTime(cv.tsJSON[:0], t)
+	}
+	return append(dst, cv.tsJSON...)
+}
+
+// payloadBlock is the size of the blocks a converter writes envelopes
+// in: one allocation for a block of envelopes where a malloc for every
+// record (zeroed, and up to a size class past its length) was a fifth
+// of a record's conversion. An entry's payload holds its block; the
+// block goes once the entries written in it are all gone.
+const payloadBlock = 256 << 10
+
+// payload is r's envelope, written in the converter's block when it fits
+// (a big record, or one whose escapes outgrow the estimate, gets its own
+// allocation). The payload's capacity ends where it does: an append to it
+// copies and never writes over the next entry's.
+func (cv *converter) payload(r *kgo.Record, orig string, part *int32, off *int64) []byte {
+	size := envelopeSize(r, orig)
+	if size > payloadBlock/8 {
+		return cv.appendEnvelope(nil, r, orig, part, off)
+	}
+	if cap(cv.block) < size {
+		cv.block = make([]byte, 0, payloadBlock)
+	}
+	out := cv.appendEnvelope(cv.block, r, orig, part, off)
+	if len(out) > cap(cv.block) {
+		return out // outgrew the block: append moved it
+	}
+	cv.block = out[len(out):len(out):cap(out)]
+	return out[:len(out):len(out)]
+}
+
 // classMemo is one converter's last classification. A DLT's records come
 // in bursts of one failure with the same exception headers, and matching
 // a stack's class names against every rule was a sixth of a record's
-// conversion; comparing the headers with the last record's is a memcmp.
+// conversion; comparing the headers with the last record's is a memcmp,
+// and the entries of a burst share the memo's message string.
 type classMemo struct {
 	fqcn, cause, connClass, msg, stack string
-	code                               string
+	code, message                      string
 	set                                bool
 }
 
-func (m *classMemo) exceptionCode(fqcn, cause, connClass, msg, stack string) string {
-	if m.set && m.fqcn == fqcn && m.cause == cause && m.connClass == connClass && m.msg == msg && m.stack == stack {
-		return m.code
+// classify returns the reason code and the entry's message for these
+// exception headers.
+func (m *classMemo) classify(fqcn, cause, connCl, msg, stack []byte) (code, message string) {
+	if m.set && string(fqcn) == m.fqcn && string(cause) == m.cause && string(connCl) == m.connClass &&
+		string(msg) == m.msg && string(stack) == m.stack {
+		return m.code, m.message
 	}
-	code := brokermsg.ExceptionCode([]string{fqcn, cause, connClass}, msg, stack)
-	*m = classMemo{fqcn: fqcn, cause: cause, connClass: connClass, msg: msg, stack: stack, code: code, set: true}
-	return code
+	*m = classMemo{fqcn: string(fqcn), cause: string(cause), connClass: string(connCl), msg: string(msg), stack: string(stack), set: true}
+	m.code = brokermsg.ExceptionCode([]string{m.fqcn, m.cause, m.connClass}, m.msg, m.stack)
+	message = m.msg
+	if message == "" {
+		// The class names something: "ClassName" alone is the error.
+		for _, cl := range []string{m.cause, m.fqcn, m.connClass} {
+			if cl != "" {
+				message = cl
+				break
+			}
+		}
+	}
+	m.message = brokermsg.Excerpt(message, maxMessage)
+	return m.code, m.message
 }
 
-func (c *Conn) entryOf(r *kgo.Record, memo *classMemo) entry.Entry {
-	str := func(k string) string { return string(headerValue(r, k)) }
-	id := make([]byte, 0, len(r.Topic)+24)
-	id = append(id, r.Topic...)
-	id = append(append(id, '/'), strconv.FormatInt(int64(r.Partition), 10)...)
-	id = append(append(id, '/'), strconv.FormatInt(r.Offset, 10)...)
+// entryOf converts one record. A read converts every record it takes, so
+// the entry's short strings (id, derived key, original topic, labels) are
+// built in one buffer on the stack and become substrings of one string:
+// one allocation where a string each took eight.
+func (c *Conn) entryOf(r *kgo.Record, cv *converter) entry.Entry {
+	var scratch [256]byte
+	b := append(scratch[:0], Kind...)
+	b = append(b, 0)
+	base := len(b) // b[:base] is DeriveKey's "kind\x00" before the id
+	type span struct{ lo, hi int }
+	mark := func(lo int) span { return span{lo - base, len(b) - base} }
+
+	lo := len(b)
+	b = append(b, r.Topic...)
+	b = strconv.AppendInt(append(b, '/'), int64(r.Partition), 10)
+	b = strconv.AppendInt(append(b, '/'), r.Offset, 10)
+	id := mark(lo)
+
+	origB, part, off := headerValue(r, dltTopic), headerValue(r, dltPartition), headerValue(r, dltOffset)
+	if len(origB) == 0 {
+		origB, part, off = headerValue(r, connTopic), headerValue(r, connPartition), headerValue(r, connOffset)
+	}
+	lo = len(b)
+	b = append(b, origB...)
+	origSpan := mark(lo)
+	origSuffix := ""
+	if len(origB) == 0 {
+		// Spring's default DLT name is TOPIC.DLT (TOPIC-dlt for retry topics).
+		for _, suf := range []string{".DLT", "-dlt", ".dlt", "-DLT"} {
+			if t, ok := strings.CutSuffix(r.Topic, suf); ok && t != "" {
+				origSuffix = t
+				break
+			}
+		}
+	}
+	origSet := len(origB) > 0 || origSuffix != ""
+
+	var partSpan, offSpan span
+	origPart, partOK := number(part, 4)
+	if partOK {
+		lo = len(b)
+		b = strconv.AppendInt(b, int64(int32(origPart)), 10)
+		partSpan = mark(lo)
+	}
+	origOff, offOK := number(off, 8)
+	if offOK {
+		lo = len(b)
+		b = strconv.AppendInt(b, origOff, 10)
+		offSpan = mark(lo)
+	}
+	// The sequence whose order replays keep (replay/order.go): the
+	// original partition, else the DLT partition, whose offsets are the
+	// order the records failed in.
+	lo = len(b)
+	b = append(append(b, Kind...), ':')
+	if origSet && partOK {
+		if len(origB) > 0 {
+			b = append(b, origB...)
+		} else {
+			b = append(b, origSuffix...)
+		}
+		b = strconv.AppendInt(append(b, '/'), int64(int32(origPart)), 10)
+	} else {
+		b = strconv.AppendInt(append(append(b, r.Topic...), '/'), int64(r.Partition), 10)
+	}
+	order := mark(lo)
+	posSpan := offSpan
+	if !offOK || !partOK {
+		lo = len(b)
+		b = strconv.AppendInt(b, r.Offset, 10)
+		posSpan = mark(lo)
+	}
+
+	// The key: the application's own (kept) unless the record is a
+	// replay of replayctl's (then its key names the ancestor), else
+	// derived as entry.DeriveKey does: sha256 of "kind\x00id"
+	// (TestEntryOfMatchesPlain compares with entry.DeriveKey).
+	appKey := headerValue(r, brokermsg.HeaderKey)
+	replayed := hasHeader(r, brokermsg.HeaderCount)
+	var keySpan span
+	derived := replayed || len(appKey) == 0
+	if derived {
+		sum := sha256.Sum256(b[:base+id.hi])
+		lo = len(b)
+		b = append(b, "replayctl:"...)
+		b = hex.AppendEncode(b, sum[:16])
+		keySpan = mark(lo)
+	}
+
+	s := string(b[base:])
+	str := func(sp span) string { return s[sp.lo:sp.hi] }
 	e := entry.Entry{
-		ID:           string(id),
+		ID:           str(id),
 		Source:       Kind,
 		Origin:       c.origin,
 		Attempts:     1,
@@ -669,90 +878,76 @@ func (c *Conn) entryOf(r *kgo.Record, memo *classMemo) entry.Entry {
 	}
 	labels := make(map[string]string, 6)
 	labels["kafka.dlt"] = r.Topic
-	orig, part, off := str(dltTopic), headerValue(r, dltPartition), headerValue(r, dltOffset)
-	if orig == "" {
-		orig, part, off = str(connTopic), headerValue(r, connPartition), headerValue(r, connOffset)
+	if partOK {
+		labels["kafka.original_partition"] = str(partSpan)
 	}
-	if orig == "" {
-		// Spring's default DLT name is TOPIC.DLT (TOPIC-dlt for retry topics).
-		for _, suf := range []string{".DLT", "-dlt", ".dlt", "-DLT"} {
-			if t, ok := strings.CutSuffix(r.Topic, suf); ok && t != "" {
-				orig = t
-				break
-			}
-		}
+	if offOK {
+		labels["kafka.original_offset"] = str(offSpan)
 	}
-	e.Topic = orig
-	var origPart *int32
-	var origOff *int64
-	if n, ok := number(part, 4); ok {
-		p := int32(n)
-		origPart = &p
-		labels["kafka.original_partition"] = strconv.Itoa(int(p))
+	switch {
+	case len(origB) > 0:
+		e.Topic = str(origSpan)
+	case origSuffix != "":
+		e.Topic = origSuffix
 	}
-	if n, ok := number(off, 8); ok {
-		origOff = &n
-		labels["kafka.original_offset"] = strconv.FormatInt(n, 10)
+	if e.Topic != "" {
+		labels["kafka.original_topic"] = e.Topic
 	}
-	if orig != "" {
-		labels["kafka.original_topic"] = orig
+	labels[entry.OrderLabel] = str(order)
+	labels[entry.OrderPosLabel] = str(posSpan)
+
+	msg := headerValue(r, dltMessage)
+	if len(msg) == 0 {
+		msg = headerValue(r, connMessage)
 	}
-	// The sequence whose order replays keep (replay/order.go): the
-	// original partition, else the DLT partition, whose offsets are the
-	// order the records failed in.
-	if orig != "" && origPart != nil {
-		labels[entry.OrderLabel] = Kind + ":" + orig + "/" + strconv.Itoa(int(*origPart))
-	} else {
-		labels[entry.OrderLabel] = Kind + ":" + r.Topic + "/" + strconv.Itoa(int(r.Partition))
+	stack := headerValue(r, dltStack)
+	if len(stack) == 0 {
+		stack = headerValue(r, connStacktrace)
 	}
-	if origOff != nil && origPart != nil {
-		labels[entry.OrderPosLabel] = strconv.FormatInt(*origOff, 10)
-	} else {
-		labels[entry.OrderPosLabel] = strconv.FormatInt(r.Offset, 10)
+	e.ReasonCode, e.Message = cv.memo.classify(headerValue(r, dltFQCN), headerValue(r, dltCauseFQCN), headerValue(r, connClass), msg, stack)
+	if replayed {
+		labels = brokermsg.SetLineage(labels, string(appKey), string(headerValue(r, brokermsg.HeaderCount)))
+	} else if !derived {
+		e.IdempotencyKey = string(appKey) // the application's own key, preserved
 	}
-	fqcn, cause, connCl := str(dltFQCN), str(dltCauseFQCN), str(connClass)
-	msg := str(dltMessage)
-	if msg == "" {
-		msg = str(connMessage)
-	}
-	stack := str(dltStack)
-	if stack == "" {
-		stack = str(connStacktrace)
-	}
-	e.ReasonCode = memo.exceptionCode(fqcn, cause, connCl, msg, stack)
-	if msg == "" {
-		// The class names something: "ClassName" alone is the error.
-		for _, cl := range []string{cause, fqcn, connCl} {
-			if cl != "" {
-				msg = cl
-				break
-			}
-		}
-	}
-	e.Message = brokermsg.Excerpt(msg, maxMessage)
-	if hasHeader(r, brokermsg.HeaderCount) {
-		labels = brokermsg.SetLineage(labels, str(brokermsg.HeaderKey), str(brokermsg.HeaderCount))
-	} else if k := str(brokermsg.HeaderKey); k != "" {
-		e.IdempotencyKey = k // the application's own key, preserved
-	}
-	brokermsg.ReadLineage(&e, str(brokermsg.HeaderLineage))
+	brokermsg.ReadLineage(&e, string(headerValue(r, brokermsg.HeaderLineage)))
 	e.Labels = labels
-	if e.IdempotencyKey == "" {
-		e.IdempotencyKey, e.KeyDerived = entry.DeriveKey(Kind, e.ID), true
+	if derived {
+		e.IdempotencyKey, e.KeyDerived = str(keySpan), true
 	}
-	e.Payload = appendEnvelope(nil, r, orig, origPart, origOff)
+	var origPartP *int32
+	var origOffP *int64
+	if partOK {
+		p := int32(origPart)
+		origPartP = &p
+	}
+	if offOK {
+		origOffP = &origOff
+	}
+	e.Payload = cv.payload(r, e.Topic, origPartP, origOffP)
 	return e
+}
+
+// envelopeSize is about the length of r's envelope: its bytes, the
+// JSON around them and an eighth for escapes.
+func envelopeSize(r *kgo.Record, orig string) int {
+	size := len(r.Value) + len(r.Key) + len(r.Topic) + len(orig) + 160
+	for _, h := range r.Headers {
+		size += len(h.Key) + len(h.Value) + 32
+	}
+	return size + size/8
 }
 
 // appendEnvelope appends the record's envelope as JSON: what
 // json.Marshal(envelope{...}) writes, without its reflection and copies.
 func appendEnvelope(dst []byte, r *kgo.Record, orig string, part *int32, off *int64) []byte {
-	size := len(r.Value) + len(r.Key) + len(r.Topic) + len(orig) + 160
-	for _, h := range r.Headers {
-		size += len(h.Key) + len(h.Value) + 32
-	}
-	if cap(dst)-len(dst) < size {
-		dst = append(make([]byte, 0, len(dst)+size+size/8), dst...)
+	return (*converter)(nil).appendEnvelope(dst, r, orig, part, off)
+}
+
+// appendEnvelope is appendEnvelope with the converter's last timestamp.
+func (cv *converter) appendEnvelope(dst []byte, r *kgo.Record, orig string, part *int32, off *int64) []byte {
+	if size := envelopeSize(r, orig); cap(dst)-len(dst) < size {
+		dst = append(make([]byte, 0, len(dst)+size), dst...)
 	}
 	dst = append(dst, '{')
 	dst = brokermsg.AppendBody(dst, r.Value) // a null value is "body":"", as NewBody(nil)
@@ -772,7 +967,7 @@ func appendEnvelope(dst []byte, r *kgo.Record, orig string, part *int32, off *in
 	dst = brokermsg.AppendString(brokermsg.AppendKey(dst, "topic"), r.Topic)
 	dst = brokermsg.AppendInt(brokermsg.AppendKey(dst, "partition"), int64(r.Partition))
 	dst = brokermsg.AppendInt(brokermsg.AppendKey(dst, "offset"), r.Offset)
-	dst = brokermsg.AppendTime(brokermsg.AppendKey(dst, "timestamp"), r.Timestamp.UTC())
+	dst = cv.appendTime(brokermsg.AppendKey(dst, "timestamp"), r.Timestamp.UTC())
 	if orig != "" {
 		dst = brokermsg.AppendString(brokermsg.AppendKey(dst, "original_topic"), orig)
 	}

@@ -471,9 +471,9 @@ func TestClassMemoFollowsEachRecord(t *testing.T) {
 		springDLT("e", "{}", 0, 5, wrapper, "", "Read timed out"),
 		springDLT("f", "{}", 0, 6, wrapper, "java.net.SocketTimeoutException", "Read timed out"),
 	}
-	var memo classMemo
+	var memo converter
 	for _, r := range rs {
-		var fresh classMemo
+		var fresh converter
 		got, want := conn.entryOf(r, &memo).ReasonCode, conn.entryOf(r, &fresh).ReasonCode
 		if got != want {
 			t.Errorf("record %s: %q with the memo, %q without", r.Key, got, want)

@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -439,18 +440,11 @@ type envelope struct {
 func (c *Conn) entryOf(m *types.Message) entry.Entry {
 	id := aws.ToString(m.MessageId)
 	e := entry.Entry{ID: id, Source: Kind, Scope: c.name, Origin: c.Origin()}
-	env := envelope{Body: brokermsg.NewBody([]byte(aws.ToString(m.Body))), MessageID: id, Attributes: m.Attributes,
-		MessageAttributes: map[string]attribute{}}
-	strAttr := map[string]string{}
-	for k, v := range m.MessageAttributes {
-		a := attribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue}
-		if v.BinaryValue != nil {
-			a.BinaryValue = base64.StdEncoding.EncodeToString(v.BinaryValue)
+	strAttr := func(k string) (string, bool) {
+		if v, ok := m.MessageAttributes[k]; ok && v.StringValue != nil {
+			return *v.StringValue, true
 		}
-		env.MessageAttributes[k] = a
-		if v.StringValue != nil {
-			strAttr[k] = *v.StringValue
-		}
+		return "", false
 	}
 	if n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"]); err == nil {
 		e.Attempts = n
@@ -464,9 +458,10 @@ func (c *Conn) entryOf(m *types.Message) entry.Entry {
 		e.Topic = arn[strings.LastIndexByte(arn, ':')+1:]
 		labels["sqs.source_queue"] = e.Topic
 	}
-	appMsg, stack := strAttr[attrExceptionMessage], strAttr[attrExceptionStack]
+	appMsg, _ := strAttr(attrExceptionMessage)
+	stack, _ := strAttr(attrExceptionStack)
 	if appMsg == "" && c.errAttr != "" {
-		appMsg = strAttr[c.errAttr]
+		appMsg, _ = strAttr(c.errAttr)
 	}
 	if appMsg == "" && stack != "" {
 		appMsg, _, _ = strings.Cut(stack, "\n")
@@ -477,22 +472,89 @@ func (c *Conn) entryOf(m *types.Message) entry.Entry {
 		e.ReasonCode = codeMaxReceive
 	}
 	e.Message = brokermsg.Excerpt(appMsg, maxMessage)
-	if count, stamped := strAttr[brokermsg.HeaderCount]; stamped {
-		labels = brokermsg.SetLineage(labels, strAttr[brokermsg.HeaderKey], count)
-	} else if k := strAttr[brokermsg.HeaderKey]; k != "" {
-		e.IdempotencyKey = k
+	key, _ := strAttr(brokermsg.HeaderKey)
+	if count, stamped := strAttr(brokermsg.HeaderCount); stamped {
+		labels = brokermsg.SetLineage(labels, key, count)
+	} else if key != "" {
+		e.IdempotencyKey = key
 	}
-	brokermsg.ReadLineage(&e, strAttr[brokermsg.HeaderLineage])
+	lineage, _ := strAttr(brokermsg.HeaderLineage)
+	brokermsg.ReadLineage(&e, lineage)
 	e.Labels = labels
 	if e.IdempotencyKey == "" {
 		e.IdempotencyKey, e.KeyDerived = entry.DeriveKey(Kind, c.name+"/"+id), true
 	}
-	p, err := json.Marshal(env)
-	if err != nil {
-		e.DecodeError = "encode envelope: " + err.Error()
-	}
-	e.Payload = p
+	e.Payload = appendEnvelope(nil, m, id)
 	return e
+}
+
+// appendEnvelope appends m's envelope as json.Marshal(envelope{...})
+// writes it, byte for byte (TestAppendEnvelopeIsMarshal and
+// FuzzAppendEnvelopeIsMarshal hold it to json.Marshal): a message read
+// again must give the payload it gave before. The Marshal's reflection
+// and map sorting were half of a message's conversion.
+func appendEnvelope(dst []byte, m *types.Message, id string) []byte {
+	body := aws.ToString(m.Body)
+	size := len(body) + len(body)/8 + len(id) + 64
+	for k, v := range m.Attributes {
+		size += len(k) + len(v) + 8
+	}
+	for k, v := range m.MessageAttributes {
+		size += len(k) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)*4/3 + 64
+	}
+	if cap(dst)-len(dst) < size {
+		dst = append(make([]byte, 0, len(dst)+size), dst...)
+	}
+	dst = append(dst, '{')
+	if utf8.ValidString(body) {
+		dst = brokermsg.AppendMarshalString(brokermsg.AppendKey(dst, "body"), body)
+	} else {
+		dst = append(brokermsg.AppendKey(dst, "body_base64"), '"')
+		dst = append(base64.StdEncoding.AppendEncode(dst, []byte(body)), '"')
+	}
+	dst = brokermsg.AppendMarshalString(brokermsg.AppendKey(dst, "message_id"), id)
+	if len(m.Attributes) > 0 {
+		dst = append(brokermsg.AppendKey(dst, "attributes"), '{')
+		for i, k := range sortedKeys(m.Attributes) {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(brokermsg.AppendMarshalString(dst, k), ':')
+			dst = brokermsg.AppendMarshalString(dst, m.Attributes[k])
+		}
+		dst = append(dst, '}')
+	}
+	if len(m.MessageAttributes) > 0 {
+		dst = append(brokermsg.AppendKey(dst, "message_attributes"), '{')
+		for i, k := range sortedKeys(m.MessageAttributes) {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			v := m.MessageAttributes[k]
+			dst = append(brokermsg.AppendMarshalString(dst, k), ':', '{')
+			dst = brokermsg.AppendMarshalString(brokermsg.AppendKey(dst, "data_type"), aws.ToString(v.DataType))
+			if v.StringValue != nil {
+				dst = brokermsg.AppendMarshalString(brokermsg.AppendKey(dst, "string_value"), *v.StringValue)
+			}
+			if len(v.BinaryValue) > 0 {
+				dst = append(brokermsg.AppendKey(dst, "binary_value"), '"')
+				dst = append(base64.StdEncoding.AppendEncode(dst, v.BinaryValue), '"')
+			}
+			dst = append(dst, '}')
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
+
+// sortedKeys is m's keys in json.Marshal's order for a map's keys.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // destination finds the source queue's URL for a message.

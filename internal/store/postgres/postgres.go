@@ -94,6 +94,11 @@ var migrations = []string{
 	// 18: entries by their ref reversed, for lookups by source id
 	// (pg_contract.go).
 	pgRefIDMigration,
+	// 19: room in each audit page for the sealer's update of the records
+	// on it (a HOT update), and the claim and release functions planned
+	// without sequential scans whatever the table's statistics were when a
+	// connection first called them (pg_plans.go).
+	pgPlansMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.

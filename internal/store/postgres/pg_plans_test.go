@@ -2,11 +2,18 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/replayctl/replayctl/internal/audit"
+	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/store"
 	"github.com/replayctl/replayctl/internal/testsvc"
 )
@@ -83,5 +90,87 @@ func TestPostgresSealerUpdatesRecordsOnTheirPage(t *testing.T) {
 	// of the records before them filled it.
 	if moved > len(before)/10 {
 		t.Errorf("%d of %d records moved to another page when sealed (not HOT updates)", moved, len(before))
+	}
+}
+
+// Issue 33: a transaction's first write of a ledger key (an insert) was
+// sent at once, a round trip of its own per replay, so that a second
+// writer of the key would wait on the first's row; it now goes with the
+// transaction's next round trip, and the loser's insert fails the
+// statement at COMMIT instead. Writers that all read the key absent
+// commit at once: one creates it, the others commit nothing (their other
+// writes neither) and are run again on the key as the winner left it, a
+// conflict, as before.
+func TestPostgresFirstWritesOfAKeyRace(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
+	const writers = 4
+	var arrived sync.WaitGroup
+	arrived.Add(writers)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	errs := make([]error, writers)
+	runs := make([]int, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.Update(ctx, func(tx store.Tx) error {
+				runs[i]++
+				ref := fmt.Sprintf("jsonl:w%d", i)
+				if _, err := tx.Transition(idempotency.Transition{Key: "k", To: idempotency.Decided, EntryRef: ref}); err != nil {
+					return err
+				}
+				if _, err := tx.Append(&audit.Record{Actor: fmt.Sprintf("w%d", i), Kind: audit.KindDecision, EntryRef: ref, Action: "auto_replay"}); err != nil {
+					return err
+				}
+				if runs[i] == 1 {
+					// Every writer read the key absent before any commits
+					// (sent at once, the first insert held the others back:
+					// they go on after a while).
+					arrived.Done()
+					select {
+					case <-all:
+					case <-time.After(2 * time.Second):
+						t.Logf("writer %d waited out the others", i)
+					}
+				}
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner < 0:
+			winner = i
+		case err == nil:
+			t.Fatalf("writers %d and %d both created the key", winner, i)
+		case !errors.Is(err, idempotency.ErrConflict):
+			t.Errorf("writer %d: %v, want a conflict on the key", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no writer created the key: %v", errs)
+	}
+	var rec []byte
+	if err := p.pool.QueryRow(ctx, `SELECT rec FROM ledger WHERE key = 'k'`).Scan(&rec); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`"jsonl:w%d"`, winner); !strings.Contains(string(rec), want) {
+		t.Errorf("the key holds %s, want the winner's entry %s", rec, want)
+	}
+	rows, err := p.pool.Query(ctx, `SELECT actor FROM audit WHERE actor LIKE 'w%' ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	actors, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{fmt.Sprintf("w%d", winner)}; !slices.Equal(actors, want) {
+		t.Errorf("audit records of %v committed, want only the winner's %v", actors, want)
 	}
 }

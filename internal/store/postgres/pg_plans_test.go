@@ -174,3 +174,42 @@ func TestPostgresFirstWritesOfAKeyRace(t *testing.T) {
 		t.Errorf("audit records of %v committed, want only the winner's %v", actors, want)
 	}
 }
+
+// Issue 33: the audit numbering of a window's transaction was planned at
+// every call: a custom plan knows how many numbers it takes and looked
+// cheaper than the generic one, so the plan cache never kept it. Run
+// more often than the plan cache's five custom plans, on one connection,
+// it must run a generic plan.
+func TestPostgresAuditNumberingKeepsItsPlan(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for i := range 8 {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []int64
+		var now time.Time
+		if err := tx.QueryRow(ctx, auditReserveSQL, false, 1+i%3).Scan(&seqs, &now); err != nil {
+			t.Fatal(err)
+		}
+		if len(seqs) != 1+i%3 {
+			t.Fatalf("took %d numbers, want %d", len(seqs), 1+i%3)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var generic, custom int64
+	if err := conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`, auditReserveSQL).Scan(&generic, &custom); err != nil {
+		t.Fatal(err)
+	}
+	if generic == 0 {
+		t.Errorf("the audit numbering ran %d custom plans and no generic one", custom)
+	}
+}

@@ -232,7 +232,11 @@ func TestPostgresSealedHeadIsSigned(t *testing.T) {
 // idempotency key are no longer ordered: the second's insert of the key
 // found the first's and failed with a conflict, and its entry was lost
 // from the run (a bench of 2,000 entries replayed 1,999). The transaction
-// is now run again and sees the key as the first left it.
+// is now run again and sees the key as the first left it. Since issue 33
+// the insert goes with the transaction's next round trip (here COMMIT),
+// so the writer that commits first creates the key, whichever inserted
+// first in its transaction: the held writer's COMMIT then fails on the
+// key, and it runs again and sees the other's record.
 func TestPostgresSecondWriterOfANewKeySeesTheFirst(t *testing.T) {
 	ctx := context.Background()
 	p := openPG(t, testsvc.Postgres(t), store.Options{})
@@ -263,8 +267,22 @@ func TestPostgresSecondWriterOfANewKeySeesTheFirst(t *testing.T) {
 	<-inserted
 	second := make(chan error, 1)
 	go func() { second <- decide(&secondSaw, nil, nil) }()
-	// Let the first commit once the second waits on its row.
-	for waiting := false; !waiting; {
+	// Let the first commit once the second waits on its row (an insert
+	// sent before the hold) or has committed (an insert sent with COMMIT).
+	var secondErr error
+	secondDone := false
+	deadline := time.Now().Add(30 * time.Second)
+	for waiting := false; !waiting && !secondDone; {
+		select {
+		case secondErr = <-second:
+			secondDone = true
+			continue
+		default:
+		}
+		if time.Now().After(deadline) {
+			close(hold)
+			t.Fatal("the second writer neither waited on the first nor committed")
+		}
 		if err := p.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
 			t.Fatal(err)
@@ -274,8 +292,19 @@ func TestPostgresSecondWriterOfANewKeySeesTheFirst(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	if err := <-second; err != nil || !secondSaw {
-		t.Fatalf("second writer of the key: %v, saw the first's record: %v", err, secondSaw)
+	if !secondDone {
+		secondErr = <-second
+	}
+	if secondErr != nil {
+		t.Fatalf("second writer of the key: %v", secondErr)
+	}
+	// One created the key; the other saw its record (none was lost).
+	if firstSaw == secondSaw {
+		t.Fatalf("first writer saw the other's record: %v, second: %v; want exactly one", firstSaw, secondSaw)
+	}
+	var n int
+	if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM ledger WHERE key = 'k'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d ledger rows for the key (%v)", n, err)
 	}
 }
 

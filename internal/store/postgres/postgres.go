@@ -94,6 +94,11 @@ var migrations = []string{
 	// 18: entries by their ref reversed, for lookups by source id
 	// (pg_contract.go).
 	pgRefIDMigration,
+	// 19: room in each audit page for the sealer's update of the records
+	// on it (a HOT update), and the claim and release functions planned
+	// without sequential scans whatever the table's statistics were when a
+	// connection first called them (pg_plans.go).
+	pgPlansMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.
@@ -260,6 +265,18 @@ func (p *Postgres) SchemaVersion(ctx context.Context) (int, error) {
 // exactly as if it had waited for it.
 var errCreatedConcurrently = errors.New("created concurrently")
 
+// createdConcurrently names a first ledger write that lost the race to
+// create its key (the insert Transition queues fails on ledger_pkey) as
+// a conflict on the key, created concurrently, as the insert sent at once
+// and found taken did.
+func createdConcurrently(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "ledger_pkey" {
+		return fmt.Errorf("%w: %w (%w)", idempotency.ErrConflict, err, errCreatedConcurrently)
+	}
+	return err
+}
+
 // retryable: the database aborted the transaction to keep it consistent.
 func retryable(err error) bool {
 	var pe *pgconn.PgError
@@ -273,7 +290,7 @@ func retryable(err error) bool {
 // once.
 func (p *Postgres) Update(ctx context.Context, fn func(store.Tx) error) error {
 	for attempt := 0; ; attempt++ {
-		err := p.update(ctx, fn)
+		err := createdConcurrently(p.update(ctx, fn))
 		if err == nil || !(retryable(err) || errors.Is(err, errCreatedConcurrently)) || attempt >= 5 {
 			return err
 		}
@@ -474,17 +491,15 @@ func (t *pgTx) Transition(tr idempotency.Transition) (idempotency.Record, error)
 		return idempotency.Record{}, err
 	}
 	if cur == nil {
-		// No row to lock: two first transitions race on the insert, sent
-		// at once so that the second waits on the first's row.
-		err := t.exec("create ledger key "+tr.Key, func(tag pgconn.CommandTag) error {
-			if tag.RowsAffected() == 0 {
-				return fmt.Errorf("%w: key %s (%w)", idempotency.ErrConflict, tr.Key, errCreatedConcurrently)
-			}
-			return nil
-		}, `INSERT INTO ledger (key, rec) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, pgKey(tr.Key), data)
-		if err != nil {
-			return idempotency.Record{}, err
-		}
+		// No row to lock: two first transitions race on the insert. It
+		// goes with the transaction's next round trip (issue 33: sent at
+		// once it was a round trip of its own per new key, one per
+		// replay, before the intent's COMMIT). The second insert of a
+		// key waits on the first's row, then fails the statement
+		// (ledger_pkey), and with it the transaction, whose other writes
+		// went in the same batch: nothing of it commits, and Update runs
+		// it again on the key as the winner left it (createdConcurrently).
+		t.queue("create ledger key "+tr.Key, nil, `INSERT INTO ledger (key, rec) VALUES ($1, $2)`, pgKey(tr.Key), data)
 	} else {
 		t.queue("write ledger key "+tr.Key, nil, `UPDATE ledger SET rec = $2 WHERE key = $1`, pgKey(tr.Key), data)
 	}

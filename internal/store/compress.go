@@ -13,6 +13,8 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/replayctl/replayctl/internal/idempotency"
 )
 
 // Record values in the bbolt file (entries, ledger, approvals, audit,
@@ -162,7 +164,45 @@ var s2Buffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // EncodeHotRecord is encodeRecord for the records a replay writes (ledger,
 // entry and audit records): s2 against dictionary 1 instead of zstd.
-func EncodeHotRecord(v any) ([]byte, error) { return encodeWith(v, CompressHotRecord) }
+// Entry and ledger records are written without reflection, to the same
+// bytes (hotjson.go).
+func EncodeHotRecord(v any) ([]byte, error) {
+	bp := hotBuffers.Get().(*[]byte)
+	defer putHotBuffer(bp)
+	var ok bool
+	switch r := v.(type) {
+	case *StoredEntry:
+		*bp, ok = appendStoredEntryJSON((*bp)[:0], r)
+	case *idempotency.Record:
+		*bp, ok = appendLedgerJSON((*bp)[:0], r)
+	}
+	if ok {
+		return CompressHotRecord(*bp)
+	}
+	return encodeWith(v, CompressHotRecord)
+}
+
+// EncodeEntryHot is EncodeHotRecord(EncodeEntry(r)) without the copy of
+// r EncodeEntry makes.
+func EncodeEntryHot(r *EntryRecord) ([]byte, error) {
+	bp := hotBuffers.Get().(*[]byte)
+	defer putHotBuffer(bp)
+	var ok bool
+	if *bp, ok = appendEntryRecordJSON((*bp)[:0], r); ok {
+		return CompressHotRecord(*bp)
+	}
+	return encodeWith(EncodeEntry(r), CompressHotRecord)
+}
+
+// hotBuffers holds the scratch the appenders write a record's JSON into
+// before it is compressed (into a new slice).
+var hotBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+func putHotBuffer(bp *[]byte) {
+	if cap(*bp) <= maxPooledBuffer {
+		hotBuffers.Put(bp)
+	}
+}
 
 // EncodeHotRecordAside is EncodeHotRecord run on one of the store's
 // encoder goroutines, for records encoded before the write lock

@@ -445,7 +445,7 @@ func (t *boltTx) PutEntry(r *store.EntryRecord) error {
 	if eb == nil {
 		return store.ErrReadOnly
 	}
-	data, err := store.EncodeHotRecord(store.EncodeEntry(r))
+	data, err := store.EncodeEntryHot(r)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,10 @@ import (
 // 9.2 µs a record against 1.4 µs for s2; the records come out ~25%
 // larger, 0.42 of their JSON against 0.33, the same as zstd without
 // entropy coding). Approvals and snapshots, written once, keep zstd. All
-// three formats read side by side: see RecordJSON.
+// three formats read side by side: see RecordJSON. An audit record
+// prepared ahead may be stored split (SplitRecord, issue 33): an s2
+// record whose head is kept as it is and whose tail was compressed
+// before the write lock; versions before it refuse such a record.
 //
 // Payloads are kept in their own bucket with a one-byte codec tag (a
 // payload may be any bytes, so no magic can tell): s2 (zstd for the

@@ -44,8 +44,14 @@ func Prepare(r *Record) {
 	from := *r
 	from.Seq, from.Time = 0, time.Time{}
 	from.Detail = bytes.Clone(r.Detail) // the caller's bytes may change
-	body, err := json.Marshal(&from)
-	if err != nil || !bytes.HasPrefix(body, []byte(bodyHead)) {
+	body, ok := appendRecordJSON(make([]byte, 0, 1024), &from)
+	if !ok {
+		var err error
+		if body, err = json.Marshal(&from); err != nil {
+			return
+		}
+	}
+	if !bytes.HasPrefix(body, []byte(bodyHead)) {
 		return
 	}
 	p := &Prepared{from: from, rest: body[len(bodyHead):], kept: -1}

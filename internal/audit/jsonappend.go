@@ -2,12 +2,14 @@ package audit
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/triage"
 )
 
 // The appenders below write JSON by hand, byte for byte what
@@ -257,9 +259,9 @@ func htmlPlain8(w uint64) bool {
 
 // appendRecordJSON appends r's JSON as json.Marshal writes it; ok false
 // where it cannot be sure to (an input with its payload, a time
-// MarshalJSON refuses). The decision and the detail are encoding/json's
-// own (json.Marshal of the field alone writes the bytes it writes inside
-// the record): the decision's types have encoders of their own.
+// MarshalJSON refuses, a multiplier in exponent form). The detail is
+// encoding/json's own: json.Marshal of the RawMessage alone writes the
+// bytes it writes inside the record (compacted, HTML escaped).
 func appendRecordJSON(dst []byte, r *Record) ([]byte, bool) {
 	if r.Input != nil && len(r.Input.Payload) > 0 {
 		return dst, false
@@ -280,12 +282,10 @@ func appendRecordJSON(dst []byte, r *Record) ([]byte, bool) {
 	dst = AppendOptString(dst, `,"source":`, r.Source)
 	dst = AppendOptString(dst, `,"idempotency_key":`, r.Key)
 	if r.Decision != nil {
-		d, err := json.Marshal(r.Decision)
-		if err != nil {
+		dst = append(dst, `,"decision":`...)
+		if dst, ok = appendDecisionJSON(dst, r.Decision); !ok {
 			return dst, false
 		}
-		dst = append(dst, `,"decision":`...)
-		dst = append(dst, d...)
 	}
 	if r.Input != nil {
 		dst = append(dst, `,"input":`...)
@@ -310,5 +310,124 @@ func appendRecordJSON(dst []byte, r *Record) ([]byte, bool) {
 		dst = append(dst, `,"detail":`...)
 		dst = append(dst, d...)
 	}
+	return append(dst, '}'), true
+}
+
+// appendDecisionJSON appends d's JSON as json.Marshal writes it; ok false
+// where it cannot be sure to (a multiplier encoding/json writes in
+// exponent form, or refuses; a time MarshalJSON refuses).
+func appendDecisionJSON(dst []byte, d *triage.Decision) ([]byte, bool) {
+	dst = append(dst, `{"entry_id":`...)
+	dst = AppendJSONString(dst, d.EntryID)
+	dst = append(dst, `,"entry_ref":`...)
+	dst = AppendJSONString(dst, d.EntryRef)
+	dst = append(dst, `,"source":`...)
+	dst = AppendJSONString(dst, d.Source)
+	dst = AppendOptString(dst, `,"origin":`, d.Origin)
+	dst = AppendOptString(dst, `,"topic":`, d.Topic)
+	dst = append(dst, `,"idempotency_key":`...)
+	dst = AppendJSONString(dst, d.IdempotencyKey)
+	dst = append(dst, `,"payload_hash":`...)
+	dst = AppendJSONString(dst, d.PayloadHash)
+	dst = append(dst, `,"class":`...)
+	dst = AppendJSONString(dst, string(d.Class))
+	if d.Unrecognised {
+		dst = append(dst, `,"unrecognised":true`...)
+	}
+	dst = append(dst, `,"reason_code":`...)
+	dst = AppendJSONString(dst, d.ReasonCode)
+	dst = append(dst, `,"rule":`...)
+	dst = AppendJSONString(dst, d.Rule)
+	dst = append(dst, `,"proposed_action":`...)
+	dst = AppendJSONString(dst, string(d.ProposedAction))
+	dst = AppendOptString(dst, `,"policy_action":`, string(d.PolicyAction))
+	dst = AppendOptString(dst, `,"policy_error":`, d.PolicyError)
+	dst = append(dst, `,"action":`...)
+	dst = AppendJSONString(dst, string(d.Action))
+	dst = append(dst, `,"reasons":`...)
+	if d.Reasons == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i, r := range d.Reasons {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = AppendJSONString(dst, r)
+		}
+		dst = append(dst, ']')
+	}
+	if d.KeyLifetimeExceeded {
+		dst = append(dst, `,"key_lifetime_exceeded":true`...)
+	}
+	dst = AppendOptString(dst, `,"owner":`, d.Owner)
+	dst = AppendOptString(dst, `,"approver_group":`, d.ApproverGroup)
+	dst = append(dst, `,"max_replays":`...)
+	dst = strconv.AppendInt(dst, int64(d.MaxReplays), 10)
+	// Backoff's MarshalJSON: strategy, durations as Go writes them, the
+	// multiplier as encoding/json writes a float64 ('f' form inside
+	// [1e-6, 1e21), else exponent form: left to encoding/json).
+	b := &d.Backoff
+	if m := math.Abs(b.Multiplier); m != 0 && (m < 1e-6 || m >= 1e21) || math.IsNaN(b.Multiplier) || math.IsInf(b.Multiplier, 0) {
+		return dst, false
+	}
+	dst = append(dst, `,"backoff":{"strategy":`...)
+	dst = AppendJSONString(dst, b.Strategy)
+	dst = append(dst, `,"initial":`...)
+	dst = AppendJSONString(dst, b.Initial.String())
+	dst = append(dst, `,"max":`...)
+	dst = AppendJSONString(dst, b.Max.String())
+	dst = append(dst, `,"multiplier":`...)
+	dst = strconv.AppendFloat(dst, b.Multiplier, 'f', -1, 64)
+	dst = append(dst, `},"ledger":{`...)
+	n := len(dst)
+	l := &d.Ledger
+	dst = AppendOptString(dst, `,"state":`, l.State)
+	if l.Replays != 0 {
+		dst = append(dst, `,"replays":`...)
+		dst = strconv.AppendInt(dst, int64(l.Replays), 10)
+	}
+	dst = AppendOptString(dst, `,"payload_hash":`, l.PayloadHash)
+	if l.Approved {
+		dst = append(dst, `,"approved":true`...)
+	}
+	dst = AppendOptString(dst, `,"probe":`, l.Probe)
+	dst = AppendOptString(dst, `,"lineage":`, l.Lineage)
+	if l.LineageReplays != 0 {
+		dst = append(dst, `,"lineage_replays":`...)
+		dst = strconv.AppendInt(dst, int64(l.LineageReplays), 10)
+	}
+	var ok bool
+	if !l.FirstDispatch.IsZero() {
+		dst = append(dst, `,"first_dispatch":`...)
+		if dst, ok = AppendJSONTime(dst, l.FirstDispatch); !ok {
+			return dst, false
+		}
+	}
+	if !l.At.IsZero() {
+		dst = append(dst, `,"at":`...)
+		if dst, ok = AppendJSONTime(dst, l.At); !ok {
+			return dst, false
+		}
+	}
+	dst = dropComma(dst, n)
+	dst = append(dst, `},"policy_snapshot":`...)
+	dst = AppendJSONString(dst, d.PolicySnapshot)
+	if h := d.GroupHold; h != nil {
+		dst = append(dst, `,"group_hold":{"group":`...)
+		dst = AppendJSONString(dst, h.Group)
+		dst = append(dst, `,"reason":`...)
+		dst = AppendJSONString(dst, h.Reason)
+		if !h.Until.IsZero() {
+			dst = append(dst, `,"until":`...)
+			if dst, ok = AppendJSONTime(dst, h.Until); !ok {
+				return dst, false
+			}
+		}
+		dst = AppendOptString(dst, `,"by":`, h.By)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `,"evidence_hash":`...)
+	dst = AppendJSONString(dst, d.EvidenceHash)
 	return append(dst, '}'), true
 }

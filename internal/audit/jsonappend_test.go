@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -49,8 +50,26 @@ func (g recGen) record() *Record {
 		Source: g.str(), Key: g.str(), Action: triage.Action(g.str()), Reason: g.str(), PolicySnapshot: g.str(),
 		SnapshotKept: g.r.IntN(2) == 0, LedgerBefore: g.str(), LedgerAfter: g.str(), Outcome: g.str()}
 	if g.r.IntN(2) == 0 {
-		r.Decision = &triage.Decision{Class: triage.Class(g.str()), ProposedAction: triage.Action(g.str()),
-			Reasons: []string{g.str(), g.str()}, EvidenceHash: g.str(), MaxReplays: g.r.IntN(5)}
+		mult := []float64{0, 1, 2, 1.5, -0.25, 1e-7, 3e21, 123456.789, 1e20, math.NaN()}
+		d := &triage.Decision{EntryID: g.str(), EntryRef: g.str(), Source: g.str(), Origin: g.str(), Topic: g.str(),
+			IdempotencyKey: g.str(), PayloadHash: g.str(), Class: triage.Class(g.str()), Unrecognised: g.r.IntN(2) == 0,
+			ReasonCode: g.str(), Rule: g.str(), ProposedAction: triage.Action(g.str()), PolicyAction: triage.Action(g.str()),
+			PolicyError: g.str(), Action: triage.Action(g.str()), KeyLifetimeExceeded: g.r.IntN(2) == 0, Owner: g.str(),
+			ApproverGroup: g.str(), MaxReplays: g.r.IntN(5) - 1, PolicySnapshot: g.str(), EvidenceHash: g.str(),
+			Backoff: triage.Backoff{Strategy: g.str(), Initial: time.Duration(g.r.Int64N(1e12)), Max: time.Duration(g.r.Int64N(1e13)),
+				Multiplier: mult[g.r.IntN(len(mult))]},
+			Ledger: triage.LedgerView{State: g.str(), Replays: g.r.IntN(3), PayloadHash: g.str(), Approved: g.r.IntN(2) == 0,
+				Probe: g.str(), Lineage: g.str(), LineageReplays: g.r.IntN(3), FirstDispatch: g.time(), At: g.time()}}
+		switch g.r.IntN(3) {
+		case 0:
+			d.Reasons = []string{g.str(), g.str()}
+		case 1:
+			d.Reasons = []string{}
+		}
+		if g.r.IntN(2) == 0 {
+			d.GroupHold = &triage.GroupHold{Group: g.str(), Reason: g.str(), Until: g.time(), By: g.str()}
+		}
+		r.Decision = d
 	}
 	if g.r.IntN(2) == 0 {
 		e := &entry.Entry{ID: g.str(), Source: g.str(), Origin: g.str(), Scope: g.str(), Lineage: g.str(), Topic: g.str(),

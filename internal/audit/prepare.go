@@ -44,7 +44,14 @@ func Prepare(r *Record) {
 	from := *r
 	from.Seq, from.Time = 0, time.Time{}
 	from.Detail = bytes.Clone(r.Detail) // the caller's bytes may change
-	body, ok := appendRecordJSON(make([]byte, 0, 1024), &from)
+	bp := hashBuffers.Get().(*[]byte)   // scratch: the body kept is a copy at its size
+	body, ok := appendRecordJSON((*bp)[:0], &from)
+	if *bp = body; ok {
+		body = bytes.Clone(body)
+	}
+	if cap(*bp) <= 1<<20 {
+		hashBuffers.Put(bp)
+	}
 	if !ok {
 		var err error
 		if body, err = json.Marshal(&from); err != nil {

@@ -120,8 +120,8 @@ func chainHash(seq uint64, prev string, body []byte) string {
 	return string(out[:])
 }
 
-// hashBuffers holds chainHash's scratch (safe for concurrent use, never
-// holding a record's bytes past the call).
+// hashBuffers holds scratch for chainHash and Prepare (safe for
+// concurrent use, never holding a record's bytes past the call).
 var hashBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
 // Open decodes a sealed record's body.

@@ -213,44 +213,51 @@ func putHotBuffer(bp *[]byte) {
 	}
 }
 
-// EncodeHotRecordAside is EncodeHotRecord run on one of the store's
-// encoder goroutines, for records encoded before the write lock
-// (PrepareEntry). s2's dictionary encoder keeps a 64 KB match table on
-// the stack: run on a replay's own short-lived goroutine, each one grew
-// its stack for it (issue 33: +35-50 CPU-µs per replay in copystack and
-// the scavenger, more than the encoding saved inside the lock). The
+// EncodeEntriesAside is EncodeEntryHot of prev and of next, run on one
+// of the store's encoder goroutines, for records encoded before the write
+// lock (PrepareEntry), both in one hand-off (each is a wake-up and two
+// goroutine switches). s2's dictionary encoder keeps a 64 KB match table
+// on the stack: run on a replay's own short-lived goroutine, each one
+// grew its stack for it (issue 33: +35-50 CPU-µs per replay in copystack
+// and the scavenger, more than the encoding saved inside the lock). The
 // encoder goroutines live as long as the process, their stacks grown once.
-func EncodeHotRecordAside(v any) ([]byte, error) {
+func EncodeEntriesAside(prev, next *EntryRecord) (base, data []byte, err error) {
 	j := asideJobs.Get().(*asideJob)
-	j.v = v
+	j.prev, j.next = prev, next
 	asideEncoders() <- j
 	<-j.done
-	data, err := j.data, j.err
-	j.v, j.data, j.err = nil, nil, nil
+	base, data, err = j.data, j.data2, j.err
+	j.prev, j.next, j.data, j.data2, j.err = nil, nil, nil, nil, nil
 	asideJobs.Put(j)
-	return data, err
+	return base, data, err
 }
 
-// encodeAsideSafely is EncodeHotRecord with a panic (a value's
-// MarshalJSON) returned as an error: on the caller's goroutine it would
-// have been the caller's to recover; here it would end the process.
-func encodeAsideSafely(v any) (data []byte, err error) {
+// encodeEntriesSafely is EncodeEntriesAside's work, a panic (a value's
+// MarshalJSON, in encoding/json's fallback) returned as an error: on the
+// caller's goroutine it would have been the caller's to recover; here it
+// would end the process.
+func encodeEntriesSafely(prev, next *EntryRecord) (base, data []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			data, err = nil, fmt.Errorf("encode record: panic: %v", p)
+			base, data, err = nil, nil, fmt.Errorf("encode record: panic: %v", p)
 		}
 	}()
-	return EncodeHotRecord(v)
+	if base, err = EncodeEntryHot(prev); err != nil {
+		return nil, nil, err
+	}
+	data, err = EncodeEntryHot(next)
+	return base, data, err
 }
 
-// asideJob is one record for the encoder goroutines (v to encode, or
-// tail to compress); done is told once it is encoded.
+// asideJob is work for the encoder goroutines (two entry records to
+// encode, or a tail to compress); done is told once it is done.
 type asideJob struct {
-	v    any
-	tail []byte
-	data []byte
-	err  error
-	done chan struct{}
+	tail       []byte
+	prev, next *EntryRecord // EncodeEntriesAside
+	data       []byte
+	data2      []byte // next's, for EncodeEntriesAside
+	err        error
+	done       chan struct{}
 }
 
 // asideJobs recycles asideJob values with their done channels.
@@ -258,7 +265,7 @@ var asideJobs = sync.Pool{New: func() any { return &asideJob{done: make(chan str
 
 // asideEncoders starts the encoder goroutines, one per CPU, on first use
 // and returns the channel that feeds them. Like the codecs above it is
-// built once and never changes; the goroutines only run EncodeHotRecord
+// built once and never changes; the goroutines only run EncodeEntryHot
 // and compressTail.
 var asideEncoders = sync.OnceValue(func() chan<- *asideJob {
 	jobs := make(chan *asideJob)
@@ -268,7 +275,7 @@ var asideEncoders = sync.OnceValue(func() chan<- *asideJob {
 				if j.tail != nil {
 					j.data, j.err = compressTail(j.tail)
 				} else {
-					j.data, j.err = encodeAsideSafely(j.v)
+					j.data, j.data2, j.err = encodeEntriesSafely(j.prev, j.next)
 				}
 				j.done <- struct{}{}
 			}
@@ -290,7 +297,7 @@ func (t *Tail) JSON() []byte { return t.json }
 // CompressTailAside compresses tail, the end of a record whose head is
 // only known inside the write lock (an audit record's seq, time and
 // chain links come first), on the store's encoder goroutines (see
-// EncodeHotRecordAside). nil when it would not be stored split: too
+// EncodeEntriesAside). nil when it would not be stored split: too
 // large for one s2 record, or not smaller compressed.
 func CompressTailAside(tail []byte) *Tail {
 	if len(tail) < minCompress || len(tail) > maxS2Record/2 {

@@ -467,24 +467,20 @@ func (t *boltTx) PutEntry(r *store.EntryRecord) error {
 // 33: decoding, changing and encoding the outcome's entry record and its
 // facets was a third of the work inside it).
 type boltPrepared struct {
-	base   []byte // store.EncodeHotRecord(store.EncodeEntry(Prev))
-	data   []byte // store.EncodeHotRecord(store.EncodeEntry(Next))
+	base   []byte // store.EncodeEntryHot(Prev)
+	data   []byte // store.EncodeEntryHot(Next)
 	facets facets // entryFacets(Next)
 }
 
 // PrepareEntry encodes prev and next as bbolt stores them, and next's
-// facets. The encoding runs on the store's encoder goroutines
-// (store.EncodeHotRecordAside), not the caller's. nil when either does not
+// facets. The encoding runs on one of the store's encoder goroutines
+// (store.EncodeEntriesAside), not the caller's. nil when either does not
 // encode: PutEntry then reports why, in the transaction.
 func (s *Bolt) PrepareEntry(prev, next *store.EntryRecord) *store.PreparedEntry {
 	if prev == nil || next == nil || prev.Entry.Ref() != next.Entry.Ref() {
 		return nil
 	}
-	base, err := store.EncodeHotRecordAside(store.EncodeEntry(prev))
-	if err != nil {
-		return nil
-	}
-	data, err := store.EncodeHotRecordAside(store.EncodeEntry(next))
+	base, data, err := store.EncodeEntriesAside(prev, next)
 	if err != nil {
 		return nil
 	}

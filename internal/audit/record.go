@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/replayctl/replayctl/internal/entry"
@@ -98,12 +99,30 @@ func Link(seq uint64, prev string, body []byte) Sealed {
 	return Sealed{Seq: seq, Prev: prev, Hash: chainHash(seq, prev, body), Body: body}
 }
 
+// chainHash is "sha256:" and the hex SHA-256 of seq, prev and body
+// ("%d\n%s\n" then body), hashed from one pooled buffer: a digest and
+// fmt's formatting were five allocations per record inside the store's
+// write lock (issue 33).
 func chainHash(seq uint64, prev string, body []byte) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%d\n%s\n", seq, prev)
-	h.Write(body)
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	bp := hashBuffers.Get().(*[]byte)
+	b := strconv.AppendUint((*bp)[:0], seq, 10)
+	b = append(b, '\n')
+	b = append(b, prev...)
+	b = append(b, '\n')
+	b = append(b, body...)
+	sum := sha256.Sum256(b)
+	if *bp = b; cap(b) <= 1<<20 {
+		hashBuffers.Put(bp)
+	}
+	var out [len("sha256:") + 2*sha256.Size]byte
+	copy(out[:], "sha256:")
+	hex.Encode(out[len("sha256:"):], sum[:])
+	return string(out[:])
 }
+
+// hashBuffers holds scratch for chainHash and Prepare (safe for
+// concurrent use, never holding a record's bytes past the call).
+var hashBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
 // Open decodes a sealed record's body.
 func (s *Sealed) Open() (Record, error) {

@@ -1,7 +1,10 @@
 package audit
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +101,23 @@ func TestRehashedRecordStillBreaksTheNextLink(t *testing.T) {
 	b := verify(recs, seqs(5))
 	if b == nil || b.Seq != 3 {
 		t.Fatalf("got %v, want break at 3", b)
+	}
+}
+
+// TestChainHashFormula holds chainHash to the formula every stored chain
+// was hashed with: sha256 of "%d\n%s\n" (seq, prev) then the body.
+func TestChainHashFormula(t *testing.T) {
+	for _, c := range []struct {
+		seq  uint64
+		prev string
+		body string
+	}{{1, Genesis, `{"seq":1}`}, {0, "", ""}, {18446744073709551615, "sha256:ab", strings.Repeat("x", 5000)}} {
+		h := sha256.New()
+		fmt.Fprintf(h, "%d\n%s\n", c.seq, c.prev)
+		h.Write([]byte(c.body))
+		want := "sha256:" + hex.EncodeToString(h.Sum(nil))
+		if got := chainHash(c.seq, c.prev, []byte(c.body)); got != want {
+			t.Fatalf("chainHash(%d, %q, %d bytes) = %s, want %s", c.seq, c.prev, len(c.body), got, want)
+		}
 	}
 }

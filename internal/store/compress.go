@@ -13,6 +13,8 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/replayctl/replayctl/internal/idempotency"
 )
 
 // Record values in the bbolt file (entries, ledger, approvals, audit,
@@ -32,7 +34,10 @@ import (
 // 9.2 µs a record against 1.4 µs for s2; the records come out ~25%
 // larger, 0.42 of their JSON against 0.33, the same as zstd without
 // entropy coding). Approvals and snapshots, written once, keep zstd. All
-// three formats read side by side: see RecordJSON.
+// three formats read side by side: see RecordJSON. An audit record
+// prepared ahead may be stored split (SplitRecord, issue 33): an s2
+// record whose head is kept as it is and whose tail was compressed
+// before the write lock; versions before it refuse such a record.
 //
 // Payloads are kept in their own bucket with a one-byte codec tag (a
 // payload may be any bytes, so no magic can tell): s2 (zstd for the
@@ -66,7 +71,13 @@ var s2Magic = []byte{0xff, 's', '2'}
 
 const (
 	s2DictV1ID = 1
-	s2Header   = 8
+	// s2SplitV1ID marks a split record: after the checksum (of the whole
+	// JSON), a uvarint length, that many bytes of the JSON's head as they
+	// are, then its tail as one s2 block against dictionary 1
+	// (SplitRecord). Versions before it refuse the record as naming an
+	// unknown dictionary.
+	s2SplitV1ID = 0x81
+	s2Header    = 8
 	// maxS2Record: s2 encodes one block of at most 4 MB; records larger
 	// than this (never a ledger or entry record in practice) take zstd.
 	maxS2Record = 64 << 10
@@ -162,45 +173,91 @@ var s2Buffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // EncodeHotRecord is encodeRecord for the records a replay writes (ledger,
 // entry and audit records): s2 against dictionary 1 instead of zstd.
-func EncodeHotRecord(v any) ([]byte, error) { return encodeWith(v, CompressHotRecord) }
+// Entry and ledger records are written without reflection, to the same
+// bytes (hotjson.go).
+func EncodeHotRecord(v any) ([]byte, error) {
+	bp := hotBuffers.Get().(*[]byte)
+	defer putHotBuffer(bp)
+	var ok bool
+	switch r := v.(type) {
+	case *StoredEntry:
+		*bp, ok = appendStoredEntryJSON((*bp)[:0], r)
+	case *idempotency.Record:
+		*bp, ok = appendLedgerJSON((*bp)[:0], r)
+	}
+	if ok {
+		return CompressHotRecord(*bp)
+	}
+	return encodeWith(v, CompressHotRecord)
+}
 
-// EncodeHotRecordAside is EncodeHotRecord run on one of the store's
-// encoder goroutines, for records encoded before the write lock
-// (PrepareEntry). s2's dictionary encoder keeps a 64 KB match table on
-// the stack: run on a replay's own short-lived goroutine, each one grew
-// its stack for it (issue 33: +35-50 CPU-µs per replay in copystack and
-// the scavenger, more than the encoding saved inside the lock). The
+// EncodeEntryHot is EncodeHotRecord(EncodeEntry(r)) without the copy of
+// r EncodeEntry makes.
+func EncodeEntryHot(r *EntryRecord) ([]byte, error) {
+	bp := hotBuffers.Get().(*[]byte)
+	defer putHotBuffer(bp)
+	var ok bool
+	if *bp, ok = appendEntryRecordJSON((*bp)[:0], r); ok {
+		return CompressHotRecord(*bp)
+	}
+	return encodeWith(EncodeEntry(r), CompressHotRecord)
+}
+
+// hotBuffers holds the scratch the appenders write a record's JSON into
+// before it is compressed (into a new slice).
+var hotBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+func putHotBuffer(bp *[]byte) {
+	if cap(*bp) <= maxPooledBuffer {
+		hotBuffers.Put(bp)
+	}
+}
+
+// EncodeEntriesAside is EncodeEntryHot of prev and of next, run on one
+// of the store's encoder goroutines, for records encoded before the write
+// lock (PrepareEntry), both in one hand-off (each is a wake-up and two
+// goroutine switches). s2's dictionary encoder keeps a 64 KB match table
+// on the stack: run on a replay's own short-lived goroutine, each one
+// grew its stack for it (issue 33: +35-50 CPU-µs per replay in copystack
+// and the scavenger, more than the encoding saved inside the lock). The
 // encoder goroutines live as long as the process, their stacks grown once.
-func EncodeHotRecordAside(v any) ([]byte, error) {
+func EncodeEntriesAside(prev, next *EntryRecord) (base, data []byte, err error) {
 	j := asideJobs.Get().(*asideJob)
-	j.v = v
+	j.prev, j.next = prev, next
 	asideEncoders() <- j
 	<-j.done
-	data, err := j.data, j.err
-	j.v, j.data, j.err = nil, nil, nil
+	base, data, err = j.data, j.data2, j.err
+	j.prev, j.next, j.data, j.data2, j.err = nil, nil, nil, nil, nil
 	asideJobs.Put(j)
-	return data, err
+	return base, data, err
 }
 
-// encodeAsideSafely is EncodeHotRecord with a panic (a value's
-// MarshalJSON) returned as an error: on the caller's goroutine it would
-// have been the caller's to recover; here it would end the process.
-func encodeAsideSafely(v any) (data []byte, err error) {
+// encodeEntriesSafely is EncodeEntriesAside's work, a panic (a value's
+// MarshalJSON, in encoding/json's fallback) returned as an error: on the
+// caller's goroutine it would have been the caller's to recover; here it
+// would end the process.
+func encodeEntriesSafely(prev, next *EntryRecord) (base, data []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			data, err = nil, fmt.Errorf("encode record: panic: %v", p)
+			base, data, err = nil, nil, fmt.Errorf("encode record: panic: %v", p)
 		}
 	}()
-	return EncodeHotRecord(v)
+	if base, err = EncodeEntryHot(prev); err != nil {
+		return nil, nil, err
+	}
+	data, err = EncodeEntryHot(next)
+	return base, data, err
 }
 
-// asideJob is one record for the encoder goroutines; done is told once it
-// is encoded.
+// asideJob is work for the encoder goroutines (two entry records to
+// encode, or a tail to compress); done is told once it is done.
 type asideJob struct {
-	v    any
-	data []byte
-	err  error
-	done chan struct{}
+	tail       []byte
+	prev, next *EntryRecord // EncodeEntriesAside
+	data       []byte
+	data2      []byte // next's, for EncodeEntriesAside
+	err        error
+	done       chan struct{}
 }
 
 // asideJobs recycles asideJob values with their done channels.
@@ -208,19 +265,128 @@ var asideJobs = sync.Pool{New: func() any { return &asideJob{done: make(chan str
 
 // asideEncoders starts the encoder goroutines, one per CPU, on first use
 // and returns the channel that feeds them. Like the codecs above it is
-// built once and never changes; the goroutines only run EncodeHotRecord.
+// built once and never changes; the goroutines only run EncodeEntryHot
+// and compressTail.
 var asideEncoders = sync.OnceValue(func() chan<- *asideJob {
 	jobs := make(chan *asideJob)
 	for range runtime.GOMAXPROCS(0) {
 		go func() {
 			for j := range jobs {
-				j.data, j.err = encodeAsideSafely(j.v)
+				if j.tail != nil {
+					j.data, j.err = compressTail(j.tail)
+				} else {
+					j.data, j.data2, j.err = encodeEntriesSafely(j.prev, j.next)
+				}
 				j.done <- struct{}{}
 			}
 		}()
 	}
 	return jobs
 })
+
+// Tail is the end of a record's JSON compressed before the record's
+// head is known (CompressTailAside), for SplitRecord.
+type Tail struct {
+	json  []byte // the tail as JSON
+	block []byte // its s2 block against dictionary 1
+}
+
+// JSON is the tail's JSON (not to be changed).
+func (t *Tail) JSON() []byte { return t.json }
+
+// CompressTailAside compresses tail, the end of a record whose head is
+// only known inside the write lock (an audit record's seq, time and
+// chain links come first), on the store's encoder goroutines (see
+// EncodeEntriesAside). nil when it would not be stored split: too
+// large for one s2 record, or not smaller compressed.
+func CompressTailAside(tail []byte) *Tail {
+	if len(tail) < minCompress || len(tail) > maxS2Record/2 {
+		return nil
+	}
+	j := asideJobs.Get().(*asideJob)
+	j.tail = tail
+	asideEncoders() <- j
+	<-j.done
+	block, err := j.data, j.err
+	j.tail, j.data, j.err = nil, nil, nil
+	asideJobs.Put(j)
+	if err != nil || len(block) >= len(tail) {
+		return nil
+	}
+	return &Tail{json: tail, block: block}
+}
+
+// compressTail is tail as one s2 block against dictionary 1, in a new
+// slice.
+func compressTail(tail []byte) ([]byte, error) {
+	d := recordDictS2()
+	if d == nil {
+		return nil, errors.New("s2: dictionary 1 refused")
+	}
+	bp := s2Buffers.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledBuffer {
+			s2Buffers.Put(bp)
+		}
+	}()
+	if need := s2.MaxEncodedLen(len(tail)); cap(*bp) < need {
+		*bp = make([]byte, need)
+	}
+	return bytes.Clone(d.Encode((*bp)[:cap(*bp)], tail)), nil
+}
+
+// SplitRecord is the record whose JSON is head then t's JSON as stored:
+// head as it is, t's block as compressed ahead, and the checksum of the
+// whole JSON; the JSON itself (head and tail joined) when that is not
+// larger. RecordJSON reads it like any other record. Issue 33: an audit
+// record's s2 encoding was a tenth of the work inside bbolt's write lock;
+// what is known only there (seq, time, the chain's hashes) comes first,
+// so the rest is compressed before it.
+func SplitRecord(head []byte, t *Tail) []byte {
+	n := s2Header + binary.MaxVarintLen64 + len(head) + len(t.block)
+	if n >= len(head)+len(t.json) || len(head)+len(t.json) > maxS2Record {
+		return append(bytes.Clone(head), t.json...)
+	}
+	out := make([]byte, s2Header, n)
+	copy(out, s2Magic)
+	out[len(s2Magic)] = s2SplitV1ID
+	binary.LittleEndian.PutUint32(out[len(s2Magic)+1:], crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, t.json))
+	out = binary.AppendUvarint(out, uint64(len(head)))
+	out = append(out, head...)
+	return append(out, t.block...)
+}
+
+// decodeSplitRecord is the JSON of a split record (SplitRecord).
+func decodeSplitRecord(raw []byte) ([]byte, error) {
+	rest := raw[s2Header:]
+	n, w := binary.Uvarint(rest)
+	if w <= 0 || n > uint64(len(rest)-w) {
+		return nil, fmt.Errorf("%w: split record's head overruns it", ErrRecordCodec)
+	}
+	head, block := rest[w:w+int(n)], rest[w+int(n):]
+	m, err := s2.DecodedLen(block)
+	if err != nil {
+		return nil, fmt.Errorf("%w: s2: %w", ErrRecordCodec, err)
+	}
+	if len(head)+m > maxS2Record {
+		return nil, fmt.Errorf("%w: split record claims %d bytes, more than the %d an s2 record holds", ErrRecordCodec, len(head)+m, maxS2Record)
+	}
+	d := recordDictS2()
+	if d == nil {
+		return nil, errors.New("s2: dictionary 1 refused")
+	}
+	data := make([]byte, len(head)+m)
+	copy(data, head)
+	if tail, err := d.Decode(data[len(head):len(head)], block); err != nil {
+		return nil, fmt.Errorf("%w: s2: %w", ErrRecordCodec, err)
+	} else if len(tail) != m || (m > 0 && &tail[0] != &data[len(head)]) {
+		copy(data[len(head):], tail)
+	}
+	if crc32.Checksum(data, castagnoli) != binary.LittleEndian.Uint32(raw[len(s2Magic)+1:]) {
+		return nil, fmt.Errorf("%w: s2 record fails its checksum", ErrRecordCodec)
+	}
+	return data, nil
+}
 
 // CompressHotRecord is CompressRecord with s2 (see EncodeHotRecord).
 func CompressHotRecord(data []byte) ([]byte, error) {
@@ -264,6 +430,9 @@ var ErrRecordCodec = errors.New("record codec")
 func decodeS2Record(raw []byte) ([]byte, error) {
 	if len(raw) < s2Header {
 		return nil, fmt.Errorf("%w: s2 record of %d bytes", ErrRecordCodec, len(raw))
+	}
+	if raw[len(s2Magic)] == s2SplitV1ID {
+		return decodeSplitRecord(raw)
 	}
 	if id := raw[len(s2Magic)]; id != s2DictV1ID {
 		return nil, fmt.Errorf("%w: s2 record names dictionary %d, unknown to this version", ErrRecordCodec, id)

@@ -192,6 +192,14 @@ func OrderKey(t time.Time) []byte {
 	return TimeKey(t)
 }
 
+// AppendOrderKey appends OrderKey(t) to dst.
+func AppendOrderKey(dst []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
+	}
+	return binary.BigEndian.AppendUint64(dst, uint64(t.UnixNano())^(1<<63)) // TimeKey's bytes
+}
+
 // ApprovalStateKey orders approval requests by state, requested-at and
 // id: bbolt's index key, and PostgreSQL's sort of the same list.
 func ApprovalStateKey(a *Approval) []byte {

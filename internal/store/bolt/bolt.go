@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -445,7 +446,7 @@ func (t *boltTx) PutEntry(r *store.EntryRecord) error {
 	if eb == nil {
 		return store.ErrReadOnly
 	}
-	data, err := store.EncodeHotRecord(store.EncodeEntry(r))
+	data, err := store.EncodeEntryHot(r)
 	if err != nil {
 		return err
 	}
@@ -466,24 +467,20 @@ func (t *boltTx) PutEntry(r *store.EntryRecord) error {
 // 33: decoding, changing and encoding the outcome's entry record and its
 // facets was a third of the work inside it).
 type boltPrepared struct {
-	base   []byte // store.EncodeHotRecord(store.EncodeEntry(Prev))
-	data   []byte // store.EncodeHotRecord(store.EncodeEntry(Next))
+	base   []byte // store.EncodeEntryHot(Prev)
+	data   []byte // store.EncodeEntryHot(Next)
 	facets facets // entryFacets(Next)
 }
 
 // PrepareEntry encodes prev and next as bbolt stores them, and next's
-// facets. The encoding runs on the store's encoder goroutines
-// (store.EncodeHotRecordAside), not the caller's. nil when either does not
+// facets. The encoding runs on one of the store's encoder goroutines
+// (store.EncodeEntriesAside), not the caller's. nil when either does not
 // encode: PutEntry then reports why, in the transaction.
 func (s *Bolt) PrepareEntry(prev, next *store.EntryRecord) *store.PreparedEntry {
 	if prev == nil || next == nil || prev.Entry.Ref() != next.Entry.Ref() {
 		return nil
 	}
-	base, err := store.EncodeHotRecordAside(store.EncodeEntry(prev))
-	if err != nil {
-		return nil
-	}
-	data, err := store.EncodeHotRecordAside(store.EncodeEntry(next))
+	base, data, err := store.EncodeEntriesAside(prev, next)
 	if err != nil {
 		return nil
 	}
@@ -594,7 +591,7 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	if err != nil {
 		return audit.Sealed{}, err
 	}
-	data, err := encodeSealed(&sealed)
+	data, err := encodeSealedAhead(&sealed, r.Ahead())
 	if err != nil {
 		return audit.Sealed{}, err
 	}
@@ -609,6 +606,65 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	return sealed, nil
 }
 
+// PrepareAudit encodes r's body ahead (audit.Prepare) and compresses
+// its stored form after the seq, time and chain links, which only the
+// write lock knows (the prepared rest and the Sealed's closing brace), on
+// the store's encoder goroutines; Append stores it split
+// (store.SplitRecord) when the sealed body ends with that rest.
+func (s *Bolt) PrepareAudit(r *audit.Record) {
+	audit.Prepare(r)
+	rest := r.PreparedRest()
+	if rest == nil {
+		return
+	}
+	tail := make([]byte, len(rest)+1)
+	copy(tail, rest)
+	tail[len(rest)] = '}'
+	if t := store.CompressTailAside(tail); t != nil {
+		r.SetAhead(t)
+	}
+}
+
+// encodeSealedAhead is encodeSealed, with the tail compressed ahead
+// (PrepareAudit) where the sealed body ends with it: the stored JSON is
+// the same bytes, stored split.
+func encodeSealedAhead(s *audit.Sealed, ahead any) ([]byte, error) {
+	t, ok := ahead.(*store.Tail)
+	if !ok || !plainJSONString(s.Prev) || !plainJSONString(s.Hash) {
+		return encodeSealed(s)
+	}
+	rest := t.JSON()[:len(t.JSON())-1] // the body's end; the Sealed's '}' follows it
+	if !bytes.HasSuffix(s.Body, rest) {
+		return encodeSealed(s)
+	}
+	bp := hotHeads.Get().(*[]byte)
+	defer putHotHead(bp)
+	head := appendSealedHead((*bp)[:0], s)
+	head = append(head, s.Body[:len(s.Body)-len(rest)]...)
+	*bp = head
+	return store.SplitRecord(head, t), nil
+}
+
+// hotHeads holds the scratch a split audit record's head is built in.
+var hotHeads = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+func putHotHead(bp *[]byte) {
+	if cap(*bp) <= 1<<20 {
+		hotHeads.Put(bp)
+	}
+}
+
+// appendSealedHead appends what encodeSealed writes before s's body.
+func appendSealedHead(dst []byte, s *audit.Sealed) []byte {
+	dst = append(dst, `{"seq":`...)
+	dst = strconv.AppendUint(dst, s.Seq, 10)
+	dst = append(dst, `,"prev":"`...)
+	dst = append(dst, s.Prev...)
+	dst = append(dst, `","hash":"`...)
+	dst = append(dst, s.Hash...)
+	return append(dst, `","body":`...)
+}
+
 // encodeSealed is encodeHotRecord(s) for a record audit.Seal made: s2
 // against dictionary 1, like ledger and entry records (see compress.go).
 // json.Marshal of a Sealed re-compacts its Body (a json.RawMessage), a scan of the whole
@@ -620,18 +676,13 @@ func encodeSealed(s *audit.Sealed) ([]byte, error) {
 	if !plainJSONString(s.Prev) || !plainJSONString(s.Hash) || len(s.Body) == 0 {
 		return store.EncodeHotRecord(s)
 	}
-	buf := store.JSONBuffers.Get().(*bytes.Buffer)
-	defer store.PutJSONBuffer(buf)
-	buf.WriteString(`{"seq":`)
-	buf.Write(strconv.AppendUint(buf.AvailableBuffer(), s.Seq, 10))
-	buf.WriteString(`,"prev":"`)
-	buf.WriteString(s.Prev)
-	buf.WriteString(`","hash":"`)
-	buf.WriteString(s.Hash)
-	buf.WriteString(`","body":`)
-	buf.Write(s.Body)
-	buf.WriteByte('}')
-	return store.CompressHotRecord(buf.Bytes())
+	bp := hotHeads.Get().(*[]byte)
+	defer putHotHead(bp)
+	b := appendSealedHead((*bp)[:0], s)
+	b = append(b, s.Body...)
+	b = append(b, '}')
+	*bp = b
+	return store.CompressHotRecord(b)
 }
 
 // plainJSONString reports whether encoding/json writes s as it is between

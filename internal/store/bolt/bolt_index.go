@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -100,9 +101,14 @@ func entryFacets(r *store.EntryRecord) facets {
 }
 
 func hourKey(t time.Time, kind string) []byte {
-	var k [8]byte
-	binary.BigEndian.PutUint64(k[:], uint64(t.UTC().Truncate(time.Hour).Unix()))
-	return append(append([]byte{'h'}, k[:]...), kind...)
+	return appendHourKey(make([]byte, 0, 9+len(kind)), t, kind)
+}
+
+// appendHourKey appends hourKey(t, kind) to dst.
+func appendHourKey(dst []byte, t time.Time, kind string) []byte {
+	dst = append(dst, 'h')
+	dst = binary.BigEndian.AppendUint64(dst, uint64(t.UTC().Truncate(time.Hour).Unix()))
+	return append(dst, kind...)
 }
 
 // counts takes a write's counter deltas. A write transaction gathers them
@@ -216,14 +222,14 @@ func reindexFacets(tx *bolt.Tx, cnt *counts, hadOld bool, of facets, new *store.
 	}
 	for k := range of.idx {
 		if _, keep := nf.idx[k]; !keep {
-			if err := idx.Delete([]byte(k)); err != nil {
+			if err := idx.Delete(keyBytes(k)); err != nil {
 				return err
 			}
 		}
 	}
 	for k, v := range nf.idx {
 		if _, had := of.idx[k]; !had {
-			if err := idx.Put([]byte(k), v); err != nil {
+			if err := idx.Put(keyBytes(k), v); err != nil {
 				return err
 			}
 		}
@@ -274,6 +280,12 @@ func reindexFacets(tx *bolt.Tx, cnt *counts, hadOld bool, of facets, new *store.
 	}
 	return nil
 }
+
+// keyBytes is k's bytes without a copy, for bbolt's Put, which copies
+// the key it is given, and Delete, which keeps none: neither writes to
+// it. (Converting each index key was an allocation per key inside the
+// write lock.)
+func keyBytes(k string) []byte { return unsafe.Slice(unsafe.StringData(k), len(k)) }
 
 func pendingApprovalKey(a *store.Approval) []byte {
 	return append(append([]byte{store.DimPendingApproval}, store.TimeKey(a.RequestedAt)...), store.IKey(a.ID)...)
@@ -361,45 +373,59 @@ type sigMeta struct {
 
 // auditIndexKey is the index key naming the entry an audit record is
 // about (nil when it names none).
-func auditIndexKey(r *audit.Record) []byte {
+func auditIndexKey(r *audit.Record) []byte { return appendAuditIndexKey(nil, r) }
+
+// appendAuditIndexKey appends auditIndexKey(r) to dst (nothing when it
+// names no entry).
+func appendAuditIndexKey(dst []byte, r *audit.Record) []byte {
 	switch {
 	case r.EntryRef != "":
-		return store.AppendLP([]byte{store.DimAuditRef}, string(store.IKey(r.EntryRef)))
+		return store.AppendLP(append(dst, store.DimAuditRef), string(store.IKey(r.EntryRef)))
 	case r.Key != "":
-		return store.AppendLP([]byte{store.DimAuditKey}, string(store.IKey(r.Key)))
+		return store.AppendLP(append(dst, store.DimAuditKey), string(store.IKey(r.Key)))
 	}
-	return nil
+	return dst
 }
 
-// countAudit counts the record and indexes it under its entry.
+// countAudit counts the record and indexes it under its entry. Its keys
+// are built in one scratch buffer: bbolt's Put copies the key it is given
+// (and Delete keeps none), so one buffer serves every key in turn (issue
+// 33: the keys were a dozen allocations per record, inside the lock).
 func countAudit(tx *bolt.Tx, cnt *counts, r *audit.Record) error {
 	idx := tx.Bucket(bucketIdx)
 	if cnt == nil || idx == nil {
 		return store.ErrReadOnly
 	}
-	if k := auditIndexKey(r); k != nil {
-		if err := idx.Put(append(k, seqKey(r.Seq)...), nil); err != nil {
+	var scratch [192]byte
+	seq := seqKey(r.Seq)
+	if k := appendAuditIndexKey(scratch[:0], r); len(k) > 0 {
+		if err := idx.Put(append(k, seq...), nil); err != nil {
 			return err
 		}
 	}
-	for _, k := range auditViewKeys(r) {
-		if err := idx.Put(k, nil); err != nil {
-			return err
-		}
+	if err := putAuditViewKeys(idx, scratch[:0], r, seq); err != nil {
+		return err
 	}
 	dec, den, out := store.AuditCounts(r)
-	var keys [][]byte
+	add := func(kind string) error {
+		// The total ("D", "X", "O"+outcome) and its hour.
+		if err := cnt.add(append(scratch[:0], kind...), 1); err != nil {
+			return err
+		}
+		return cnt.add(appendHourKey(scratch[:0], r.Time, kind), 1)
+	}
 	if dec {
-		keys = append(keys, []byte("D"), hourKey(r.Time, "D"))
+		if err := add("D"); err != nil {
+			return err
+		}
 	}
 	if den {
-		keys = append(keys, []byte("X"), hourKey(r.Time, "X"))
+		if err := add("X"); err != nil {
+			return err
+		}
 	}
 	if out != "" {
-		keys = append(keys, []byte("O"+out), hourKey(r.Time, "O"+out))
-	}
-	for _, k := range keys {
-		if err := cnt.add(k, 1); err != nil {
+		if err := add("O" + out); err != nil {
 			return err
 		}
 	}

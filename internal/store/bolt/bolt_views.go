@@ -53,11 +53,39 @@ func viewFacets(r *store.EntryRecord, ik, val []byte, idx map[string][]byte) {
 // auditViewKeys are the view keys of one audit record.
 func auditViewKeys(r *audit.Record) [][]byte {
 	seq := seqKey(r.Seq)
-	return [][]byte{
-		append(store.DimPrefix(dimAuditActor, r.Actor), seq...),
-		append(store.DimPrefix(dimAuditKind, r.Kind), seq...),
-		append(append([]byte{dimAuditTime}, store.OrderKey(r.Time)...), seq...),
+	keys := make([][]byte, auditViews)
+	for i := range keys {
+		keys[i] = appendAuditViewKey(nil, r, i, seq)
 	}
+	return keys
+}
+
+// auditViews is how many view keys an audit record has.
+const auditViews = 3
+
+// appendAuditViewKey appends r's view key i (of auditViews; seq is
+// seqKey(r.Seq)) to dst.
+func appendAuditViewKey(dst []byte, r *audit.Record, i int, seq []byte) []byte {
+	switch i {
+	case 0:
+		dst = store.AppendLP(append(dst, dimAuditActor), store.ValKey(r.Actor))
+	case 1:
+		dst = store.AppendLP(append(dst, dimAuditKind), store.ValKey(r.Kind))
+	default:
+		dst = store.AppendOrderKey(append(dst, dimAuditTime), r.Time)
+	}
+	return append(dst, seq...)
+}
+
+// putAuditViewKeys puts auditViewKeys(r), each built in scratch in turn
+// (bbolt's Put copies its key).
+func putAuditViewKeys(idx *bolt.Bucket, scratch []byte, r *audit.Record, seq []byte) error {
+	for i := range auditViews {
+		if err := idx.Put(appendAuditViewKey(scratch[:0], r, i, seq), nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // reindexApprovalState moves the request's state key.

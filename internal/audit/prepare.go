@@ -26,9 +26,6 @@ type Prepared struct {
 	// kept is where `,"snapshot_kept":true` goes in rest when the store
 	// sets SnapshotKept on a record prepared without it (-1: nowhere).
 	kept int
-	// ahead is what a store worked out of rest before its write lock
-	// (SetAhead).
-	ahead any
 }
 
 // bodyHead is how json.Marshal starts a Record's body: seq, then time.
@@ -68,35 +65,6 @@ func Prepare(r *Record) {
 		}
 	}
 	r.prep = p
-}
-
-// PreparedRest is the body Prepare encoded, after its seq and time
-// (`,"actor":...}`); nil when r carries none. Not to be changed.
-func (r *Record) PreparedRest() []byte {
-	if r.prep == nil {
-		return nil
-	}
-	return r.prep.rest
-}
-
-// SetAhead keeps v, what a store worked out of PreparedRest before its
-// write lock (bbolt: the rest compressed), with the prepared body: copies
-// of r made after share it. Call it before r is copied or appended;
-// without a prepared body it keeps nothing.
-func (r *Record) SetAhead(v any) {
-	if r.prep != nil {
-		r.prep.ahead = v
-	}
-}
-
-// Ahead is what SetAhead kept (nil when nothing, or when r was prepared
-// again since). The store checks that the sealed body ends with
-// PreparedRest before it uses it.
-func (r *Record) Ahead() any {
-	if r.prep == nil {
-		return nil
-	}
-	return r.prep.ahead
 }
 
 // keptAt is where SnapshotKept's field goes in body, r's encoding

@@ -530,7 +530,7 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 		Source: e.Source, Key: e.IdempotencyKey, Action: triage.AutoReplay, PolicySnapshot: d.PolicySnapshot,
 		LedgerBefore: string(idempotency.Decided), LedgerAfter: string(idempotency.Dispatching),
 		Reason: dispatchReason(d.Ledger.Replays+1, d.MaxReplays, route.Name, d.Ledger.Replays+1)}
-	r.Store.PrepareAudit(&dispatchRec)
+	audit.Prepare(&dispatchRec)
 	var written *store.EntryRecord // the entry as the intent stores it (PutEntry is the transaction's last write)
 	err := spend(h, r.commitIntent(ctx, h, guarded(h, e, r.recordTxLearning(e, res, func(tx store.Tx, er *store.EntryRecord) error {
 		written = er
@@ -644,7 +644,7 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 	outcomeRec := audit.Record{Actor: r.Actor, Kind: audit.KindOutcome, EntryRef: e.Ref(), EntryID: e.ID,
 		Source: e.Source, Key: e.IdempotencyKey, Outcome: out.Outcome.String(), Reason: out.Detail,
 		LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(to), Detail: detail}
-	r.Store.PrepareAudit(&outcomeRec)
+	audit.Prepare(&outcomeRec)
 	// So is the entry as the outcome leaves it, from the entry as the
 	// intent stored it: inside, the transaction compares the stored bytes
 	// with the intent's and, where another write came between, decodes
@@ -886,7 +886,7 @@ func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra fu
 		// always new and recorded, so its record is encoded here, outside
 		// the write lock (audit.Prepare; re-encoded only if it changes).
 		ahead = r.decisionRecord(e, res)
-		r.Store.PrepareAudit(ahead)
+		audit.Prepare(ahead)
 	}
 	return func(tx store.Tx) error {
 		res.Recorded = false

@@ -40,11 +40,6 @@ type Backend interface {
 	// transaction's Tx.PutPrepared (issue 33: what is done inside bbolt's
 	// write lock is serial). nil where the store works nothing out ahead.
 	PrepareEntry(prev, next *EntryRecord) *PreparedEntry
-	// PrepareAudit encodes r ahead of its Tx.Append (audit.Prepare),
-	// with whatever else the store works out before its write lock
-	// (bbolt: the record's stored bytes after its seq, time and chain
-	// links, compressed).
-	PrepareAudit(r *audit.Record)
 
 	// Entries calls fn for every entry in ref order, payload included: a
 	// scan, for exports and reports that read the whole store.

@@ -34,10 +34,7 @@ import (
 // 9.2 µs a record against 1.4 µs for s2; the records come out ~25%
 // larger, 0.42 of their JSON against 0.33, the same as zstd without
 // entropy coding). Approvals and snapshots, written once, keep zstd. All
-// three formats read side by side: see RecordJSON. An audit record
-// prepared ahead may be stored split (SplitRecord, issue 33): an s2
-// record whose head is kept as it is and whose tail was compressed
-// before the write lock; versions before it refuse such a record.
+// three formats read side by side: see RecordJSON.
 //
 // Payloads are kept in their own bucket with a one-byte codec tag (a
 // payload may be any bytes, so no magic can tell): s2 (zstd for the
@@ -71,13 +68,7 @@ var s2Magic = []byte{0xff, 's', '2'}
 
 const (
 	s2DictV1ID = 1
-	// s2SplitV1ID marks a split record: after the checksum (of the whole
-	// JSON), a uvarint length, that many bytes of the JSON's head as they
-	// are, then its tail as one s2 block against dictionary 1
-	// (SplitRecord). Versions before it refuse the record as naming an
-	// unknown dictionary.
-	s2SplitV1ID = 0x81
-	s2Header    = 8
+	s2Header   = 8
 	// maxS2Record: s2 encodes one block of at most 4 MB; records larger
 	// than this (never a ledger or entry record in practice) take zstd.
 	maxS2Record = 64 << 10
@@ -250,9 +241,8 @@ func encodeEntriesSafely(prev, next *EntryRecord) (base, data []byte, err error)
 }
 
 // asideJob is work for the encoder goroutines (two entry records to
-// encode, or a tail to compress); done is told once it is done.
+// encode); done is told once it is done.
 type asideJob struct {
-	tail       []byte
 	prev, next *EntryRecord // EncodeEntriesAside
 	data       []byte
 	data2      []byte // next's, for EncodeEntriesAside
@@ -265,128 +255,19 @@ var asideJobs = sync.Pool{New: func() any { return &asideJob{done: make(chan str
 
 // asideEncoders starts the encoder goroutines, one per CPU, on first use
 // and returns the channel that feeds them. Like the codecs above it is
-// built once and never changes; the goroutines only run EncodeEntryHot
-// and compressTail.
+// built once and never changes; the goroutines only run EncodeEntryHot.
 var asideEncoders = sync.OnceValue(func() chan<- *asideJob {
 	jobs := make(chan *asideJob)
 	for range runtime.GOMAXPROCS(0) {
 		go func() {
 			for j := range jobs {
-				if j.tail != nil {
-					j.data, j.err = compressTail(j.tail)
-				} else {
-					j.data, j.data2, j.err = encodeEntriesSafely(j.prev, j.next)
-				}
+				j.data, j.data2, j.err = encodeEntriesSafely(j.prev, j.next)
 				j.done <- struct{}{}
 			}
 		}()
 	}
 	return jobs
 })
-
-// Tail is the end of a record's JSON compressed before the record's
-// head is known (CompressTailAside), for SplitRecord.
-type Tail struct {
-	json  []byte // the tail as JSON
-	block []byte // its s2 block against dictionary 1
-}
-
-// JSON is the tail's JSON (not to be changed).
-func (t *Tail) JSON() []byte { return t.json }
-
-// CompressTailAside compresses tail, the end of a record whose head is
-// only known inside the write lock (an audit record's seq, time and
-// chain links come first), on the store's encoder goroutines (see
-// EncodeEntriesAside). nil when it would not be stored split: too
-// large for one s2 record, or not smaller compressed.
-func CompressTailAside(tail []byte) *Tail {
-	if len(tail) < minCompress || len(tail) > maxS2Record/2 {
-		return nil
-	}
-	j := asideJobs.Get().(*asideJob)
-	j.tail = tail
-	asideEncoders() <- j
-	<-j.done
-	block, err := j.data, j.err
-	j.tail, j.data, j.err = nil, nil, nil
-	asideJobs.Put(j)
-	if err != nil || len(block) >= len(tail) {
-		return nil
-	}
-	return &Tail{json: tail, block: block}
-}
-
-// compressTail is tail as one s2 block against dictionary 1, in a new
-// slice.
-func compressTail(tail []byte) ([]byte, error) {
-	d := recordDictS2()
-	if d == nil {
-		return nil, errors.New("s2: dictionary 1 refused")
-	}
-	bp := s2Buffers.Get().(*[]byte)
-	defer func() {
-		if cap(*bp) <= maxPooledBuffer {
-			s2Buffers.Put(bp)
-		}
-	}()
-	if need := s2.MaxEncodedLen(len(tail)); cap(*bp) < need {
-		*bp = make([]byte, need)
-	}
-	return bytes.Clone(d.Encode((*bp)[:cap(*bp)], tail)), nil
-}
-
-// SplitRecord is the record whose JSON is head then t's JSON as stored:
-// head as it is, t's block as compressed ahead, and the checksum of the
-// whole JSON; the JSON itself (head and tail joined) when that is not
-// larger. RecordJSON reads it like any other record. Issue 33: an audit
-// record's s2 encoding was a tenth of the work inside bbolt's write lock;
-// what is known only there (seq, time, the chain's hashes) comes first,
-// so the rest is compressed before it.
-func SplitRecord(head []byte, t *Tail) []byte {
-	n := s2Header + binary.MaxVarintLen64 + len(head) + len(t.block)
-	if n >= len(head)+len(t.json) || len(head)+len(t.json) > maxS2Record {
-		return append(bytes.Clone(head), t.json...)
-	}
-	out := make([]byte, s2Header, n)
-	copy(out, s2Magic)
-	out[len(s2Magic)] = s2SplitV1ID
-	binary.LittleEndian.PutUint32(out[len(s2Magic)+1:], crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, t.json))
-	out = binary.AppendUvarint(out, uint64(len(head)))
-	out = append(out, head...)
-	return append(out, t.block...)
-}
-
-// decodeSplitRecord is the JSON of a split record (SplitRecord).
-func decodeSplitRecord(raw []byte) ([]byte, error) {
-	rest := raw[s2Header:]
-	n, w := binary.Uvarint(rest)
-	if w <= 0 || n > uint64(len(rest)-w) {
-		return nil, fmt.Errorf("%w: split record's head overruns it", ErrRecordCodec)
-	}
-	head, block := rest[w:w+int(n)], rest[w+int(n):]
-	m, err := s2.DecodedLen(block)
-	if err != nil {
-		return nil, fmt.Errorf("%w: s2: %w", ErrRecordCodec, err)
-	}
-	if len(head)+m > maxS2Record {
-		return nil, fmt.Errorf("%w: split record claims %d bytes, more than the %d an s2 record holds", ErrRecordCodec, len(head)+m, maxS2Record)
-	}
-	d := recordDictS2()
-	if d == nil {
-		return nil, errors.New("s2: dictionary 1 refused")
-	}
-	data := make([]byte, len(head)+m)
-	copy(data, head)
-	if tail, err := d.Decode(data[len(head):len(head)], block); err != nil {
-		return nil, fmt.Errorf("%w: s2: %w", ErrRecordCodec, err)
-	} else if len(tail) != m || (m > 0 && &tail[0] != &data[len(head)]) {
-		copy(data[len(head):], tail)
-	}
-	if crc32.Checksum(data, castagnoli) != binary.LittleEndian.Uint32(raw[len(s2Magic)+1:]) {
-		return nil, fmt.Errorf("%w: s2 record fails its checksum", ErrRecordCodec)
-	}
-	return data, nil
-}
 
 // CompressHotRecord is CompressRecord with s2 (see EncodeHotRecord).
 func CompressHotRecord(data []byte) ([]byte, error) {
@@ -430,9 +311,6 @@ var ErrRecordCodec = errors.New("record codec")
 func decodeS2Record(raw []byte) ([]byte, error) {
 	if len(raw) < s2Header {
 		return nil, fmt.Errorf("%w: s2 record of %d bytes", ErrRecordCodec, len(raw))
-	}
-	if raw[len(s2Magic)] == s2SplitV1ID {
-		return decodeSplitRecord(raw)
 	}
 	if id := raw[len(s2Magic)]; id != s2DictV1ID {
 		return nil, fmt.Errorf("%w: s2 record names dictionary %d, unknown to this version", ErrRecordCodec, id)

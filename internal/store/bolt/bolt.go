@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -591,7 +590,7 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	if err != nil {
 		return audit.Sealed{}, err
 	}
-	data, err := encodeSealedAhead(&sealed, r.Ahead())
+	data, err := encodeSealed(&sealed)
 	if err != nil {
 		return audit.Sealed{}, err
 	}
@@ -606,65 +605,6 @@ func (t *boltTx) Append(r *audit.Record) (audit.Sealed, error) {
 	return sealed, nil
 }
 
-// PrepareAudit encodes r's body ahead (audit.Prepare) and compresses
-// its stored form after the seq, time and chain links, which only the
-// write lock knows (the prepared rest and the Sealed's closing brace), on
-// the store's encoder goroutines; Append stores it split
-// (store.SplitRecord) when the sealed body ends with that rest.
-func (s *Bolt) PrepareAudit(r *audit.Record) {
-	audit.Prepare(r)
-	rest := r.PreparedRest()
-	if rest == nil {
-		return
-	}
-	tail := make([]byte, len(rest)+1)
-	copy(tail, rest)
-	tail[len(rest)] = '}'
-	if t := store.CompressTailAside(tail); t != nil {
-		r.SetAhead(t)
-	}
-}
-
-// encodeSealedAhead is encodeSealed, with the tail compressed ahead
-// (PrepareAudit) where the sealed body ends with it: the stored JSON is
-// the same bytes, stored split.
-func encodeSealedAhead(s *audit.Sealed, ahead any) ([]byte, error) {
-	t, ok := ahead.(*store.Tail)
-	if !ok || !plainJSONString(s.Prev) || !plainJSONString(s.Hash) {
-		return encodeSealed(s)
-	}
-	rest := t.JSON()[:len(t.JSON())-1] // the body's end; the Sealed's '}' follows it
-	if !bytes.HasSuffix(s.Body, rest) {
-		return encodeSealed(s)
-	}
-	bp := hotHeads.Get().(*[]byte)
-	defer putHotHead(bp)
-	head := appendSealedHead((*bp)[:0], s)
-	head = append(head, s.Body[:len(s.Body)-len(rest)]...)
-	*bp = head
-	return store.SplitRecord(head, t), nil
-}
-
-// hotHeads holds the scratch a split audit record's head is built in.
-var hotHeads = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-
-func putHotHead(bp *[]byte) {
-	if cap(*bp) <= 1<<20 {
-		hotHeads.Put(bp)
-	}
-}
-
-// appendSealedHead appends what encodeSealed writes before s's body.
-func appendSealedHead(dst []byte, s *audit.Sealed) []byte {
-	dst = append(dst, `{"seq":`...)
-	dst = strconv.AppendUint(dst, s.Seq, 10)
-	dst = append(dst, `,"prev":"`...)
-	dst = append(dst, s.Prev...)
-	dst = append(dst, `","hash":"`...)
-	dst = append(dst, s.Hash...)
-	return append(dst, `","body":`...)
-}
-
 // encodeSealed is encodeHotRecord(s) for a record audit.Seal made: s2
 // against dictionary 1, like ledger and entry records (see compress.go).
 // json.Marshal of a Sealed re-compacts its Body (a json.RawMessage), a scan of the whole
@@ -676,13 +616,18 @@ func encodeSealed(s *audit.Sealed) ([]byte, error) {
 	if !plainJSONString(s.Prev) || !plainJSONString(s.Hash) || len(s.Body) == 0 {
 		return store.EncodeHotRecord(s)
 	}
-	bp := hotHeads.Get().(*[]byte)
-	defer putHotHead(bp)
-	b := appendSealedHead((*bp)[:0], s)
-	b = append(b, s.Body...)
-	b = append(b, '}')
-	*bp = b
-	return store.CompressHotRecord(b)
+	buf := store.JSONBuffers.Get().(*bytes.Buffer)
+	defer store.PutJSONBuffer(buf)
+	buf.WriteString(`{"seq":`)
+	buf.Write(strconv.AppendUint(buf.AvailableBuffer(), s.Seq, 10))
+	buf.WriteString(`,"prev":"`)
+	buf.WriteString(s.Prev)
+	buf.WriteString(`","hash":"`)
+	buf.WriteString(s.Hash)
+	buf.WriteString(`","body":`)
+	buf.Write(s.Body)
+	buf.WriteByte('}')
+	return store.CompressHotRecord(buf.Bytes())
 }
 
 // plainJSONString reports whether encoding/json writes s as it is between

@@ -704,10 +704,6 @@ func (t *pgTx) PutEntry(r *store.EntryRecord) error {
 // whose lock the work would be taken out of.
 func (p *Postgres) PrepareEntry(prev, next *store.EntryRecord) *store.PreparedEntry { return nil }
 
-// PrepareAudit encodes r's body ahead (audit.Prepare); PostgreSQL has no
-// single writer lock to keep the compression out of.
-func (p *Postgres) PrepareAudit(r *audit.Record) { audit.Prepare(r) }
-
 // PutPrepared: nothing is prepared (Postgres.PrepareEntry); the caller
 // puts the entry with PutEntry.
 func (t *pgTx) PutPrepared(*store.PreparedEntry) (bool, error) { return false, nil }

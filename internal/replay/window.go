@@ -766,7 +766,7 @@ func (r *Reconciler) startWindow(ctx context.Context, batch []*queued, keys map[
 // error that stops the run.
 func (w *running) wait() ([]done, error) {
 	<-w.finished
-	var out []done
+	out := make([]done, 0, len(w.results))
 	var first error
 	for i := range w.results {
 		if w.handled[i] {

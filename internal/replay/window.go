@@ -494,8 +494,16 @@ func (r *Reconciler) passWindows(ctx context.Context, feed func(context.Context,
 		win := queue[:n:n]
 		queue = queue[n:]
 		r.prepare(ctx, unprepared(win)) // those not read before (the first window, after a split)
-		// Read ahead what the next window may hold (twice this one, when
-		// this one goes well), and prepare it while this one runs.
+		// A full-size window (its target answered every dispatch of the
+		// smaller ones) lets the next one start once its intents are
+		// written: the next window's writes then overlap this one's
+		// dispatches. Any other window is waited for.
+		steady := size == most
+		cur := r.startWindow(ctx, win, seen, sends)
+		// While it runs, read from the feed what the next window may hold
+		// (twice this one, when this one goes well) and prepare it: the
+		// sources' decoding overlaps the window's work instead of
+		// delaying its start (fill appends past win's end).
 		fill(min(2*size, most))
 		ahead := unprepared(queue)
 		prepared := make(chan struct{})
@@ -503,12 +511,6 @@ func (r *Reconciler) passWindows(ctx context.Context, feed func(context.Context,
 			defer close(prepared)
 			r.prepare(ctx, ahead)
 		}()
-		// A full-size window (its target answered every dispatch of the
-		// smaller ones) lets the next one start once its intents are
-		// written: the next window's writes then overlap this one's
-		// dispatches. Any other window is waited for.
-		steady := size == most
-		cur := r.startWindow(ctx, win, seen, sends)
 		if steady {
 			select {
 			case <-cur.win.intents.flushed:

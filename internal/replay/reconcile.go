@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -527,10 +528,11 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 	// the attempt the decision's ledger view makes next; the transaction
 	// sets its reason from the ledger and re-encodes only when that
 	// differs (audit.Prepare).
+	predicted := d.Ledger.Replays + 1 // the attempt (and budget spent) the ledger should give
 	dispatchRec := audit.Record{Actor: r.Actor, Kind: audit.KindDispatch, EntryRef: ref, EntryID: e.ID,
 		Source: e.Source, Key: e.IdempotencyKey, Action: triage.AutoReplay, PolicySnapshot: d.PolicySnapshot,
 		LedgerBefore: string(idempotency.Decided), LedgerAfter: string(idempotency.Dispatching),
-		Reason: dispatchReason(d.Ledger.Replays+1, d.MaxReplays, route.Name, d.Ledger.Replays+1)}
+		Reason: dispatchReason(predicted, d.MaxReplays, route.Name, predicted)}
 	audit.Prepare(&dispatchRec)
 	var written *store.EntryRecord // the entry as the intent stores it (PutEntry is the transaction's last write)
 	err := spend(h, r.commitIntent(ctx, h, guarded(h, e, r.recordTxLearning(e, res, func(tx store.Tx, er *store.EntryRecord) error {
@@ -582,7 +584,12 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 		er.NextAttemptAt = time.Time{} // this is the attempt that was due
 		attempt, budget = next.Replays, next.Budget()
 		rec := dispatchRec // a copy: the transaction may run again
-		rec.LedgerBefore, rec.Reason = string(from), dispatchReason(next.Budget(), d.MaxReplays, route.Name, next.Replays)
+		rec.LedgerBefore = string(from)
+		if next.Budget() != predicted || next.Replays != predicted {
+			// Not the attempt the decision's view made next: the reason
+			// names the ledger's (and the record is encoded again).
+			rec.Reason = dispatchReason(next.Budget(), d.MaxReplays, route.Name, next.Replays)
+		}
 		_, err = tx.Append(&rec)
 		return err
 	}, false))))
@@ -714,7 +721,8 @@ func (r *Reconciler) decisionRecord(e *entry.Entry, res *EntryResult) *audit.Rec
 
 // dispatchReason is a dispatch record's reason.
 func dispatchReason(budget, maxReplays int, target string, attempt int) string {
-	return fmt.Sprintf("replay %d of %d to %s (attempt %d)", budget, maxReplays, target, attempt)
+	return "replay " + strconv.Itoa(budget) + " of " + strconv.Itoa(maxReplays) + " to " + target +
+		" (attempt " + strconv.Itoa(attempt) + ")"
 }
 
 // setOutcomeStatus is setStatus plus the entry's next attempt time (zero

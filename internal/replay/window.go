@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -417,12 +416,39 @@ func (g *commitGroup) soloCall(ctx context.Context, c *groupCall) (err error) {
 func (r *Reconciler) passWindows(ctx context.Context, feed func(context.Context, func(work) bool) error, account func(done)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var feedErr error
-	next, stop := iter.Pull(func(yield func(work) bool) {
-		feedErr = feed(ctx, yield)
-	})
-	defer stop()
 	size, most := 1, r.WindowSize()
+	// The feed runs ahead on a goroutine of its own, up to two full
+	// windows: the sources' decoding takes CPU time the windows leave
+	// (their fsyncs, their waits for answers and for their members)
+	// instead of the loop's. What is read ahead and not handled when the
+	// run stops is left for the next run, as the queue's entries are.
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	feedAhead := make(chan work, 2*most)
+	feedDone := make(chan struct{})
+	var feedErr error // set before feedDone is closed
+	go func() {
+		defer close(feedDone)
+		defer close(feedAhead)
+		feedErr = feed(feedCtx, func(w work) bool {
+			select {
+			case feedAhead <- w:
+				return true
+			case <-feedCtx.Done():
+				return false
+			}
+		})
+	}()
+	next := func() (work, bool) {
+		w, ok := <-feedAhead
+		return w, ok
+	}
+	stop := func() {
+		stopFeed()
+		for range feedAhead {
+		}
+		<-feedDone
+	}
+	defer stop()
 	// One bound on what every window in flight sends: --max-parallel.
 	sends := make(chan struct{}, max(r.MaxParallel, 1))
 	var (

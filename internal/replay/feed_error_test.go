@@ -66,3 +66,41 @@ func TestSourceFailingMidRunOnWindows(t *testing.T) {
 		t.Fatalf("%d keys delivered in all, want 40", got)
 	}
 }
+
+// panicAfter is a source whose reader panics after its first n entries.
+type panicAfter struct {
+	source.Source
+	n int
+}
+
+func (s panicAfter) Entries(ctx context.Context) iter.Seq2[entry.Entry, error] {
+	return func(yield func(entry.Entry, error) bool) {
+		i := 0
+		for e, err := range s.Source.Entries(ctx) {
+			if i == s.n {
+				panic("reader bug")
+			}
+			if !yield(e, err) {
+				return
+			}
+			i++
+		}
+	}
+}
+
+// TestSourcePanicReachesRunsCaller: a source's panic, now raised on the
+// feed's own goroutine, reaches Run's caller as it did when the feed ran
+// on the loop (iter.Pull), instead of killing the process from a
+// goroutine no one can recover.
+func TestSourcePanicReachesRunsCaller(t *testing.T) {
+	b := newBundle(t, baseRules)
+	src := b.jsonl("dlq.jsonl", transient("p1", "pk1"), transient("p2", "pk2"), transient("p3", "pk3"))
+	got := func() (p any) {
+		defer func() { p = recover() }()
+		_, _ = b.reconciler(1).Run(context.Background(), []source.Source{panicAfter{Source: src, n: 2}})
+		return nil
+	}()
+	if got != "reader bug" {
+		t.Fatalf("Run's caller recovered %v, want the source's panic", got)
+	}
+}

@@ -425,10 +425,14 @@ func (r *Reconciler) passWindows(ctx context.Context, feed func(context.Context,
 	feedCtx, stopFeed := context.WithCancel(ctx)
 	feedAhead := make(chan work, 2*most)
 	feedDone := make(chan struct{})
-	var feedErr error // set before feedDone is closed
+	var (
+		feedErr   error // set before feedAhead is closed
+		feedPanic any   // a source's panic, raised again on the loop (as iter.Pull did)
+	)
 	go func() {
 		defer close(feedDone)
 		defer close(feedAhead)
+		defer func() { feedPanic = recover() }()
 		feedErr = feed(feedCtx, func(w work) bool {
 			select {
 			case feedAhead <- w:
@@ -440,6 +444,9 @@ func (r *Reconciler) passWindows(ctx context.Context, feed func(context.Context,
 	}()
 	next := func() (work, bool) {
 		w, ok := <-feedAhead
+		if !ok && feedPanic != nil {
+			panic(feedPanic)
+		}
 		return w, ok
 	}
 	stop := func() {

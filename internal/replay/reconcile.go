@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -476,6 +477,7 @@ func commitFromProbe(e *entry.Entry, d *triage.Decision, actor string) func(stor
 // run moves on (schedule.go) instead of sleeping.
 func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, src source.Source, res *EntryResult, stored *store.EntryRecord) error {
 	d := &res.Decision
+	ref := e.Ref() // made once: it is named by each record below
 	route, ok := r.Router.Route(e)
 	if !ok {
 		res.Final, res.Outcome = triage.ManualReview, "no_target"
@@ -526,10 +528,11 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 	// the attempt the decision's ledger view makes next; the transaction
 	// sets its reason from the ledger and re-encodes only when that
 	// differs (audit.Prepare).
-	dispatchRec := audit.Record{Actor: r.Actor, Kind: audit.KindDispatch, EntryRef: e.Ref(), EntryID: e.ID,
+	predicted := d.Ledger.Replays + 1 // the attempt (and budget spent) the ledger should give
+	dispatchRec := audit.Record{Actor: r.Actor, Kind: audit.KindDispatch, EntryRef: ref, EntryID: e.ID,
 		Source: e.Source, Key: e.IdempotencyKey, Action: triage.AutoReplay, PolicySnapshot: d.PolicySnapshot,
 		LedgerBefore: string(idempotency.Decided), LedgerAfter: string(idempotency.Dispatching),
-		Reason: dispatchReason(d.Ledger.Replays+1, d.MaxReplays, route.Name, d.Ledger.Replays+1)}
+		Reason: dispatchReason(predicted, d.MaxReplays, route.Name, predicted)}
 	audit.Prepare(&dispatchRec)
 	var written *store.EntryRecord // the entry as the intent stores it (PutEntry is the transaction's last write)
 	err := spend(h, r.commitIntent(ctx, h, guarded(h, e, r.recordTxLearning(e, res, func(tx store.Tx, er *store.EntryRecord) error {
@@ -537,11 +540,11 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 		if er.Hold != "" {
 			// A person resolved or quarantined the entry after it was read
 			// (a window reads ahead): their hold stands, nothing is sent.
-			return fmt.Errorf("%w: %s was put on hold (%s) while it was being decided", idempotency.ErrConflict, e.Ref(), er.Hold)
+			return fmt.Errorf("%w: %s was put on hold (%s) while it was being decided", idempotency.ErrConflict, ref, er.Hold)
 		}
 		cur, err := tx.Ledger(e.IdempotencyKey)
 		if err == nil {
-			err = chainAgrees(tx, e.Ref(), cur)
+			err = chainAgrees(tx, ref, cur)
 		}
 		if err != nil {
 			return err
@@ -550,7 +553,7 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 		switch {
 		case cur == nil:
 			if _, err := tx.Transition(idempotency.Transition{Key: e.IdempotencyKey, To: idempotency.Decided,
-				EntryRef: e.Ref(), PayloadHash: d.PayloadHash}); err != nil {
+				EntryRef: ref, PayloadHash: d.PayloadHash}); err != nil {
 				return err
 			}
 		case cur.State == idempotency.OutcomeUnknown && d.Ledger.Approved:
@@ -562,7 +565,7 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 			}
 		}
 		if d.Ledger.Approved {
-			id, err := currentApprovalID(tx, er, e.Ref(), d.EvidenceHash)
+			id, err := currentApprovalID(tx, er, ref, d.EvidenceHash)
 			if err != nil {
 				return err
 			}
@@ -581,7 +584,12 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 		er.NextAttemptAt = time.Time{} // this is the attempt that was due
 		attempt, budget = next.Replays, next.Budget()
 		rec := dispatchRec // a copy: the transaction may run again
-		rec.LedgerBefore, rec.Reason = string(from), dispatchReason(next.Budget(), d.MaxReplays, route.Name, next.Replays)
+		rec.LedgerBefore = string(from)
+		if next.Budget() != predicted || next.Replays != predicted {
+			// Not the attempt the decision's view made next: the reason
+			// names the ledger's (and the record is encoded again).
+			rec.Reason = dispatchReason(next.Budget(), d.MaxReplays, route.Name, next.Replays)
+		}
 		_, err = tx.Append(&rec)
 		return err
 	}, false))))
@@ -632,16 +640,9 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 	// write-back owed, and the next run finishes it.
 	_, hasWB := settlerOf(src)
 	owesBack := out.Outcome == Succeeded && !out.SourceUpdated && hasWB
-	dm := map[string]any{"target": route.Name, "attempt": attempt, "status": out.Status}
-	if out.NewJobID != "" {
-		dm["new_job_id"] = out.NewJobID
-	}
-	if !due.IsZero() {
-		dm["next_attempt_at"] = due
-	}
-	detail, _ := json.Marshal(dm)
+	detail := outcomeDetail(route.Name, attempt, out.Status, out.NewJobID, due)
 	// Encoded here, outside the write lock: the transaction only links it.
-	outcomeRec := audit.Record{Actor: r.Actor, Kind: audit.KindOutcome, EntryRef: e.Ref(), EntryID: e.ID,
+	outcomeRec := audit.Record{Actor: r.Actor, Kind: audit.KindOutcome, EntryRef: ref, EntryID: e.ID,
 		Source: e.Source, Key: e.IdempotencyKey, Outcome: out.Outcome.String(), Reason: out.Detail,
 		LedgerBefore: string(idempotency.Dispatching), LedgerAfter: string(to), Detail: detail}
 	audit.Prepare(&outcomeRec)
@@ -674,7 +675,7 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 				return nil
 			}
 		}
-		owed, err = setOutcomeStatus(tx, e.Ref(), status, reason, due, owesBack)
+		owed, err = setOutcomeStatus(tx, ref, status, reason, due, owesBack)
 		return err
 	}); err != nil {
 		endDispatch()
@@ -720,7 +721,8 @@ func (r *Reconciler) decisionRecord(e *entry.Entry, res *EntryResult) *audit.Rec
 
 // dispatchReason is a dispatch record's reason.
 func dispatchReason(budget, maxReplays int, target string, attempt int) string {
-	return fmt.Sprintf("replay %d of %d to %s (attempt %d)", budget, maxReplays, target, attempt)
+	return "replay " + strconv.Itoa(budget) + " of " + strconv.Itoa(maxReplays) + " to " + target +
+		" (attempt " + strconv.Itoa(attempt) + ")"
 }
 
 // setOutcomeStatus is setStatus plus the entry's next attempt time (zero

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -417,12 +416,46 @@ func (g *commitGroup) soloCall(ctx context.Context, c *groupCall) (err error) {
 func (r *Reconciler) passWindows(ctx context.Context, feed func(context.Context, func(work) bool) error, account func(done)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var feedErr error
-	next, stop := iter.Pull(func(yield func(work) bool) {
-		feedErr = feed(ctx, yield)
-	})
-	defer stop()
 	size, most := 1, r.WindowSize()
+	// The feed runs ahead on a goroutine of its own, up to two full
+	// windows: the sources' decoding takes CPU time the windows leave
+	// (their fsyncs, their waits for answers and for their members)
+	// instead of the loop's. What is read ahead and not handled when the
+	// run stops is left for the next run, as the queue's entries are.
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	feedAhead := make(chan work, 2*most)
+	feedDone := make(chan struct{})
+	var (
+		feedErr   error // set before feedAhead is closed
+		feedPanic any   // a source's panic, raised again on the loop (as iter.Pull did)
+	)
+	go func() {
+		defer close(feedDone)
+		defer close(feedAhead)
+		defer func() { feedPanic = recover() }()
+		feedErr = feed(feedCtx, func(w work) bool {
+			select {
+			case feedAhead <- w:
+				return true
+			case <-feedCtx.Done():
+				return false
+			}
+		})
+	}()
+	next := func() (work, bool) {
+		w, ok := <-feedAhead
+		if !ok && feedPanic != nil {
+			panic(feedPanic)
+		}
+		return w, ok
+	}
+	stop := func() {
+		stopFeed()
+		for range feedAhead {
+		}
+		<-feedDone
+	}
+	defer stop()
 	// One bound on what every window in flight sends: --max-parallel.
 	sends := make(chan struct{}, max(r.MaxParallel, 1))
 	var (
@@ -494,8 +527,16 @@ func (r *Reconciler) passWindows(ctx context.Context, feed func(context.Context,
 		win := queue[:n:n]
 		queue = queue[n:]
 		r.prepare(ctx, unprepared(win)) // those not read before (the first window, after a split)
-		// Read ahead what the next window may hold (twice this one, when
-		// this one goes well), and prepare it while this one runs.
+		// A full-size window (its target answered every dispatch of the
+		// smaller ones) lets the next one start once its intents are
+		// written: the next window's writes then overlap this one's
+		// dispatches. Any other window is waited for.
+		steady := size == most
+		cur := r.startWindow(ctx, win, seen, sends)
+		// While it runs, read from the feed what the next window may hold
+		// (twice this one, when this one goes well) and prepare it: the
+		// sources' decoding overlaps the window's work instead of
+		// delaying its start (fill appends past win's end).
 		fill(min(2*size, most))
 		ahead := unprepared(queue)
 		prepared := make(chan struct{})
@@ -503,12 +544,6 @@ func (r *Reconciler) passWindows(ctx context.Context, feed func(context.Context,
 			defer close(prepared)
 			r.prepare(ctx, ahead)
 		}()
-		// A full-size window (its target answered every dispatch of the
-		// smaller ones) lets the next one start once its intents are
-		// written: the next window's writes then overlap this one's
-		// dispatches. Any other window is waited for.
-		steady := size == most
-		cur := r.startWindow(ctx, win, seen, sends)
 		if steady {
 			select {
 			case <-cur.win.intents.flushed:
@@ -766,7 +801,7 @@ func (r *Reconciler) startWindow(ctx context.Context, batch []*queued, keys map[
 // error that stops the run.
 func (w *running) wait() ([]done, error) {
 	<-w.finished
-	var out []done
+	out := make([]done, 0, len(w.results))
 	var first error
 	for i := range w.results {
 		if w.handled[i] {

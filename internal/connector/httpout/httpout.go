@@ -137,9 +137,35 @@ func stripUser(loc string) string {
 // answer (MaxExcerpt when max <= 0). When there was no answer it returns
 // the outcome instead: NotSent when the request was not written in full
 // (it cannot have reached the system), Unknown when it was.
+//
+// h is copied: the caller may use it again (SendOwned saves the copy).
 func (c *Client) Send(ctx context.Context, method, u string, h http.Header, body []byte, max int64) (Answer, *connector.Result) {
+	return c.send(ctx, method, u, h, true, body, max)
+}
+
+// SendOwned is Send with h handed to the request as it is, not copied:
+// the caller must not use h (or its value slices) again. A caller that
+// builds the headers of each request afresh (the HTTP target's dispatch)
+// saves a copy of them per request.
+func (c *Client) SendOwned(ctx context.Context, method, u string, h http.Header, body []byte, max int64) (Answer, *connector.Result) {
+	return c.send(ctx, method, u, h, false, body, max)
+}
+
+func (c *Client) send(ctx context.Context, method, u string, h http.Header, clone bool, body []byte, max int64) (Answer, *connector.Result) {
 	if max <= 0 {
 		max = MaxExcerpt
+	}
+	// The trace is in the request's context from the start (no second
+	// copy of the request to add it).
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				wrote.Store(true)
+			}
+		}})
+	if clone && h != nil {
+		h = h.Clone()
 	}
 	req, err := c.newRequest(ctx, method, u, h, body)
 	if err != nil {
@@ -151,13 +177,6 @@ func (c *Client) Send(ctx context.Context, method, u string, h http.Header, body
 		// ever. It is a definite failure a person must look at.
 		return Answer{}, &connector.Result{Outcome: connector.Failed, Detail: "cannot be sent: " + c.Redact(err.Error())}
 	}
-	var wrote atomic.Bool
-	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			if info.Err == nil {
-				wrote.Store(true)
-			}
-		}}))
 	resp, err := c.http.Do(req)
 	if err != nil {
 		down := TargetDownErr(err)
@@ -169,15 +188,31 @@ func (c *Client) Send(ctx context.Context, method, u string, h http.Header, body
 	}
 	defer resp.Body.Close()
 	a := Answer{Status: resp.StatusCode, Location: resp.Header.Get("Location")}
-	a.Body, _ = io.ReadAll(io.LimitReader(resp.Body, max))
+	a.Body = readAtMost(resp.Body, max, resp.ContentLength)
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain)) // reuse the connection
 	return a, nil
+}
+
+// readAtMost reads up to max bytes of r, whose length is n when known
+// (>= 0): an empty answer (most 2xx) costs no buffer, and a short one of
+// known length one of its size.
+func readAtMost(r io.Reader, max, n int64) []byte {
+	switch {
+	case n == 0:
+		return nil
+	case n > 0 && n <= max:
+		b := make([]byte, n)
+		k, _ := io.ReadFull(r, b)
+		return b[:k]
+	}
+	b, _ := io.ReadAll(io.LimitReader(r, max))
+	return b
 }
 
 // Get reads one answer of at most max bytes; a longer one is ErrTooLarge.
 // A transport error comes back redacted; the status is the caller's.
 func (c *Client) Get(ctx context.Context, u string, h http.Header, max int64) (Answer, error) {
-	req, err := c.newRequest(ctx, http.MethodGet, u, h, nil)
+	req, err := c.newRequest(ctx, http.MethodGet, u, h.Clone(), nil)
 	if err != nil {
 		return Answer{}, errors.New(c.Redact(err.Error()))
 	}
@@ -219,14 +254,15 @@ func (r *redacted) Unwrap() error { return r.err }
 // newRequest builds a request whose body net/http can never rewind, so it
 // never resends it: a POST always has one (an empty one when the caller
 // has none; http.NoBody, which http.NewRequest makes of an empty reader,
-// would make it resendable), and GetBody is nil.
+// would make it resendable), and GetBody is nil. h becomes the request's
+// header (the callers pass a copy, or headers made for this request).
 func (c *Client) newRequest(ctx context.Context, method, u string, h http.Header, body []byte) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
 		return nil, err
 	}
 	if h != nil {
-		req.Header = h.Clone()
+		req.Header = h
 	}
 	if method != http.MethodGet && method != http.MethodHead {
 		// A NopCloser'd bytes.Reader is sent as an in-memory body (headers

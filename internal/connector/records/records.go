@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/replayctl/replayctl/internal/entry"
@@ -245,7 +246,7 @@ func (rr *Reader) lines(ctx context.Context, br *bufio.Reader, yield func(entry.
 			yield(entry.Entry{}, fmt.Errorf("read %s: %w", rr.Name, err))
 			return
 		}
-		where := fmt.Sprintf("%s:%d", rr.Name, lr.line)
+		where := rr.Name + ":" + strconv.Itoa(lr.line) // once per line: no fmt
 		var e entry.Entry
 		if tooLong {
 			e = rr.undecodableAt(where, fmt.Errorf("line longer than %d bytes", rr.MaxLine))

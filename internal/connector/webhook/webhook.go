@@ -56,13 +56,15 @@ func (t *HTTPTarget) Dispatch(ctx context.Context, r connector.Request) connecto
 	if len(body) == 0 {
 		body = []byte("null")
 	}
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
+	// Made for this request and handed to it (SendOwned): one map and
+	// one array of values, no copy.
+	h := newHeader(idHeaders + 1 + len(t.Headers))
+	h.set("Content-Type", "application/json")
 	for k, v := range t.Headers {
-		h.Set(k, v)
+		h.set(http.CanonicalHeaderKey(k), v)
 	}
-	setIDHeaders(h, r)
-	a, res := t.Client.Send(ctx, http.MethodPost, t.URL, h, body, 0)
+	setIDHeaders(&h, r)
+	a, res := t.Client.SendOwned(ctx, http.MethodPost, t.URL, h.Header, body, 0)
 	if res != nil {
 		return *res
 	}
@@ -110,18 +112,51 @@ func (t *HTTPTarget) Probe(ctx context.Context, key string) (connector.ProbeResu
 // issue 27): a message that fails again and comes back carrying it is
 // linked to this entry (entry.LineageOf), so max_replays counts across
 // the chain; entry.ReplayCountLabel carries the replay's number.
-func setIDHeaders(h http.Header, r connector.Request) {
+func setIDHeaders(h *header, r connector.Request) {
 	key, k := connector.Encode(r.Key)
 	id, i := connector.Encode(r.Entry.ID)
 	lineage, l := connector.Encode(r.Entry.LineageStamp())
-	h.Set("Idempotency-Key", key)
-	h.Set("X-Replay-Entry-Id", id)
-	h.Set("X-Replay-Attempt", strconv.Itoa(r.Attempt))
-	h.Set(entry.LineageLabel, lineage)
-	h.Set(entry.ReplayCountLabel, strconv.Itoa(r.Attempt))
+	attempt := strconv.Itoa(r.Attempt)
+	h.set("Idempotency-Key", key)
+	h.set("X-Replay-Entry-Id", id)
+	h.set("X-Replay-Attempt", attempt)
+	h.set(lineageHeader, lineage)
+	h.set(replayCountHeader, attempt)
 	if k || i || l {
-		h.Set(connector.EncodingHeader, connector.PercentEncoding)
+		h.set(connector.EncodingHeader, connector.PercentEncoding)
 	}
+}
+
+// idHeaders is the most headers setIDHeaders sets.
+const idHeaders = 6
+
+// The lineage headers' names in canonical form (what http.Header.Set
+// would make of them).
+var (
+	lineageHeader     = http.CanonicalHeaderKey(entry.LineageLabel)
+	replayCountHeader = http.CanonicalHeaderKey(entry.ReplayCountLabel)
+)
+
+// header builds a request's headers with their values in one array: a
+// name set again replaces its value, as http.Header.Set does. Names are
+// given in canonical form.
+type header struct {
+	http.Header
+	vals []string
+}
+
+func newHeader(n int) header {
+	return header{Header: make(http.Header, n), vals: make([]string, 0, n)}
+}
+
+func (h *header) set(k, v string) {
+	if cur, ok := h.Header[k]; ok && len(cur) == 1 {
+		cur[0] = v
+		return
+	}
+	h.vals = append(h.vals, v)
+	n := len(h.vals)
+	h.Header[k] = h.vals[n-1 : n : n]
 }
 
 // ExecTarget runs a command with the payload (or, with Stdin "entry", a

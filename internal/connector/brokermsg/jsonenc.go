@@ -153,24 +153,6 @@ func ctlOrHighPrefix(s []byte) int {
 	return i
 }
 
-// ctlOrHighPrefixString is ctlOrHighPrefix for a string.
-func ctlOrHighPrefixString(s string) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	i := 0
-	for ; i+16 <= len(s); i += 16 {
-		a, b := load64(s, i), load64(s, i+8)
-		if (a|(a-ones*0x20)|b|(b-ones*0x20))&highs != 0 {
-			break
-		}
-	}
-	for ; i < len(s); i++ {
-		if b := s[i]; b < 0x20 || b >= utf8.RuneSelf {
-			break
-		}
-	}
-	return i
-}
-
 // plainPrefix is the length of s's leading run of bytes that a JSON
 // string holds as they are: ASCII, not a control character, '"' or '\\'.
 // Sixteen bytes a step while none needs a look: most bodies and stack

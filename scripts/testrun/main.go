@@ -129,8 +129,9 @@ func main() {
 	// One process more than CPUs: every package waits at times (a
 	// server starting, Chromium, fsyncs, a killed worker's restart), and
 	// with -p 2 on the 2-core machine those waits left ~0.4 of a core
-	// idle: 4m39s at -p 2 against 4m03s at -p 3, one after the other
-	// from the same clone (2026-11-27).
+	// idle: 4m39s at -p 2 against 4m03s at -p 3, one after the other in
+	// the same clone (2026-11-27); from a clean clone, where compiling
+	// keeps the cores busy, 4m56s against 4m52s.
 	procs := flag.Int("p", runtime.NumCPU()+1, "go test processes at once")
 	timeout := flag.Duration("timeout", 30*time.Minute, "limit for the whole run (each package's go test also stops at its own 10m default)")
 	flag.Parse()

@@ -59,6 +59,21 @@ func stalledReplays(t *testing.T, c *Conn, px *stallProxy, e *entry.Entry, prefi
 	return res
 }
 
+// behindStallProxy dead-letters one message (message id id) into b's DLQ
+// and puts a stall proxy in front of b's broker; spec reads that DLQ
+// through the proxy, with opts (such as "&timeout=1s") after its queue.
+func behindStallProxy(t *testing.T, b *bundle, id, opts string) (px *stallProxy, spec string) {
+	t.Helper()
+	b.publish(amqp.Publishing{MessageId: id, Body: []byte(`{}`)})
+	b.rejectAll(1)
+	b.waitCount(b.dlq, 1)
+	u, err := url.Parse(b.url)
+	must(t, err)
+	px = newStallProxy(t, u.Host)
+	return px, "rabbitmq:" + strings.Replace(strings.TrimSuffix(b.url, "/"), u.Host, px.ln.Addr().String(), 1) +
+		"/?queue=" + b.dlq + opts
+}
+
 func newStallProxy(t *testing.T, target string) *stallProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -122,16 +137,8 @@ func (p *stallProxy) pipe(dst io.Writer, src io.Reader) {
 // close-ok, and a later replay must go out on a fresh connection.
 func TestStalledBrokerReplaysEndUnknownAtTheirTimeout(t *testing.T) {
 	b := newBundle(t, nil)
-	b.publish(amqp.Publishing{MessageId: "s1", Body: []byte(`{}`)})
-	b.rejectAll(1)
-	b.waitCount(b.dlq, 1)
+	px, spec := behindStallProxy(t, b, "s1", "&timeout=1s")
 	e := readAll(t, b.connection)[0]
-
-	u, err := url.Parse(b.url)
-	must(t, err)
-	px := newStallProxy(t, u.Host)
-	spec := "rabbitmq:" + strings.Replace(strings.TrimSuffix(b.url, "/"), u.Host, px.ln.Addr().String(), 1) +
-		"/?queue=" + b.dlq + "&timeout=1s"
 	c, err := Open(spec)
 	must(t, err)
 	if res := c.Replay(context.Background(), connector.Request{Entry: &e, Key: "st-warm", Attempt: 1}); res.Outcome != connector.Succeeded {
@@ -222,16 +229,8 @@ func TestSilentBrokerDialIsBounded(t *testing.T) {
 // was published), and a replay after the stall must go out.
 func TestStalledBrokerChannelReopenIsBounded(t *testing.T) {
 	b := newBundle(t, nil)
-	b.publish(amqp.Publishing{MessageId: "r1", Body: []byte(`{}`)})
-	b.rejectAll(1)
-	b.waitCount(b.dlq, 1)
+	px, spec := behindStallProxy(t, b, "r1", "&timeout=1s")
 	e := readAll(t, b.connection)[0]
-
-	u, err := url.Parse(b.url)
-	must(t, err)
-	px := newStallProxy(t, u.Host)
-	spec := "rabbitmq:" + strings.Replace(strings.TrimSuffix(b.url, "/"), u.Host, px.ln.Addr().String(), 1) +
-		"/?queue=" + b.dlq + "&timeout=1s"
 	c, err := Open(spec)
 	must(t, err)
 	if res := c.Replay(context.Background(), connector.Request{Entry: &e, Key: "ro-warm", Attempt: 1}); res.Outcome != connector.Succeeded {
@@ -268,15 +267,7 @@ func TestStalledBrokerChannelReopenIsBounded(t *testing.T) {
 // Settle must not wait for that dial.
 func TestStalledPublisherDialHoldsNoReader(t *testing.T) {
 	b := newBundle(t, nil)
-	b.publish(amqp.Publishing{MessageId: "d1", Body: []byte(`{}`)})
-	b.rejectAll(1)
-	b.waitCount(b.dlq, 1)
-
-	u, err := url.Parse(b.url)
-	must(t, err)
-	px := newStallProxy(t, u.Host)
-	spec := "rabbitmq:" + strings.Replace(strings.TrimSuffix(b.url, "/"), u.Host, px.ln.Addr().String(), 1) +
-		"/?queue=" + b.dlq + "&timeout=10s&wait=500ms"
+	px, spec := behindStallProxy(t, b, "d1", "&timeout=10s&wait=500ms")
 	c, err := Open(spec)
 	must(t, err)
 	e := readAll(t, c)[0] // the reader's connection, through the proxy

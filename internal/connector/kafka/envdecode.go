@@ -232,20 +232,6 @@ func (d *envDecoder) word(w string) bool {
 	return false
 }
 
-// name reads a field name and its colon; one with an escape or a
-// non-ASCII byte gives up.
-func (d *envDecoder) name() ([]byte, bool) {
-	var s span
-	if !d.str(&s) || s.esc {
-		return nil, false
-	}
-	d.ws()
-	if !d.lit(':') {
-		return nil, false
-	}
-	return d.d[s.start:s.end], true
-}
-
 // str reads a JSON string into s, checking it as encoding/json's scanner
 // does.
 func (d *envDecoder) str(s *span) bool {
@@ -312,8 +298,14 @@ func hex4(b []byte) rune {
 
 // object reads a JSON object, calling field for each member with the
 // decoder at the member's value; field reads the value (an empty object
-// calls nothing).
+// calls nothing). A name with an escape or a non-ASCII byte gives up.
 func (d *envDecoder) object(field func(name []byte) bool) bool {
+	return d.members(func(s span) bool { return !s.esc && field(d.d[s.start:s.end]) })
+}
+
+// members reads a JSON object, calling field with each member's name
+// and the decoder at the member's value, which field reads.
+func (d *envDecoder) members(field func(name span) bool) bool {
 	if !d.lit('{') {
 		return false
 	}
@@ -322,12 +314,16 @@ func (d *envDecoder) object(field func(name []byte) bool) bool {
 		return true
 	}
 	for {
-		name, ok := d.name()
-		if !ok {
+		var s span
+		if !d.str(&s) {
 			return false
 		}
 		d.ws()
-		if !field(name) {
+		if !d.lit(':') {
+			return false
+		}
+		d.ws()
+		if !field(s) {
 			return false
 		}
 		d.ws()
@@ -505,33 +501,7 @@ func (d *envDecoder) skip(depth int) bool {
 		var s span
 		return d.str(&s)
 	case c == '{':
-		d.i++
-		d.ws()
-		if d.lit('}') {
-			return true
-		}
-		for {
-			var s span
-			if !d.str(&s) {
-				return false
-			}
-			d.ws()
-			if !d.lit(':') {
-				return false
-			}
-			d.ws()
-			if !d.skip(depth + 1) {
-				return false
-			}
-			d.ws()
-			if d.lit('}') {
-				return true
-			}
-			if !d.lit(',') {
-				return false
-			}
-			d.ws()
-		}
+		return d.members(func(span) bool { return d.skip(depth + 1) })
 	case c == '[':
 		d.i++
 		d.ws()

@@ -86,3 +86,37 @@ func TestAppendBodyAndBinMatchMarshal(t *testing.T) {
 		t.Fatalf("AppendTime = %s, want %s", got, want)
 	}
 }
+
+// TestCtlOrHighPrefixFindsEveryByte: the word-at-a-time scan stops at
+// exactly the byte a byte-at-a-time scan stops at, for every length up to
+// past two 32-byte steps, every position of the first byte to stop at,
+// and the bytes on each side of the bounds (a control character borrows
+// from the next byte in the subtraction; the next byte may be one too).
+func TestCtlOrHighPrefixFindsEveryByte(t *testing.T) {
+	naive := func(s []byte) int {
+		for i, b := range s {
+			if b < 0x20 || b >= 0x80 {
+				return i
+			}
+		}
+		return len(s)
+	}
+	for n := 0; n <= 80; n++ {
+		for p := 0; p <= n; p++ {
+			for _, stop := range []byte{0x00, 0x01, 0x1f, 0x7f + 1, 0xc3, 0xff} {
+				for _, fill := range []byte{' ', '~', 0x7f, '!'} {
+					s := bytes.Repeat([]byte{fill}, n)
+					if p < n {
+						s[p] = stop
+						if p+1 < n {
+							s[p+1] = 0x00 // a second stop right after
+						}
+					}
+					if got, want := ctlOrHighPrefix(s), naive(s); got != want {
+						t.Fatalf("len %d, %#x at %d in %q: %d, want %d", n, stop, p, fill, got, want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -126,6 +126,25 @@ func numberPlain(b []byte, size int) (int64, bool) {
 	return 0, false
 }
 
+// headerValue is the value of the record's last header named k.
+func headerValue(r *kgo.Record, k string) []byte {
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		if r.Headers[i].Key == k {
+			return r.Headers[i].Value
+		}
+	}
+	return nil
+}
+
+func hasHeader(r *kgo.Record, k string) bool {
+	for i := range r.Headers {
+		if r.Headers[i].Key == k {
+			return true
+		}
+	}
+	return false
+}
+
 // plainCases are records whose headers take every branch of entryOf.
 func plainCases() []*kgo.Record {
 	const wrapper = "org.springframework.kafka.listener.ListenerExecutionFailedException"

@@ -719,24 +719,56 @@ func decimal(s []byte) (int64, bool) {
 
 const maxMessage = 2000
 
-// headerValue is the value of the record's last header named k (a
-// record is short of headers: a scan beats building a map).
-func headerValue(r *kgo.Record, k string) []byte {
-	for i := len(r.Headers) - 1; i >= 0; i-- {
-		if r.Headers[i].Key == k {
-			return r.Headers[i].Value
-		}
-	}
-	return nil
+// recHeaders are the values of the headers entryOf reads, each the value
+// of the record's last header of that name (as headerValue, in the plain
+// converter the tests keep, finds it), taken in one pass over the
+// headers: a scan of them for each of a dozen names was a twentieth of a
+// record's conversion.
+type recHeaders struct {
+	dltTopic, dltPart, dltOff, connTopic, connPart, connOff      []byte
+	fqcn, cause, connClass, dltMsg, connMsg, dltStack, connStack []byte
+	key, count, lineage                                          []byte
+	replayed                                                     bool // a HeaderCount header is there, empty or not
 }
 
-func hasHeader(r *kgo.Record, k string) bool {
+func (h *recHeaders) read(r *kgo.Record) {
 	for i := range r.Headers {
-		if r.Headers[i].Key == k {
-			return true
+		v := r.Headers[i].Value
+		switch r.Headers[i].Key {
+		case dltTopic:
+			h.dltTopic = v
+		case dltPartition:
+			h.dltPart = v
+		case dltOffset:
+			h.dltOff = v
+		case connTopic:
+			h.connTopic = v
+		case connPartition:
+			h.connPart = v
+		case connOffset:
+			h.connOff = v
+		case dltFQCN:
+			h.fqcn = v
+		case dltCauseFQCN:
+			h.cause = v
+		case connClass:
+			h.connClass = v
+		case dltMessage:
+			h.dltMsg = v
+		case connMessage:
+			h.connMsg = v
+		case dltStack:
+			h.dltStack = v
+		case connStacktrace:
+			h.connStack = v
+		case brokermsg.HeaderKey:
+			h.key = v
+		case brokermsg.HeaderCount:
+			h.count, h.replayed = v, true
+		case brokermsg.HeaderLineage:
+			h.lineage = v
 		}
 	}
-	return false
 }
 
 // converter is one goroutine's state while it converts records: its last
@@ -847,9 +879,11 @@ func (c *Conn) entryOf(r *kgo.Record, cv *converter) entry.Entry {
 	b = strconv.AppendInt(append(b, '/'), r.Offset, 10)
 	id := mark(lo)
 
-	origB, part, off := headerValue(r, dltTopic), headerValue(r, dltPartition), headerValue(r, dltOffset)
+	var h recHeaders
+	h.read(r)
+	origB, part, off := h.dltTopic, h.dltPart, h.dltOff
 	if len(origB) == 0 {
-		origB, part, off = headerValue(r, connTopic), headerValue(r, connPartition), headerValue(r, connOffset)
+		origB, part, off = h.connTopic, h.connPart, h.connOff
 	}
 	lo = len(b)
 	b = append(b, origB...)
@@ -906,8 +940,8 @@ func (c *Conn) entryOf(r *kgo.Record, cv *converter) entry.Entry {
 	// replay of replayctl's (then its key names the ancestor), else
 	// derived as entry.DeriveKey does: sha256 of "kind\x00id"
 	// (TestEntryOfMatchesPlain compares with entry.DeriveKey).
-	appKey := headerValue(r, brokermsg.HeaderKey)
-	replayed := hasHeader(r, brokermsg.HeaderCount)
+	appKey := h.key
+	replayed := h.replayed
 	var keySpan span
 	derived := replayed || len(appKey) == 0
 	if derived {
@@ -948,21 +982,21 @@ func (c *Conn) entryOf(r *kgo.Record, cv *converter) entry.Entry {
 	labels[entry.OrderLabel] = str(order)
 	labels[entry.OrderPosLabel] = str(posSpan)
 
-	msg := headerValue(r, dltMessage)
+	msg := h.dltMsg
 	if len(msg) == 0 {
-		msg = headerValue(r, connMessage)
+		msg = h.connMsg
 	}
-	stack := headerValue(r, dltStack)
+	stack := h.dltStack
 	if len(stack) == 0 {
-		stack = headerValue(r, connStacktrace)
+		stack = h.connStack
 	}
-	e.ReasonCode, e.Message = cv.memo.classify(headerValue(r, dltFQCN), headerValue(r, dltCauseFQCN), headerValue(r, connClass), msg, stack)
+	e.ReasonCode, e.Message = cv.memo.classify(h.fqcn, h.cause, h.connClass, msg, stack)
 	if replayed {
-		labels = brokermsg.SetLineage(labels, string(appKey), string(headerValue(r, brokermsg.HeaderCount)))
+		labels = brokermsg.SetLineage(labels, string(appKey), string(h.count))
 	} else if !derived {
 		e.IdempotencyKey = string(appKey) // the application's own key, preserved
 	}
-	brokermsg.ReadLineage(&e, string(headerValue(r, brokermsg.HeaderLineage)))
+	brokermsg.ReadLineage(&e, string(h.lineage))
 	e.Labels = labels
 	if derived {
 		e.IdempotencyKey, e.KeyDerived = str(keySpan), true

@@ -521,8 +521,9 @@ func (c *Conn) entriesOf(recs []*kgo.Record) *batch {
 	return b
 }
 
-// grow returns s with length n, its elements kept up to its old length
-// (the consumer cleared them).
+// grow returns s with length n, on its own array when that is big
+// enough: the conversion writes every element (the consumer cleared the
+// entries, so a slice reused holds no payload of an earlier poll).
 func grow[S ~[]E, E any](s S, n int) S {
 	if cap(s) < n {
 		return make(S, n)

@@ -5,8 +5,9 @@
 //
 // Spec: kafka:HOST:PORT[,HOST:PORT...]?topic=DLT_TOPIC&group=GROUP, with
 // optional wait=DURATION (how long a read waits for records it knows are
-// there before it stops, default 5s) and timeout=DURATION (a replay's
-// produce deadline, default 30s). Security (auth.go): tls=1 (the system's
+// there before it stops, default 5s), timeout=DURATION (a replay's
+// produce deadline, default 30s) and error_header=NAME (a header holding
+// the application's error when none of the known ones has it). Security (auth.go): tls=1 (the system's
 // roots, or tls_ca=FILE, a PEM bundle to trust) and sasl=plain,
 // scram-sha-256 or scram-sha-512, with the user and password from
 // KAFKA_USERNAME and KAFKA_PASSWORD only (sasl=plain only with tls=1); the
@@ -23,10 +24,13 @@
 // record key, value and every header (in order, repeated keys too) byte
 // for byte, so a retention.ms that drops the record loses nothing.
 // Classification reads Spring Kafka's DeadLetterPublishingRecoverer
-// headers (kafka_dlt-exception-fqcn, -cause-fqcn, -message, -stacktrace)
-// and Kafka Connect's (__connect.errors.exception.class.name,
-// .exception.message, .exception.stacktrace); the original topic from
-// kafka_dlt-original-topic or __connect.errors.topic.
+// headers (kafka_dlt-exception-fqcn, -cause-fqcn, -message, -stacktrace,
+// and kafka_dlt-key-exception-* for a key that failed to deserialize),
+// Kafka Connect's (__connect.errors.exception.class.name,
+// .exception.message, .exception.stacktrace) and Spring Cloud Stream's
+// Kafka binder's (x-exception-fqcn, -message, -stacktrace); the original
+// topic from kafka_dlt-original-topic, __connect.errors.topic or
+// x-original-topic.
 //
 // Commits (Stored): an offset is committed only once every record before
 // it that the read yielded is stored; a record yielded but never stored

@@ -41,6 +41,9 @@ func (c *Conn) entryOfPlain(r *kgo.Record) entry.Entry {
 		orig, part, off = str(connTopic), headerValue(r, connPartition), headerValue(r, connOffset)
 	}
 	if orig == "" {
+		orig, part, off = str(binderTopic), headerValue(r, binderPartition), headerValue(r, binderOffset)
+	}
+	if orig == "" {
 		// Spring's default DLT name is TOPIC.DLT (TOPIC-dlt for retry topics).
 		for _, suf := range []string{".DLT", "-dlt", ".dlt", "-DLT"} {
 			if t, ok := strings.CutSuffix(r.Topic, suf); ok && t != "" {
@@ -77,15 +80,20 @@ func (c *Conn) entryOfPlain(r *kgo.Record) entry.Entry {
 	} else {
 		labels[entry.OrderPosLabel] = strconv.FormatInt(r.Offset, 10)
 	}
-	fqcn, cause, connCl := str(dltFQCN), str(dltCauseFQCN), str(connClass)
-	msg := str(dltMessage)
-	if msg == "" {
-		msg = str(connMessage)
+	first := func(names ...string) string {
+		for _, n := range names {
+			if n == "" {
+				continue
+			}
+			if v := str(n); v != "" {
+				return v
+			}
+		}
+		return ""
 	}
-	stack := str(dltStack)
-	if stack == "" {
-		stack = str(connStacktrace)
-	}
+	fqcn, cause, connCl := first(dltFQCN, binderFQCN, dltKeyFQCN), str(dltCauseFQCN), str(connClass)
+	msg := first(dltMessage, connMessage, binderMessage, dltKeyMessage, c.errHdr)
+	stack := first(dltStack, connStacktrace, binderStack, dltKeyStack)
 	e.ReasonCode = brokermsg.ExceptionCode([]string{fqcn, cause, connCl}, msg, stack)
 	if msg == "" {
 		// The class names something: "ClassName" alone is the error.
@@ -173,6 +181,16 @@ func plainCases() []*kgo.Record {
 			{Key: brokermsg.HeaderCount, Value: []byte("3")}, {Key: brokermsg.HeaderLineage, Value: []byte(" kafka:orders.DLT/0/1 ")}}},
 		{Topic: "orders.DLT", Offset: 11, Headers: []kgo.RecordHeader{{Key: brokermsg.HeaderCount, Value: []byte("x")}}},
 		{Topic: strings.Repeat("t", 249) + ".DLT", Partition: 7, Offset: 1<<62 + 3},
+		{Topic: "error.orders.billing", Offset: 12, Headers: []kgo.RecordHeader{{Key: binderTopic, Value: []byte("orders")},
+			{Key: binderPartition, Value: be32(3)}, {Key: binderOffset, Value: be64(40)}, {Key: binderFQCN, Value: []byte("org.springframework.messaging.MessageHandlingException")},
+			{Key: dltCauseFQCN, Value: []byte("java.net.SocketTimeoutException")}, {Key: binderMessage, Value: []byte("handler failed")},
+			{Key: binderStack, Value: []byte("a: b\nCaused by: java.net.SocketTimeoutException: Read timed out\n")}}},
+		{Topic: "orders.DLT", Offset: 13, Headers: []kgo.RecordHeader{{Key: dltTopic, Value: []byte("orders")},
+			{Key: dltKeyFQCN, Value: []byte("org.springframework.kafka.support.serializer.DeserializationException")},
+			{Key: dltKeyMessage, Value: []byte("failed to deserialize")}, {Key: dltKeyStack, Value: []byte("x\n")}}},
+		// The value's error wins over the key's and the binder's.
+		{Topic: "orders.DLT", Offset: 14, Headers: []kgo.RecordHeader{{Key: dltKeyFQCN, Value: []byte("a.DeserializationException")},
+			{Key: dltFQCN, Value: []byte("java.net.ConnectException")}, {Key: binderMessage, Value: []byte("binder")}, {Key: dltMessage, Value: []byte("value")}}},
 	}
 	// Timestamps: equal in bursts, apart, in another zone, zero.
 	base := time.Date(2026, 11, 27, 10, 0, 0, 123000000, time.UTC)
@@ -228,11 +246,17 @@ func FuzzEntryOfMatchesPlain(f *testing.F) {
 			return
 		}
 		r := &kgo.Record{Topic: topic, Partition: part, Offset: off, Value: []byte(msg), Key: []byte(key), Timestamp: time.UnixMilli(off % (1 << 42))}
+		// The partition and offset pick which names the headers go under:
+		// Spring Kafka's, Kafka Connect's, the binder's, the key's.
+		origin := [][3]string{{dltTopic, dltPartition, dltOffset}, {connTopic, connPartition, connOffset}, {binderTopic, binderPartition, binderOffset}}[part%3]
+		causeName := []string{dltCauseFQCN, dltFQCN, binderFQCN, dltKeyFQCN}[off%4]
+		msgName := []string{dltMessage, connMessage, binderMessage, dltKeyMessage}[(off/4)%4]
+		stackName := []string{connStacktrace, dltStack, binderStack, dltKeyStack}[(part/3)%4]
 		for _, h := range []struct {
 			k string
 			v []byte
-		}{{dltTopic, []byte(orig)}, {dltPartition, p}, {dltOffset, o}, {dltCauseFQCN, []byte(cause)}, {dltMessage, []byte(msg)},
-			{connStacktrace, []byte(stack)}, {brokermsg.HeaderKey, []byte(key)}, {brokermsg.HeaderCount, []byte(count)}} {
+		}{{origin[0], []byte(orig)}, {origin[1], p}, {origin[2], o}, {causeName, []byte(cause)}, {msgName, []byte(msg)},
+			{stackName, []byte(stack)}, {brokermsg.HeaderKey, []byte(key)}, {brokermsg.HeaderCount, []byte(count)}} {
 			if len(h.v) > 0 {
 				r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.k, Value: h.v})
 			}

@@ -56,6 +56,26 @@ const (
 	connClass      = "__connect.errors.exception.class.name"
 	connMessage    = "__connect.errors.exception.message"
 	connStacktrace = "__connect.errors.exception.stacktrace"
+
+	// A key that failed to deserialize: Spring Kafka writes its error
+	// under these names instead of the value's (KafkaHeaders.java
+	// DLT_KEY_EXCEPTION_*, since 2.7).
+	dltKeyFQCN    = "kafka_dlt-key-exception-fqcn"
+	dltKeyMessage = "kafka_dlt-key-exception-message"
+	dltKeyStack   = "kafka_dlt-key-exception-stacktrace"
+
+	// Spring Cloud Stream's Kafka binder dead-letters (enableDlq, topic
+	// error.DESTINATION.GROUP) through the same recoverer with its own
+	// names for the original and the exception
+	// (spring-cloud/spring-cloud-stream KafkaMessageChannelBinder.java
+	// X_ORIGINAL_*, X_EXCEPTION_*; the cause and key exception keep
+	// Spring Kafka's): partition and offset are binary there too.
+	binderTopic     = "x-original-topic"
+	binderPartition = "x-original-partition"
+	binderOffset    = "x-original-offset"
+	binderFQCN      = "x-exception-fqcn"
+	binderMessage   = "x-exception-message"
+	binderStack     = "x-exception-stacktrace"
 )
 
 // Conn is one Kafka dead-letter topic read under one consumer group. It
@@ -69,6 +89,7 @@ type Conn struct {
 	wait    time.Duration
 	timeout time.Duration
 	sec     security // tls, sasl (auth.go)
+	errHdr  string   // error_header: a header holding the application's error
 
 	mu       sync.Mutex
 	admin    *kgo.Client
@@ -104,7 +125,7 @@ func OpenEnv(spec string, getenv func(string) string) (*Conn, error) {
 		return nil, fmt.Errorf("bad query %q: %w", query, err)
 	}
 	c := &Conn{spec: spec, topic: q.Get("topic"), group: q.Get("group"), wait: DefaultWait, timeout: DefaultTimeout,
-		parts: map[int32]*partTrack{}}
+		errHdr: q.Get("error_header"), parts: map[int32]*partTrack{}}
 	for _, h := range strings.Split(hosts, ",") {
 		h = strings.TrimSpace(strings.TrimPrefix(h, "//"))
 		if h == "" {
@@ -720,21 +741,38 @@ func decimal(s []byte) (int64, bool) {
 
 const maxMessage = 2000
 
+func firstNonEmpty(vs ...[]byte) []byte {
+	for _, v := range vs {
+		if len(v) > 0 {
+			return v
+		}
+	}
+	return nil
+}
+
 // recHeaders are the values of the headers entryOf reads, each the value
 // of the record's last header of that name (as headerValue, in the plain
 // converter the tests keep, finds it), taken in one pass over the
 // headers: a scan of them for each of a dozen names was a twentieth of a
 // record's conversion.
 type recHeaders struct {
-	dltTopic, dltPart, dltOff, connTopic, connPart, connOff      []byte
-	fqcn, cause, connClass, dltMsg, connMsg, dltStack, connStack []byte
-	key, count, lineage                                          []byte
-	replayed                                                     bool // a HeaderCount header is there, empty or not
+	dltTopic, dltPart, dltOff, connTopic, connPart, connOff       []byte
+	binderTopic, binderPart, binderOff                            []byte
+	fqcn, cause, connClass, dltMsg, connMsg, dltStack, connStack  []byte
+	binderFQCN, binderMsg, binderStack, keyFQCN, keyMsg, keyStack []byte
+	errMsg                                                        []byte // the spec's error_header
+	key, count, lineage                                           []byte
+	replayed                                                      bool // a HeaderCount header is there, empty or not
 }
 
-func (h *recHeaders) read(r *kgo.Record) {
+// read takes the headers of r; errHdr is the spec's error_header ("" for
+// none).
+func (h *recHeaders) read(r *kgo.Record, errHdr string) {
 	for i := range r.Headers {
 		v := r.Headers[i].Value
+		if errHdr != "" && r.Headers[i].Key == errHdr {
+			h.errMsg = v
+		}
 		switch r.Headers[i].Key {
 		case dltTopic:
 			h.dltTopic = v
@@ -762,6 +800,24 @@ func (h *recHeaders) read(r *kgo.Record) {
 			h.dltStack = v
 		case connStacktrace:
 			h.connStack = v
+		case binderTopic:
+			h.binderTopic = v
+		case binderPartition:
+			h.binderPart = v
+		case binderOffset:
+			h.binderOff = v
+		case binderFQCN:
+			h.binderFQCN = v
+		case binderMessage:
+			h.binderMsg = v
+		case binderStack:
+			h.binderStack = v
+		case dltKeyFQCN:
+			h.keyFQCN = v
+		case dltKeyMessage:
+			h.keyMsg = v
+		case dltKeyStack:
+			h.keyStack = v
 		case brokermsg.HeaderKey:
 			h.key = v
 		case brokermsg.HeaderCount:
@@ -881,10 +937,13 @@ func (c *Conn) entryOf(r *kgo.Record, cv *converter) entry.Entry {
 	id := mark(lo)
 
 	var h recHeaders
-	h.read(r)
+	h.read(r, c.errHdr)
 	origB, part, off := h.dltTopic, h.dltPart, h.dltOff
 	if len(origB) == 0 {
 		origB, part, off = h.connTopic, h.connPart, h.connOff
+	}
+	if len(origB) == 0 {
+		origB, part, off = h.binderTopic, h.binderPart, h.binderOff
 	}
 	lo = len(b)
 	b = append(b, origB...)
@@ -983,15 +1042,12 @@ func (c *Conn) entryOf(r *kgo.Record, cv *converter) entry.Entry {
 	labels[entry.OrderLabel] = str(order)
 	labels[entry.OrderPosLabel] = str(posSpan)
 
-	msg := h.dltMsg
-	if len(msg) == 0 {
-		msg = h.connMsg
-	}
-	stack := h.dltStack
-	if len(stack) == 0 {
-		stack = h.connStack
-	}
-	e.ReasonCode, e.Message = cv.memo.classify(h.fqcn, h.cause, h.connClass, msg, stack)
+	// The value's error, else the binder's, else the key's; a header the
+	// spec names (error_header) when none of them says anything.
+	fqcn := firstNonEmpty(h.fqcn, h.binderFQCN, h.keyFQCN)
+	msg := firstNonEmpty(h.dltMsg, h.connMsg, h.binderMsg, h.keyMsg, h.errMsg)
+	stack := firstNonEmpty(h.dltStack, h.connStack, h.binderStack, h.keyStack)
+	e.ReasonCode, e.Message = cv.memo.classify(fqcn, h.cause, h.connClass, msg, stack)
 	if replayed {
 		labels = brokermsg.SetLineage(labels, string(appKey), string(h.count))
 	} else if !derived {

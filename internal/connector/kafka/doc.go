@@ -25,12 +25,13 @@
 // for byte, so a retention.ms that drops the record loses nothing.
 // Classification reads Spring Kafka's DeadLetterPublishingRecoverer
 // headers (kafka_dlt-exception-fqcn, -cause-fqcn, -message, -stacktrace,
-// and kafka_dlt-key-exception-* for a key that failed to deserialize),
+// and kafka_dlt-key-exception-* for a key that failed to deserialize;
+// kafka_exception-* and kafka_original-* from its retry topics),
 // Kafka Connect's (__connect.errors.exception.class.name,
 // .exception.message, .exception.stacktrace) and Spring Cloud Stream's
 // Kafka binder's (x-exception-fqcn, -message, -stacktrace); the original
-// topic from kafka_dlt-original-topic, __connect.errors.topic or
-// x-original-topic.
+// topic from kafka_dlt-original-topic, kafka_original-topic,
+// __connect.errors.topic or x-original-topic.
 //
 // Commits (Stored): an offset is committed only once every record before
 // it that the read yielded is stored; a record yielded but never stored

@@ -38,6 +38,9 @@ func (c *Conn) entryOfPlain(r *kgo.Record) entry.Entry {
 	labels["kafka.dlt"] = r.Topic
 	orig, part, off := str(dltTopic), headerValue(r, dltPartition), headerValue(r, dltOffset)
 	if orig == "" {
+		orig, part, off = str(retryTopic), headerValue(r, retryPartition), headerValue(r, retryOffset)
+	}
+	if orig == "" {
 		orig, part, off = str(connTopic), headerValue(r, connPartition), headerValue(r, connOffset)
 	}
 	if orig == "" {
@@ -91,9 +94,9 @@ func (c *Conn) entryOfPlain(r *kgo.Record) entry.Entry {
 		}
 		return ""
 	}
-	fqcn, cause, connCl := first(dltFQCN, binderFQCN, dltKeyFQCN), str(dltCauseFQCN), str(connClass)
-	msg := first(dltMessage, connMessage, binderMessage, dltKeyMessage, c.errHdr)
-	stack := first(dltStack, connStacktrace, binderStack, dltKeyStack)
+	fqcn, cause, connCl := first(dltFQCN, retryFQCN, binderFQCN, dltKeyFQCN, retryKeyFQCN), first(dltCauseFQCN, retryCauseFQCN), str(connClass)
+	msg := first(dltMessage, retryMessage, connMessage, binderMessage, dltKeyMessage, retryKeyMsg, c.errHdr)
+	stack := first(dltStack, retryStack, connStacktrace, binderStack, dltKeyStack, retryKeyStack)
 	e.ReasonCode = brokermsg.ExceptionCode([]string{fqcn, cause, connCl}, msg, stack)
 	if msg == "" {
 		// The class names something: "ClassName" alone is the error.
@@ -188,6 +191,13 @@ func plainCases() []*kgo.Record {
 		{Topic: "orders.DLT", Offset: 13, Headers: []kgo.RecordHeader{{Key: dltTopic, Value: []byte("orders")},
 			{Key: dltKeyFQCN, Value: []byte("org.springframework.kafka.support.serializer.DeserializationException")},
 			{Key: dltKeyMessage, Value: []byte("failed to deserialize")}, {Key: dltKeyStack, Value: []byte("x\n")}}},
+		// Spring Kafka's retry topics (@RetryableTopic): TOPIC-dlt.
+		{Topic: "orders-dlt", Offset: 15, Headers: []kgo.RecordHeader{{Key: retryTopic, Value: []byte("orders")}, {Key: retryPartition, Value: be32(1)},
+			{Key: retryOffset, Value: be64(8)}, {Key: retryFQCN, Value: []byte("org.springframework.kafka.listener.ListenerExecutionFailedException")},
+			{Key: retryCauseFQCN, Value: []byte("java.net.ConnectException")}, {Key: retryMessage, Value: []byte("Listener failed")},
+			{Key: retryStack, Value: []byte("x\n")}, {Key: "retry_topic-attempts", Value: be32(3)}}},
+		{Topic: "orders-dlt", Offset: 16, Headers: []kgo.RecordHeader{{Key: retryKeyFQCN, Value: []byte("org.apache.kafka.common.errors.SerializationException")},
+			{Key: retryKeyMsg, Value: []byte("bad key")}}},
 		// The value's error wins over the key's and the binder's.
 		{Topic: "orders.DLT", Offset: 14, Headers: []kgo.RecordHeader{{Key: dltKeyFQCN, Value: []byte("a.DeserializationException")},
 			{Key: dltFQCN, Value: []byte("java.net.ConnectException")}, {Key: binderMessage, Value: []byte("binder")}, {Key: dltMessage, Value: []byte("value")}}},
@@ -248,10 +258,11 @@ func FuzzEntryOfMatchesPlain(f *testing.F) {
 		r := &kgo.Record{Topic: topic, Partition: part, Offset: off, Value: []byte(msg), Key: []byte(key), Timestamp: time.UnixMilli(off % (1 << 42))}
 		// The partition and offset pick which names the headers go under:
 		// Spring Kafka's, Kafka Connect's, the binder's, the key's.
-		origin := [][3]string{{dltTopic, dltPartition, dltOffset}, {connTopic, connPartition, connOffset}, {binderTopic, binderPartition, binderOffset}}[part%3]
-		causeName := []string{dltCauseFQCN, dltFQCN, binderFQCN, dltKeyFQCN}[off%4]
-		msgName := []string{dltMessage, connMessage, binderMessage, dltKeyMessage}[(off/4)%4]
-		stackName := []string{connStacktrace, dltStack, binderStack, dltKeyStack}[(part/3)%4]
+		origin := [][3]string{{dltTopic, dltPartition, dltOffset}, {connTopic, connPartition, connOffset}, {binderTopic, binderPartition, binderOffset},
+			{retryTopic, retryPartition, retryOffset}}[part%4]
+		causeName := []string{dltCauseFQCN, dltFQCN, binderFQCN, dltKeyFQCN, retryFQCN, retryCauseFQCN, retryKeyFQCN}[off%7]
+		msgName := []string{dltMessage, connMessage, binderMessage, dltKeyMessage, retryMessage, retryKeyMsg}[(off/7)%6]
+		stackName := []string{connStacktrace, dltStack, binderStack, dltKeyStack, retryStack, retryKeyStack}[(part/4)%6]
 		for _, h := range []struct {
 			k string
 			v []byte

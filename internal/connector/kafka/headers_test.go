@@ -21,7 +21,13 @@ import (
 // in Spring Kafka's key-exception headers instead of the value's
 // (spring-projects/spring-kafka KafkaHeaders.java DLT_KEY_EXCEPTION_FQCN
 // "kafka_dlt-key-exception-fqcn", _MESSAGE, _STACKTRACE, since 2.7).
-func TestReadsBinderAndKeyExceptionHeaders(t *testing.T) {
+// Spring Kafka's non-blocking retries (@RetryableTopic, DLT TOPIC-dlt)
+// name them without "dlt-" (spring-kafka retrytopic
+// DeadLetterPublishingRecovererFactory.java getHeaderNames:
+// KafkaHeaders.ORIGINAL_TOPIC "kafka_original-topic", EXCEPTION_FQCN
+// "kafka_exception-fqcn", EXCEPTION_CAUSE_FQCN, KEY_EXCEPTION_*), the
+// original being the main topic the record first failed on.
+func TestReadsBinderRetryTopicAndKeyExceptionHeaders(t *testing.T) {
 	conn, err := Open("kafka:127.0.0.1:9092?topic=error.orders.billing&group=replayctl")
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +46,16 @@ func TestReadsBinderAndKeyExceptionHeaders(t *testing.T) {
 		kgo.RecordHeader{Key: "kafka_dlt-key-exception-fqcn", Value: []byte("org.springframework.kafka.support.serializer.DeserializationException")},
 		kgo.RecordHeader{Key: "kafka_dlt-key-exception-message", Value: []byte("failed to deserialize; nested exception is java.lang.NumberFormatException")},
 		kgo.RecordHeader{Key: "kafka_dlt-key-exception-stacktrace", Value: []byte("org.springframework.kafka.support.serializer.DeserializationException: failed to deserialize\n")})
+	retry := &kgo.Record{Topic: "orders-dlt", Offset: 9, Key: []byte("o-3"), Value: []byte(`{"order":3}`),
+		Headers: []kgo.RecordHeader{
+			{Key: "kafka_original-topic", Value: []byte("orders")},
+			{Key: "kafka_original-partition", Value: be32(1)},
+			{Key: "kafka_original-offset", Value: be64(8)},
+			{Key: "kafka_exception-fqcn", Value: []byte("org.springframework.kafka.listener.ListenerExecutionFailedException")},
+			{Key: "kafka_exception-cause-fqcn", Value: []byte("java.net.ConnectException")},
+			{Key: "kafka_exception-message", Value: []byte("Listener method threw exception; Connection refused")},
+			{Key: "retry_topic-attempts", Value: be32(3)},
+		}}
 	for _, tc := range []struct {
 		name        string
 		r           *kgo.Record
@@ -49,6 +65,7 @@ func TestReadsBinderAndKeyExceptionHeaders(t *testing.T) {
 	}{
 		{"binder", binder, "orders", "2", "917", brokermsg.CodeTimeout, "Read timed out"},
 		{"key exception", keyFail, "orders", "1", "31", brokermsg.CodeParse, "failed to deserialize"},
+		{"retry topic", retry, "orders", "1", "8", brokermsg.CodeUnavailable, "Connection refused"},
 	} {
 		var cv converter
 		e := conn.entryOf(tc.r, &cv)

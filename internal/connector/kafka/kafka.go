@@ -64,6 +64,22 @@ const (
 	dltKeyMessage = "kafka_dlt-key-exception-message"
 	dltKeyStack   = "kafka_dlt-key-exception-stacktrace"
 
+	// Spring Kafka's non-blocking retries (@RetryableTopic, DLT
+	// TOPIC-dlt) publish through DeadLetterPublishingRecovererFactory
+	// under KafkaHeaders' names without "dlt-" (ORIGINAL_*, EXCEPTION_*,
+	// KEY_EXCEPTION_*), the original being the first topic the record
+	// failed on.
+	retryTopic     = "kafka_original-topic"
+	retryPartition = "kafka_original-partition"
+	retryOffset    = "kafka_original-offset"
+	retryFQCN      = "kafka_exception-fqcn"
+	retryCauseFQCN = "kafka_exception-cause-fqcn"
+	retryMessage   = "kafka_exception-message"
+	retryStack     = "kafka_exception-stacktrace"
+	retryKeyFQCN   = "kafka_key-exception-fqcn"
+	retryKeyMsg    = "kafka_key-exception-message"
+	retryKeyStack  = "kafka_key-exception-stacktrace"
+
 	// Spring Cloud Stream's Kafka binder dead-letters (enableDlq, topic
 	// error.DESTINATION.GROUP) through the same recoverer with its own
 	// names for the original and the exception
@@ -756,13 +772,15 @@ func firstNonEmpty(vs ...[]byte) []byte {
 // headers: a scan of them for each of a dozen names was a twentieth of a
 // record's conversion.
 type recHeaders struct {
-	dltTopic, dltPart, dltOff, connTopic, connPart, connOff       []byte
-	binderTopic, binderPart, binderOff                            []byte
-	fqcn, cause, connClass, dltMsg, connMsg, dltStack, connStack  []byte
-	binderFQCN, binderMsg, binderStack, keyFQCN, keyMsg, keyStack []byte
-	errMsg                                                        []byte // the spec's error_header
-	key, count, lineage                                           []byte
-	replayed                                                      bool // a HeaderCount header is there, empty or not
+	dltTopic, dltPart, dltOff, connTopic, connPart, connOff        []byte
+	binderTopic, binderPart, binderOff                             []byte
+	fqcn, cause, connClass, dltMsg, connMsg, dltStack, connStack   []byte
+	binderFQCN, binderMsg, binderStack, keyFQCN, keyMsg, keyStack  []byte
+	retryTopic, retryPart, retryOff, retryFQCN, retryCause         []byte
+	retryMsg, retryStack, retryKeyFQCN, retryKeyMsg, retryKeyStack []byte
+	errMsg                                                         []byte // the spec's error_header
+	key, count, lineage                                            []byte
+	replayed                                                       bool // a HeaderCount header is there, empty or not
 }
 
 // read takes the headers of r; errHdr is the spec's error_header ("" for
@@ -818,6 +836,26 @@ func (h *recHeaders) read(r *kgo.Record, errHdr string) {
 			h.keyMsg = v
 		case dltKeyStack:
 			h.keyStack = v
+		case retryTopic:
+			h.retryTopic = v
+		case retryPartition:
+			h.retryPart = v
+		case retryOffset:
+			h.retryOff = v
+		case retryFQCN:
+			h.retryFQCN = v
+		case retryCauseFQCN:
+			h.retryCause = v
+		case retryMessage:
+			h.retryMsg = v
+		case retryStack:
+			h.retryStack = v
+		case retryKeyFQCN:
+			h.retryKeyFQCN = v
+		case retryKeyMsg:
+			h.retryKeyMsg = v
+		case retryKeyStack:
+			h.retryKeyStack = v
 		case brokermsg.HeaderKey:
 			h.key = v
 		case brokermsg.HeaderCount:
@@ -940,6 +978,9 @@ func (c *Conn) entryOf(r *kgo.Record, cv *converter) entry.Entry {
 	h.read(r, c.errHdr)
 	origB, part, off := h.dltTopic, h.dltPart, h.dltOff
 	if len(origB) == 0 {
+		origB, part, off = h.retryTopic, h.retryPart, h.retryOff
+	}
+	if len(origB) == 0 {
 		origB, part, off = h.connTopic, h.connPart, h.connOff
 	}
 	if len(origB) == 0 {
@@ -1042,12 +1083,14 @@ func (c *Conn) entryOf(r *kgo.Record, cv *converter) entry.Entry {
 	labels[entry.OrderLabel] = str(order)
 	labels[entry.OrderPosLabel] = str(posSpan)
 
-	// The value's error, else the binder's, else the key's; a header the
-	// spec names (error_header) when none of them says anything.
-	fqcn := firstNonEmpty(h.fqcn, h.binderFQCN, h.keyFQCN)
-	msg := firstNonEmpty(h.dltMsg, h.connMsg, h.binderMsg, h.keyMsg, h.errMsg)
-	stack := firstNonEmpty(h.dltStack, h.connStack, h.binderStack, h.keyStack)
-	e.ReasonCode, e.Message = cv.memo.classify(fqcn, h.cause, h.connClass, msg, stack)
+	// The value's error (Spring Kafka's DLT names, its retry topics',
+	// Kafka Connect's, the binder's), else the key's; a header the spec
+	// names (error_header) when none of them says anything.
+	fqcn := firstNonEmpty(h.fqcn, h.retryFQCN, h.binderFQCN, h.keyFQCN, h.retryKeyFQCN)
+	cause := firstNonEmpty(h.cause, h.retryCause)
+	msg := firstNonEmpty(h.dltMsg, h.retryMsg, h.connMsg, h.binderMsg, h.keyMsg, h.retryKeyMsg, h.errMsg)
+	stack := firstNonEmpty(h.dltStack, h.retryStack, h.connStack, h.binderStack, h.keyStack, h.retryKeyStack)
+	e.ReasonCode, e.Message = cv.memo.classify(fqcn, cause, h.connClass, msg, stack)
 	if replayed {
 		labels = brokermsg.SetLineage(labels, string(appKey), string(h.count))
 	} else if !derived {

@@ -69,7 +69,7 @@ func restamped(k string) bool {
 	return k == brokermsg.HeaderKey || k == brokermsg.HeaderCount || k == brokermsg.HeaderLineage
 }
 
-var errNoTopic = errors.New("the record names no original topic (no kafka_dlt-original-topic, __connect.errors.topic or x-original-topic header): give a target in rules.yaml")
+var errNoTopic = errors.New("the record names no original topic (no kafka_dlt-original-topic, kafka_original-topic, __connect.errors.topic or x-original-topic header): give a target in rules.yaml")
 
 // slowParts reads the envelope with encoding/json: what decodeEnvelope
 // does not take, with its errors in record's order.

@@ -517,7 +517,9 @@ func prepareFresh(next *store.EntryRecord) *store.PreparedEntry {
 	if rec.LastDecision != 0 {
 		rec.LastDecision = placeholderSeq
 	}
-	js, at, ok := store.AppendEntryJSONAt(nil, &rec)
+	// Sized once for a typical record (growing it from nothing was five
+	// allocations); kept until the transaction, so not pooled.
+	js, at, ok := store.AppendEntryJSONAt(make([]byte, 0, 768+len(rec.Entry.Message)), &rec)
 	if !ok {
 		return nil
 	}

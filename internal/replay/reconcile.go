@@ -13,6 +13,7 @@ import (
 
 	"github.com/replayctl/replayctl/internal/audit"
 	"github.com/replayctl/replayctl/internal/entry"
+	"github.com/replayctl/replayctl/internal/group"
 	"github.com/replayctl/replayctl/internal/idempotency"
 	"github.com/replayctl/replayctl/internal/source"
 	"github.com/replayctl/replayctl/internal/store"
@@ -592,7 +593,7 @@ func (r *Reconciler) replay(ctx context.Context, h *handling, e *entry.Entry, sr
 		}
 		_, err = tx.Append(&rec)
 		return err
-	}, false))))
+	}, false, stored == nil))))
 	if err != nil {
 		endDispatch()
 		if errors.Is(err, idempotency.ErrConflict) || errors.Is(err, idempotency.ErrIllegal) {
@@ -870,13 +871,17 @@ func (r *Reconciler) record(ctx context.Context, h *handling, e *entry.Entry, re
 
 // recordTx is record's transaction, to run alone or with a window's.
 func (r *Reconciler) recordTx(e *entry.Entry, res *EntryResult, extra func(store.Tx, *store.EntryRecord) error) func(store.Tx) error {
-	return r.recordTxLearning(e, res, extra, true)
+	return r.recordTxLearning(e, res, extra, true, false)
 }
 
 // recordTxLearning is recordTx; learn says whether it moves a key the
 // ledger never saw to decided (false: extra does, as a dispatch intent
 // does, and the ledger record is read once rather than twice).
-func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra func(store.Tx, *store.EntryRecord) error, learn bool) func(store.Tx) error {
+//
+// isNew says the entry is not stored (the intent of an entry read for the
+// first time): its record is then worked out ahead (freshEntry) and the
+// transaction stores that where it holds (Tx.PutPrepared).
+func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra func(store.Tx, *store.EntryRecord) error, learn, isNew bool) func(store.Tx) error {
 	d := &res.Decision
 	if res.Status == "" {
 		res.Status = statusFor(res.Final, d.Reasons)
@@ -889,6 +894,10 @@ func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra fu
 		// the write lock (audit.Prepare; re-encoded only if it changes).
 		ahead = r.decisionRecord(e, res)
 		audit.Prepare(ahead)
+	}
+	var fresh *store.PreparedEntry
+	if isNew && ahead != nil {
+		fresh = r.freshEntry(e, res, now)
 	}
 	return func(tx store.Tx) error {
 		res.Recorded = false
@@ -903,28 +912,7 @@ func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra fu
 				return err
 			}
 		}
-		lifted := undecodableLifted(er, e)
-		if lifted {
-			er.Hold = ""
-		}
-		// A decision is recorded when it differs from the last one recorded
-		// for the entry; re-deciding the same on every run records nothing.
-		changed := er.Evidence != d.EvidenceHash || er.Action != res.Final || er.LastDecision == 0 || lifted
-		er.Entry, er.LastSeen = *e, now
-		er.Status, er.Class, er.Action = res.Status, d.Class, res.Final
-		er.Group = nil // the default signature (groups.go)
-		if rules := r.Engine.Rules; rules.CustomGroups() {
-			k := rules.GroupOf(e, d.Class)
-			er.Group = &k
-		}
-		er.Owner, er.ApproverGroup = d.Owner, d.ApproverGroup
-		if d.Ledger.Probe != "" {
-			er.Probe = d.Ledger.Probe
-		}
-		if res.Final == triage.Quarantine && er.Hold == "" {
-			er.Hold = store.HoldQuarantine
-		}
-		er.Reason = lastReason(d.Reasons, res.Reason)
+		changed, lifted := r.shapeEntry(er, e, res, now)
 		if changed {
 			var rec *audit.Record
 			if ahead != nil {
@@ -944,6 +932,10 @@ func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra fu
 				return err
 			}
 			er.LastDecision, er.Evidence, res.Recorded = sealed.Seq, d.EvidenceHash, true
+		}
+		fresh := fresh
+		if fresh != nil && !(res.New && changed && !lifted) {
+			fresh = nil // not the record worked out ahead
 		}
 		// The ledger learns the key (and its payload) as soon as replayctl
 		// has decided on it, so a later copy with another payload is caught.
@@ -969,8 +961,82 @@ func (r *Reconciler) recordTxLearning(e *entry.Entry, res *EntryResult, extra fu
 				return err
 			}
 		}
+		if fresh != nil && sameFresh(er, fresh.Next) {
+			fresh.Next.LastDecision = er.LastDecision // the decision record's seq, known only now
+			put, err := tx.PutPrepared(fresh)
+			if err != nil || put {
+				return err
+			}
+		}
 		return tx.PutEntry(er)
 	}
+}
+
+// shapeEntry sets in er, the entry's record as stored (or a new one), what
+// res's decision on e changes, seen at now. It reports whether the
+// decision is recorded (it differs from the last one recorded: re-deciding
+// the same on every run records nothing) and whether it lifts the
+// quarantine of an undecodable read. The intent's transaction and its
+// record worked out ahead (recordTxLearning) both shape with it.
+func (r *Reconciler) shapeEntry(er *store.EntryRecord, e *entry.Entry, res *EntryResult, now time.Time) (changed, lifted bool) {
+	d := &res.Decision
+	lifted = undecodableLifted(er, e)
+	if lifted {
+		er.Hold = ""
+	}
+	changed = er.Evidence != d.EvidenceHash || er.Action != res.Final || er.LastDecision == 0 || lifted
+	er.Entry, er.LastSeen = *e, now
+	er.Status, er.Class, er.Action = res.Status, d.Class, res.Final
+	er.Group = nil // the default signature (groups.go)
+	if rules := r.Engine.Rules; rules.CustomGroups() {
+		k := rules.GroupOf(e, d.Class)
+		er.Group = &k
+	}
+	er.Owner, er.ApproverGroup = d.Owner, d.ApproverGroup
+	if d.Ledger.Probe != "" {
+		er.Probe = d.Ledger.Probe
+	}
+	if res.Final == triage.Quarantine && er.Hold == "" {
+		er.Hold = store.HoldQuarantine
+	}
+	er.Reason = lastReason(d.Reasons, res.Reason)
+	return changed, lifted
+}
+
+// freshEntry works out ahead, outside the write lock, the record the
+// intent's transaction stores for an entry the store does not hold yet
+// (nil where the store works nothing out ahead, or the decision is not
+// one recordTxLearning records as worked out): shaped as the
+// transaction shapes it, its last_decision set there.
+func (r *Reconciler) freshEntry(e *entry.Entry, res *EntryResult, now time.Time) *store.PreparedEntry {
+	if res.Final == triage.RequireApproval {
+		return nil // its transaction adds the approval request
+	}
+	next := &store.EntryRecord{FirstSeen: now}
+	if changed, lifted := r.shapeEntry(next, e, res, now); !changed || lifted {
+		return nil
+	}
+	next.LastDecision, next.Evidence = 1, res.Decision.EvidenceHash // the seq: inside
+	return r.Store.PrepareEntry(nil, next)
+}
+
+// sameFresh reports whether er, the record a transaction built for a new
+// entry, is the record freshEntry worked out ahead for it but for its
+// last_decision. Both are shaped by shapeEntry from the same inputs, so
+// what is compared is what could have come between: a write to a field
+// after shaping (the intent's extra), or the entry read changing.
+// TestSameFreshCoversEveryField holds it to EntryRecord's fields.
+func sameFresh(er, ahead *store.EntryRecord) bool {
+	a, b := &er.Entry, &ahead.Entry
+	return er.Status == ahead.Status && er.Class == ahead.Class && er.Action == ahead.Action &&
+		er.Owner == ahead.Owner && er.ApproverGroup == ahead.ApproverGroup && er.Reason == ahead.Reason &&
+		er.Evidence == ahead.Evidence && er.ApprovalID == ahead.ApprovalID && er.Hold == ahead.Hold &&
+		er.Probe == ahead.Probe && er.WriteBackPending == ahead.WriteBackPending && er.Settled == ahead.Settled &&
+		er.FirstSeen.Equal(ahead.FirstSeen) && er.LastSeen.Equal(ahead.LastSeen) &&
+		er.NextAttemptAt.Equal(ahead.NextAttemptAt) && sameGroup(er.Group, ahead.Group) &&
+		a.ID == b.ID && a.Source == b.Source && a.Scope == b.Scope && a.Topic == b.Topic &&
+		a.IdempotencyKey == b.IdempotencyKey && a.Message == b.Message && a.Attempts == b.Attempts &&
+		len(a.Payload) == len(b.Payload)
 }
 
 // liftedReason starts the audit record of the decision that lifts it.
@@ -1179,4 +1245,12 @@ func (r *Reconciler) handleOne(ctx context.Context, er *store.EntryRecord, pre *
 	}
 
 	return res, err
+}
+
+// sameGroup reports whether two entry records' custom groups are the same.
+func sameGroup(a, b *group.Key) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }

@@ -36,9 +36,10 @@ type Backend interface {
 	Shared
 
 	// PrepareEntry works out before a transaction how next is stored in
-	// place of prev, the record as this process stored it, for the
-	// transaction's Tx.PutPrepared (issue 33: what is done inside bbolt's
-	// write lock is serial). nil where the store works nothing out ahead.
+	// place of prev, the record as this process stored it (nil: a new
+	// entry, its key holding nothing), for the transaction's
+	// Tx.PutPrepared (issue 33: what is done inside bbolt's write lock
+	// is serial). nil where the store works nothing out ahead.
 	PrepareEntry(prev, next *EntryRecord) *PreparedEntry
 
 	// Entries calls fn for every entry in ref order, payload included: a

@@ -31,10 +31,25 @@ func appendStoredEntryJSON(dst []byte, se *StoredEntry) ([]byte, bool) {
 // appendEntryRecordJSON appends the JSON of EncodeEntry(r): r without its
 // payload.
 func appendEntryRecordJSON(dst []byte, r *EntryRecord) ([]byte, bool) {
+	dst, _, ok := appendEntryRecordJSONAt(dst, r)
+	return dst, ok
+}
+
+// AppendEntryJSONAt is EncodeEntryHot's JSON of r (before compression),
+// and where in it r's last_decision digits start (-1: r has none): a
+// record worked out before the transaction that learns its decision's
+// seq (bolt's PrepareEntry of a new entry) has them replaced there. ok
+// false: encoding/json is needed (EncodeEntryHot knows when).
+func AppendEntryJSONAt(dst []byte, r *EntryRecord) (out []byte, at int, ok bool) {
+	return appendEntryRecordJSONAt(dst, r)
+}
+
+func appendEntryRecordJSONAt(dst []byte, r *EntryRecord) ([]byte, int, bool) {
+	at := -1
 	dst = append(dst, `{"entry":`...)
 	dst, ok := audit.AppendEntryJSON(dst, &r.Entry)
 	if !ok {
-		return dst, false
+		return dst, at, false
 	}
 	dst = append(dst, `,"status":`...)
 	dst = audit.AppendJSONString(dst, r.Status)
@@ -45,6 +60,7 @@ func appendEntryRecordJSON(dst []byte, r *EntryRecord) ([]byte, bool) {
 	dst = audit.AppendOptString(dst, `,"reason":`, r.Reason)
 	if r.LastDecision != 0 {
 		dst = append(dst, `,"last_decision":`...)
+		at = len(dst)
 		dst = strconv.AppendUint(dst, r.LastDecision, 10)
 	}
 	dst = audit.AppendOptString(dst, `,"evidence":`, r.Evidence)
@@ -57,16 +73,16 @@ func appendEntryRecordJSON(dst []byte, r *EntryRecord) ([]byte, bool) {
 	}
 	dst = append(dst, `,"first_seen":`...)
 	if dst, ok = audit.AppendJSONTime(dst, r.FirstSeen); !ok {
-		return dst, false
+		return dst, at, false
 	}
 	dst = append(dst, `,"last_seen":`...)
 	if dst, ok = audit.AppendJSONTime(dst, r.LastSeen); !ok {
-		return dst, false
+		return dst, at, false
 	}
 	if !r.NextAttemptAt.IsZero() {
 		dst = append(dst, `,"next_attempt_at":`...)
 		if dst, ok = audit.AppendJSONTime(dst, r.NextAttemptAt); !ok {
-			return dst, false
+			return dst, at, false
 		}
 	}
 	if g := r.Group; g != nil {
@@ -80,7 +96,7 @@ func appendEntryRecordJSON(dst []byte, r *EntryRecord) ([]byte, bool) {
 		dst = audit.AppendJSONString(dst, g.Error)
 		dst = append(dst, '}')
 	}
-	return append(dst, '}'), true
+	return append(dst, '}'), at, true
 }
 
 // appendLedgerJSON appends r's JSON as json.Marshal writes it; ok false

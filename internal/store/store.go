@@ -146,7 +146,11 @@ type Tx interface {
 // transaction that stores it (Backend.PrepareEntry, Tx.PutPrepared).
 type PreparedEntry struct {
 	// Prev is the record as this process stored it, Next the record to
-	// store in its place, keeping Prev's payload; neither changes after.
+	// store in its place, keeping Prev's payload. Neither changes after,
+	// but for one field: where Prev is nil (a new entry, stored with its
+	// payload) and Next's LastDecision was not zero, the transaction sets
+	// it to the seq of the decision record it appends before it calls
+	// PutPrepared (a seq is known only inside).
 	Prev, Next *EntryRecord
 	// Ahead is what the backend worked out (bbolt: both records' bytes
 	// and Next's index keys).

@@ -469,13 +469,33 @@ type boltPrepared struct {
 	base   []byte // store.EncodeEntryHot(Prev)
 	data   []byte // store.EncodeEntryHot(Next)
 	facets facets // entryFacets(Next)
+	// fresh: Prev is nil, a new entry. Its record is known ahead but for
+	// its last_decision, the seq of the decision record appended in the
+	// same transaction: json is Next's record JSON (not compressed: s2's
+	// 64 KB stack table would grow the caller's goroutine), with its
+	// last_decision's digits at json[at:at+n] (at -1: none), and
+	// PutPrepared writes Next's value there, then compresses it.
+	fresh bool
+	json  []byte
+	at, n int
+	// payload is Next's payload as stored (store.EncodePayload), nil
+	// when it has none: a fresh record is stored with it.
+	payload []byte
 }
+
+// placeholderSeq is what a fresh record's last_decision is encoded with
+// before its seq is known: the widest a seq is written, so that the JSON
+// is never shorter than it was predicted.
+const placeholderSeq = ^uint64(0)
 
 // PrepareEntry encodes prev and next as bbolt stores them, and next's
 // facets. The encoding runs on one of the store's encoder goroutines
 // (store.EncodeEntriesAside), not the caller's. nil when either does not
 // encode: PutEntry then reports why, in the transaction.
 func (s *Bolt) PrepareEntry(prev, next *store.EntryRecord) *store.PreparedEntry {
+	if prev == nil && next != nil {
+		return prepareFresh(next)
+	}
 	if prev == nil || next == nil || prev.Entry.Ref() != next.Entry.Ref() {
 		return nil
 	}
@@ -486,14 +506,108 @@ func (s *Bolt) PrepareEntry(prev, next *store.EntryRecord) *store.PreparedEntry 
 	return &store.PreparedEntry{Prev: prev, Next: next, Ahead: &boltPrepared{base: base, data: data, facets: entryFacets(next)}}
 }
 
+// prepareFresh is PrepareEntry of a new entry: next's JSON and facets,
+// worked out on the caller's goroutine (the JSON appender and the facets
+// need no large stack; the s2 compression, which does, stays inside).
+// Its intent's transaction (issue 33: the intent's entry record, its
+// encoding and its index keys were a third of the intent's work inside
+// the lock) checks the key holds nothing and sets last_decision.
+func prepareFresh(next *store.EntryRecord) *store.PreparedEntry {
+	rec := *next
+	if rec.LastDecision != 0 {
+		rec.LastDecision = placeholderSeq
+	}
+	// Sized once for a typical record (growing it from nothing was five
+	// allocations); kept until the transaction, so not pooled.
+	js, at, ok := store.AppendEntryJSONAt(make([]byte, 0, 768+len(rec.Entry.Message)), &rec)
+	if !ok {
+		return nil
+	}
+	n := 0
+	if at >= 0 {
+		n = len(strconv.FormatUint(placeholderSeq, 10))
+	}
+	var payload []byte
+	if next.Entry.Payload != nil {
+		// s2 without a dictionary sizes its table (and stack frame) by
+		// the payload's length: a typical payload's is a few KB.
+		var err error
+		if payload, err = store.EncodePayload(next.Entry.Payload); err != nil {
+			return nil
+		}
+	}
+	return &store.PreparedEntry{Next: next, Ahead: &boltPrepared{fresh: true, json: js, at: at, n: n, facets: entryFacets(next), payload: payload}}
+}
+
+// freshData is a fresh prepared record as stored, its last_decision p's
+// (ok false: p.Next's last_decision is zero where the prediction had one,
+// or the reverse).
+func (bp *boltPrepared) freshData(p *store.PreparedEntry) ([]byte, bool, error) {
+	if (bp.at >= 0) != (p.Next.LastDecision != 0) {
+		return nil, false, nil
+	}
+	js := bp.json
+	if bp.at >= 0 {
+		// Spliced into a pooled copy, never in place: the transaction
+		// may run again.
+		buf := store.JSONBuffers.Get().(*bytes.Buffer)
+		defer store.PutJSONBuffer(buf)
+		buf.Write(js[:bp.at])
+		buf.Write(strconv.AppendUint(buf.AvailableBuffer(), p.Next.LastDecision, 10))
+		buf.Write(js[bp.at+bp.n:])
+		js = buf.Bytes()
+	}
+	data, err := store.CompressHotRecord(js)
+	return data, err == nil, err
+}
+
+// putFresh is PutPrepared of a new entry: where the key holds nothing, the
+// record, its payload and its index keys and counters, as PutEntry writes
+// them for a new record.
+func (t *boltTx) putFresh(p *store.PreparedEntry, bp *boltPrepared) (bool, error) {
+	eb := t.bucket(bucketEntries)
+	if eb == nil {
+		return false, store.ErrReadOnly
+	}
+	ref := store.DBKey(p.Next.Entry.Ref())
+	if eb.Get(ref) != nil {
+		return false, nil
+	}
+	data, ok, err := bp.freshData(p)
+	if !ok {
+		return false, err
+	}
+	if err := reindexFacets(t.tx, t.counters(), false, facets{}, p.Next, bp.facets, t.now().UTC()); err != nil {
+		return false, err
+	}
+	if p.Next.Entry.Payload != nil {
+		if err := writeEncodedPayload(t.tx, ref, p.Next.Entry.Payload, bp.payload); err != nil {
+			return false, err
+		}
+	}
+	if err := eb.Put(ref, data); err != nil {
+		return false, err
+	}
+	t.memo.putFacets(string(ref), data, bp.facets)
+	if t.old == nil {
+		t.old = make(map[string]oldEntry, 4)
+	}
+	t.old[string(ref)] = oldEntry{facets: bp.facets, exists: true}
+	return true, nil
+}
+
 // PutPrepared stores p.Next where the key still holds p.Prev's bytes
 // (compared byte for byte: the stored record is then p.Prev, and p's
 // encoding is what PutEntry would write). The payload is not written:
-// the stored one is Prev's, which Next keeps.
+// the stored one is Prev's, which Next keeps. A fresh p (Prev nil) is
+// stored where the key holds nothing, payload included (putFresh).
 func (t *boltTx) PutPrepared(p *store.PreparedEntry) (bool, error) {
 	bp, ok := p.Ahead.(*boltPrepared)
 	if !ok || !t.tx.Writable() {
 		return false, nil
+	}
+	if bp.fresh {
+		return t.putFresh(p, bp)
 	}
 	eb := t.bucket(bucketEntries)
 	if eb == nil {

@@ -49,7 +49,11 @@ func readPayload(tx *bolt.Tx, key []byte) ([]byte, error) {
 
 // writePayload stores p under key unless the same bytes are there; a
 // copy an older version kept in the raw bucket is moved over.
-func writePayload(tx *bolt.Tx, key, p []byte) error {
+func writePayload(tx *bolt.Tx, key, p []byte) error { return writeEncodedPayload(tx, key, p, nil) }
+
+// writeEncodedPayload is writePayload with p's stored form, enc, encoded
+// before the transaction (nil: encode it here).
+func writeEncodedPayload(tx *bolt.Tx, key, p, enc []byte) error {
 	zb := tx.Bucket(bucketPayloadsZ)
 	if zb == nil {
 		return store.ErrReadOnly
@@ -57,9 +61,12 @@ func writePayload(tx *bolt.Tx, key, p []byte) error {
 	if cur, err := readPayload(tx, key); err == nil && cur != nil && bytes.Equal(cur, p) {
 		return nil
 	}
-	v, err := store.EncodePayload(p)
-	if err != nil {
-		return err
+	v := enc
+	if v == nil {
+		var err error
+		if v, err = store.EncodePayload(p); err != nil {
+			return err
+		}
 	}
 	if err := zb.Put(key, v); err != nil {
 		return err

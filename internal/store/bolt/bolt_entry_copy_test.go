@@ -232,3 +232,76 @@ func TestPutPreparedRefusesAnotherRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestPutPreparedFreshWritesWhatPutEntryWrites stores a new entry through
+// PutEntry in one file and through PrepareEntry(nil, ...) and PutPrepared
+// in another, its last_decision set in the transaction after it was
+// prepared (a seq of another width than the placeholder's): the files
+// hold the same bytes, index keys, counters and payload. Where the key
+// already holds a record, or the last_decision the prediction had is
+// gone, PutPrepared writes nothing.
+func TestPutPreparedFreshWritesWhatPutEntryWrites(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	open := func() *Bolt {
+		s, err := Open(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	for _, seq := range []uint64{0, 7, 123456789} {
+		plain, prepared := open(), open()
+		rec := copySample()
+		rec.LastDecision = seq
+		if err := plain.Update(ctx, func(tx store.Tx) error { return tx.PutEntry(rec) }); err != nil {
+			t.Fatal(err)
+		}
+		ahead := copySample()
+		if seq != 0 {
+			ahead.LastDecision = 1 // set inside, as the intent does
+		}
+		p := prepared.PrepareEntry(nil, ahead)
+		if p == nil {
+			t.Fatal("PrepareEntry refused a new record that encodes")
+		}
+		if err := prepared.Update(ctx, func(tx store.Tx) error {
+			p.Next.LastDecision = seq
+			put, err := tx.PutPrepared(p)
+			if err == nil && !put {
+				t.Errorf("seq %d: PutPrepared did not store the new record", seq)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if a, b := dumpEntryBuckets(t, plain), dumpEntryBuckets(t, prepared); !reflect.DeepEqual(a, b) {
+			t.Fatalf("seq %d: PutEntry wrote\n%q\nPutPrepared wrote\n%q", seq, a, b)
+		}
+		// Stored now: the same prepared record is refused, and so is one
+		// whose last_decision went to zero after it was predicted.
+		again := prepared.PrepareEntry(nil, copySample())
+		if err := prepared.Update(ctx, func(tx store.Tx) error {
+			if put, err := tx.PutPrepared(again); put || err != nil {
+				t.Errorf("seq %d: PutPrepared of a new record over a stored one: put %v, %v", seq, put, err)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := open()
+	ahead := copySample()
+	ahead.LastDecision = 1
+	p := s.PrepareEntry(nil, ahead)
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		p.Next.LastDecision = 0
+		if put, err := tx.PutPrepared(p); put || err != nil {
+			t.Errorf("PutPrepared of a record predicted with a last_decision, put without: put %v, %v", put, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

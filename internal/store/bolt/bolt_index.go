@@ -352,18 +352,53 @@ func (s *Bolt) PendingApprovals(ctx context.Context, fn func(*store.Approval) er
 // keepExample names a signature's class and example: its smallest ref (as
 // a scan in ref order, and PostgreSQL, find it), whatever order concurrent
 // writers commit in. counted says the signature already has entries.
+//
+// It runs inside the write lock for every new entry (issue 33), so the
+// record is read and written without reflection where it can be: the
+// bytes are json.Marshal's (FuzzSigMetaAsEncodingJSON).
 func keepExample(sm *bolt.Bucket, counted bool, sig, class, ref string) error {
-	if old := sm.Get([]byte(sig)); old != nil && counted {
-		var cur sigMeta
-		if err := json.Unmarshal(old, &cur); err == nil && cur.Example <= ref {
-			return nil
+	if old := sm.Get(keyBytes(sig)); old != nil && counted {
+		if ex, ok := sigExample(old); ok {
+			if string(ex) <= ref {
+				return nil
+			}
+		} else {
+			var cur sigMeta
+			if err := json.Unmarshal(old, &cur); err == nil && cur.Example <= ref {
+				return nil
+			}
 		}
 	}
-	meta, err := json.Marshal(sigMeta{Class: class, Example: ref})
-	if err != nil {
-		return err
+	var scratch [256]byte
+	return sm.Put(keyBytes(sig), appendSigMeta(scratch[:0], class, ref))
+}
+
+// appendSigMeta appends json.Marshal(sigMeta{class, example}).
+func appendSigMeta(dst []byte, class, example string) []byte {
+	dst = audit.AppendJSONString(append(dst, `{"class":`...), class)
+	dst = audit.AppendJSONString(append(dst, `,"example":`...), example)
+	return append(dst, '}')
+}
+
+// sigExample is the example of a signature's record as appendSigMeta
+// writes it, read without decoding it: ok only for exactly
+// {"class":"C","example":"E"} with neither C nor E holding a quote or a
+// backslash (JSON that always decodes, to E); json.Unmarshal reads any
+// other form.
+func sigExample(v []byte) (example []byte, ok bool) {
+	const head, sep = `{"class":"`, `","example":"`
+	if !bytes.HasPrefix(v, []byte(head)) || !bytes.HasSuffix(v, []byte(`"}`)) {
+		return nil, false
 	}
-	return sm.Put([]byte(sig), meta)
+	i := bytes.Index(v, []byte(sep))
+	if i < len(head) || i+len(sep) > len(v)-2 {
+		return nil, false
+	}
+	class, ex := v[len(head):i], v[i+len(sep):len(v)-2]
+	if bytes.ContainsAny(class, "\\\"") || bytes.ContainsAny(ex, "\\\"") {
+		return nil, false
+	}
+	return ex, true
 }
 
 type sigMeta struct {

@@ -85,15 +85,15 @@ func (p *Postgres) SetPending(ctx context.Context, pend *store.PrunePending) err
 	return nil
 }
 
-// auditOwner is the audit_owner key of an entry's records
-// (replayctl_audit_owner, pg_entry_audit.go).
+// auditOwner is the owner of an entry's records (the owner column,
+// pg_audit_owner.go, as replayctl_audit_owner, pg_entry_audit.go).
 func auditOwner(ref string) string {
 	sum := md5.Sum([]byte(ref))
 	return "r" + hex.EncodeToString(sum[:])
 }
 
 // lastAuditTimes returns, for each of refs that has one, the time of the
-// last audit record about it (by number, sealed or not), from audit_owner:
+// last audit record about it (by number, sealed or not), from audit_owner_col:
 // bbolt's lastAuditTime for many entries in one round trip.
 func lastAuditTimes(ctx context.Context, q pgReader, refs []string) (map[string]time.Time, error) {
 	owners := make([]string, len(refs))
@@ -102,8 +102,8 @@ func lastAuditTimes(ctx context.Context, q pgReader, refs []string) (map[string]
 		owners[i] = auditOwner(ref)
 		byOwner[owners[i]] = ref
 	}
-	rows, err := q.Query(ctx, `SELECT DISTINCT ON (o) o, at FROM (SELECT replayctl_audit_owner(body) AS o, seq, at FROM audit
-		WHERE replayctl_audit_owner(body) = ANY($1)) x ORDER BY o, seq DESC`, owners)
+	rows, err := q.Query(ctx, `SELECT DISTINCT ON (owner) owner, at FROM audit
+		WHERE owner = ANY($1) ORDER BY owner, seq DESC`, owners)
 	if err != nil {
 		return nil, fmt.Errorf("last audit records: %w", err)
 	}

@@ -99,6 +99,10 @@ var migrations = []string{
 	// without sequential scans whatever the table's statistics were when a
 	// connection first called them (pg_plans.go).
 	pgPlansMigration,
+	// 20: each audit record's owner (its entry or key) in a column written
+	// from Go, indexed instead of an expression parsing the record
+	// (pg_audit_owner.go).
+	pgAuditOwnerMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.
@@ -345,6 +349,8 @@ type pgTx struct {
 	// (pg_audit_index.go).
 	auditActors, auditKinds []string
 	auditAts                []int64
+	// auditOwners are their owners (pg_audit_owner.go).
+	auditOwners []string
 }
 
 func (t *pgTx) lockClause() string {

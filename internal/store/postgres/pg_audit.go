@@ -275,7 +275,7 @@ func (p *Postgres) sealRound(ctx context.Context, wait bool) (sealed int, more b
 		}
 		if len(vseq) > 0 {
 			if _, err := tx.Exec(ctx, `INSERT INTO audit (seq, body, prev, hash, actor, kind, at, owner)
-				SELECT s, b, p, h, 'replayctl', '`+KindVoid+`', t, '' FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::text[], $5::bigint[]) u(s, b, p, h, t)`,
+				SELECT s, b, p, h, 'replayctl', '`+KindVoid+`', t, 0 FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::text[], $5::bigint[]) u(s, b, p, h, t)`,
 				vseq, vbody, vprev, vhash, vat); err != nil {
 				return fmt.Errorf("write void audit records: %w", err)
 			}
@@ -360,7 +360,7 @@ func readTail(ctx context.Context, tx pgx.Tx, headSeq int64) ([]tailRow, error) 
 // auditInsertSQL inserts the records a transaction appended, unchained.
 // with their indexed columns (pg_audit_index.go).
 const auditInsertSQL = `INSERT INTO audit (seq, body, mac, actor, kind, at, owner) SELECT s, b, nullif(m, ''), a, k, t, o
-	FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[]) u(s, b, m, a, k, t, o)`
+	FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[]) u(s, b, m, a, k, t, o)`
 
 // pgAuditRowMACMigration: the MAC a keyed writer puts on each record it
 // appends (NULL from a keyless writer of an unsigned chain).
@@ -482,9 +482,9 @@ func (t *pgTx) ChainSucceeded(ref, key string) (uint64, error) {
 	}
 	var seq int64
 	err := t.queryRow(`SELECT coalesce(min(seq), 0) FROM audit
-		WHERE owner = ANY(ARRAY['r' || md5($1::bytea), 'k' || md5($2::bytea)])
+		WHERE owner = ANY($1::bigint[])
 		  AND convert_from(body, 'UTF8')::json->>'ledger_after' = 'succeeded'
-		  AND convert_from(body, 'UTF8')::json->>'idempotency_key' = $3`, []byte(ref), []byte(key), key).Scan(&seq)
+		  AND convert_from(body, 'UTF8')::json->>'idempotency_key' = $2`, []int64{ownerKey(refOwner(ref)), ownerKey(keyOwner(key))}, key).Scan(&seq)
 	if err != nil {
 		return 0, fmt.Errorf("read the audit records of key %s: %w", key, err)
 	}

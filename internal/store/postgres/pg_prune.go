@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,19 +83,16 @@ func (p *Postgres) SetPending(ctx context.Context, pend *store.PrunePending) err
 	return nil
 }
 
-// auditOwner is the owner of an entry's records (the owner column,
-// pg_audit_owner.go, as replayctl_audit_owner, pg_entry_audit.go).
-func auditOwner(ref string) string {
-	sum := md5.Sum([]byte(ref))
-	return "r" + hex.EncodeToString(sum[:])
-}
+// auditOwner is the owner key of an entry's records (the owner column,
+// pg_audit_owner.go, as replayctl_audit_owner read it, pg_entry_audit.go).
+func auditOwner(ref string) int64 { return ownerKey(refOwner(ref)) }
 
 // lastAuditTimes returns, for each of refs that has one, the time of the
 // last audit record about it (by number, sealed or not), from audit_owner_col:
 // bbolt's lastAuditTime for many entries in one round trip.
 func lastAuditTimes(ctx context.Context, q pgReader, refs []string) (map[string]time.Time, error) {
-	owners := make([]string, len(refs))
-	byOwner := make(map[string]string, len(refs))
+	owners := make([]int64, len(refs))
+	byOwner := make(map[int64]string, len(refs))
 	for i, ref := range refs {
 		owners[i] = auditOwner(ref)
 		byOwner[owners[i]] = ref
@@ -110,7 +105,7 @@ func lastAuditTimes(ctx context.Context, q pgReader, refs []string) (map[string]
 	defer rows.Close()
 	out := map[string]time.Time{}
 	for rows.Next() {
-		var o string
+		var o int64
 		var at *int64
 		if err := rows.Scan(&o, &at); err != nil {
 			return nil, err

@@ -350,7 +350,7 @@ type pgTx struct {
 	auditActors, auditKinds []string
 	auditAts                []int64
 	// auditOwners are their owners (pg_audit_owner.go).
-	auditOwners []string
+	auditOwners []int64
 }
 
 func (t *pgTx) lockClause() string {

@@ -103,6 +103,9 @@ var migrations = []string{
 	// from Go, indexed instead of an expression parsing the record
 	// (pg_audit_owner.go).
 	pgAuditOwnerMigration,
+	// 21: a claim walks on from where this process's last claim of the
+	// run ended first (pg_claim_after.go).
+	pgClaimAfterMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.
@@ -140,6 +143,10 @@ type Postgres struct {
 	// (pg_readahead.go).
 	aheadMu sync.Mutex
 	ahead   map[int64]*readAhead
+	// mark is where this process's next claim walks on from
+	// (pg_claim_after.go).
+	markMu sync.Mutex
+	mark   claimMark
 }
 
 // poolSize is the default pool: one connection for each of the worker's
@@ -1030,7 +1037,7 @@ func (p *Postgres) claim(ctx context.Context, refs []string, tokens []int64, kep
 	if len(refs) > 0 {
 		b.Queue(releaseMany, refs, tokens, kept)
 	}
-	b.Queue(`SELECT fence, rec, payload FROM replayctl_claim($1, $2, $3, $4)`, since, n, owner, lease.Milliseconds())
+	b.Queue(claimSQL, since, n, owner, lease.Milliseconds(), p.claimAfter(since))
 	br := p.pool.SendBatch(ctx, b)
 	defer br.Close()
 	if len(refs) > 0 {
@@ -1047,8 +1054,13 @@ func (p *Postgres) claim(ctx context.Context, refs []string, tokens []int64, kep
 	for rows.Next() {
 		var token int64
 		var rec, payload []byte
-		if err := rows.Scan(&token, &rec, &payload); err != nil {
+		var ref string
+		var unchecked bool
+		if err := rows.Scan(&token, &rec, &payload, &ref, &unchecked); err != nil {
 			return nil, err
+		}
+		if unchecked {
+			p.moveClaimMark(since, ref)
 		}
 		er, err := decodeEntryBytes(rec, payload)
 		if err != nil {

@@ -95,6 +95,7 @@ func (t *pgTx) Append(r *audit.Record) (audit.Sealed, error) {
 	}
 	t.auditSeqs, t.auditBodies, t.auditMACs = append(t.auditSeqs, seq), append(t.auditBodies, body), append(t.auditMACs, mac)
 	t.auditActors, t.auditKinds, t.auditAts = append(t.auditActors, pgKey(r.Actor)), append(t.auditKinds, pgKey(r.Kind)), append(t.auditAts, auditAt(r.Time))
+	t.auditOwners = append(t.auditOwners, auditOwnerOf(r, body))
 	return audit.Sealed{Seq: r.Seq, Body: body}, nil
 }
 
@@ -273,8 +274,8 @@ func (p *Postgres) sealRound(ctx context.Context, wait bool) (sealed int, more b
 			return nil
 		}
 		if len(vseq) > 0 {
-			if _, err := tx.Exec(ctx, `INSERT INTO audit (seq, body, prev, hash, actor, kind, at)
-				SELECT s, b, p, h, 'replayctl', '`+KindVoid+`', t FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::text[], $5::bigint[]) u(s, b, p, h, t)`,
+			if _, err := tx.Exec(ctx, `INSERT INTO audit (seq, body, prev, hash, actor, kind, at, owner)
+				SELECT s, b, p, h, 'replayctl', '`+KindVoid+`', t, 0 FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::text[], $5::bigint[]) u(s, b, p, h, t)`,
 				vseq, vbody, vprev, vhash, vat); err != nil {
 				return fmt.Errorf("write void audit records: %w", err)
 			}
@@ -358,8 +359,8 @@ func readTail(ctx context.Context, tx pgx.Tx, headSeq int64) ([]tailRow, error) 
 
 // auditInsertSQL inserts the records a transaction appended, unchained.
 // with their indexed columns (pg_audit_index.go).
-const auditInsertSQL = `INSERT INTO audit (seq, body, mac, actor, kind, at) SELECT s, b, nullif(m, ''), a, k, t
-	FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::text[], $5::text[], $6::bigint[]) u(s, b, m, a, k, t)`
+const auditInsertSQL = `INSERT INTO audit (seq, body, mac, actor, kind, at, owner) SELECT s, b, nullif(m, ''), a, k, t, o
+	FROM unnest($1::bigint[], $2::bytea[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[]) u(s, b, m, a, k, t, o)`
 
 // pgAuditRowMACMigration: the MAC a keyed writer puts on each record it
 // appends (NULL from a keyless writer of an unsigned chain).
@@ -371,9 +372,9 @@ func (t *pgTx) auditWrite() (commitWrite, bool) {
 	if len(t.auditSeqs) == 0 {
 		return commitWrite{}, false
 	}
-	w := commitWrite{sql: auditInsertSQL, args: []any{t.auditSeqs, t.auditBodies, t.auditMACs, t.auditActors, t.auditKinds, t.auditAts}}
+	w := commitWrite{sql: auditInsertSQL, args: []any{t.auditSeqs, t.auditBodies, t.auditMACs, t.auditActors, t.auditKinds, t.auditAts, t.auditOwners}}
 	t.auditSeqs, t.auditBodies, t.auditMACs = nil, nil, nil
-	t.auditActors, t.auditKinds, t.auditAts = nil, nil, nil
+	t.auditActors, t.auditKinds, t.auditAts, t.auditOwners = nil, nil, nil, nil
 	return w, true
 }
 
@@ -473,7 +474,7 @@ func (p *Postgres) AuditTailForged(ctx context.Context, key []byte) (uint64, err
 // ChainSucceeded is boltTx.ChainSucceeded on PostgreSQL: the first record
 // about the entry ref (or the key) saying key's replay succeeded, sealed
 // or not (a forged unsealed one only makes the runner refuse), read
-// through audit_owner (pg_entry_audit.go). A key holding a NUL cannot be
+// through audit_owner_col (pg_entry_audit.go, pg_audit_owner.go). A key holding a NUL cannot be
 // read back as json text and is not checked.
 func (t *pgTx) ChainSucceeded(ref, key string) (uint64, error) {
 	if key == "" || strings.ContainsRune(key, 0) {
@@ -481,9 +482,9 @@ func (t *pgTx) ChainSucceeded(ref, key string) (uint64, error) {
 	}
 	var seq int64
 	err := t.queryRow(`SELECT coalesce(min(seq), 0) FROM audit
-		WHERE replayctl_audit_owner(body) = ANY(ARRAY['r' || md5($1::bytea), 'k' || md5($2::bytea)])
+		WHERE owner = ANY($1::bigint[])
 		  AND convert_from(body, 'UTF8')::json->>'ledger_after' = 'succeeded'
-		  AND convert_from(body, 'UTF8')::json->>'idempotency_key' = $3`, []byte(ref), []byte(key), key).Scan(&seq)
+		  AND convert_from(body, 'UTF8')::json->>'idempotency_key' = $2`, []int64{ownerKey(refOwner(ref)), ownerKey(keyOwner(key))}, key).Scan(&seq)
 	if err != nil {
 		return 0, fmt.Errorf("read the audit records of key %s: %w", key, err)
 	}

@@ -345,7 +345,7 @@ func TestPostgresClaimUsesItsGenericPlan(t *testing.T) {
 		} {
 			var src string
 			var config []string
-			if err := conn.QueryRow(ctx, `SELECT prosrc, coalesce(proconfig, '{}') FROM pg_proc WHERE proname = $1`, c.fn).Scan(&src, &config); err != nil {
+			if err := conn.QueryRow(ctx, `SELECT prosrc, coalesce(proconfig, '{}') FROM pg_proc WHERE oid = $1::regprocedure`, c.fn+"("+c.types+")").Scan(&src, &config); err != nil {
 				t.Fatalf("%s: %v", c.fn, err)
 			}
 			if !slices.Contains(config, "plan_cache_mode=force_generic_plan") {

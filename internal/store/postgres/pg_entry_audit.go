@@ -42,15 +42,21 @@ const pgEntryAuditMigration = `CREATE OR REPLACE FUNCTION replayctl_audit_owner(
 // EntryAudit calls fn, oldest first, with the sealed audit records about
 // one entry (as bolt.Bolt.EntryAudit): those naming its ref, and those
 // naming no entry but its idempotency key (key may be ""). It reads the
-// entry's ranges of audit_owner, up to the sealed head as AuditRange.
+// entry's ranges of audit_owner_col (the owner column, as the
+// expression: pg_audit_owner.go), up to the sealed head as AuditRange.
 //
-// The ref and key are sent as bytes: a text parameter cannot hold a NUL
-// (a ref holding one is indexed under '?').
+// The owners are hashed from the ref's and the key's bytes, as the
+// expression's reads hashed them (a text parameter cannot hold a NUL; a
+// record holding one is indexed under '?').
 func (p *Postgres) EntryAudit(ctx context.Context, ref, key string, fn func(seq uint64, rec audit.Sealed, decodeErr error) error) error {
 	p.flushAudit(ctx)
+	owners := []int64{ownerKey(refOwner(ref)), ownerKey("?")}
+	if key != "" {
+		owners = append(owners, ownerKey(keyOwner(key)))
+	}
 	rows, err := p.pool.Query(ctx, `SELECT seq, coalesce(prev, ''), coalesce(hash, ''), body FROM audit
-		WHERE replayctl_audit_owner(body) = ANY(ARRAY['r' || md5($1::bytea), CASE WHEN length($2::bytea) > 0 THEN 'k' || md5($2::bytea) END, '?'])
-		  AND seq <= (SELECT seq FROM audit_head WHERE id = 1) ORDER BY seq`, []byte(ref), []byte(key))
+		WHERE owner = ANY($1::bigint[])
+		  AND seq <= (SELECT seq FROM audit_head WHERE id = 1) ORDER BY seq`, owners)
 	if err != nil {
 		return fmt.Errorf("read the audit records of %s: %w", ref, err)
 	}

@@ -213,3 +213,83 @@ func TestPostgresAuditNumberingKeepsItsPlan(t *testing.T) {
 		t.Errorf("the audit numbering ran %d custom plans and no generic one", custom)
 	}
 }
+
+// Issue 33: a window's fence checks lock its entries and their ledger
+// rows by arrays of keys. A custom plan knew the array and looked cheaper
+// than the generic one, so each was planned again at nearly every call.
+// Run more often than the plan cache's five custom plans on one
+// connection, each must run a generic plan, and that plan probes the
+// primary key, on a new database's tables (no statistics) as on analyzed
+// ones.
+func TestPostgresFenceChecksKeepTheirPlans(t *testing.T) {
+	ctx := context.Background()
+	p := openPG(t, testsvc.Postgres(t), store.Options{})
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for i := range 8 {
+		// As Update runs a window's transaction: its fence checks first.
+		tx := &pgTx{ctx: ctx, q: conn, p: p, begin: true, ledger: map[string][]byte{}}
+		var fs []store.Fence
+		for k := range 1 + i%3 {
+			fs = append(fs, store.Fence{Ref: fmt.Sprintf("jsonl:%d", k), Key: fmt.Sprintf("k%d", k), Token: 1})
+		}
+		if _, err := tx.CheckFences(fs); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, `rollback`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sql := range []string{fenceEntriesSQL, fenceLedgerSQL} {
+		var generic, custom int64
+		if err := conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&generic, &custom); err != nil {
+			t.Fatal(err)
+		}
+		if generic == 0 {
+			t.Errorf("%.40s... ran %d custom plans and no generic one", sql, custom)
+		}
+	}
+	for _, analyzed := range []bool{false, true} {
+		if analyzed {
+			if _, err := conn.Exec(ctx, `ANALYZE entries; ANALYZE ledger`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, sql := range []string{fenceEntriesSQL, fenceLedgerSQL} {
+			plan := explainGeneric(t, conn.Conn(), sql, []string{"jsonl:a"})
+			if strings.Contains(plan, "Seq Scan") || !strings.Contains(plan, "_pkey") {
+				t.Errorf("analyzed %v: the generic plan of %.40s... does not probe the primary key:\n%s", analyzed, sql, plan)
+			}
+		}
+	}
+}
+
+// explainGeneric is the generic plan of sql with args, as the plan cache
+// keeps it.
+func explainGeneric(t *testing.T, conn *pgx.Conn, sql string, args ...any) string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, fencePlanSQL); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}

@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/md5"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,32 +83,29 @@ func (p *Postgres) SetPending(ctx context.Context, pend *store.PrunePending) err
 	return nil
 }
 
-// auditOwner is the audit_owner key of an entry's records
-// (replayctl_audit_owner, pg_entry_audit.go).
-func auditOwner(ref string) string {
-	sum := md5.Sum([]byte(ref))
-	return "r" + hex.EncodeToString(sum[:])
-}
+// auditOwner is the owner key of an entry's records (the owner column,
+// pg_audit_owner.go, as replayctl_audit_owner read it, pg_entry_audit.go).
+func auditOwner(ref string) int64 { return ownerKey(refOwner(ref)) }
 
 // lastAuditTimes returns, for each of refs that has one, the time of the
-// last audit record about it (by number, sealed or not), from audit_owner:
+// last audit record about it (by number, sealed or not), from audit_owner_col:
 // bbolt's lastAuditTime for many entries in one round trip.
 func lastAuditTimes(ctx context.Context, q pgReader, refs []string) (map[string]time.Time, error) {
-	owners := make([]string, len(refs))
-	byOwner := make(map[string]string, len(refs))
+	owners := make([]int64, len(refs))
+	byOwner := make(map[int64]string, len(refs))
 	for i, ref := range refs {
 		owners[i] = auditOwner(ref)
 		byOwner[owners[i]] = ref
 	}
-	rows, err := q.Query(ctx, `SELECT DISTINCT ON (o) o, at FROM (SELECT replayctl_audit_owner(body) AS o, seq, at FROM audit
-		WHERE replayctl_audit_owner(body) = ANY($1)) x ORDER BY o, seq DESC`, owners)
+	rows, err := q.Query(ctx, `SELECT DISTINCT ON (owner) owner, at FROM audit
+		WHERE owner = ANY($1) ORDER BY owner, seq DESC`, owners)
 	if err != nil {
 		return nil, fmt.Errorf("last audit records: %w", err)
 	}
 	defer rows.Close()
 	out := map[string]time.Time{}
 	for rows.Next() {
-		var o string
+		var o int64
 		var at *int64
 		if err := rows.Scan(&o, &at); err != nil {
 			return nil, err

@@ -99,6 +99,13 @@ var migrations = []string{
 	// without sequential scans whatever the table's statistics were when a
 	// connection first called them (pg_plans.go).
 	pgPlansMigration,
+	// 20: each audit record's owner (its entry or key) in a column written
+	// from Go, indexed instead of an expression parsing the record
+	// (pg_audit_owner.go).
+	pgAuditOwnerMigration,
+	// 21: a claim walks on from where this process's last claim of the
+	// run ended first (pg_claim_after.go).
+	pgClaimAfterMigration,
 }
 
 // migrationSteps run in Go after a migration's SQL, in its transaction.
@@ -136,6 +143,10 @@ type Postgres struct {
 	// (pg_readahead.go).
 	aheadMu sync.Mutex
 	ahead   map[int64]*readAhead
+	// mark is where this process's next claim walks on from
+	// (pg_claim_after.go).
+	markMu sync.Mutex
+	mark   claimMark
 }
 
 // poolSize is the default pool: one connection for each of the worker's
@@ -345,6 +356,8 @@ type pgTx struct {
 	// (pg_audit_index.go).
 	auditActors, auditKinds []string
 	auditAts                []int64
+	// auditOwners are their owners (pg_audit_owner.go).
+	auditOwners []int64
 }
 
 func (t *pgTx) lockClause() string {
@@ -1024,7 +1037,7 @@ func (p *Postgres) claim(ctx context.Context, refs []string, tokens []int64, kep
 	if len(refs) > 0 {
 		b.Queue(releaseMany, refs, tokens, kept)
 	}
-	b.Queue(`SELECT fence, rec, payload FROM replayctl_claim($1, $2, $3, $4)`, since, n, owner, lease.Milliseconds())
+	b.Queue(claimSQL, since, n, owner, lease.Milliseconds(), p.claimAfter(since))
 	br := p.pool.SendBatch(ctx, b)
 	defer br.Close()
 	if len(refs) > 0 {
@@ -1041,8 +1054,13 @@ func (p *Postgres) claim(ctx context.Context, refs []string, tokens []int64, kep
 	for rows.Next() {
 		var token int64
 		var rec, payload []byte
-		if err := rows.Scan(&token, &rec, &payload); err != nil {
+		var ref string
+		var unchecked bool
+		if err := rows.Scan(&token, &rec, &payload, &ref, &unchecked); err != nil {
 			return nil, err
+		}
+		if unchecked {
+			p.moveClaimMark(since, ref)
 		}
 		er, err := decodeEntryBytes(rec, payload)
 		if err != nil {

@@ -169,10 +169,11 @@ func main() {
 	}
 	slices.SortStableFunc(jobs, func(a, b job) int { return rank(a.name) - rank(b.name) })
 	r.pool(jobs, *procs)
+	took := fmt.Sprintf("took %s, %s of CPU", time.Since(start).Round(time.Second), r.cpu.Round(time.Second))
 	if r.skipped > 0 {
-		fmt.Fprintf(r.out, "%d skipped; took %s\n", r.skipped, time.Since(start).Round(time.Second))
+		fmt.Fprintf(r.out, "%d skipped; %s\n", r.skipped, took)
 	} else {
-		fmt.Fprintf(r.out, "took %s\n", time.Since(start).Round(time.Second))
+		fmt.Fprintln(r.out, took)
 	}
 	if len(r.failures) > 0 {
 		fmt.Fprintf(r.out, "failed: %s\n", strings.Join(r.failures, ", "))
@@ -197,6 +198,12 @@ type runner struct {
 	// clone it analyses every package again: 80.6 s of CPU for building
 	// every test binary after go vet ./..., 72.8 s with -vet=off.
 	vetted bool
+	// cpu is the user and system CPU of the commands run so far, each
+	// with the children it waited for (a go test process's test binary
+	// and the processes its tests start and wait for): on a machine
+	// shared with other work it says what a change saves where wall time
+	// cannot.
+	cpu time.Duration
 
 	passed, skipped int
 	failures        []string
@@ -252,13 +259,15 @@ func (r *runner) vet(pkgs []string) {
 		pkgs = []string{"./..."}
 	}
 	t := time.Now()
-	out, err := r.command("go", append([]string{"vet"}, pkgs...)...).CombinedOutput()
+	c := r.command("go", append([]string{"vet"}, pkgs...)...)
+	out, err := c.CombinedOutput()
+	r.cpu += cpuOf(c)
 	if err != nil {
 		fmt.Fprintf(r.out, "FAIL go vet:\n%s%v\n", out, err)
 		r.fail("go vet")
 		return
 	}
-	fmt.Fprintf(r.out, "ok   go vet %s\n", since(t))
+	fmt.Fprintf(r.out, "ok   go vet %s, %.1fs CPU\n", since(t), cpuOf(c).Seconds())
 	r.pass(1)
 }
 
@@ -385,9 +394,11 @@ func (r *runner) testPackage(name, pkg string, race bool, extra ...string) {
 	}
 	res := readEvents(stdout)
 	waitErr := c.Wait()
+	cpu := cpuOf(c)
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.cpu += cpu
 	r.passed += res.passed
 	r.skipped += res.skipped
 	for _, f := range res.failed {
@@ -413,7 +424,7 @@ func (r *runner) testPackage(name, pkg string, race bool, extra ...string) {
 		fmt.Fprintf(r.out, "FAIL %s: %s matches no test (scripts/testrun withoutRace)\n", name, r.noRace[pkg])
 		r.fail(name)
 	default:
-		fmt.Fprintf(r.out, "ok   %s %.1fs (%d passed%s)%s\n", name, res.elapsed, res.passed, skippedNote(res.skipped), slowNote(res))
+		fmt.Fprintf(r.out, "ok   %s %.1fs (%d passed%s), %.1fs CPU%s\n", name, res.elapsed, res.passed, skippedNote(res.skipped), cpu.Seconds(), slowNote(res))
 	}
 }
 
@@ -432,6 +443,15 @@ func slowNote(res *pkgResult) string {
 
 // slowPackage: a package this slow names its slowest tests.
 const slowPackage = 30.0
+
+// cpuOf is the user and system CPU of an ended command, with the
+// children it waited for (wait4 reports both).
+func cpuOf(c *exec.Cmd) time.Duration {
+	if c.ProcessState == nil {
+		return 0
+	}
+	return c.ProcessState.UserTime() + c.ProcessState.SystemTime()
+}
 
 func skippedNote(n int) string {
 	if n == 0 {
@@ -610,13 +630,16 @@ func (r *runner) fuzz(pkg, budget string) {
 	// encoding/json too (which several targets compare with) cost 75 s
 	// more CPU from an empty cache: every package above it compiles again.
 	instrument := []string{"-gcflags=" + module + "/...=" + fuzzInstrument}
-	if out, err := r.command("go", append(append([]string{"test", "-c"}, instrument...), "-o", bin, pkg)...).CombinedOutput(); err != nil {
+	build := r.command("go", append(append([]string{"test", "-c"}, instrument...), "-o", bin, pkg)...)
+	out, err := build.CombinedOutput()
+	r.report(func() { r.cpu += cpuOf(build) })
+	if err != nil {
 		failed("build", err, out)
 		return
 	}
 	list := r.command(bin, "-test.list", "^Fuzz")
 	list.Dir = dir
-	out, err := list.Output()
+	out, err = list.Output()
 	if err != nil {
 		failed("list the targets", err, out)
 		return
@@ -631,12 +654,13 @@ func (r *runner) fuzz(pkg, budget string) {
 		c.Dir = dir
 		out, err := c.CombinedOutput()
 		r.report(func() {
+			r.cpu += cpuOf(c)
 			if err != nil {
 				fmt.Fprintf(r.out, "FAIL fuzz %s %s (%s)\n%s", pkg, t, budget, indent(tail(string(out), 40)))
 				r.fail("fuzz " + pkg + " " + t)
 				return
 			}
-			fmt.Fprintf(r.out, "ok   fuzz %s %s (%s) %s\n", pkg, t, budget, since(start))
+			fmt.Fprintf(r.out, "ok   fuzz %s %s (%s) %s, %.1fs CPU\n", pkg, t, budget, since(start), cpuOf(c).Seconds())
 			r.pass(1)
 		})
 	}

@@ -139,14 +139,7 @@ func dumpEntryBuckets(t *testing.T, s *Bolt) map[string]string {
 func TestPutPreparedWritesWhatPutEntryWrites(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	open := func() *Bolt {
-		s, err := Open(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{Now: func() time.Time { return now }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
+	open := func() *Bolt { return openAt(t, now) }
 	plain, prepared := open(), open()
 	first := copySample()
 	second := copySample()
@@ -243,14 +236,7 @@ func TestPutPreparedRefusesAnotherRecord(t *testing.T) {
 func TestPutPreparedFreshWritesWhatPutEntryWrites(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	open := func() *Bolt {
-		s, err := Open(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{Now: func() time.Time { return now }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
+	open := func() *Bolt { return openAt(t, now) }
 	for _, seq := range []uint64{0, 7, 123456789} {
 		plain, prepared := open(), open()
 		rec := copySample()
@@ -304,4 +290,16 @@ func TestPutPreparedFreshWritesWhatPutEntryWrites(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// openAt opens a new store in a temporary directory whose clock stands at
+// now.
+func openAt(t *testing.T, now time.Time) *Bolt {
+	t.Helper()
+	s, err := Open(filepath.Join(t.TempDir(), "replayctl.db"), store.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

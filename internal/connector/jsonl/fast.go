@@ -117,12 +117,8 @@ type span struct {
 	esc        bool
 }
 
-// labelSpan is one member of labels and, once decoded, where its key
-// and value are in the entry's strings.
-type labelSpan struct {
-	key, val       span
-	kAt, vAt, vEnd int
-}
+// labelSpan is one member of labels.
+type labelSpan struct{ key, val span }
 
 // decodeFast is the fast path of decodeJSONL: ok false means "use the
 // strict decoder", and then *e is untouched.
@@ -197,37 +193,9 @@ func decodeFast(raw []byte, e *entry.Entry) (ok bool) {
 		return false // trailing data; missing id
 	}
 
-	// Every string of the entry in one allocation: they live and die
-	// together with it.
-	n := 0
-	for _, s := range text {
-		n += s.end - s.start
-	}
-	for _, l := range labels {
-		n += l.key.end - l.key.start + l.val.end - l.val.start
-	}
-	var sb strings.Builder
-	sb.Grow(n)
-	var at [nText + 1]int
-	for f, s := range text {
-		at[f] = sb.Len()
-		unquote(&sb, raw[s.start:s.end], s.esc)
-	}
-	at[nText] = sb.Len()
-	for i := range labels {
-		l := &labels[i]
-		l.kAt = sb.Len()
-		unquote(&sb, raw[l.key.start:l.key.end], l.key.esc)
-		l.vAt = sb.Len()
-		unquote(&sb, raw[l.val.start:l.val.end], l.val.esc)
-		l.vEnd = sb.Len()
-	}
-	all := sb.String()
-	str := func(f int) string { return all[at[f]:at[f+1]] }
-
 	var times [2]time.Time // first_failure, last_failure
 	for i := range times {
-		if s := str(fFirst + i); s != "" {
+		if s := str(raw, text[fFirst+i]); s != "" {
 			t, err := time.Parse(time.RFC3339Nano, s)
 			if err != nil {
 				return false
@@ -236,22 +204,20 @@ func decodeFast(raw []byte, e *entry.Entry) (ok bool) {
 		}
 	}
 	r := entry.Entry{
-		ID:             str(fID),
-		Topic:          str(fTopic),
-		ReasonCode:     str(fReason),
-		Message:        str(fMessage),
+		ID:             str(raw, text[fID]),
+		Topic:          str(raw, text[fTopic]),
+		ReasonCode:     str(raw, text[fReason]),
+		Message:        str(raw, text[fMessage]),
 		Attempts:       attempts,
-		IdempotencyKey: str(fKey),
-		State: entry.SourceState{
-			Status:  str(fState),
-			Handled: records.HandledStatus(str(fState)),
-		},
+		IdempotencyKey: str(raw, text[fKey]),
+		State:          entry.SourceState{Status: str(raw, text[fState])},
 	}
+	r.State.Handled = records.HandledStatus(r.State.Status)
 	if len(labels) > 0 {
 		r.Labels = make(map[string]string, len(labels))
 		for _, l := range labels {
 			// in order: a later duplicate key wins, as in encoding/json
-			r.Labels[all[l.kAt:l.vAt]] = all[l.vAt:l.vEnd]
+			r.Labels[str(raw, l.key)] = str(raw, l.val)
 		}
 	}
 	if p := raw[payload.start:payload.end]; records.Present(p) {
@@ -510,6 +476,18 @@ func hex4(b []byte) rune {
 		r = r*16 + rune(c)
 	}
 	return r
+}
+
+// str is s's contents as a string of its own (as encoding/json gives
+// each: one kept alone, an id in a map, keeps no more of the line alive).
+func str(raw []byte, s span) string {
+	if !s.esc {
+		return string(raw[s.start:s.end])
+	}
+	var sb strings.Builder
+	sb.Grow(s.end - s.start)
+	unquote(&sb, raw[s.start:s.end], true)
+	return sb.String()
 }
 
 // unquote writes a checked JSON string's contents as encoding/json

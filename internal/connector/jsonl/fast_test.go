@@ -78,7 +78,7 @@ func TestDecodeFastTrickyLines(t *testing.T) {
 	}{
 		{`{"id":"a\"b\\c\/d\b\f\n\r\t"}`, true},
 		{`{"id":"\ud83d\ude00 \u00e9\u0041"}`, true}, // a surrogate pair
-		{`{"id":"\ud83d"}`, true},                     // a lone surrogate: U+FFFD
+		{`{"id":"\ud83d"}`, true},                    // a lone surrogate: U+FFFD
 		{`{"id":"\ud83dx\ude00"}`, true},
 		{`{"id":"\ude00\ud83d"}`, true},
 		{`{"id":"\ud83d\u0041"}`, true},

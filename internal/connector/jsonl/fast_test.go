@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/replayctl/replayctl/internal/connector/records"
@@ -151,6 +152,9 @@ func TestDecodeFastTrickyLines(t *testing.T) {
 		{`null`, false},
 		{`[{"id":"a"}]`, false},
 		{``, false},
+		{`{"id":"a","payload":` + strings.Repeat("[", 202) + strings.Repeat("]", 202) + `}`, false}, // deeper than maxDepth
+		{`{"id":"a","payload":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`, true},
+		{`{"id":"a","labels":{"a":"1","b":"2","c":"3","d":"4","e":"5","f":"6","g":"7","h":"8","i":"9","j":"10"}}`, true},
 	}
 	for _, tt := range tests {
 		if fast := sameAsStrict(t, []byte(tt.line)); fast != tt.fast {

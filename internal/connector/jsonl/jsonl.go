@@ -29,7 +29,18 @@ type jsonlRecord struct {
 	SourceState    string            `json:"source_state"`
 }
 
+// decodeJSONL decodes a line through the fast path (fast.go) when it is
+// sure of the line, else through the strict decoder.
 func decodeJSONL(raw []byte, e *entry.Entry, strict *records.StrictDecoder) error {
+	if decodeFast(raw, e) {
+		return nil
+	}
+	return decodeStrict(raw, e, strict)
+}
+
+// decodeStrict decodes a line through encoding/json, unknown fields
+// refused.
+func decodeStrict(raw []byte, e *entry.Entry, strict *records.StrictDecoder) error {
 	var r jsonlRecord
 	if err := strict.Decode(raw, &r); err != nil {
 		return err

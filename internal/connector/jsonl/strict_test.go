@@ -32,38 +32,47 @@ func TestJSONLOneDecoderPerFileRecoversAfterBadLines(t *testing.T) {
 		`{"id":"x" nope}`, // syntax error
 		`{"id":"g","payload":{"n":7}}`,
 	}
-	rr := records.Reader{Format: Format(), Name: "e.jsonl",
-		R: strings.NewReader(strings.Join(lines, "\n") + "\n"), MaxLine: records.MaxRecord}
-	var got []entry.Entry
-	var decoders []*json.Decoder
-	rr.Each(context.Background(), func(e entry.Entry, err error) bool {
-		if err != nil {
-			t.Fatal(err)
+	// Both the fast path and the strict decoder alone: the fast path
+	// hands every bad line to the strict decoder.
+	for _, strictOnly := range []bool{false, true} {
+		decode := decodeJSONL
+		if strictOnly {
+			decode = decodeStrict
 		}
-		got = append(got, e)
-		decoders = append(decoders, rr.Decoder())
-		return true
-	})
-	if len(got) != len(lines) {
-		t.Fatalf("got %d entries, want %d", len(got), len(lines))
-	}
-	for i, e := range got {
-		bad := strings.Contains(lines[i], `"x"`)
-		if bad != e.Undecodable() {
-			t.Errorf("line %d %s: undecodable %v (%s)", i+1, lines[i], e.Undecodable(), e.DecodeError)
-			continue
+		rr := records.Reader{Format: records.Format{Kind: Kind, Layout: records.LayoutLines, Decode: decode}, Name: "e.jsonl",
+			R: strings.NewReader(strings.Join(lines, "\n") + "\n"), MaxLine: records.MaxRecord}
+		var got []entry.Entry
+		var decoders []*json.Decoder
+		rr.Each(context.Background(), func(e entry.Entry, err error) bool {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, e)
+			decoders = append(decoders, rr.Decoder())
+			return true
+		})
+		if len(got) != len(lines) {
+			t.Fatalf("got %d entries, want %d", len(got), len(lines))
 		}
-		if !bad {
-			want := fmt.Sprintf(`{"n":%d}`, strings.Index("abcdefg", e.ID)+1)
-			if string(e.Payload) != want || e.Origin != fmt.Sprintf("e.jsonl:%d", i+1) {
-				t.Errorf("line %d: id %s payload %s origin %s, want payload %s", i+1, e.ID, e.Payload, e.Origin, want)
+		for i, e := range got {
+			bad := strings.Contains(lines[i], `"x"`)
+			if bad != e.Undecodable() {
+				t.Errorf("strict only %v: line %d %s: undecodable %v (%s)", strictOnly, i+1, lines[i], e.Undecodable(), e.DecodeError)
+				continue
+			}
+			if !bad {
+				want := fmt.Sprintf(`{"n":%d}`, strings.Index("abcdefg", e.ID)+1)
+				if string(e.Payload) != want || e.Origin != fmt.Sprintf("e.jsonl:%d", i+1) {
+					t.Errorf("strict only %v: line %d: id %s payload %s origin %s, want payload %s", strictOnly, i+1, e.ID, e.Payload, e.Origin, want)
+				}
 			}
 		}
-	}
-	// The first good lines share one decoder; it is only replaced after
-	// an error (its error is sticky).
-	if decoders[0] == nil || decoders[0] != decoders[1] {
-		t.Errorf("lines 1 and 2 were decoded by different decoders (%p, %p): one per line", decoders[0], decoders[1])
+		// The first good lines share one decoder; it is only replaced
+		// after an error (its error is sticky). (The fast path takes
+		// them without one.)
+		if strictOnly && (decoders[0] == nil || decoders[0] != decoders[1]) {
+			t.Errorf("lines 1 and 2 were decoded by different decoders (%p, %p): one per line", decoders[0], decoders[1])
+		}
 	}
 }
 

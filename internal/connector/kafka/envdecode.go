@@ -2,17 +2,14 @@ package kafka
 
 import (
 	"encoding/base64"
-	"encoding/binary"
 	"slices"
 	"strconv"
 	"time"
-	"unicode"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/replayctl/replayctl/internal/connector/brokermsg"
+	"github.com/replayctl/replayctl/internal/jsonscan"
 )
 
 // parts is what record needs from an envelope.
@@ -22,19 +19,12 @@ type parts struct {
 	headers    []kgo.RecordHeader
 }
 
-// span is a JSON string's contents in the payload; esc when it holds a
-// backslash escape, invalid UTF-8 or anything else unquote must rewrite.
-type span struct {
-	start, end int
-	set, esc   bool
-}
-
 // binSpans is a brokermsg.Bin as found: its text and base64 strings.
-type binSpans struct{ text, b64 span }
+type binSpans struct{ text, b64 jsonscan.Span }
 
 // headerSpans is where one header's key and value are.
 type headerSpans struct {
-	key span
+	key jsonscan.Span
 	val binSpans
 }
 
@@ -45,19 +35,16 @@ type headerSpans struct {
 // a value of the wrong type, bad base64. The caller then uses
 // json.Unmarshal, which gives the same result or the same error.
 type envDecoder struct {
-	d     []byte
-	i     int
+	jsonscan.Scanner
 	arena []byte // every decoded byte string, one allocation
 }
-
-const maxDepth = 200
 
 // decodeEnvelope is the fast path of record; ok false means "use
 // encoding/json".
 func decodeEnvelope(data []byte) (p parts, ok bool) {
-	dec := envDecoder{d: data}
+	dec := envDecoder{Scanner: jsonscan.Scanner{D: data}}
 	var (
-		body, body64, orig span
+		body, body64, orig jsonscan.Span
 		key                binSpans
 		hdrs               []headerSpans
 		seen               uint16
@@ -69,55 +56,55 @@ func decodeEnvelope(data []byte) (p parts, ok bool) {
 		seen |= bit
 		return true
 	}
-	dec.ws()
+	dec.WS()
 	ok = dec.object(func(name []byte) bool {
 		// null leaves every field here at its zero
-		null := dec.peek() == 'n'
-		if null && !dec.word("null") {
+		null := dec.Peek() == 'n'
+		if null && !dec.Word("null") {
 			return false
 		}
 		switch {
-		case is(name, "body"):
-			return once(1) && (null || dec.str(&body))
-		case is(name, "body_base64"):
-			return once(2) && (null || dec.str(&body64))
-		case is(name, "key"):
+		case jsonscan.IsField(name, "body"):
+			return once(1) && (null || dec.Str(&body))
+		case jsonscan.IsField(name, "body_base64"):
+			return once(2) && (null || dec.Str(&body64))
+		case jsonscan.IsField(name, "key"):
 			return once(4) && (null || dec.bin(&key))
-		case is(name, "headers"):
+		case jsonscan.IsField(name, "headers"):
 			return once(8) && (null || dec.headers(&hdrs))
-		case is(name, "original_topic"):
-			return once(16) && (null || dec.str(&orig))
-		case is(name, "topic"):
-			var s span
-			return once(32) && (null || dec.str(&s))
-		case is(name, "partition"):
+		case jsonscan.IsField(name, "original_topic"):
+			return once(16) && (null || dec.Str(&orig))
+		case jsonscan.IsField(name, "topic"):
+			var s jsonscan.Span
+			return once(32) && (null || dec.Str(&s))
+		case jsonscan.IsField(name, "partition"):
 			return once(64) && (null || dec.integer(32))
-		case is(name, "offset"):
+		case jsonscan.IsField(name, "offset"):
 			return once(128) && (null || dec.integer(64))
-		case is(name, "timestamp"):
+		case jsonscan.IsField(name, "timestamp"):
 			return once(256) && (null || dec.timestamp())
-		case is(name, "original_partition"):
+		case jsonscan.IsField(name, "original_partition"):
 			return once(512) && (null || dec.integer(32))
-		case is(name, "original_offset"):
+		case jsonscan.IsField(name, "original_offset"):
 			return once(1024) && (null || dec.integer(64))
 		}
-		return null || dec.skip(0)
+		return null || dec.Skip(0)
 	})
 	if !ok {
 		return p, false
 	}
-	dec.ws()
-	if dec.i != len(dec.d) {
+	dec.WS()
+	if dec.I != len(dec.D) {
 		return p, false
 	}
 	dec.arena = make([]byte, 0, len(data))
-	if orig.set {
+	if orig.Set {
 		p.topic = string(dec.text(orig))
 	}
 	switch {
-	case body.set:
+	case body.Set:
 		p.value = dec.text(body)
-	case body64.set && body64.end > body64.start:
+	case body64.Set && body64.End > body64.Start:
 		if p.value, ok = dec.base64(body64); !ok {
 			return p, false
 		}
@@ -128,7 +115,7 @@ func decodeEnvelope(data []byte) (p parts, ok bool) {
 	if len(hdrs) > 0 {
 		p.headers = make([]kgo.RecordHeader, len(hdrs), len(hdrs)+3)
 		for n, h := range hdrs {
-			if h.key.set {
+			if h.key.Set {
 				p.headers[n].Key = headerKey(dec.text(h.key))
 			}
 			if p.headers[n].Value, ok = dec.binBytes(h.val); !ok {
@@ -180,161 +167,11 @@ func headerKey(k []byte) string {
 	return string(k)
 }
 
-// is matches a field name as encoding/json does for an ASCII name:
-// exactly or ignoring ASCII case.
-func is(name []byte, field string) bool {
-	if len(name) != len(field) {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != field[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func (d *envDecoder) peek() byte {
-	if d.i < len(d.d) {
-		return d.d[d.i]
-	}
-	return 0
-}
-
-func (d *envDecoder) ws() {
-	for d.i < len(d.d) {
-		switch d.d[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
-	}
-}
-
-func (d *envDecoder) lit(c byte) bool {
-	if d.i < len(d.d) && d.d[d.i] == c {
-		d.i++
-		return true
-	}
-	return false
-}
-
-func (d *envDecoder) word(w string) bool {
-	if len(d.d)-d.i >= len(w) && string(d.d[d.i:d.i+len(w)]) == w {
-		d.i += len(w)
-		return true
-	}
-	return false
-}
-
-// str reads a JSON string into s, checking it as encoding/json's scanner
-// does.
-func (d *envDecoder) str(s *span) bool {
-	if !d.lit('"') {
-		return false
-	}
-	s.start, s.set, s.esc = d.i, true, false
-	for d.i < len(d.d) {
-		d.i += plainRun(d.d[d.i:], true)
-		if d.i >= len(d.d) {
-			break
-		}
-		c := d.d[d.i]
-		switch {
-		case c == '"':
-			s.end = d.i
-			d.i++
-			return true
-		case c == '\\':
-			s.esc = true
-			if d.i+1 >= len(d.d) {
-				return false
-			}
-			switch d.d[d.i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				d.i += 2
-			case 'u':
-				if d.i+6 > len(d.d) || hex4(d.d[d.i+2:d.i+6]) < 0 {
-					return false
-				}
-				d.i += 6
-			default:
-				return false
-			}
-		case c < 0x20:
-			return false
-		case c >= utf8.RuneSelf:
-			s.esc = true // may need U+FFFD; unquote decides
-			d.i++
-		default:
-			d.i++
-		}
-	}
-	return false
-}
-
-func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return -1
-		}
-		r = r*16 + rune(c)
-	}
-	return r
-}
-
 // object reads a JSON object, calling field for each member with the
 // decoder at the member's value; field reads the value (an empty object
 // calls nothing). A name with an escape or a non-ASCII byte gives up.
 func (d *envDecoder) object(field func(name []byte) bool) bool {
-	return d.members(func(s span) bool { return !s.esc && field(d.d[s.start:s.end]) })
-}
-
-// members reads a JSON object, calling field with each member's name
-// and the decoder at the member's value, which field reads.
-func (d *envDecoder) members(field func(name span) bool) bool {
-	if !d.lit('{') {
-		return false
-	}
-	d.ws()
-	if d.lit('}') {
-		return true
-	}
-	for {
-		var s span
-		if !d.str(&s) {
-			return false
-		}
-		d.ws()
-		if !d.lit(':') {
-			return false
-		}
-		d.ws()
-		if !field(s) {
-			return false
-		}
-		d.ws()
-		if d.lit('}') {
-			return true
-		}
-		if !d.lit(',') {
-			return false
-		}
-		d.ws()
-	}
+	return d.Members(func(s jsonscan.Span) bool { return !s.Esc && field(d.D[s.Start:s.End]) })
 }
 
 // firstOf is a bit set of the fields an object has had: encoding/json
@@ -354,43 +191,43 @@ func (f *firstOf) first(bit firstOf) bool {
 func (d *envDecoder) bin(b *binSpans) bool {
 	var seen firstOf
 	return d.object(func(name []byte) bool {
-		var dst *span
+		var dst *jsonscan.Span
 		switch {
-		case is(name, "text"):
+		case jsonscan.IsField(name, "text"):
 			dst = &b.text
 			if !seen.first(1) {
 				return false
 			}
-		case is(name, "base64"):
+		case jsonscan.IsField(name, "base64"):
 			dst = &b.b64
 			if !seen.first(2) {
 				return false
 			}
 		default:
-			return d.skip(1)
+			return d.Skip(1)
 		}
-		if d.peek() == 'n' {
-			return d.word("null")
+		if d.Peek() == 'n' {
+			return d.Word("null")
 		}
-		return d.str(dst)
+		return d.Str(dst)
 	})
 }
 
 // headers reads the headers array: header objects or nulls.
 func (d *envDecoder) headers(hdrs *[]headerSpans) bool {
-	if !d.lit('[') {
+	if !d.Lit('[') {
 		return false
 	}
-	d.ws()
-	if d.lit(']') {
+	d.WS()
+	if d.Lit(']') {
 		return true
 	}
 	for {
-		d.ws()
+		d.WS()
 		var h headerSpans
 		var ok bool
-		if d.peek() == 'n' {
-			ok = d.word("null")
+		if d.Peek() == 'n' {
+			ok = d.Word("null")
 		} else {
 			ok = d.header(&h.key, &h.val)
 		}
@@ -398,158 +235,81 @@ func (d *envDecoder) headers(hdrs *[]headerSpans) bool {
 			*hdrs = make([]headerSpans, 0, 16) // one allocation for most records' headers
 		}
 		*hdrs = append(*hdrs, h)
-		d.ws()
-		if d.lit(']') {
+		d.WS()
+		if d.Lit(']') {
 			return ok
 		}
-		if !ok || !d.lit(',') {
+		if !ok || !d.Lit(',') {
 			return false
 		}
 	}
 }
 
 // header reads one {"key":..., "value":{...}} object.
-func (d *envDecoder) header(k *span, v *binSpans) bool {
+func (d *envDecoder) header(k *jsonscan.Span, v *binSpans) bool {
 	var seen firstOf
 	return d.object(func(name []byte) bool {
-		null := d.peek() == 'n'
+		null := d.Peek() == 'n'
 		switch {
-		case is(name, "key"):
+		case jsonscan.IsField(name, "key"):
 			if !seen.first(1) {
 				return false
 			}
 			if null {
-				return d.word("null")
+				return d.Word("null")
 			}
-			return d.str(k)
-		case is(name, "value"):
+			return d.Str(k)
+		case jsonscan.IsField(name, "value"):
 			if !seen.first(2) {
 				return false
 			}
 			if null {
-				return d.word("null")
+				return d.Word("null")
 			}
 			return d.bin(v)
 		}
-		return d.skip(1)
+		return d.Skip(1)
 	})
 }
 
 // integer reads a number encoding/json stores in an int of that size.
 func (d *envDecoder) integer(bits int) bool {
-	start := d.i
-	if !d.number() {
+	start := d.I
+	if !d.Number() {
 		return false
 	}
-	_, err := strconv.ParseInt(string(d.d[start:d.i]), 10, bits)
+	_, err := strconv.ParseInt(string(d.D[start:d.I]), 10, bits)
 	return err == nil
 }
 
 // timestamp reads a value as time.Time's UnmarshalJSON takes it.
 func (d *envDecoder) timestamp() bool {
-	start := d.i
-	if !d.skip(1) {
+	start := d.I
+	if !d.Skip(1) {
 		return false
 	}
 	var t time.Time
-	return t.UnmarshalJSON(d.d[start:d.i]) == nil
-}
-
-// number reads a JSON number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (d *envDecoder) number() bool {
-	d.lit('-')
-	switch c := d.peek(); {
-	case c == '0':
-		d.i++
-	case '1' <= c && c <= '9':
-		d.digits()
-	default:
-		return false
-	}
-	if d.lit('.') {
-		if !d.digits() {
-			return false
-		}
-	}
-	if c := d.peek(); c == 'e' || c == 'E' {
-		d.i++
-		if c := d.peek(); c == '+' || c == '-' {
-			d.i++
-		}
-		if !d.digits() {
-			return false
-		}
-	}
-	return true
-}
-
-func (d *envDecoder) digits() bool {
-	start := d.i
-	for d.i < len(d.d) && '0' <= d.d[d.i] && d.d[d.i] <= '9' {
-		d.i++
-	}
-	return d.i > start
-}
-
-// skip reads any value.
-func (d *envDecoder) skip(depth int) bool {
-	if depth > maxDepth {
-		return false
-	}
-	switch c := d.peek(); {
-	case c == '"':
-		var s span
-		return d.str(&s)
-	case c == '{':
-		return d.members(func(span) bool { return d.skip(depth + 1) })
-	case c == '[':
-		d.i++
-		d.ws()
-		if d.lit(']') {
-			return true
-		}
-		for {
-			d.ws()
-			if !d.skip(depth + 1) {
-				return false
-			}
-			d.ws()
-			if d.lit(']') {
-				return true
-			}
-			if !d.lit(',') {
-				return false
-			}
-		}
-	case c == 't':
-		return d.word("true")
-	case c == 'f':
-		return d.word("false")
-	case c == 'n':
-		return d.word("null")
-	default:
-		return d.number()
-	}
+	return t.UnmarshalJSON(d.D[start:d.I]) == nil
 }
 
 // text appends s's decoded contents to the arena and returns them, a
 // non-nil slice even when empty.
-func (d *envDecoder) text(s span) []byte {
+func (d *envDecoder) text(s jsonscan.Span) []byte {
 	start := len(d.arena)
-	if !s.esc {
-		d.arena = append(d.arena, d.d[s.start:s.end]...)
+	if !s.Esc {
+		d.arena = append(d.arena, d.D[s.Start:s.End]...)
 	} else {
-		d.arena = unquote(d.arena, d.d[s.start:s.end])
+		d.arena = jsonscan.AppendUnquote(d.arena, d.D[s.Start:s.End])
 	}
 	return d.arena[start:len(d.arena):len(d.arena)]
 }
 
 // base64 decodes s as base64.StdEncoding.DecodeString does.
-func (d *envDecoder) base64(s span) ([]byte, bool) {
-	if s.esc {
+func (d *envDecoder) base64(s jsonscan.Span) ([]byte, bool) {
+	if s.Esc {
 		return nil, false
 	}
-	src := d.d[s.start:s.end]
+	src := d.D[s.Start:s.End]
 	start := len(d.arena)
 	n := base64.StdEncoding.DecodedLen(len(src))
 	d.arena = slices.Grow(d.arena, n)[:start+n]
@@ -564,100 +324,10 @@ func (d *envDecoder) base64(s span) ([]byte, bool) {
 // binBytes is brokermsg.Bin.Bytes.
 func (d *envDecoder) binBytes(b binSpans) ([]byte, bool) {
 	switch {
-	case b.text.set:
+	case b.text.Set:
 		return d.text(b.text), true
-	case b.b64.set:
+	case b.b64.Set:
 		return d.base64(b.b64)
 	}
 	return nil, true
-}
-
-// unquote appends a checked JSON string's contents as encoding/json
-// decodes them: escapes resolved, a surrogate pair joined, a lone
-// surrogate and each byte of invalid UTF-8 as U+FFFD.
-func unquote(dst, s []byte) []byte {
-	for r := 0; r < len(s); {
-		if n := plainRun(s[r:], false); n > 0 {
-			dst = append(dst, s[r:r+n]...)
-			if r += n; r >= len(s) {
-				break
-			}
-		}
-		c := s[r]
-		switch {
-		case c == '\\':
-			switch e := s[r+1]; e {
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				rr := hex4(s[r+2:])
-				r += 6
-				if utf16.IsSurrogate(rr) {
-					rr1 := rune(-1)
-					if r+6 <= len(s) && s[r] == '\\' && s[r+1] == 'u' {
-						rr1 = hex4(s[r+2:])
-					}
-					if dec := utf16.DecodeRune(rr, rr1); dec != unicode.ReplacementChar {
-						r += 6
-						dst = utf8.AppendRune(dst, dec)
-						continue
-					}
-					rr = unicode.ReplacementChar
-				}
-				dst = utf8.AppendRune(dst, rr)
-				continue
-			default: // '"', '\\', '/'
-				dst = append(dst, e)
-			}
-			r += 2
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-			r++
-		default:
-			rr, size := utf8.DecodeRune(s[r:])
-			if rr == utf8.RuneError && size == 1 {
-				dst = utf8.AppendRune(dst, unicode.ReplacementChar)
-			} else {
-				dst = append(dst, s[r:r+size]...)
-			}
-			r += size
-		}
-	}
-	return dst
-}
-
-// plainRun is the length of b's leading run of bytes a JSON string holds
-// as they are: ASCII, not '"' or '\\' (nor a control character, with
-// ctl). The decoder went a byte at a time through a switch; a body or a
-// stack trace is long runs of such bytes, checked here 16 at a time.
-func plainRun(b []byte, ctl bool) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	look := func(w uint64) uint64 {
-		q, bs := w^(ones*'"'), w^(ones*'\\')
-		m := w | ((q - ones) & ^q) | ((bs - ones) & ^bs)
-		if ctl {
-			m |= (w - ones*0x20) & ^w
-		}
-		return m & highs
-	}
-	i := 0
-	for ; i+16 <= len(b); i += 16 {
-		if look(binary.LittleEndian.Uint64(b[i:]))|look(binary.LittleEndian.Uint64(b[i+8:])) != 0 {
-			break
-		}
-	}
-	for ; i < len(b); i++ {
-		if c := b[i]; c == '"' || c == '\\' || c >= utf8.RuneSelf || (ctl && c < 0x20) {
-			break
-		}
-	}
-	return i
 }

@@ -528,8 +528,18 @@ func (c *Conn) entryOf(d *amqp.Delivery) entry.Entry {
 		fmt.Fprintf(sum, "\x00%s\x00%s\x00%v", d.Exchange, d.RoutingKey, h["x-death"])
 		msgID = "sha256:" + hex.EncodeToString(sum.Sum(nil))[:32]
 	}
+	id := msgID + "#" + strconv.FormatInt(dt.count, 10)
+	if n, ok := replayStamp(h); ok {
+		// A replay's return: RabbitMQ 3.13.0-3.13.2 and 4.x no longer
+		// count a dead-lettering in an x-death header the publisher sent
+		// (rabbitmq/rabbitmq-server#11331; spring-cloud-stream#3019), so
+		// a replayed message that fails again can come back with the
+		// count it left with, and the id of the entry it was replayed
+		// from. replayctl's replay count tells the returns apart.
+		id += "#r" + strconv.FormatInt(n, 10)
+	}
 	e := entry.Entry{
-		ID:       msgID + "#" + strconv.FormatInt(dt.count, 10),
+		ID:       id,
 		Source:   Kind,
 		Scope:    c.queue,
 		Origin:   c.origin,
@@ -639,4 +649,18 @@ func marshalEnvelope(body []byte, env *envelope) ([]byte, error) {
 	p := make([]byte, 0, len(body)+len(rest)+32)
 	p = brokermsg.AppendBody(append(p, '{'), body)
 	return append(append(p, ','), rest[1:]...), nil
+}
+
+// replayStamp is the replay count replayctl stamped on a message it
+// replayed (brokermsg.HeaderCount, a string or a number).
+func replayStamp(h amqp.Table) (int64, bool) {
+	v, ok := h[brokermsg.HeaderCount]
+	if !ok {
+		return 0, false
+	}
+	if s, isStr := v.(string); isStr {
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		return n, err == nil
+	}
+	return toInt(v)
 }

@@ -528,8 +528,17 @@ func (c *Conn) entryOf(d *amqp.Delivery) entry.Entry {
 		fmt.Fprintf(sum, "\x00%s\x00%s\x00%v", d.Exchange, d.RoutingKey, h["x-death"])
 		msgID = "sha256:" + hex.EncodeToString(sum.Sum(nil))[:32]
 	}
+	// The replay count replayctl stamped on a message it replayed (a
+	// string, or a number from another client).
+	key, count := headerString(h, brokermsg.HeaderKey), headerString(h, brokermsg.HeaderCount)
+	if count == "" {
+		if n, ok := toInt(h[brokermsg.HeaderCount]); ok {
+			count = strconv.FormatInt(n, 10)
+		}
+	}
+	_, stamped := h[brokermsg.HeaderCount]
 	id := msgID + "#" + strconv.FormatInt(dt.count, 10)
-	if n, ok := replayStamp(h); ok {
+	if n, err := strconv.ParseInt(strings.TrimSpace(count), 10, 64); stamped && err == nil {
 		// A replay's return: RabbitMQ 3.13.0-3.13.2 and 4.x no longer
 		// count a dead-lettering in an x-death header the publisher sent
 		// (rabbitmq/rabbitmq-server#11331; spring-cloud-stream#3019), so
@@ -595,13 +604,7 @@ func (c *Conn) entryOf(d *amqp.Delivery) entry.Entry {
 	if dt.exchange != "" {
 		labels["rabbitmq.death_exchange"] = dt.exchange
 	}
-	key, count := headerString(h, brokermsg.HeaderKey), headerString(h, brokermsg.HeaderCount)
-	if count == "" {
-		if n, ok := toInt(h[brokermsg.HeaderCount]); ok {
-			count = strconv.FormatInt(n, 10)
-		}
-	}
-	if _, stamped := h[brokermsg.HeaderCount]; stamped {
+	if stamped {
 		labels = brokermsg.SetLineage(labels, key, count)
 	} else if key != "" {
 		// The application's own key, never replayed by replayctl:
@@ -649,18 +652,4 @@ func marshalEnvelope(body []byte, env *envelope) ([]byte, error) {
 	p := make([]byte, 0, len(body)+len(rest)+32)
 	p = brokermsg.AppendBody(append(p, '{'), body)
 	return append(append(p, ','), rest[1:]...), nil
-}
-
-// replayStamp is the replay count replayctl stamped on a message it
-// replayed (brokermsg.HeaderCount, a string or a number).
-func replayStamp(h amqp.Table) (int64, bool) {
-	v, ok := h[brokermsg.HeaderCount]
-	if !ok {
-		return 0, false
-	}
-	if s, isStr := v.(string); isStr {
-		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-		return n, err == nil
-	}
-	return toInt(v)
 }

@@ -105,60 +105,37 @@ func decodeFast(raw []byte, e *entry.Entry) (ok bool) {
 		seen     uint16
 	)
 	d.WS()
-	if !d.Lit('{') {
-		return false
-	}
-	d.WS()
-	if !d.Lit('}') {
-		for {
-			var name jsonscan.Span
-			if !d.Str(&name) || name.Esc {
-				return false
-			}
-			f := fieldOf(raw[name.Start:name.End])
-			if f < 0 || seen&(1<<f) != 0 {
-				return false // unknown (an error) or a duplicate (merged)
-			}
-			seen |= 1 << f
-			d.WS()
-			if !d.Lit(':') {
-				return false
-			}
-			d.WS()
-			switch {
-			case d.Peek() == 'n':
-				// null leaves each field at its zero
-				if !d.Word("null") {
-					return false
-				}
-			case f < nText:
-				if !d.Str(&text[f]) {
-					return false
-				}
-			case f == fAttempts:
-				if attempts, ok = d.int(); !ok {
-					return false
-				}
-			case f == fLabels:
-				if labels, ok = d.labels(labels); !ok {
-					return false
-				}
-			default: // fPayload
-				payload.Start = d.I
-				if !d.Skip(0) {
-					return false
-				}
-				payload.End = d.I
-			}
-			d.WS()
-			if d.Lit('}') {
-				break
-			}
-			if !d.Lit(',') {
-				return false
-			}
-			d.WS()
+	members := d.Members(func(name jsonscan.Span) bool {
+		if name.Esc {
+			return false
 		}
+		f := fieldOf(raw[name.Start:name.End])
+		if f < 0 || seen&(1<<f) != 0 {
+			return false // unknown (an error) or a duplicate (merged)
+		}
+		seen |= 1 << f
+		var ok bool
+		switch {
+		case d.Peek() == 'n':
+			// null leaves each field at its zero
+			return d.Word("null")
+		case f < nText:
+			return d.Str(&text[f])
+		case f == fAttempts:
+			attempts, ok = d.int()
+			return ok
+		case f == fLabels:
+			labels, ok = d.labels(labels)
+			return ok
+		default: // fPayload
+			payload.Start = d.I
+			ok = d.Skip(0)
+			payload.End = d.I
+			return ok
+		}
+	})
+	if !members {
+		return false
 	}
 	d.WS()
 	if d.I != len(raw) || text[fID].End == text[fID].Start {
